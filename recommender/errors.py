@@ -1,0 +1,44 @@
+"""One exception tree for the whole package; only the CLI turns these into messages and exit codes."""
+
+from __future__ import annotations
+
+
+class RecommenderError(Exception):
+    """Base of every error the platform raises on purpose. `hint` tells the user how to fix it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class SpecError(RecommenderError):
+    """An experiment file is missing, unreadable or invalid. `problems` holds one line per field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, problems: list[str] | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.problems = problems or []
+
+
+class BuildError(RecommenderError):
+    """A model could not be exported or a model repository could not be written."""
+
+
+class TargetError(RecommenderError):
+    """A serving target failed its preflight, could not deploy, or did not become ready."""
+
+
+class LoadError(RecommenderError):
+    """The load generator could not start or did not produce a result."""
+
+
+class StoreError(RecommenderError):
+    """The results database could not be opened, migrated, read or written."""
+
+
+class CandidateSkipped(RecommenderError):
+    """A candidate cannot run on this host (for example TensorRT without a GPU); recorded as skipped."""

@@ -1,0 +1,75 @@
+"""Candidates: the serving-variant grid expanded from a spec, each with a stable key (the resume key)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+
+from recommender.spec import DynamicBatching, ExperimentSpec
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One serving configuration of one model on one target instance type."""
+
+    optimization: str
+    dynamic_batching: DynamicBatching | None
+    instance_count: int
+    max_batch_size: int
+    instance_type: str
+    model_fingerprint: str = field(default="", compare=True)
+
+    @property
+    def name(self) -> str:
+        """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off)."""
+        batching = "db" if self.dynamic_batching is not None else "nodb"
+        return f"{self.optimization}-{batching}-ig{self.instance_count}-mbs{self.max_batch_size}"
+
+    def config(self) -> dict:
+        """The serving configuration as plain data (stored, shown, hashed)."""
+        data = asdict(self)
+        data["dynamic_batching"] = self.dynamic_batching.model_dump() if self.dynamic_batching else None
+        return data
+
+    @property
+    def key(self) -> str:
+        """Stable hash of the canonical configuration: same configuration, same key, across runs and hosts."""
+        canonical = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def model_fingerprint(spec: ExperimentSpec) -> str:
+    """Hash of what determines the served model and its inputs (model source and payload shape)."""
+    data = {"model": spec.model.model_dump(mode="json"), "sequence_length": spec.payload.sequence_length}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def protocol_fingerprint(spec: ExperimentSpec) -> str:
+    """Hash of how candidates are measured (traffic and payload texts); a stored run is reused only if this matches."""
+    data = {"traffic": spec.traffic.model_dump(mode="json"), "texts": spec.payload.texts}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
+    """Every valid combination of the grid, in a stable order, without duplicates."""
+    grid = spec.variants
+    fingerprint = model_fingerprint(spec)
+    seen: dict[str, Candidate] = {}
+    for opt, batching, count, mbs in itertools.product(
+        grid.optimizations, grid.dynamic_batching, grid.instance_counts, grid.max_batch_sizes
+    ):
+        settings = _batching_settings(batching, mbs)
+        candidate = Candidate(opt, settings, count, mbs, spec.target.instance_type, fingerprint)
+        seen.setdefault(candidate.key, candidate)
+    return list(seen.values())
+
+
+def _batching_settings(choice: bool | DynamicBatching, max_batch_size: int) -> DynamicBatching | None:
+    """Normalise a grid entry: False -> None, True -> defaults; preferred sizes above max_batch_size are dropped."""
+    if choice is False:
+        return None
+    settings = DynamicBatching() if choice is True else choice
+    preferred = [size for size in settings.preferred_batch_size if size <= max_batch_size]
+    return settings.model_copy(update={"preferred_batch_size": preferred})

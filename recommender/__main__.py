@@ -1,0 +1,3 @@
+from recommender.cli import main
+
+main()

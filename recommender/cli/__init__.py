@@ -1,0 +1,63 @@
+"""The `recommender` command line. Each command lives in its own module with a `register(app)` function."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+from rich.console import Console
+
+from recommender.errors import RecommenderError, SpecError
+
+COMMAND_MODULES = (
+    "validate_command",
+)
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="recommender",
+        help="Benchmark model-serving configurations on real servers with real traffic, then recommend one: "
+        "which configuration, how many instances, at what cost, under your latency target.",
+        no_args_is_help=True,
+        rich_markup_mode="rich",
+        pretty_exceptions_enable=False,
+    )
+    for module in COMMAND_MODULES:
+        importlib.import_module(f"recommender.cli.{module}").register(app)
+    return app
+
+
+def report_error(error: RecommenderError, console: Console | None = None) -> int:
+    """Print a RecommenderError the way users read it: message, problems, hint. Returns the exit code."""
+    console = console or Console(stderr=True)
+    console.print(f"[bold red]error:[/] {error.message}", highlight=False)
+    if isinstance(error, SpecError):
+        for line in error.problems:
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    if error.hint:
+        console.print(f"[yellow]hint:[/] {error.hint}", highlight=False)
+    return error.exit_code
+
+
+def main() -> None:
+    app = build_app()
+    try:
+        app(standalone_mode=False)
+    except RecommenderError as error:
+        sys.exit(report_error(error))
+    except KeyboardInterrupt:
+        Console(stderr=True).print("[yellow]interrupted[/]: every server was torn down; run again to resume.")
+        sys.exit(130)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except Exception as exc:  # click usage errors and aborts
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise

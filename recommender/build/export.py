@@ -1,0 +1,149 @@
+"""Export a model once per optimization (TorchScript, ONNX), cached by a hash of the model spec."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from recommender.build.artifact import ModelArtifact, TensorSpec
+from recommender.build.model_source import load_torch_model
+from recommender.errors import BuildError, CandidateSkipped
+from recommender.spec import ModelSpec
+
+FORMAT_OF = {"pt": "torchscript", "onnx": "onnx"}
+FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx"}
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAME = "embedding"
+
+
+def export_model(spec: ModelSpec, optimization: str, sequence_length: int, fingerprint: str, cache_dir: Path) -> ModelArtifact:
+    """The artifact for one optimization, exported on first use and read from the cache afterwards."""
+    if optimization == "trt":
+        raise CandidateSkipped(_trt_reason())
+    fmt = FORMAT_OF[optimization]
+    folder = Path(cache_dir) / f"{fingerprint}-{optimization}"
+    cached = _read_cached(folder)
+    if cached is not None:
+        return cached
+    staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    artifact = _export(spec, fmt, sequence_length, staging)
+    _write_signature(staging, artifact)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return _read_cached(folder)
+
+
+def _trt_reason() -> str:
+    """Why TensorRT cannot run on this host (the deciding missing piece)."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return "TensorRT needs an NVIDIA GPU; this host has none (run this candidate on a GPU host with the docker target)"
+    if importlib.util.find_spec("tensorrt") is None:
+        return "TensorRT is not installed (pip install tensorrt) on this GPU host"
+    return "TensorRT engines are built by the docker target's tensorrt backend, not by the local target"
+
+
+def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
+    if spec.source in ("torchscript", "onnx"):
+        return _user_file(spec, fmt, sequence_length, folder)
+    model = load_torch_model(spec)
+    example = _example_inputs(sequence_length)
+    target = folder / FILE_OF[fmt]
+    if fmt == "torchscript":
+        _trace(model, example, target)
+    else:
+        _to_onnx(model, example, target)
+    hidden = _output_width(model, example)
+    return _artifact(target, fmt, hidden, random_weights=spec.source == "bert")
+
+
+def _example_inputs(sequence_length: int):
+    import torch
+
+    ids = torch.randint(1000, 2000, (2, sequence_length), dtype=torch.int64)
+    return ids, torch.ones_like(ids)
+
+
+def _trace(model, example, target: Path) -> None:
+    import torch
+
+    with torch.inference_mode(False), torch.no_grad():
+        traced = torch.jit.trace(model, example, strict=False, check_trace=False)
+    traced.save(str(target))
+
+
+def _to_onnx(model, example, target: Path) -> None:
+    import torch
+
+    axes = {name: {0: "batch"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
+    with torch.no_grad():
+        torch.onnx.export(model, example, str(target), input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
+
+
+def _output_width(model, example) -> int:
+    import torch
+
+    with torch.no_grad():
+        return int(model(*example).shape[-1])
+
+
+def _user_file(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
+    wanted = "torchscript" if spec.source == "torchscript" else "onnx"
+    if fmt != wanted:
+        raise CandidateSkipped(f"a {spec.source} model file serves only the `{'pt' if wanted == 'torchscript' else 'onnx'}` optimization")
+    if not spec.path.is_file():
+        raise BuildError(f"model file {spec.path} does not exist", hint="Fix model.path in the experiment file.")
+    target = folder / FILE_OF[fmt]
+    shutil.copyfile(spec.path, target)
+    return _artifact(target, fmt, _user_output_width(target, fmt, sequence_length))
+
+
+def _user_output_width(path: Path, fmt: str, sequence_length: int) -> int:
+    """Run the user's model once on a dummy batch to learn its output width (and that it loads at all)."""
+    try:
+        if fmt == "torchscript":
+            import torch
+
+            model = torch.jit.load(str(path))
+            return _output_width(model, _example_inputs(sequence_length))
+        import numpy as np
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        ids = np.ones((2, sequence_length), dtype=np.int64)
+        return int(session.run(None, {"input_ids": ids, "attention_mask": ids})[0].shape[-1])
+    except Exception as exc:  # the user's file: any failure is a clear build error
+        raise BuildError(f"model file {path} could not be run: {exc}",
+                         hint="The model must take input_ids and attention_mask (INT64 [batch, seq]) "
+                              "and return one FP32 [batch, width] tensor.") from exc
+
+
+def _artifact(path: Path, fmt: str, width: int, random_weights: bool = False) -> ModelArtifact:
+    inputs = tuple(TensorSpec(name, "TYPE_INT64", (-1,)) for name in INPUT_NAMES)
+    outputs = (TensorSpec(OUTPUT_NAME, "TYPE_FP32", (width,)),)
+    return ModelArtifact(path, fmt, inputs, outputs, random_weights)
+
+
+def _write_signature(folder: Path, artifact: ModelArtifact) -> None:
+    data = asdict(artifact)
+    data["path"] = artifact.path.name
+    (folder / "signature.json").write_text(json.dumps(data, indent=2))
+
+
+def _read_cached(folder: Path) -> ModelArtifact | None:
+    signature = folder / "signature.json"
+    if not signature.is_file():
+        return None
+    data = json.loads(signature.read_text())
+    tensors = lambda items: tuple(TensorSpec(t["name"], t["dtype"], tuple(t["dims"])) for t in items)  # noqa: E731
+    return ModelArtifact(folder / data["path"], data["format"], tensors(data["inputs"]), tensors(data["outputs"]),
+                         data.get("random_weights", False))

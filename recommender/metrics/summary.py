@@ -1,0 +1,159 @@
+"""Client-side metrics from the exact per-request log: per-second series and per-phase summaries.
+
+A request counts in the second (or window) in which it COMPLETED (send time + latency).
+Invocations per minute (IPM) = successful completions in the window / window seconds x 60.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+
+
+def percentile_ms(latency_us: np.ndarray, name: str) -> float | None:
+    """Nearest-rank percentile in ms, or None when there are too few samples to tell it apart from the maximum.
+
+    A percentile q needs at least 1 / (1 - q) samples (p99: 100, p95: 20, p90: 10, p50: 2).
+    """
+    q = PERCENTILES[name]
+    if len(latency_us) < min_samples(name):
+        return None
+    return float(np.percentile(latency_us, q, method="inverted_cdf")) / 1000.0
+
+
+def min_samples(name: str) -> int:
+    return math.ceil(round(1.0 / (1.0 - PERCENTILES[name] / 100.0), 6))
+
+
+@dataclass(frozen=True)
+class RequestArrays:
+    """The per-request log as arrays: send time (s from start), latency (us), success, active users."""
+
+    t_s: np.ndarray
+    latency_us: np.ndarray
+    ok: np.ndarray
+    users: np.ndarray
+
+    @property
+    def done_s(self) -> np.ndarray:
+        return self.t_s + self.latency_us / 1e6
+
+    def between(self, start: float, end: float) -> "RequestArrays":
+        """Requests that completed in [start, end)."""
+        done = self.done_s
+        keep = (done >= start) & (done < end)
+        return RequestArrays(self.t_s[keep], self.latency_us[keep], self.ok[keep], self.users[keep])
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """Throughput, errors and latency percentiles of the requests completed in one time window."""
+
+    start_s: float
+    end_s: float
+    requests: int
+    ok: int
+    errors: int
+    invocations_per_minute: float
+    latency_ms: dict[str, float | None]
+    users_min: int = 0
+    users_max: int = 0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    @property
+    def samples(self) -> int:
+        return self.ok
+
+
+def window_stats(log: RequestArrays, start: float, end: float) -> WindowStats:
+    """Statistics of [start, end); latency percentiles are over successful requests only."""
+    part = log.between(start, end)
+    ok_latency = part.latency_us[part.ok]
+    seconds = max(end - start, 1e-9)
+    ok = int(part.ok.sum())
+    users = part.users
+    return WindowStats(
+        start_s=start,
+        end_s=end,
+        requests=len(part.t_s),
+        ok=ok,
+        errors=int(len(part.t_s) - ok),
+        invocations_per_minute=ok / seconds * 60.0,
+        latency_ms={name: percentile_ms(ok_latency, name) for name in PERCENTILES},
+        users_min=int(users.min()) if len(users) else 0,
+        users_max=int(users.max()) if len(users) else 0,
+    )
+
+
+def per_second_series(log: RequestArrays, duration_s: float) -> list[WindowStats]:
+    """One WindowStats per whole second of the run."""
+    return [window_stats(log, float(s), float(s + 1)) for s in range(int(math.ceil(duration_s)))]
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    """One traffic phase measured over its steady part (the phase minus its warm-up)."""
+
+    index: int
+    stats: WindowStats
+    phase_start_s: float
+    phase_end_s: float
+
+
+def summarize_phases(log: RequestArrays, windows: list[tuple[float, float]], warmup_s: float) -> list[PhaseSummary]:
+    """Per phase: the window from phase start + warm-up to phase end (warm-up capped at half the phase)."""
+    summaries = []
+    for index, (start, end) in enumerate(windows):
+        measured_start = start + min(warmup_s, (end - start) / 2)
+        summaries.append(PhaseSummary(index, window_stats(log, measured_start, end), start, end))
+    return summaries
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The candidate's figures: its best phase within the latency threshold and error limit (MaxInvocations)."""
+
+    phase_index: int | None
+    invocations_per_minute: float
+    latency_ms: dict[str, float | None]
+    error_rate: float
+    within_threshold: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def headline(phases: list[PhaseSummary], percentile: str, threshold_ms: float, max_error_rate: float) -> Headline:
+    """MaxInvocations at phase granularity: the highest-IPM phase whose percentile latency and error rate pass.
+
+    When no phase passes, the highest-IPM phase is reported with `within_threshold=False` and the reason.
+    """
+    passing = [p for p in phases if _passes(p.stats, percentile, threshold_ms, max_error_rate)]
+    pool, within = (passing, True) if passing else (phases, False)
+    if not pool:
+        return Headline(None, 0.0, {name: None for name in PERCENTILES}, 0.0, False, ["no phase measured"])
+    best = max(pool, key=lambda p: (p.stats.invocations_per_minute, -p.index))
+    notes = [] if within else [_why_not(best.stats, percentile, threshold_ms, max_error_rate)]
+    s = best.stats
+    return Headline(best.index, s.invocations_per_minute, s.latency_ms, s.error_rate, within, notes)
+
+
+def _passes(stats: WindowStats, percentile: str, threshold_ms: float, max_error_rate: float) -> bool:
+    latency = stats.latency_ms[percentile]
+    return stats.ok > 0 and latency is not None and latency <= threshold_ms and stats.error_rate <= max_error_rate
+
+
+def _why_not(stats: WindowStats, percentile: str, threshold_ms: float, max_error_rate: float) -> str:
+    latency = stats.latency_ms[percentile]
+    if stats.ok == 0:
+        return "no successful request in any phase"
+    if latency is None:
+        return f"too few samples ({stats.ok}) for {percentile} (needs {min_samples(percentile)})"
+    if latency > threshold_ms:
+        return f"{percentile} {latency:.1f} ms above the {threshold_ms:g} ms threshold in every phase"
+    return f"error rate {stats.error_rate:.1%} above the {max_error_rate:.1%} limit in every phase"

@@ -1,0 +1,200 @@
+"""The store API: the only way the pipeline, reports and the dashboard read and write results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload
+
+from recommender.errors import StoreError
+from recommender.metrics.summary import PhaseSummary, WindowStats
+from recommender.search import Candidate
+from recommender.spec import ExperimentSpec
+from recommender.store.database import open_engine
+from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, utcnow
+
+FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """A candidate with its latest run (for the current measurement protocol)."""
+
+    key: str
+    name: str
+    config: dict[str, Any]
+    status: str  # ok | failed | skipped | interrupted | pending
+    reason: str | None
+    headline: dict[str, Any] | None
+    server_stats: dict[str, Any] | None
+    run_id: int | None
+    duration_s: float | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    name: str
+    status: str
+    spec: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class ResultStore:
+    """Experiments, candidates, runs, phase summaries and per-second series in one SQL database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None) -> "ResultStore":
+        return cls(open_engine(url))
+
+    def _session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def _write(self, work) -> Any:
+        try:
+            with self._session() as session, session.begin():
+                return work(session)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"results database write failed: {exc}", hint="Is the database reachable and writable?") from exc
+
+    # --- writing -------------------------------------------------------------------------------------------
+
+    def save_experiment(self, spec: ExperimentSpec, status: str = "running") -> int:
+        """Create or update the experiment row; runs left 'running' by an interrupted job become 'interrupted'."""
+
+        def work(session: Session) -> int:
+            row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
+            if row is None:
+                row = Experiment(name=spec.name, spec=spec.model_dump(mode="json"))
+                session.add(row)
+            row.spec, row.status, row.updated_at = spec.model_dump(mode="json"), status, utcnow()
+            session.flush()
+            stale = select(Run).join(CandidateRow).where(CandidateRow.experiment_id == row.id, Run.status == "running")
+            for run in session.scalars(stale):
+                run.status, run.reason = "interrupted", "the job stopped before this run finished"
+            return row.id
+
+        return self._write(work)
+
+    def set_experiment_status(self, name: str, status: str) -> None:
+        def work(session: Session) -> None:
+            row = session.scalar(select(Experiment).where(Experiment.name == name))
+            if row is not None:
+                row.status, row.updated_at = status, utcnow()
+
+        self._write(work)
+
+    def save_candidate(self, experiment_id: int, candidate: Candidate) -> int:
+        def work(session: Session) -> int:
+            query = select(CandidateRow).where(CandidateRow.experiment_id == experiment_id, CandidateRow.key == candidate.key)
+            row = session.scalar(query)
+            if row is None:
+                row = CandidateRow(experiment_id=experiment_id, key=candidate.key, name=candidate.name, config=candidate.config())
+                session.add(row)
+                session.flush()
+            return row.id
+
+        return self._write(work)
+
+    def final_run(self, candidate_id: int, protocol_key: str) -> Run | None:
+        """The newest ok or skipped run of a candidate under this protocol (so it need not be measured again)."""
+        with self._session() as session:
+            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key,
+                                       Run.status.in_(FINAL)).order_by(Run.id.desc()).limit(1))
+            return session.scalar(query)
+
+    def start_run(self, candidate_id: int, protocol_key: str, artifacts_dir: str | None) -> int:
+        def work(session: Session) -> int:
+            run = Run(candidate_id=candidate_id, protocol_key=protocol_key, status="running", artifacts_dir=artifacts_dir)
+            session.add(run)
+            session.flush()
+            return run.id
+
+        return self._write(work)
+
+    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: dict | None = None,
+                   server_stats: dict | None = None, phases: list[PhaseSummary] = (),
+                   series: list[WindowStats] = ()) -> None:
+        def work(session: Session) -> None:
+            run = session.get(Run, run_id)
+            run.status, run.reason, run.headline, run.server_stats = status, reason, headline, server_stats
+            run.finished_at = utcnow()
+            run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
+            session.add_all(_phase_row(run_id, p) for p in phases)
+            session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
+
+        self._write(work)
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def experiments(self) -> list[ExperimentInfo]:
+        with self._session() as session:
+            rows = session.scalars(select(Experiment).order_by(Experiment.created_at.desc()))
+            return [ExperimentInfo(r.name, r.status, r.spec, r.created_at, r.updated_at) for r in rows]
+
+    def experiment(self, name: str) -> ExperimentInfo:
+        for info in self.experiments():
+            if info.name == name:
+                return info
+        known = ", ".join(e.name for e in self.experiments()) or "none yet"
+        raise StoreError(f"no experiment named {name!r} in the results database",
+                         hint=f"Known experiments: {known}. Run `recommender run FILE` first, or pass --db.")
+
+    def results(self, experiment: str, protocol_key: str | None = None) -> list[CandidateResult]:
+        """Every candidate of the experiment with its latest run (under `protocol_key` when given)."""
+        with self._session() as session:
+            query = (select(CandidateRow).join(Experiment).where(Experiment.name == experiment)
+                     .options(selectinload(CandidateRow.runs)).order_by(CandidateRow.id))
+            return [_result(row, protocol_key) for row in session.scalars(query)]
+
+    def phases(self, run_id: int) -> list[PhaseRow]:
+        with self._session() as session:
+            return list(session.scalars(select(PhaseRow).where(PhaseRow.run_id == run_id).order_by(PhaseRow.phase_index)))
+
+    def series(self, run_id: int) -> list[SecondRow]:
+        with self._session() as session:
+            return list(session.scalars(select(SecondRow).where(SecondRow.run_id == run_id).order_by(SecondRow.second)))
+
+    def runs(self, experiment: str) -> Iterator[Run]:
+        with self._session() as session:
+            query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
+            yield from session.scalars(query)
+
+
+def _aware(moment: datetime) -> datetime:
+    from datetime import timezone
+
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
+    runs = [r for r in row.runs if protocol_key is None or r.protocol_key == protocol_key]
+    run = max(runs, key=lambda r: r.id) if runs else None
+    if run is None:
+        return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None)
+    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, run.headline, run.server_stats,
+                           run.id, run.duration_s, run.finished_at)
+
+
+def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
+    s = phase.stats
+    return PhaseRow(run_id=run_id, phase_index=phase.index, window_start_s=s.start_s, window_end_s=s.end_s,
+                    users_min=s.users_min, users_max=s.users_max, requests=s.requests, errors=s.errors,
+                    invocations_per_minute=s.invocations_per_minute, **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+
+
+def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
+    return SecondRow(run_id=run_id, second=second, users=s.users_max, ok=s.ok, errors=s.errors,
+                     **_latency_columns(s, ("p50", "p95", "p99")))
+
+
+def _latency_columns(stats: WindowStats, names: tuple[str, ...]) -> dict[str, float | None]:
+    return {f"{name}_ms": stats.latency_ms.get(name) for name in names}

@@ -1,0 +1,95 @@
+"""The results schema (SQLAlchemy 2.0 ORM). Changes here need an Alembic migration in store/migrations/versions."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(120), unique=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20), default="created")  # created | running | done | interrupted
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    candidates: Mapped[list["CandidateRow"]] = relationship(back_populates="experiment", cascade="all, delete-orphan")
+
+
+class CandidateRow(Base):
+    __tablename__ = "candidates"
+    __table_args__ = (UniqueConstraint("experiment_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(120))
+    config: Mapped[dict] = mapped_column(JSON)
+    experiment: Mapped[Experiment] = relationship(back_populates="candidates")
+    runs: Mapped[list["Run"]] = relationship(back_populates="candidate", cascade="all, delete-orphan")
+
+
+class Run(Base):
+    """One measurement of one candidate. status: running | ok | failed | skipped."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
+    protocol_key: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    artifacts_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    headline: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # invocations_per_minute, latency_ms, ...
+    server_stats: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
+    phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
+    series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")
+
+
+class PhaseRow(Base):
+    __tablename__ = "phase_summaries"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    phase_index: Mapped[int] = mapped_column(Integer)
+    window_start_s: Mapped[float] = mapped_column(Float)
+    window_end_s: Mapped[float] = mapped_column(Float)
+    users_min: Mapped[int] = mapped_column(Integer)
+    users_max: Mapped[int] = mapped_column(Integer)
+    requests: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    invocations_per_minute: Mapped[float] = mapped_column(Float)
+    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SecondRow(Base):
+    __tablename__ = "series"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    second: Mapped[int] = mapped_column(Integer)
+    users: Mapped[int] = mapped_column(Integer)
+    ok: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)

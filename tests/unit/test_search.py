@@ -1,0 +1,53 @@
+"""Candidate expansion and the stable resume key."""
+
+import hashlib
+
+import pytest
+
+from recommender.search import Candidate, expand_candidates
+from recommender.spec import DynamicBatching, ExperimentSpec
+
+
+def spec(**variants) -> ExperimentSpec:
+    return ExperimentSpec.model_validate({"name": "t", "variants": variants})
+
+
+def test_grid_is_the_full_product_in_stable_order():
+    candidates = expand_candidates(spec(optimizations=["pt", "onnx"], dynamic_batching=[False, True],
+                                        instance_counts=[1, 2], max_batch_sizes=[4, 8]))
+    assert len(candidates) == 16
+    assert [c.name for c in candidates[:4]] == ["pt-nodb-ig1-mbs4", "pt-nodb-ig1-mbs8", "pt-nodb-ig2-mbs4", "pt-nodb-ig2-mbs8"]
+    assert len({c.key for c in candidates}) == 16
+
+
+def test_identical_configurations_are_expanded_once():
+    candidates = expand_candidates(spec(dynamic_batching=[True, {"max_queue_delay_microseconds": 100}], instance_counts=[1, 1]))
+    assert len(candidates) == 1
+
+
+def test_preferred_batch_sizes_above_max_batch_size_are_dropped():
+    (candidate,) = expand_candidates(spec(dynamic_batching=[{"preferred_batch_size": [2, 4, 16]}], max_batch_sizes=[4]))
+    assert candidate.dynamic_batching.preferred_batch_size == [2, 4]
+
+
+def test_key_is_stable_and_depends_on_every_setting():
+    base = Candidate("pt", None, 1, 8, "local-cpu", "abc")
+    assert base.key == Candidate("pt", None, 1, 8, "local-cpu", "abc").key
+    # The canonical form is part of the stored data: changing it would silently re-measure every stored candidate.
+    canonical = ('{"dynamic_batching":null,"instance_count":1,"instance_type":"local-cpu",'
+                 '"max_batch_size":8,"model_fingerprint":"abc","optimization":"pt"}')
+    assert base.key == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    variants = [
+        Candidate("onnx", None, 1, 8, "local-cpu", "abc"),
+        Candidate("pt", DynamicBatching(), 1, 8, "local-cpu", "abc"),
+        Candidate("pt", None, 2, 8, "local-cpu", "abc"),
+        Candidate("pt", None, 1, 4, "local-cpu", "abc"),
+        Candidate("pt", None, 1, 8, "ml.c5.xlarge", "abc"),
+        Candidate("pt", None, 1, 8, "local-cpu", "other-model"),
+    ]
+    assert len({base.key, *(v.key for v in variants)}) == 7
+
+
+@pytest.mark.parametrize(("db", "expected"), [(None, "pt-nodb-ig2-mbs8"), (DynamicBatching(), "pt-db-ig2-mbs8")])
+def test_names_read_like_the_published_study(db, expected):
+    assert Candidate("pt", db, 2, 8, "local-cpu").name == expected

@@ -1,0 +1,85 @@
+"""Experiment-file validation: what users see when they get a field wrong."""
+
+from pathlib import Path
+
+import pytest
+
+from recommender.errors import SpecError
+from recommender.spec import ExperimentSpec, load_spec
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def problems_of(path: Path) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return info.value.problems
+
+
+def test_minimal_spec_gets_documented_defaults(tmp_path):
+    spec = load_spec(write(tmp_path, "name: tiny\n"))
+    assert spec.target.kind == "local" and spec.target.price_per_hour == 0.0
+    assert spec.latency_threshold.percentile == "p95"
+    assert spec.variants.dynamic_batching == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: x\nvariants:\n  optimisations: [pt]\n", "variants.optimisations: unknown key (did you mean `optimizations`?)"),
+        ("name: x\ntraffic:\n  phases:\n    - {initial_users: 1, spwan_rate: 2}\n",
+         "traffic.phases.0.spwan_rate: unknown key (did you mean `spawn_rate`?)"),
+        ("name: x\nlatency_treshold: {ms: 3}\n", "latency_treshold: unknown key (did you mean `latency_threshold`?)"),
+        ("name: x\nvariants:\n  instance_counts: [0]\n", "variants.instance_counts.0: Input should be greater than or equal to 1"),
+        ("name: x\nlatency_threshold: {percentile: p97}\n", "latency_threshold.percentile: Input should be 'p50', 'p90', 'p95' or 'p99'"),
+    ],
+)
+def test_errors_name_file_field_and_fix(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    assert f"{path}: {expected}" in problems_of(path)
+
+
+def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
+    path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
+    (line,) = problems_of(path)
+    assert "target.zzzzzz: unknown key (valid keys: instance_type, kind, price_per_hour, ready_timeout_seconds)" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("name: x\nmodel: {source: bert}\n", "source bert needs `architecture`"),
+        ("name: x\nmodel: {source: onnx}\n", "source onnx needs `path`"),
+        ("name: x\nmodel: {source: bert, architecture: {hidden: 100, heads: 16}}\n", "must be a multiple of heads"),
+    ],
+)
+def test_cross_field_rules(tmp_path, text, fragment):
+    assert any(fragment in line for line in problems_of(write(tmp_path, text)))
+
+
+def test_broken_yaml_names_the_line(tmp_path):
+    path = write(tmp_path, "name: x\nvariants: [\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(path) in info.value.message and "line" in info.value.message
+
+
+def test_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="no such experiment file"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_relative_model_path_resolves_against_the_file(tmp_path):
+    spec = load_spec(write(tmp_path, "name: x\nmodel: {source: onnx, path: m.onnx}\n"))
+    assert spec.model.path == (tmp_path / "m.onnx").resolve()
+
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "bert.yaml"])
+def test_shipped_experiments_validate(name):
+    assert isinstance(load_spec(EXPERIMENTS / name), ExperimentSpec)

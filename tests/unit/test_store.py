@@ -1,0 +1,76 @@
+"""Store round trip on a real SQLite file, migrated by Alembic."""
+
+import numpy as np
+import pytest
+from sqlalchemy import inspect
+
+from recommender.errors import StoreError
+from recommender.metrics.summary import RequestArrays, per_second_series, summarize_phases
+from recommender.search import expand_candidates
+from recommender.spec import ExperimentSpec
+from recommender.store.results import ResultStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+
+
+@pytest.fixture
+def spec():
+    return ExperimentSpec.model_validate({"name": "roundtrip", "variants": {"instance_counts": [1, 2]}})
+
+
+def a_log() -> RequestArrays:
+    t = np.arange(0, 4, 0.01)
+    return RequestArrays(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
+
+
+def test_migration_creates_every_table(store):
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"experiments", "candidates", "runs", "phase_summaries", "series", "alembic_version"} <= tables
+
+
+def test_run_round_trip_with_phases_and_series(store, spec):
+    experiment_id = store.save_experiment(spec)
+    candidate, *rest = expand_candidates(spec)
+    candidate_id = store.save_candidate(experiment_id, candidate)
+    for other in rest:
+        store.save_candidate(experiment_id, other)
+    assert store.save_candidate(experiment_id, candidate) == candidate_id  # idempotent
+    run_id = store.start_run(candidate_id, "proto", "/tmp/run")
+    phases = summarize_phases(a_log(), [(0, 4)], warmup_s=1)
+    series = per_second_series(a_log(), 4)
+    store.finish_run(run_id, "ok", headline={"invocations_per_minute": 6000.0}, phases=phases, series=series)
+
+    (result, *others) = store.results("roundtrip")
+    assert (result.name, result.status, result.headline) == (candidate.name, "ok", {"invocations_per_minute": 6000.0})
+    assert [o.status for o in others] == ["pending"] * len(rest)
+    assert [round(p.invocations_per_minute) for p in store.phases(run_id)] == [6000]
+    assert [s.ok for s in store.series(run_id)] == [100, 100, 100, 100]
+    assert store.final_run(candidate_id, "proto").id == run_id
+    assert store.final_run(candidate_id, "other-protocol") is None
+
+
+def test_failed_runs_are_not_final_and_running_runs_become_interrupted(store, spec):
+    experiment_id = store.save_experiment(spec)
+    candidate_id = store.save_candidate(experiment_id, expand_candidates(spec)[0])
+    failed = store.start_run(candidate_id, "p", None)
+    store.finish_run(failed, "failed", reason="model did not load")
+    assert store.final_run(candidate_id, "p") is None
+    store.start_run(candidate_id, "p", None)  # the job dies here
+    store.save_experiment(spec)  # the next job starts
+    assert [r.status for r in store.runs("roundtrip")] == ["failed", "interrupted"]
+
+
+def test_unknown_experiment_lists_known_ones(store, spec):
+    store.save_experiment(spec)
+    with pytest.raises(StoreError) as info:
+        store.experiment("nope")
+    assert "roundtrip" in info.value.hint
+
+
+def test_unreachable_database_is_a_store_error_with_hint():
+    with pytest.raises(StoreError) as info:
+        ResultStore.open("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    assert "--db" in info.value.hint

@@ -11,6 +11,7 @@ from rich.console import Console
 from recommender.errors import RecommenderError, SpecError
 
 COMMAND_MODULES = (
+    "run_command",
     "validate_command",
 )
 

@@ -1,0 +1,52 @@
+"""Rich progress bars for the main job: one bar for the candidates, one for the current candidate's load."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from recommender.search import Candidate
+
+STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "magenta"}
+
+
+class ProgressReporter:
+    """Implements pipeline.Reporter on a rich Progress display."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
+        )
+        self.overall = None
+        self.current = None
+
+    def __enter__(self) -> "ProgressReporter":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def candidate_started(self, candidate: Candidate, index: int, total: int, load_seconds: float) -> None:
+        if self.overall is None:
+            self.overall = self.progress.add_task("candidates", total=total, detail="")
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+        self.current = self.progress.add_task(f"  {candidate.name}", total=int(load_seconds), detail="")
+
+    def stage(self, candidate: Candidate, text: str) -> None:
+        self.progress.update(self.current, detail=text)
+
+    def load_progress(self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int) -> None:
+        detail = f"{users} users, {requests} requests, {failures} failed"
+        self.progress.update(self.current, completed=min(int(elapsed_s), self.progress.tasks[-1].total or 0), detail=detail)
+
+    def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None:
+        style = STATUS_STYLE.get(status, "white")
+        note = " (stored, not measured again)" if reused else ""
+        why = f": {reason}" if reason else ""
+        self.progress.console.print(f"[{style}]{status:>8}[/] {candidate.name}{note}{why}", highlight=False)
+        self.progress.update(self.current, completed=self.progress.tasks[-1].total, detail=status)
+        self.progress.advance(self.overall)

@@ -1,0 +1,70 @@
+"""`recommender run SPEC`: deploy every variant, drive the traffic, store, rank and print the result."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from recommender.build.model_source import describe
+from recommender.cli.progress import ProgressReporter
+from recommender.cli.tables import results_table
+from recommender.pipeline import Job, JobOptions
+from recommender.search import expand_candidates
+from recommender.spec import ExperimentSpec, load_spec
+from recommender.store.results import ResultStore
+
+DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; env RECOMMENDER_DB_URL)."
+
+
+def run(
+    spec_file: Path = typer.Argument(..., help="Experiment YAML file, e.g. experiments/quickstart.yaml."),
+    db: str = typer.Option(None, "--db", help=DB_HELP),
+    fresh: bool = typer.Option(False, "--fresh", help="Measure every candidate again, even those already stored."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the candidates and the expected duration; deploy nothing."),
+    run_dir: Path = typer.Option(Path(".recommender") / "runs", "--run-dir", help="Where server logs and model repositories go."),
+) -> None:
+    """Deploy every serving variant of the experiment on a real Triton server, drive phased Locust traffic at it,
+    store the measurements, and print the candidates ranked.
+
+    Candidates already stored (same configuration, same traffic) are not measured again: an interrupted run
+    resumes where it stopped. Use --fresh to re-measure.
+    """
+    console = Console()
+    spec = load_spec(spec_file)
+    if dry_run:
+        console.print(plan_table(spec))
+        return
+    store = ResultStore.open(db)
+    console.print(f"[bold]{spec.name}[/]: {describe(spec.model)}; {len(expand_candidates(spec))} candidates "
+                  f"on target {spec.target.kind} ({spec.target.instance_type})", highlight=False)
+    started = time.monotonic()
+    with ProgressReporter(console) as reporter:
+        results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh), reporter).run()
+    console.print(results_table(results, spec.latency_threshold.percentile,
+                                f"{spec.name}: ranked by invocations per minute within "
+                                f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms"))
+    console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
+                  highlight=False)
+
+
+def plan_table(spec: ExperimentSpec) -> Table:
+    load_s = sum(p.duration_seconds for p in spec.traffic.phases)
+    candidates = expand_candidates(spec)
+    table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
+                        f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")
+    for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
+        table.add_column(column)
+    for c in candidates:
+        db = c.dynamic_batching
+        batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
+        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_count), str(c.max_batch_size), c.instance_type)
+    table.caption = describe(spec.model)
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)

@@ -1,0 +1,146 @@
+"""The main job: spec -> candidates -> build -> deploy -> load -> collect -> store, one candidate at a time.
+
+A candidate that cannot run is recorded (skipped or failed, with its reason) and the job goes on; a candidate
+already stored under the same measurement protocol is not measured again unless `fresh` is set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from recommender.build.export import export_model
+from recommender.build.repository import write_model_repository
+from recommender.errors import CandidateSkipped, RecommenderError
+from recommender.load.probe import probe_inference
+from recommender.load.runner import LoadRequest, LoadResult, run_load
+from recommender.load.shapes import phase_windows
+from recommender.metrics.summary import RequestArrays, headline, per_second_series, summarize_phases
+from recommender.metrics.triton_stats import stats_delta
+from recommender.payload import inference_bodies
+from recommender.search import Candidate, expand_candidates, protocol_fingerprint
+from recommender.spec import ExperimentSpec
+from recommender.store.results import CandidateResult, ResultStore
+from recommender.targets import get_target
+
+MODEL_NAME = "model"
+
+
+class Reporter(Protocol):
+    """What the job tells its user as it goes (the CLI draws progress bars from this)."""
+
+    def candidate_started(self, candidate: Candidate, index: int, total: int, load_seconds: float) -> None: ...
+
+    def stage(self, candidate: Candidate, text: str) -> None: ...
+
+    def load_progress(self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int) -> None: ...
+
+    def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    run_root: Path = Path(".recommender") / "runs"
+    cache_dir: Path = Path(".recommender") / "artifacts"
+    fresh: bool = False
+
+
+@dataclass
+class Job:
+    spec: ExperimentSpec
+    store: ResultStore
+    options: JobOptions
+    reporter: Reporter
+
+    def run(self) -> list[CandidateResult]:
+        """Measure every candidate not yet stored; returns the experiment's results."""
+        experiment_id = self.store.save_experiment(self.spec)
+        target = get_target(self.spec.target.kind)
+        target.preflight()
+        self.target, self.protocol = target, protocol_fingerprint(self.spec)
+        self.bodies = inference_bodies(self.spec.payload)
+        candidates = expand_candidates(self.spec)
+        try:
+            for index, candidate in enumerate(candidates):
+                candidate_id = self.store.save_candidate(experiment_id, candidate)
+                self._run_candidate(candidate, candidate_id, index, len(candidates))
+        except KeyboardInterrupt:
+            self.store.set_experiment_status(self.spec.name, "interrupted")
+            raise
+        self.store.set_experiment_status(self.spec.name, "done")
+        return self.store.results(self.spec.name, self.protocol)
+
+    def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
+        load_seconds = sum(p.duration_seconds for p in self.spec.traffic.phases)
+        self.reporter.candidate_started(candidate, index, total, load_seconds)
+        stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
+        if stored is not None:
+            self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
+            return
+        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
+        run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()))
+        try:
+            outcome = self._measure(candidate, run_dir)
+        except CandidateSkipped as exc:
+            self._finish(candidate, run_id, "skipped", exc.message)
+        except RecommenderError as exc:
+            self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
+        except KeyboardInterrupt:
+            self._finish(candidate, run_id, "interrupted", "interrupted by the user (Ctrl-C)")
+            raise
+        except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+            self._finish(candidate, run_id, "failed", f"unexpected error {exc!r} (traceback in {run_dir / 'error.txt'})")
+        else:
+            self.store.finish_run(run_id, "ok", **outcome)
+            self.reporter.candidate_finished(candidate, "ok", None, reused=False)
+
+    def _finish(self, candidate: Candidate, run_id: int, status: str, reason: str) -> None:
+        self.store.finish_run(run_id, status, reason=reason)
+        self.reporter.candidate_finished(candidate, status, reason, reused=False)
+
+    def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
+        spec = self.spec
+        self.reporter.stage(candidate, f"exporting {candidate.optimization}")
+        artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
+                                candidate.model_fingerprint, self.options.cache_dir)
+        repository = write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
+        self.reporter.stage(candidate, "starting tritonserver")
+        with self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
+            probe_inference(deployment.endpoint, MODEL_NAME, self.bodies[0])
+            before = deployment.statistics()
+            self.reporter.stage(candidate, "load")
+            request = LoadRequest(endpoint=deployment.endpoint, model_name=MODEL_NAME, bodies=self.bodies,
+                                  phases=list(spec.traffic.phases), out_dir=run_dir / "load")
+            progress = lambda p: self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)  # noqa: E731
+            result = run_load(request, progress=progress)
+            after = deployment.statistics()
+        return self._summarize(result, stats_delta(before, after).to_dict())
+
+    def _summarize(self, result: LoadResult, server_stats: dict) -> dict:
+        spec = self.spec
+        log = result.requests
+        arrays = RequestArrays(log.t_s, log.latency_us, log.ok, log.users)
+        phases = summarize_phases(arrays, phase_windows(spec.traffic.phases), spec.traffic.warmup_seconds)
+        best = headline(phases, spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate)
+        series = [dataclasses.replace(s, users_max=_users_at(result, second))
+                  for second, s in enumerate(per_second_series(arrays, result.duration_s))]
+        total = len(log.t_s)
+        failures = int(total - log.ok.sum())
+        summary = dataclasses.asdict(best) | {"requests": total, "failures": failures,
+                                              "percentile": spec.latency_threshold.percentile}
+        return {"headline": summary, "server_stats": server_stats, "phases": phases, "series": series}
+
+
+def _users_at(result: LoadResult, second: int) -> int:
+    """Active users at a given second, from the load driver's users timeline."""
+    users = 0
+    for t, count in result.users_timeline:
+        if t > second + 1:
+            break
+        users = count
+    return users

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command two: install the package with its test dependencies, then run every test tier.
+# Unit tests take seconds; the integration tier starts real tritonserver and Locust processes on loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+python3 -m pytest "$@"

@@ -1,0 +1,97 @@
+"""The CLI end to end on a micro spec: real export, real tritonserver, real Locust, real SQLite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from recommender.store.results import ResultStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MICRO = """
+name: micro
+model:
+  source: bert
+  architecture: {{layers: 1, hidden: 32, heads: 2, intermediate: 64}}
+payload:
+  sequence_length: 16
+variants:
+  optimizations: [pt, onnx, trt]
+  dynamic_batching: [false]
+  instance_counts: [1]
+  max_batch_sizes: [4]
+traffic:
+  warmup_seconds: 1
+  phases:
+    - {{initial_users: 1, spawn_rate: 0, duration_seconds: {first}}}
+    - {{initial_users: 2, spawn_rate: 0, duration_seconds: {second}}}
+"""
+
+
+def recommender(workdir: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=workdir, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"}, **kwargs)
+
+
+def servers_under(path: Path) -> list[psutil.Process]:
+    """tritonserver / backend stub processes whose command line mentions `path`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if str(path) in cmdline and ("tritonserver" in cmdline or "triton_python_backend_stub" in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "micro.yaml").write_text(MICRO.format(first=4, second=4))
+    return tmp_path
+
+
+def test_run_measures_stores_ranks_and_resumes(workdir):
+    first = recommender(workdir, "run", "micro.yaml")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "RANDOM weights" in first.stdout
+    assert "skipped" in first.stdout and "TensorRT needs an NVIDIA GPU" in first.stdout
+
+    results = {r.name: r for r in ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").results("micro")}
+    assert {name: r.status for name, r in results.items()} == {
+        "pt-nodb-ig1-mbs4": "ok", "onnx-nodb-ig1-mbs4": "ok", "trt-nodb-ig1-mbs4": "skipped"}
+    for name in ("pt-nodb-ig1-mbs4", "onnx-nodb-ig1-mbs4"):
+        assert results[name].headline["invocations_per_minute"] > 0
+        assert results[name].server_stats["execution_count"] > 0
+    store = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}")
+    assert len(store.series(results["pt-nodb-ig1-mbs4"].run_id)) >= 8
+    assert servers_under(workdir) == []
+
+    second = recommender(workdir, "run", "micro.yaml")
+    assert second.returncode == 0
+    assert second.stdout.count("stored, not measured again") == 3
+
+
+def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
+    (workdir / "micro.yaml").write_text(MICRO.format(first=30, second=30))
+    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not servers_under(workdir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert servers_under(workdir), "the server never started"
+    time.sleep(3)
+    job.send_signal(signal.SIGINT)
+    output, _ = job.communicate(timeout=60)
+    assert job.returncode == 130, output
+    assert "interrupted" in output
+    time.sleep(1)
+    assert servers_under(workdir) == []
+    runs = list(ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").runs("micro"))
+    assert [r.status for r in runs] == ["interrupted"]

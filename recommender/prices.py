@@ -107,6 +107,12 @@ def candidate_catalogs() -> list[Catalog]:
 
 def price_of(instance_type: str, region: str = "us-east-1", catalogs: Iterable[Catalog] | None = None) -> InstancePrice:
     """The price entry for `instance_type` in `region`; a CostError naming close matches when unknown."""
+    return find_price(instance_type, region, catalogs)[0]
+
+
+def find_price(instance_type: str, region: str = "us-east-1",
+               catalogs: Iterable[Catalog] | None = None) -> tuple[InstancePrice, Catalog]:
+    """Like `price_of`, also returning the catalog the price came from (for its source and date)."""
     catalogs = list(candidate_catalogs() if catalogs is None else catalogs)
     in_region = [c for c in catalogs if c.region == region]
     if not in_region:
@@ -115,7 +121,7 @@ def price_of(instance_type: str, region: str = "us-east-1", catalogs: Iterable[C
                         hint=f"run `recommender prices refresh --region {region}`, or pass the price with --price")
     for catalog in in_region:
         if instance_type in catalog.instances:
-            return catalog.instances[instance_type]
+            return catalog.instances[instance_type], catalog
     known = sorted({name for c in in_region for name in c.instances})
     close = difflib.get_close_matches(instance_type, known, n=3, cutoff=0.6)
     suggestion = f"did you mean {', '.join(close)}? " if close else ""

@@ -12,6 +12,7 @@ from recommender.errors import RecommenderError, SpecError
 
 COMMAND_MODULES = (
     "validate_command",
+    "cost_command",
 )
 
 

@@ -26,7 +26,8 @@ Pure functions over `RankInput` records (no store, no I/O).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from types import MappingProxyType
+from typing import Any, Callable, Literal, Mapping
 
 from recommender.cost import cost_per_million
 from recommender.errors import RankingError
@@ -34,7 +35,8 @@ from recommender.errors import RankingError
 Status = Literal["ok", "failed", "skipped"]
 Interval = tuple[float, float]
 
-IMPORTANCE_WEIGHTS: dict[str, float] = {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0}
+IMPORTANCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0})
 OBJECTIVES = ("cost", "latency", "throughput")
 TIED_TEXT = "indistinguishable from the winner at this noise level"
 

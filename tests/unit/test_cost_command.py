@@ -71,3 +71,22 @@ def test_prices_show_prefers_the_refreshed_copy(runner: CliRunner, tmp_path: Pat
         "instances": {"ml.g4dn.xlarge": {"usd_per_hour": 0.8}}}))
     result = runner.invoke(build_app(), ["prices", "show"])
     assert "2030-01-02" in result.output and "0.8" in result.output
+
+
+def test_prices_refresh_writes_the_cwd_copy(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's boto3 client is swapped for one answered by a botocore Stubber (AWS is unreachable here)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from tests.unit.test_prices import EXPECTED_REQUEST, price_list_item
+
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    monkeypatch.setattr(boto3, "client", lambda service, **kwargs: client)
+    with Stubber(client) as stubber:
+        stubber.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [
+            price_list_item("USE1-Host:ml.g4dn.xlarge", "0.8000000000", "AAAA1111")]}, EXPECTED_REQUEST)
+        result = runner.invoke(build_app(), ["prices", "refresh", "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    stored = yaml.safe_load((tmp_path / ".recommender" / "prices.yaml").read_text())
+    assert stored["instances"]["ml.g4dn.xlarge"]["usd_per_hour"] == 0.8
+    assert "AWS Price List API" in stored["source"]

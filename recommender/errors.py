@@ -40,5 +40,13 @@ class StoreError(RecommenderError):
     """The results database could not be opened, migrated, read or written."""
 
 
+class CostError(RecommenderError):
+    """A price is unknown, a price list could not be read or refreshed, or a cost or capacity input is impossible."""
+
+
+class RankingError(RecommenderError):
+    """Ranking inputs or preferences are invalid (an unknown importance level, an inverted interval)."""
+
+
 class CandidateSkipped(RecommenderError):
     """A candidate cannot run on this host (for example TensorRT without a GPU); recorded as skipped."""

@@ -13,6 +13,7 @@ from recommender.errors import RecommenderError, SpecError
 COMMAND_MODULES = (
     "run_command",
     "validate_command",
+    "cost_command",
 )
 
 

@@ -1,0 +1,110 @@
+"""Cost arithmetic, exactly as DESIGN.md defines it. Pure functions; prices come from `recommender.prices`.
+
+    CostPerHour          = instance price per hour x instance count
+    CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
+    InitialInstanceCount = ceil(target IPM / MaxInvocations per instance)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from recommender.errors import CostError
+
+MINUTES_PER_HOUR = 60
+PER_MILLION = 1_000_000
+
+
+def _positive(name: str, value: float, hint: str) -> float:
+    if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value <= 0:
+        raise CostError(f"{name} must be a positive finite number, got {value!r}", hint=hint)
+    return value
+
+
+def _price(price_per_hour: float) -> float:
+    if not isinstance(price_per_hour, (int, float)) or not math.isfinite(price_per_hour) or price_per_hour < 0:
+        raise CostError(f"price per hour must be a finite number >= 0, got {price_per_hour!r}",
+                        hint="pass the on-demand USD price per instance-hour, e.g. --price 0.7364")
+    return price_per_hour
+
+
+_THROUGHPUT_HINT = ("a candidate with no successful invocations has no cost per inference; "
+                    "check that its benchmark ran and met its latency and error limits")
+
+
+def cost_per_hour(price_per_hour: float, instance_count: int = 1) -> float:
+    """USD per hour for `instance_count` instances at `price_per_hour` each."""
+    if not isinstance(instance_count, int) or instance_count < 1:
+        raise CostError(f"instance count must be a whole number >= 1, got {instance_count!r}")
+    # Decimal on the price as written (0.7364) keeps 62 x 0.7364 at 45.6568, not 45.656800000000004.
+    return float(Decimal(repr(_price(price_per_hour))) * instance_count)
+
+
+def cost_per_inference(cost_per_hour_usd: float, max_invocations_per_minute: float) -> float:
+    """USD per successful inference when the capacity bought for `cost_per_hour_usd` runs at MaxInvocations."""
+    ipm = _positive("invocations per minute", max_invocations_per_minute, _THROUGHPUT_HINT)
+    return _price(cost_per_hour_usd) / (ipm * MINUTES_PER_HOUR)
+
+
+def cost_per_million(cost_per_hour_usd: float, max_invocations_per_minute: float) -> float:
+    """USD per million successful inferences (CostPerInference x 1,000,000)."""
+    return cost_per_inference(cost_per_hour_usd, max_invocations_per_minute) * PER_MILLION
+
+
+def initial_instance_count(target_ipm: float, ipm_per_instance: float) -> int:
+    """ceil(target IPM / MaxInvocations per instance), computed on exact fractions (no float round-up)."""
+    target = _positive("target invocations per minute", target_ipm, "give the peak load you must serve, e.g. 30000")
+    per_instance = _positive("invocations per minute per instance", ipm_per_instance, _THROUGHPUT_HINT)
+    return math.ceil(Fraction(target) / Fraction(per_instance))
+
+
+def fleet_cost_per_hour(price_per_hour: float, target_ipm: float, ipm_per_instance: float) -> float:
+    """USD per hour of the smallest fleet that serves `target_ipm`."""
+    return cost_per_hour(price_per_hour, initial_instance_count(target_ipm, ipm_per_instance))
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """How many instances serve a target load, and what that costs.
+
+    `cost_per_inference` follows DESIGN.md (capacity at MaxInvocations); `cost_per_inference_at_target`
+    is what each inference costs when the fleet serves exactly the target load (it includes the slack
+    of the last, partly used instance).
+    """
+
+    instance_type: str
+    price_per_hour: float
+    ipm_per_instance: float
+    target_ipm: float
+    instance_count: int
+    cost_per_hour: float
+    cost_per_inference: float
+    cost_per_million: float
+    cost_per_inference_at_target: float
+    utilisation_at_target: float
+    currency: str = "USD"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: float, target_ipm: float) -> CapacityPlan:
+    """Combine the formulas for one instance type: count, fleet cost, cost per inference and per million."""
+    count = initial_instance_count(target_ipm, ipm_per_instance)
+    fleet = cost_per_hour(price_per_hour, count)
+    return CapacityPlan(
+        instance_type=instance_type,
+        price_per_hour=price_per_hour,
+        ipm_per_instance=ipm_per_instance,
+        target_ipm=target_ipm,
+        instance_count=count,
+        cost_per_hour=fleet,
+        cost_per_inference=cost_per_inference(fleet, ipm_per_instance * count),
+        cost_per_million=cost_per_million(fleet, ipm_per_instance * count),
+        cost_per_inference_at_target=cost_per_inference(fleet, target_ipm),
+        utilisation_at_target=target_ipm / (ipm_per_instance * count),
+    )

@@ -1,0 +1,302 @@
+"""Rank benchmarked candidates: constraints first, then weighted objectives, a Pareto front, and honest ties.
+
+Pure functions over `RankInput` records (no store, no I/O).
+
+1. Constraints. A candidate is excluded, with every reason in plain words, when its status is not
+   'ok', it has no successful invocations, its latency at the chosen percentile is above the
+   threshold (or missing while a threshold is set), or its error rate is above the limit.
+2. Objectives: cost per million inferences (lower is better), latency (lower), throughput in
+   invocations per minute (higher). Each is min-max normalised over the eligible candidates to
+   [0, 1] with 1 the best; when all are equal every candidate gets 1. The score is the weighted
+   mean of the three normalised values.
+3. Importance -> weight, SageMaker Studio's five levels mapped linearly:
+
+       lowest 0, low 1, medium 2, high 3, highest 4
+
+   then divided by their sum. 'lowest' therefore ignores that objective; all three 'lowest'
+   means no preference and falls back to equal weights. Default: medium for all three.
+4. Pareto front over (cost per million down, latency down, throughput up).
+5. Ties. A candidate whose throughput interval and latency interval both overlap the winner's is
+   flagged `tied_with_winner`: indistinguishable at this noise level, and no "X % better" claim is
+   made about it. A missing interval is the point value alone; a figure missing on both sides
+   does not separate them.
+6. Order: score descending, then name, then key (stable and deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Literal, Mapping
+
+from recommender.cost import cost_per_million
+from recommender.errors import RankingError
+
+Status = Literal["ok", "failed", "skipped"]
+Interval = tuple[float, float]
+
+IMPORTANCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0})
+OBJECTIVES = ("cost", "latency", "throughput")
+TIED_TEXT = "indistinguishable from the winner at this noise level"
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """One benchmarked candidate, as ranking needs it."""
+
+    key: str
+    name: str
+    status: Status = "ok"
+    reason: str | None = None
+    invocations_per_minute: float | None = None
+    ipm_interval: Interval | None = None
+    latency_ms: float | None = None  # at the chosen percentile, at MaxInvocations
+    latency_interval: Interval | None = None
+    error_rate: float = 0.0  # fraction, 0.01 = 1 %
+    cost_per_hour: float | None = None
+    cost_per_million: float | None = None
+    instance_type: str = ""
+    instance_count: int = 1
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    max_latency_ms: float | None = None
+    percentile: str = "p99"  # label of the percentile the latencies were taken at
+    max_error_rate: float | None = None  # fraction
+
+
+@dataclass(frozen=True)
+class Importance:
+    cost: str = "medium"
+    latency: str = "medium"
+    throughput: str = "medium"
+
+    def weights(self) -> dict[str, float]:
+        raw = {name: _level_weight(name, getattr(self, name)) for name in OBJECTIVES}
+        total = sum(raw.values())
+        if total == 0:
+            return {name: 1 / len(OBJECTIVES) for name in OBJECTIVES}
+        return {name: value / total for name, value in raw.items()}
+
+
+@dataclass(frozen=True)
+class RankedCandidate:
+    candidate: RankInput
+    rank: int
+    score: float
+    normalised: dict[str, float]
+    cost_per_million: float | None
+    pareto: bool
+    tied_with_winner: bool
+    comparison: str
+
+
+@dataclass(frozen=True)
+class Excluded:
+    candidate: RankInput
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    ranked: tuple[RankedCandidate, ...]
+    excluded: tuple[Excluded, ...]
+    weights: dict[str, float]
+    constraints: Constraints
+    notes: tuple[str, ...] = ()
+
+    @property
+    def winner(self) -> RankedCandidate | None:
+        return self.ranked[0] if self.ranked else None
+
+    @property
+    def tied(self) -> tuple[RankedCandidate, ...]:
+        return tuple(r for r in self.ranked[1:] if r.tied_with_winner)
+
+
+def rank(inputs: list[RankInput], constraints: Constraints | None = None,
+         importance: Importance | None = None) -> Ranking:
+    """Constraints, then weighted min-max scores, Pareto front and ties against the winner."""
+    constraints = constraints or Constraints()
+    weights = (importance or Importance()).weights()
+    for item in inputs:
+        _check_intervals(item)
+    excluded, eligible = _apply_constraints(inputs, constraints)
+    costs = {item.key: _cost_per_million(item) for item in eligible}
+    metrics = {item.key: (costs[item.key], item.latency_ms, item.invocations_per_minute) for item in eligible}
+    metrics, weights, notes = _drop_incomplete(metrics, weights)
+    normalised = _normalise(eligible, metrics)
+    scored = sorted(eligible, key=lambda item: (-_score(normalised[item.key], weights), item.name, item.key))
+    front = _pareto_keys(eligible, metrics)
+    ranked = _ranked(scored, normalised, weights, costs, front, constraints)
+    return Ranking(ranked=ranked, excluded=tuple(excluded), weights=weights, constraints=constraints, notes=tuple(notes))
+
+
+# --- constraints --------------------------------------------------------------------------------
+
+def exclusion_reasons(item: RankInput, constraints: Constraints) -> list[str]:
+    """Every reason this candidate cannot be recommended, in plain words; empty when eligible."""
+    reasons = []
+    if item.status != "ok":
+        reasons.append(f"{item.status}: {item.reason}" if item.reason else f"status is {item.status}")
+    if not item.invocations_per_minute or item.invocations_per_minute <= 0:
+        reasons.append("no successful invocations were measured")
+    if constraints.max_latency_ms is not None:
+        if item.latency_ms is None:
+            reasons.append(f"no {constraints.percentile} latency was measured")
+        elif item.latency_ms > constraints.max_latency_ms:
+            reasons.append(f"{constraints.percentile} latency {item.latency_ms:g} ms is above the "
+                           f"{constraints.max_latency_ms:g} ms threshold")
+    if constraints.max_error_rate is not None and item.error_rate > constraints.max_error_rate:
+        reasons.append(f"error rate {item.error_rate:.2%} is above the {constraints.max_error_rate:.2%} limit")
+    return reasons
+
+
+def _apply_constraints(inputs: list[RankInput], constraints: Constraints) -> tuple[list[Excluded], list[RankInput]]:
+    excluded, eligible = [], []
+    for item in sorted(inputs, key=lambda i: (i.name, i.key)):
+        reasons = exclusion_reasons(item, constraints)
+        if reasons:
+            excluded.append(Excluded(item, tuple(reasons)))
+        else:
+            eligible.append(item)
+    return excluded, eligible
+
+
+# --- objectives -----------------------------------------------------------------------------------
+
+def _level_weight(objective: str, level: str) -> float:
+    if level not in IMPORTANCE_WEIGHTS:
+        raise RankingError(f"unknown importance {level!r} for {objective}",
+                           hint=f"use one of: {', '.join(IMPORTANCE_WEIGHTS)}")
+    return IMPORTANCE_WEIGHTS[level]
+
+
+def _drop_incomplete(metrics: dict[str, tuple], weights: dict[str, float]) -> tuple[dict, dict, list[str]]:
+    """An objective some eligible candidate lacks (no price, no latency) is left out for all of them."""
+    notes = []
+    for index, name in enumerate(OBJECTIVES):
+        if any(m[index] is None for m in metrics.values()):
+            notes.append(f"{name} left out of the score and the Pareto front: "
+                         f"some eligible candidates have no {'price' if name == 'cost' else name} figure")
+            metrics = {key: m[:index] + (None,) + m[index + 1:] for key, m in metrics.items()}
+            weights = _without(name, weights)
+    return metrics, weights, notes
+
+
+def _without(objective: str, weights: dict[str, float]) -> dict[str, float]:
+    rest = {name: w for name, w in weights.items() if name != objective}
+    total = sum(rest.values())
+    share = {name: (w / total if total else 1 / len(rest)) for name, w in rest.items()}
+    return {name: share.get(name, 0.0) for name in OBJECTIVES}
+
+
+def _cost_per_million(item: RankInput) -> float | None:
+    if item.cost_per_million is not None:
+        return item.cost_per_million
+    if item.cost_per_hour is None or not item.invocations_per_minute:
+        return None
+    return cost_per_million(item.cost_per_hour, item.invocations_per_minute)
+
+
+def _normalise(eligible: list[RankInput], metrics: dict[str, tuple]) -> dict[str, dict[str, float]]:
+    lower_better = (True, True, False)
+    result: dict[str, dict[str, float]] = {item.key: {} for item in eligible}
+    for index, name in enumerate(OBJECTIVES):
+        values = {key: m[index] for key, m in metrics.items() if m[index] is not None}
+        low, high = (min(values.values()), max(values.values())) if values else (0.0, 0.0)
+        for key in result:
+            value = values.get(key)
+            if value is None or high == low:
+                result[key][name] = 1.0
+            else:
+                fraction = (value - low) / (high - low)
+                result[key][name] = 1 - fraction if lower_better[index] else fraction
+    return result
+
+
+def _score(normalised: dict[str, float], weights: dict[str, float]) -> float:
+    return sum(weights[name] * normalised[name] for name in OBJECTIVES)
+
+
+def _pareto_keys(eligible: list[RankInput], metrics: dict[str, tuple]) -> set[str]:
+    """Keys no other candidate dominates: no worse on every objective and better on one."""
+    def oriented(key: str) -> tuple[float, ...]:
+        cost, latency, ipm = metrics[key]
+        return tuple(v for v in (cost, latency, -ipm if ipm is not None else None) if v is not None)
+
+    points = {item.key: oriented(item.key) for item in eligible}
+    return {key for key, p in points.items()
+            if not any(_dominates(q, p) for other, q in points.items() if other != key)}
+
+
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return len(a) == len(b) and all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+# --- ties and comparisons -------------------------------------------------------------------------
+
+def _interval(point: float | None, interval: Interval | None) -> Interval | None:
+    if interval is not None:
+        return interval
+    return (point, point) if point is not None else None
+
+
+def _overlap(a: Interval | None, b: Interval | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None  # unmeasured on both sides: this figure cannot tell them apart
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def is_tied(candidate: RankInput, winner: RankInput) -> bool:
+    """Throughput and latency intervals both overlap the winner's: indistinguishable at this noise level."""
+    return (_overlap(_interval(candidate.invocations_per_minute, candidate.ipm_interval),
+                     _interval(winner.invocations_per_minute, winner.ipm_interval))
+            and _overlap(_interval(candidate.latency_ms, candidate.latency_interval),
+                         _interval(winner.latency_ms, winner.latency_interval)))
+
+
+def _ranked(scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str],
+            constraints: Constraints) -> tuple[RankedCandidate, ...]:
+    if not scored:
+        return ()
+    winner = scored[0]
+    out = []
+    for position, item in enumerate(scored, start=1):
+        tied = position > 1 and is_tied(item, winner)
+        if position == 1:
+            text = "recommended"
+        elif tied:
+            text = TIED_TEXT
+        else:
+            text = _comparison(winner, item, costs, constraints.percentile)
+        out.append(RankedCandidate(candidate=item, rank=position, score=_score(normalised[item.key], weights),
+                                   normalised=normalised[item.key], cost_per_million=costs[item.key],
+                                   pareto=item.key in front, tied_with_winner=tied, comparison=text))
+    return tuple(out)
+
+
+def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> str:
+    """How the winner differs from `other`, relative to `other`'s values."""
+    parts = []
+    pairs: list[tuple[str, float | None, float | None, Callable[[float], str]]] = [
+        ("cost per million", costs[winner.key], costs[other.key], lambda d: "lower" if d < 0 else "higher"),
+        (f"{percentile} latency", winner.latency_ms, other.latency_ms, lambda d: "lower" if d < 0 else "higher"),
+        ("throughput", winner.invocations_per_minute, other.invocations_per_minute,
+         lambda d: "higher" if d > 0 else "lower"),
+    ]
+    for label, mine, theirs, word in pairs:
+        if mine is None or theirs is None or theirs == 0 or mine == theirs:
+            continue
+        delta = (mine - theirs) / theirs
+        parts.append(f"{abs(delta):.1%} {word(delta)} {label}")
+    return "winner has " + ", ".join(parts) if parts else "same measured values as the winner"
+
+
+def _check_intervals(item: RankInput) -> None:
+    for label, interval in (("ipm_interval", item.ipm_interval), ("latency_interval", item.latency_interval)):
+        if interval is not None and interval[0] > interval[1]:
+            raise RankingError(f"candidate {item.name}: {label} {interval} has its low end above its high end")

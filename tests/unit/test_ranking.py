@@ -1,0 +1,157 @@
+"""Ranking: constraints with reasons, importance weights, Pareto front, noise-level ties, determinism."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from recommender.errors import RankingError
+from recommender.ranking import (
+    IMPORTANCE_WEIGHTS,
+    TIED_TEXT,
+    Constraints,
+    Importance,
+    RankInput,
+    rank,
+)
+
+
+def candidate(name: str, cost_m: float | None, latency: float | None, ipm: float | None, **extra) -> RankInput:
+    return RankInput(key=f"k-{name}", name=name, cost_per_million=cost_m, latency_ms=latency,
+                     invocations_per_minute=ipm, instance_type="ml.g4dn.xlarge", **extra)
+
+
+@pytest.fixture
+def trio() -> list[RankInput]:
+    # normalised (1 = best): cost A 1, B .5, C 0; latency A 0, B 1, C 1/3; throughput A 0, B 1, C .5
+    return [candidate("A", 10, 50, 1000), candidate("B", 20, 20, 2000), candidate("C", 30, 40, 1500)]
+
+
+def names(ranking) -> list[str]:
+    return [r.candidate.name for r in ranking.ranked]
+
+
+def test_importance_levels_map_linearly_to_weights() -> None:
+    assert IMPORTANCE_WEIGHTS == {"lowest": 0, "low": 1, "medium": 2, "high": 3, "highest": 4}
+    assert Importance().weights() == pytest.approx({"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3})
+    assert Importance("highest", "low", "lowest").weights() == pytest.approx(
+        {"cost": 0.8, "latency": 0.2, "throughput": 0.0})
+    # all 'lowest' = no preference = equal weights
+    assert Importance("lowest", "lowest", "lowest").weights() == pytest.approx(
+        {"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3})
+
+
+@pytest.mark.parametrize(("importance", "order", "scores"), [
+    # equal weights: A (1+0+0)/3, B (.5+1+1)/3, C (0+1/3+.5)/3
+    (Importance(), ["B", "A", "C"], [2.5 / 3, 1 / 3, (5 / 6) / 3]),
+    # cost only
+    (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 0.0]),
+    # .8 cost + .2 latency: A .8, B .4 + .2, C .2/3
+    (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.8, 0.6, 0.2 / 3]),
+    # latency 4, cost 1, throughput 2 (sum 7): B (0.5+4+2)/7, C (4/3+1)/7, A 1/7
+    (Importance("low", "highest", "medium"), ["B", "C", "A"], [6.5 / 7, (7 / 3) / 7, 1 / 7]),
+])
+def test_weighted_scores(trio: list[RankInput], importance: Importance, order: list[str], scores: list[float]) -> None:
+    ranking = rank(trio, importance=importance)
+    assert names(ranking) == order
+    assert [r.score for r in ranking.ranked] == pytest.approx(scores)
+    assert [r.rank for r in ranking.ranked] == [1, 2, 3]
+
+
+def test_pareto_front(trio: list[RankInput]) -> None:
+    # B beats C on all three; A (cheapest) and B (fastest, most throughput) are not dominated
+    pareto = {r.candidate.name: r.pareto for r in rank(trio).ranked}
+    assert pareto == {"A": True, "B": True, "C": False}
+
+
+def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankInput]) -> None:
+    by_name = {r.candidate.name: r for r in rank(trio).ranked}
+    assert by_name["B"].comparison == "recommended"
+    # B vs C: cost 20 vs 30 -> 33.3 % lower; latency 20 vs 40 -> 50.0 % lower; 2000 vs 1500 -> 33.3 % higher
+    assert by_name["C"].comparison == ("winner has 33.3% lower cost per million, 50.0% lower p99 latency, "
+                                       "33.3% higher throughput")
+
+
+def test_every_exclusion_reason_is_given() -> None:
+    bad = RankInput(key="k-bad", name="bad", status="failed", reason="model failed to load: CUDA out of memory",
+                    invocations_per_minute=0, latency_ms=250, error_rate=0.2)
+    slow = candidate("slow", 10, 120, 900)
+    skipped = RankInput(key="k-skip", name="trt", status="skipped", reason="TensorRT needs a GPU")
+    constraints = Constraints(max_latency_ms=100, percentile="p95", max_error_rate=0.01)
+    ranking = rank([bad, slow, skipped, candidate("ok", 10, 50, 1000)], constraints)
+
+    assert names(ranking) == ["ok"]
+    reasons = {e.candidate.name: e.reasons for e in ranking.excluded}
+    assert reasons["bad"] == (
+        "failed: model failed to load: CUDA out of memory",
+        "no successful invocations were measured",
+        "p95 latency 250 ms is above the 100 ms threshold",
+        "error rate 20.00% is above the 1.00% limit",
+    )
+    assert reasons["slow"] == ("p95 latency 120 ms is above the 100 ms threshold",)
+    assert reasons["trt"] == ("skipped: TensorRT needs a GPU", "no successful invocations were measured",
+                              "no p95 latency was measured")
+
+
+def test_latency_exactly_at_threshold_is_allowed() -> None:
+    ranking = rank([candidate("edge", 10, 100, 1000)], Constraints(max_latency_ms=100, max_error_rate=0.0))
+    assert names(ranking) == ["edge"] and not ranking.excluded
+
+
+def test_overlapping_intervals_are_tied_and_get_no_percentage_claim() -> None:
+    winner = candidate("winner", 20, 20, 2000, ipm_interval=(1900, 2100), latency_interval=(18, 22))
+    twin = candidate("twin", 20.5, 21, 1950, ipm_interval=(1850, 2050), latency_interval=(19, 23))
+    # throughput overlaps but latency does not: distinguishable
+    quick_not = candidate("latency-apart", 20.5, 30, 1950, ipm_interval=(1850, 2050), latency_interval=(28, 32))
+    ranking = rank([twin, quick_not, winner])
+    by_name = {r.candidate.name: r for r in ranking.ranked}
+
+    assert ranking.winner.candidate.name == "winner"
+    assert by_name["twin"].tied_with_winner and by_name["twin"].comparison == TIED_TEXT
+    assert "%" not in by_name["twin"].comparison
+    assert not by_name["latency-apart"].tied_with_winner
+    assert "%" in by_name["latency-apart"].comparison
+    assert [r.candidate.name for r in ranking.tied] == ["twin"]
+
+
+def test_point_values_without_intervals_are_not_tied_unless_equal() -> None:
+    ranking = rank([candidate("a", 10, 20, 1000), candidate("b", 10, 20.5, 1000)])
+    assert not ranking.ranked[1].tied_with_winner
+
+
+def test_identical_candidates_order_by_name_whatever_the_input_order() -> None:
+    items = [candidate(n, 10, 20, 1000) for n in ("gamma", "alpha", "beta")]
+    orders = {tuple(names(rank(list(p)))) for p in itertools.permutations(items)}
+    assert orders == {("alpha", "beta", "gamma")}
+    # all equal: every normalised value is 1, so every score is 1
+    assert [r.score for r in rank(items).ranked] == [1.0, 1.0, 1.0]
+
+
+def test_cost_per_million_is_derived_from_cost_per_hour() -> None:
+    item = RankInput(key="k", name="g4dn", invocations_per_minute=490, latency_ms=30, cost_per_hour=0.7364)
+    # 0.7364 / (490 x 60) x 1e6 = 25.0476 USD per million
+    assert rank([item]).ranked[0].cost_per_million == pytest.approx(25.047619, abs=1e-6)
+
+
+def test_missing_price_drops_cost_from_the_score_with_a_note() -> None:
+    ranking = rank([candidate("priced", 10, 30, 1000), candidate("local", None, 20, 1000)])
+    assert ranking.weights == pytest.approx({"cost": 0.0, "latency": 0.5, "throughput": 0.5})
+    assert any("cost left out" in note for note in ranking.notes)
+    assert names(ranking) == ["local", "priced"]
+
+
+def test_no_eligible_candidates_gives_no_winner() -> None:
+    ranking = rank([RankInput(key="k", name="x", status="failed", reason="crashed")])
+    assert ranking.winner is None and len(ranking.excluded) == 1
+
+
+def test_unknown_importance_level_is_an_error() -> None:
+    with pytest.raises(RankingError, match="very high") as caught:
+        rank([], importance=Importance(cost="very high"))
+    assert "lowest, low, medium, high, highest" in caught.value.hint
+
+
+def test_inverted_interval_is_an_error() -> None:
+    with pytest.raises(RankingError, match="ipm_interval"):
+        rank([candidate("x", 1, 1, 100, ipm_interval=(110, 90))])

@@ -106,6 +106,10 @@ class TargetSpec(Strict):
     price_per_hour: float = Field(
         0.0, ge=0, description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced."
     )
+    priced_as: str | None = Field(
+        None, description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) instead of price_per_hour."
+    )
+    region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
     ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model to become ready.")
 
 
@@ -131,6 +135,28 @@ class LatencyThreshold(Strict):
     ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
 
 
+Importance = Literal["lowest", "low", "medium", "high", "highest"]
+
+
+class Objectives(Strict):
+    """How much each objective matters when ranking (SageMaker Studio's importance levels)."""
+
+    cost: Importance = Field("medium", description="Cost per inference (lower is better).")
+    latency: Importance = Field("medium", description="Latency at the threshold percentile (lower is better).")
+    throughput: Importance = Field("medium", description="Invocations per minute per instance (higher is better).")
+
+
+class CapacitySpec(Strict):
+    """The production load the recommendation is sized for."""
+
+    target_invocations_per_minute: float = Field(
+        30000, gt=0, description="Expected peak load; the initial instance count is ceil(target / MaxInvocations per instance)."
+    )
+    autoscaling_headroom: float = Field(
+        0.5, gt=0, le=1, description="Target-tracking value = MaxInvocations per instance x headroom (AWS suggests 0.5 to start)."
+    )
+
+
 class ExperimentSpec(Strict):
     """One experiment: a model, a payload, a grid of serving variants, a target and a traffic pattern."""
 
@@ -143,6 +169,8 @@ class ExperimentSpec(Strict):
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="The load pattern.")
     latency_threshold: LatencyThreshold = Field(default_factory=LatencyThreshold, description="The latency target.")
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
+    objectives: Objectives = Field(default_factory=Objectives, description="Ranking importance of cost, latency, throughput.")
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description="Target load for instance counts and autoscaling.")
 
     @field_validator("name")
     @classmethod

@@ -48,7 +48,7 @@ def test_errors_name_file_field_and_fix(tmp_path, text, expected):
 def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
-    assert "target.zzzzzz: unknown key (valid keys: instance_type, kind, price_per_hour, ready_timeout_seconds)" in line
+    assert "target.zzzzzz: unknown key (valid keys: instance_type, kind, price_per_hour, priced_as, ready_timeout_seconds, region)" in line
 
 
 @pytest.mark.parametrize(

@@ -139,8 +139,11 @@ class LocalDeployment:
                 raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
         try:
             self._wait_ready(ready_timeout)
-        except BaseException:
-            self.teardown()
+        except BaseException as error:
+            try:
+                self.teardown()
+            except TargetError as cleanup:  # keep the start failure as the error; mention the cleanup one
+                error.add_note(f"teardown also failed: {cleanup.message}")
             raise
 
     def _wait_ready(self, timeout: float) -> None:

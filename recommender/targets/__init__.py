@@ -1,0 +1,30 @@
+"""Serving targets: a registry from target name to Target class (see base.py for the protocol)."""
+
+from __future__ import annotations
+
+import difflib
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from recommender.errors import TargetError
+from recommender.targets.base import Deployment, Target
+from recommender.targets.local import LocalDeployment, LocalTarget
+
+# Read-only: targets are added here, in code, not registered at run time.
+TARGETS: Mapping[str, type] = MappingProxyType({LocalTarget.name: LocalTarget})
+
+
+def get_target(name: str, **options: Any) -> Target:
+    """The target called `name`, built with `options`; TargetError for an unknown name or bad options."""
+    target_class = TARGETS.get(name)
+    if target_class is None:
+        close = difflib.get_close_matches(name, TARGETS, n=1)
+        suggestion = f"did you mean {close[0]!r}? " if close else ""
+        raise TargetError(f"unknown target {name!r}", hint=f"{suggestion}known targets: {', '.join(sorted(TARGETS))}")
+    try:
+        return target_class(**options)
+    except TypeError as error:
+        raise TargetError(f"invalid options for target {name!r}: {error}") from error
+
+
+__all__ = ["TARGETS", "Deployment", "LocalDeployment", "LocalTarget", "Target", "get_target"]

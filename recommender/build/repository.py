@@ -1,0 +1,158 @@
+"""Write a real Triton model repository for one candidate: config.pbtxt, the generic model.py, the artifact."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from recommender.build.artifact import ModelArtifact, TensorSpec
+from recommender.errors import BuildError
+from recommender.search import Candidate
+
+# The artifact format each optimization is served from in the Python backend ('trt' is not served here).
+ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx"}
+INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU")
+TRITON_DTYPES = frozenset(
+    f"TYPE_{name}"
+    for name in ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")
+    + ("FP16", "FP32", "FP64", "BF16", "STRING")
+)
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:]*$")
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (the affinity mask where the OS has one, else os.cpu_count())."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def default_threads_per_instance(instance_count: int) -> int:
+    """Intra-op threads per instance so that all instances together do not oversubscribe the cores."""
+    return max(1, available_cores() // max(1, instance_count))
+
+
+def render_config(
+    candidate: Candidate,
+    artifact: ModelArtifact,
+    model_name: str,
+    threads_per_instance: int,
+    instance_kind: str = "KIND_CPU",
+) -> str:
+    """The config.pbtxt text for `candidate` served by the generic Python-backend model.py."""
+    _check_servable(candidate, artifact, model_name, threads_per_instance, instance_kind)
+    sections = [
+        f'name: "{model_name}"',
+        'backend: "python"',
+        f"max_batch_size: {candidate.max_batch_size}",
+        _render_tensors("input", artifact.inputs),
+        _render_tensors("output", artifact.outputs),
+        _render_dynamic_batching(candidate),
+        _render_instance_group(candidate.instance_count, instance_kind),
+        _render_parameters(
+            {
+                "artifact_file": artifact.path.name,
+                "artifact_format": artifact.format,
+                "intra_op_threads": str(threads_per_instance),
+            }
+        ),
+    ]
+    return "\n".join(section for section in sections if section) + "\n"
+
+
+def write_model_repository(
+    candidate: Candidate,
+    artifact: ModelArtifact,
+    root: Path,
+    model_name: str = "model",
+    threads_per_instance: int | None = None,
+    copy_artifact: bool = False,
+    instance_kind: str = "KIND_CPU",
+) -> Path:
+    """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root.
+
+    The artifact is symlinked by default (cheap, one export shared by many candidates) and copied
+    when `copy_artifact` is set (a self-contained, deployable repository: the deliverable export).
+    """
+    threads = threads_per_instance or default_threads_per_instance(candidate.instance_count)
+    config = render_config(candidate, artifact, model_name, threads, instance_kind)
+    if not artifact.path.is_file():
+        raise BuildError(f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository")
+    version_dir = Path(root) / model_name / "1"
+    try:
+        version_dir.mkdir(parents=True, exist_ok=True)
+        (version_dir.parent / "config.pbtxt").write_text(config)
+        _write_template(version_dir / "model.py")
+        _place_artifact(artifact.path, version_dir / artifact.path.name, copy_artifact)
+    except OSError as error:
+        raise BuildError(f"cannot write model repository under {root}: {error}", hint="check the path and free disk space") from error
+    return Path(root)
+
+
+def _check_servable(candidate: Candidate, artifact: ModelArtifact, model_name: str, threads: int, kind: str) -> None:
+    expected = ARTIFACT_FORMATS.get(candidate.optimization)
+    if expected is None:
+        raise BuildError(
+            f"optimization {candidate.optimization!r} is not served by the Python backend",
+            hint="TensorRT candidates need the docker target with a GPU",
+        )
+    if artifact.format != expected:
+        raise BuildError(f"candidate {candidate.name} needs a {expected} artifact, got {artifact.format}")
+    if kind not in INSTANCE_KINDS:
+        raise BuildError(f"unknown instance kind {kind!r}", hint=f"use one of {', '.join(INSTANCE_KINDS)}")
+    if threads < 1:
+        raise BuildError(f"threads_per_instance must be at least 1, got {threads}")
+    if not artifact.inputs or not artifact.outputs:
+        raise BuildError(f"artifact {artifact.path.name} declares no inputs or no outputs")
+    for name in [model_name, *(t.name for t in artifact.inputs + artifact.outputs)]:
+        if not _SAFE_NAME.match(name):
+            raise BuildError(f"name {name!r} cannot be used in a Triton config", hint="use letters, digits, '_', '.', '-'")
+
+
+def _render_tensors(section: str, tensors: tuple[TensorSpec, ...]) -> str:
+    blocks = []
+    for tensor in tensors:
+        if tensor.dtype not in TRITON_DTYPES:
+            raise BuildError(f"tensor {tensor.name!r} has unknown Triton data type {tensor.dtype!r}")
+        dims = ", ".join(str(dim) for dim in tensor.dims)
+        blocks.append(f'  {{\n    name: "{tensor.name}"\n    data_type: {tensor.dtype}\n    dims: [ {dims} ]\n  }}')
+    return f"{section} [\n" + ",\n".join(blocks) + "\n]"
+
+
+def _render_dynamic_batching(candidate: Candidate) -> str:
+    settings = candidate.dynamic_batching
+    if settings is None:
+        return ""
+    lines = [f"  max_queue_delay_microseconds: {settings.max_queue_delay_microseconds}"]
+    if settings.preferred_batch_size:
+        sizes = ", ".join(str(size) for size in settings.preferred_batch_size)
+        lines.append(f"  preferred_batch_size: [ {sizes} ]")
+    return "dynamic_batching {\n" + "\n".join(lines) + "\n}"
+
+
+def _render_instance_group(count: int, kind: str) -> str:
+    return f"instance_group [\n  {{\n    count: {count}\n    kind: {kind}\n  }}\n]"
+
+
+def _render_parameters(values: dict[str, str]) -> str:
+    return "\n".join(
+        f'parameters: {{\n  key: "{key}"\n  value: {{ string_value: {json.dumps(value)} }}\n}}' for key, value in values.items()
+    )
+
+
+def _write_template(destination: Path) -> None:
+    template = resources.files("recommender.build") / "templates" / "model.py"
+    destination.write_text(template.read_text())
+
+
+def _place_artifact(source: Path, destination: Path, copy: bool) -> None:
+    if destination.is_symlink() or destination.exists():
+        destination.unlink()
+    if copy:
+        shutil.copy2(source, destination)
+    else:
+        destination.symlink_to(source.resolve())

@@ -1,0 +1,137 @@
+"""Generic Triton Python-backend model: serves a TorchScript or ONNX artifact with real batching.
+
+Written into every model repository by recommender.build.repository. It reads its settings from
+the `parameters` of config.pbtxt:
+
+    artifact_file     the model file next to this model.py (in the version directory)
+    artifact_format   "torchscript" (torch.jit.load) or "onnx" (onnxruntime.InferenceSession)
+    intra_op_threads  intra-op threads of this instance (instances x threads should fit the cores)
+
+execute() concatenates the inputs of every request that Triton hands over (the dynamic batcher
+groups them) along the batch dimension, runs the model once, and splits the outputs back per
+request. Requests whose non-batch shapes differ are run as separate groups. A failure is answered
+as a TritonError for the requests concerned; the instance keeps serving.
+"""
+
+import json
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TorchScriptRunner:
+    """A TorchScript module on CPU (or on the instance's GPU for KIND_GPU)."""
+
+    def __init__(self, path, threads, device):
+        import torch
+
+        self._torch = torch
+        torch.set_num_threads(threads)
+        self._device = torch.device(device)
+        self._module = torch.jit.load(path, map_location=self._device).eval()
+
+    def __call__(self, arrays, output_names):
+        torch = self._torch
+        with torch.inference_mode():
+            tensors = [torch.from_numpy(array).to(self._device) for array in arrays]
+            result = self._module(*tensors)
+        if isinstance(result, dict):
+            result = [result[name] for name in output_names]
+        elif not isinstance(result, (tuple, list)):
+            result = [result]
+        return [tensor.detach().cpu().numpy() for tensor in result]
+
+
+class OnnxRunner:
+    """An ONNX Runtime session; inputs are fed positionally in the order the artifact declares them."""
+
+    def __init__(self, path, threads, device):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        providers = ["CPUExecutionProvider"]
+        if device.startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+            device_id = int(device.partition(":")[2] or 0)
+            providers = [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
+        self._session = onnxruntime.InferenceSession(path, sess_options=options, providers=providers)
+        self._input_names = [node.name for node in self._session.get_inputs()]
+
+    def __call__(self, arrays, output_names):
+        feed = dict(zip(self._input_names, arrays))
+        return self._session.run(None, feed)
+
+
+RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner}
+
+
+class TritonPythonModel:
+    """Triton's entry point: one object per model instance (its own stub process)."""
+
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        parameters = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        self.input_names = [tensor["name"] for tensor in config["input"]]
+        self.output_names = [tensor["name"] for tensor in config["output"]]
+        self.output_dtypes = [pb_utils.triton_string_to_numpy(tensor["data_type"]) for tensor in config["output"]]
+        path = os.path.join(args["model_repository"], args["model_version"], parameters["artifact_file"])
+        device = _device(args)
+        runner = RUNNERS[parameters["artifact_format"]]
+        self.runner = runner(path, int(parameters.get("intra_op_threads", "1")), device)
+
+    def execute(self, requests):
+        responses = [None] * len(requests)
+        groups = {}
+        for index, request in enumerate(requests):
+            try:
+                arrays = [self._input(request, name) for name in self.input_names]
+            except Exception as error:  # a malformed request fails alone
+                responses[index] = _error_response(error)
+                continue
+            signature = tuple((array.dtype.str, array.shape[1:]) for array in arrays)
+            groups.setdefault(signature, []).append((index, arrays))
+        for members in groups.values():
+            for index, response in self._run_group(members):
+                responses[index] = response
+        return responses
+
+    def finalize(self):
+        self.runner = None
+
+    def _input(self, request, name):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        if tensor is None:
+            raise ValueError(f"request has no input {name!r}")
+        return tensor.as_numpy()
+
+    def _run_group(self, members):
+        """Run the requests of one shape group as one batch; yield (request index, response)."""
+        sizes = [arrays[0].shape[0] for _, arrays in members]
+        try:
+            batch = [np.concatenate([arrays[i] for _, arrays in members]) for i in range(len(self.input_names))]
+            outputs = self.runner(batch, self.output_names)
+            if len(outputs) != len(self.output_names):
+                raise ValueError(f"model returned {len(outputs)} outputs, config declares {len(self.output_names)}")
+            outputs = [np.asarray(out).astype(dtype, copy=False) for out, dtype in zip(outputs, self.output_dtypes)]
+        except Exception as error:
+            for index, _ in members:
+                yield index, _error_response(error)
+            return
+        offsets = np.cumsum([0] + sizes)
+        for (index, _), start, stop in zip(members, offsets[:-1], offsets[1:]):
+            tensors = [pb_utils.Tensor(name, out[start:stop]) for name, out in zip(self.output_names, outputs)]
+            yield index, pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def _device(args):
+    if args.get("model_instance_kind") == "GPU":
+        return f"cuda:{args.get('model_instance_device_id', '0')}"
+    return "cpu"
+
+
+def _error_response(error):
+    message = f"{type(error).__name__}: {error}"
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))

@@ -1,0 +1,305 @@
+"""The `local` target: the real tritonserver from the nvidia-pytriton wheel, as a child process on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+import psutil
+
+from recommender.errors import TargetError
+from recommender.targets import triton_binary
+
+LOOPBACK = "127.0.0.1"
+TOKEN_HEADER = "x-recommender-token"
+RESTRICTED_APIS = "model-repository,statistics,shared-memory,trace,logging"
+SERVER_PROCESS_NAMES = frozenset({"tritonserver", triton_binary.STUB_NAME[:15], triton_binary.STUB_NAME})
+LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """Deploy a model repository on this host with tritonserver (no Docker, CPU instances)."""
+
+    name: ClassVar[str] = "local"
+    ready_timeout: float = 180.0  # seconds to wait for the server and the model to become ready
+    stop_timeout: float = 20.0  # seconds between SIGTERM and SIGKILL on teardown
+    exit_timeout_secs: int = 5  # Triton's own wait for in-flight requests on shutdown
+
+    def preflight(self) -> None:
+        triton_binary.preflight()
+
+    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> "LocalDeployment":
+        """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
+        install = triton_binary.preflight()
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        deployment = LocalDeployment(
+            model_name=model_name,
+            repository=Path(repository).resolve(),
+            run_dir=run_dir,
+            ports=free_loopback_ports(3),
+            token=secrets.token_urlsafe(24),
+            stop_timeout=self.stop_timeout,
+        )
+        command = deployment.command(install.binary, triton_binary.prepare_backend_directory(install, run_dir), self.exit_timeout_secs)
+        deployment.start(command, triton_binary.server_environment(install), self.ready_timeout)
+        return deployment
+
+
+def free_loopback_ports(count: int) -> tuple[int, ...]:
+    """`count` distinct free TCP ports on 127.0.0.1, chosen by the OS (bind to port 0)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass
+class LocalDeployment:
+    """A running tritonserver (own session / process group) serving one model. Leaving `with` tears it down."""
+
+    model_name: str
+    repository: Path
+    run_dir: Path
+    ports: tuple[int, int, int]  # http, grpc, metrics
+    token: str = field(repr=False)
+    stop_timeout: float = 20.0
+    _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports[0]}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"{LOOPBACK}:{self.ports[1]}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports[2]}/metrics"
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "server.log"
+
+    @property
+    def shm_prefix(self) -> str:
+        """Prefix of the Python backend's /dev/shm regions, unique per deployment so leftovers can be found."""
+        return f"recommender_{self.ports[0]}_{self.token[:8]}_"
+
+    def command(self, binary: Path, backend_directory: Path, exit_timeout_secs: int) -> list[str]:
+        """The tritonserver command line: explicit model control, loopback only, restricted admin APIs."""
+        http, grpc, metrics = self.ports
+        restriction = f"{RESTRICTED_APIS}:{TOKEN_HEADER}={self.token}"
+        return [
+            str(binary),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={backend_directory}",
+            "--model-control-mode=explicit",
+            f"--load-model={self.model_name}",
+            f"--http-address={LOOPBACK}",
+            f"--http-port={http}",
+            f"--grpc-address={LOOPBACK}",
+            f"--grpc-port={grpc}",
+            f"--metrics-address={LOOPBACK}",
+            f"--metrics-port={metrics}",
+            f"--http-restricted-api={restriction}",
+            f"--grpc-restricted-protocol={restriction}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            f"--exit-timeout-secs={exit_timeout_secs}",
+        ]
+
+    def start(self, command: list[str], env: dict[str, str], ready_timeout: float) -> None:
+        """Launch the server and wait until the model is ready; on any failure (or Ctrl-C) tear down and raise."""
+        with open(self.log_path, "ab") as log:
+            try:
+                self._process = subprocess.Popen(
+                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            except OSError as error:
+                raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
+        try:
+            self._wait_ready(ready_timeout)
+        except BaseException as error:
+            try:
+                self.teardown()
+            except TargetError as cleanup:  # keep the start failure as the error; mention the cleanup one
+                error.add_note(f"teardown also failed: {cleanup.message}")
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        probes = ["/v2/health/ready", f"/v2/models/{self.model_name}/ready"]
+        while probes:
+            code = self._process.poll() if self._process else -1
+            if code is not None:
+                reason = _last_error(self.log_tail())
+                raise TargetError(f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}", hint=self.log_tail())
+            if time.monotonic() > deadline:
+                raise TargetError(f"{self.model_name!r} was not ready after {timeout:.0f} s", hint=self.log_tail())
+            if self._get(probes[0], timeout=1.0)[0] == 200:
+                probes.pop(0)
+            else:
+                time.sleep(0.2)
+
+    def statistics(self) -> dict[str, Any]:
+        """Triton's /v2/models/<name>/stats JSON (a restricted API: sent with this deployment's token)."""
+        status, body = self._get(f"/v2/models/{self.model_name}/stats", headers={TOKEN_HEADER: self.token})
+        if status != 200:
+            raise TargetError(f"statistics request failed with HTTP {status}: {body[:200]!r}")
+        return json.loads(body)
+
+    def server_pids(self) -> list[int]:
+        """The server process and every descendant (the backend stubs), while running."""
+        if self._process is None:
+            return []
+        try:
+            server = psutil.Process(self._process.pid)
+            return [server.pid, *(child.pid for child in server.children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last `lines` lines of server.log (for error messages)."""
+        try:
+            with open(self.log_path, errors="replace") as log:
+                return "".join(deque(log, maxlen=lines))
+        except OSError:
+            return ""
+
+    def teardown(self) -> None:
+        """Stop the server and its stubs: SIGTERM the group, wait, SIGKILL leftovers, verify none remain. Idempotent."""
+        with self._lock, _interrupts_deferred():
+            process, self._process = self._process, None
+            if process is None:
+                return
+            session = process.pid
+            members = _session_members(session, self._descendants(process.pid))
+            _signal_group(session, signal.SIGTERM)
+            try:
+                process.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            _, alive = psutil.wait_procs(members, timeout=2.0)
+            _signal_group(session, signal.SIGKILL)
+            for leftover in alive:
+                _kill(leftover)
+            process.wait()
+            psutil.wait_procs(alive, timeout=5.0)
+            self._remove_shared_memory()
+            _verify_stopped(session, members)
+
+    def _descendants(self, pid: int) -> list[psutil.Process]:
+        try:
+            return psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def _remove_shared_memory(self) -> None:
+        """Regions a killed stub could not unlink; only those with this deployment's prefix."""
+        shm = Path("/dev/shm")
+        for region in shm.glob(f"{self.shm_prefix}*") if shm.is_dir() else []:
+            region.unlink(missing_ok=True)
+
+    def _get(self, path: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.endpoint + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+        except (urllib.error.URLError, OSError):
+            return 0, b""
+
+    def __enter__(self) -> "LocalDeployment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+
+def _last_error(log: str) -> str:
+    """': <first line of the last error>' from a server log tail, or '' when there is none."""
+    errors = [line.strip() for line in log.splitlines() if line.startswith(("error:", "E")) and line.strip()]
+    return f": {errors[-1][:300]}" if errors else ""
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C (main thread only) until the block is done, then raise it: teardown is never cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _session_members(session: int, descendants: list[psutil.Process]) -> list[psutil.Process]:
+    """Descendants plus any process still in the server's session (a stub reparented after a crash)."""
+    found = {proc.pid: proc for proc in descendants}
+    for proc in psutil.process_iter(["name"]):
+        if proc.pid != session and proc.info["name"] in SERVER_PROCESS_NAMES and _session_of(proc.pid) == session:
+            found.setdefault(proc.pid, proc)
+    return list(found.values())
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def _signal_group(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill(proc: psutil.Process) -> None:
+    try:
+        proc.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _is_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _verify_stopped(session: int, members: list[psutil.Process]) -> None:
+    leftovers = [proc.pid for proc in _session_members(session, members) if _is_alive(proc)]
+    if leftovers:
+        raise TargetError(
+            f"tritonserver processes still running after teardown: {leftovers}",
+            hint=f"kill them by hand: kill -9 {' '.join(map(str, leftovers))}",
+        )

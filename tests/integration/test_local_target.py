@@ -1,0 +1,151 @@
+"""The local target against the real tritonserver from the nvidia-pytriton wheel."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from recommender.errors import TargetError
+from recommender.targets import LocalDeployment, get_target
+from recommender.targets.triton_binary import libpython_path
+
+pytestmark = pytest.mark.integration
+
+SERVER_NAMES = {"tritonserver", "triton_python_backend_stub"}
+
+
+def infer(endpoint: str, model: str, inputs: dict[str, np.ndarray]) -> tuple[int, dict]:
+    """POST a KServe v2 JSON inference request; returns (HTTP status, body)."""
+    payload = {
+        "inputs": [
+            {"name": name, "shape": list(array.shape), "datatype": "INT64", "data": array.flatten().tolist()}
+            for name, array in inputs.items()
+        ]
+    }
+    request = urllib.request.Request(
+        f"{endpoint}/v2/models/{model}/infer", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def running_server_processes(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.name() in SERVER_NAMES:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+@pytest.fixture
+def deploy(tmp_path: Path, repository_for):
+    """Deploy a repository for an optimization; every deployment is torn down at the end of the test."""
+    started: list[LocalDeployment] = []
+
+    def start(optimization: str, instance_count: int = 1, **settings) -> LocalDeployment:
+        target = get_target("local", ready_timeout=90)
+        target.preflight()
+        repository = repository_for(optimization, instance_count, **settings)
+        deployment = target.deploy(repository, "model", tmp_path / f"run-{optimization}")
+        started.append(deployment)
+        return deployment
+
+    yield start
+    for deployment in started:
+        deployment.teardown()
+
+
+@pytest.mark.parametrize(("optimization", "instance_count"), [("pt", 2), ("onnx", 1)])
+def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids, optimization: str, instance_count: int) -> None:
+    import torch
+
+    with deploy(optimization, instance_count) as deployment:
+        pids = deployment.server_pids()
+        assert len(pids) == 1 + instance_count  # the server and one stub process per instance
+        status, body = infer(deployment.endpoint, "model", token_ids)
+        assert status == 200, body
+        (output,) = body["outputs"]
+        assert output["name"] == "embedding" and output["datatype"] == "FP32" and output["shape"] == [2, 8]
+        with torch.inference_mode():
+            expected = pooling_model(*(torch.from_numpy(array) for array in token_ids.values())).numpy()
+        np.testing.assert_allclose(np.array(output["data"]).reshape(2, 8), expected, rtol=1e-5, atol=1e-6)
+        stats = deployment.statistics()["model_stats"][0]
+        assert stats["name"] == "model" and stats["inference_count"] == 2 and stats["execution_count"] == 1
+        assert deployment.log_path.is_file()
+    assert running_server_processes(pids) == []
+
+
+def test_restricted_apis_need_the_token_and_metrics_are_served(deploy) -> None:
+    deployment = deploy("pt")
+    stats_url = f"{deployment.endpoint}/v2/models/model/stats"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(stats_url, timeout=10)
+    assert refused.value.code == 403
+    wrong = urllib.request.Request(stats_url, headers={"x-recommender-token": "not-the-token"})
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(wrong, timeout=10)
+    unload = urllib.request.Request(f"{deployment.endpoint}/v2/repository/models/model/unload", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(unload, timeout=10)
+    assert deployment.statistics()["model_stats"][0]["name"] == "model"
+    with urllib.request.urlopen(deployment.metrics_url, timeout=10) as response:
+        assert b"nv_inference_request_success" in response.read()
+    stub = psutil.Process(deployment.server_pids()[1])
+    assert str(libpython_path()) in {Path(m.path).as_posix() for m in stub.memory_maps()}
+
+
+def test_exception_inside_with_still_tears_down(deploy) -> None:
+    deployment = deploy("onnx")
+    pids = deployment.server_pids()
+    with pytest.raises(RuntimeError, match="boom"):
+        with deployment:
+            raise RuntimeError("boom")
+    assert running_server_processes(pids) == []
+    assert deployment.server_pids() == []
+    deployment.teardown()  # idempotent
+
+
+def test_model_that_fails_to_load_fails_fast_with_the_log(tmp_path: Path, repository_for) -> None:
+    repository = repository_for("pt")
+    (repository / "model" / "1" / "model.pt").unlink()
+    (repository / "model" / "1" / "model.pt").write_bytes(b"not a torchscript file")
+    with pytest.raises(TargetError) as failure:
+        get_target("local", ready_timeout=90).deploy(repository, "model", tmp_path / "run")
+    assert "exited" in failure.value.message and "load failed for model 'model'" in failure.value.message
+    assert "PytorchStreamReader" in failure.value.hint  # the server log tail says why
+    leftovers = [p.pid for p in psutil.process_iter(["name", "cmdline"]) if str(repository) in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
+
+
+def test_dynamic_batching_runs_concurrent_requests_as_one_batch(deploy, pooling_model) -> None:
+    import torch
+
+    deployment = deploy("pt", queue_delay_us=300_000)  # 0.3 s: four concurrent requests surely meet in the queue
+    rng = np.random.default_rng(7)
+    requests = [
+        {"input_ids": rng.integers(0, 64, size=(1, 6), dtype=np.int64), "attention_mask": np.ones((1, 6), dtype=np.int64)}
+        for _ in range(4)
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = list(pool.map(lambda inputs: infer(deployment.endpoint, "model", inputs), requests))
+    for inputs, (status, body) in zip(requests, replies):
+        assert status == 200, body
+        with torch.inference_mode():
+            expected = pooling_model(*(torch.from_numpy(array) for array in inputs.values())).numpy()
+        np.testing.assert_allclose(np.array(body["outputs"][0]["data"]).reshape(1, 8), expected, rtol=1e-5, atol=1e-6)
+    stats = deployment.statistics()["model_stats"][0]
+    assert stats["inference_count"] == 4 and stats["execution_count"] < 4  # batched, and split back per request

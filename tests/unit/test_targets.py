@@ -1,0 +1,108 @@
+"""Target registry and tritonserver preparation, against fake wheel layouts (no server started)."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from recommender.errors import TargetError
+from recommender.targets import TARGETS, LocalTarget, get_target
+from recommender.targets import triton_binary
+from recommender.targets.local import free_loopback_ports
+from recommender.targets.triton_binary import STUB_NAME, TritonInstallation, python_version
+
+
+@pytest.fixture
+def fake_wheel(tmp_path: Path) -> TritonInstallation:
+    """The nvidia-pytriton layout: server binary, Python backend, per-version stubs, vendored libs."""
+    root = tmp_path / "site" / "pytriton" / "tritonserver"
+    for path, text in {
+        "bin/tritonserver": "#!/bin/sh\n",
+        "backends/python/libtriton_python.so": "so",
+        "backends/python/triton_python_backend_utils.py": "# utils",
+        f"python_backend_stubs/{python_version()}/{STUB_NAME}": "stub",
+        f"python_backend_stubs/3.8/{STUB_NAME}": "old stub",
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    (root / "bin" / "tritonserver").chmod(0o755)
+    return TritonInstallation(server_root=root, libs=tmp_path / "site" / "nvidia_pytriton.libs")
+
+
+def test_registry_maps_local() -> None:
+    assert TARGETS["local"] is LocalTarget
+    assert isinstance(get_target("local", ready_timeout=5), LocalTarget)
+
+
+@pytest.mark.parametrize(("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: local")])
+def test_unknown_target(name: str, hint: str) -> None:
+    with pytest.raises(TargetError, match="unknown target") as error:
+        get_target(name)
+    assert hint in error.value.hint
+
+
+def test_bad_target_options() -> None:
+    with pytest.raises(TargetError, match="invalid options"):
+        get_target("local", port=1)
+
+
+def test_locate_finds_installed_wheel() -> None:
+    install = triton_binary.locate_triton()
+    assert install.binary.name == "tritonserver" and install.libs.name == "nvidia_pytriton.libs"
+
+
+def test_preflight_accepts_complete_layout(fake_wheel: TritonInstallation) -> None:
+    assert triton_binary.preflight(fake_wheel) == fake_wheel
+
+
+@pytest.mark.parametrize(
+    ("remove", "message", "hint"),
+    [
+        ("bin/tritonserver", "tritonserver binary not found", "reinstall"),
+        ("backends/python/libtriton_python.so", "Python backend not found", "reinstall"),
+        (f"python_backend_stubs/{python_version()}/{STUB_NAME}", "no Python backend stub", "one of Python 3.8"),
+    ],
+)
+def test_preflight_names_what_is_missing(fake_wheel: TritonInstallation, remove: str, message: str, hint: str) -> None:
+    (fake_wheel.server_root / remove).unlink()
+    with pytest.raises(TargetError, match=message) as error:
+        triton_binary.preflight(fake_wheel)
+    assert hint in error.value.hint
+
+
+def test_backend_directory_is_per_run(fake_wheel: TritonInstallation, tmp_path: Path) -> None:
+    backends = triton_binary.prepare_backend_directory(fake_wheel, tmp_path / "run")
+    assert backends == tmp_path / "run" / "backends"
+    python = backends / "python"
+    assert sorted(p.name for p in python.iterdir()) == sorted(["libtriton_python.so", "triton_python_backend_utils.py", STUB_NAME])
+    assert (python / STUB_NAME).read_text() == "stub" and os.access(python / STUB_NAME, os.X_OK)
+
+
+def test_environment_puts_libpython_and_wheel_libs_first(fake_wheel: TritonInstallation) -> None:
+    env = triton_binary.server_environment(fake_wheel, {"LD_LIBRARY_PATH": "/opt/lib", "PYTHONPATH": "/src", "HOME": "/h"})
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep) == [sysconfig.get_config_var("LIBDIR"), str(fake_wheel.libs), "/opt/lib"]
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == sysconfig.get_paths()["purelib"]
+    assert env["PYTHONPATH"].endswith("/src") and env["HOME"] == "/h"
+
+
+def test_free_loopback_ports_are_distinct() -> None:
+    ports = free_loopback_ports(3)
+    assert len(set(ports)) == 3 and all(1024 <= port < 65536 for port in ports)
+
+
+def test_server_command_is_loopback_explicit_and_restricted(tmp_path: Path) -> None:
+    from recommender.targets.local import LocalDeployment
+
+    deployment = LocalDeployment("bert", tmp_path / "repo", tmp_path / "run", (8100, 8101, 8102), token="s3cret")
+    command = deployment.command(Path("/x/tritonserver"), tmp_path / "run" / "backends", exit_timeout_secs=5)
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in command[1:])
+    assert {flags[f"{api}-address"] for api in ("http", "grpc", "metrics")} == {"127.0.0.1"}
+    assert (flags["http-port"], flags["grpc-port"], flags["metrics-port"]) == ("8100", "8101", "8102")
+    assert flags["model-control-mode"] == "explicit" and flags["load-model"] == "bert"
+    restricted = "model-repository,statistics,shared-memory,trace,logging:x-recommender-token=s3cret"
+    assert flags["http-restricted-api"] == restricted and flags["grpc-restricted-protocol"] == restricted
+    assert (deployment.endpoint, deployment.metrics_url) == ("http://127.0.0.1:8100", "http://127.0.0.1:8102/metrics")
+    assert "s3cret" not in repr(deployment)

@@ -58,7 +58,7 @@ class Job:
     def run(self) -> list[CandidateResult]:
         """Measure every candidate not yet stored; returns the experiment's results."""
         experiment_id = self.store.save_experiment(self.spec)
-        target = get_target(self.spec.target.kind)
+        target = get_target(self.spec.target.kind, ready_timeout=self.spec.target.ready_timeout_seconds)
         target.preflight()
         self.target, self.protocol = target, protocol_fingerprint(self.spec)
         self.bodies = inference_bodies(self.spec.payload)

@@ -51,10 +51,10 @@ def _is_inference(response: object) -> bool:
 class LoadRun:
     """State of one run in the child: clock, bodies, recorder, sampler. Attached to the Locust environment."""
 
-    def __init__(self, config: ChildConfig, environment: Environment) -> None:
+    def __init__(self, config: ChildConfig, bodies: Iterator[bytes], environment: Environment) -> None:
         self.config = config
         self.environment = environment
-        self.bodies = _load_bodies(config.payload_path)
+        self.bodies = bodies
         self.path = f"/v2/models/{config.model_name}/infer"
         self.headers = {"Content-Type": "application/json", **config.headers}
         self.total_s = total_duration(config.phases)
@@ -65,12 +65,13 @@ class LoadRun:
         self.sampler: gevent.Greenlet | None = None
         self.finished = False
 
+    def start(self) -> None:
+        """Start the clock (t_s = 0), the CPU measurement and the per-second sampler; called on the shape's first tick."""
+        self.t0_ns, self.started_at = time.perf_counter_ns(), time.time()
+        self.process.cpu_percent(None)  # prime: the next call measures from here
+        self.sampler = gevent.spawn(self._sample_every_second)
+
     def elapsed_s(self) -> float:
-        """Seconds since the test started; the first call starts the clock (the shape's first tick)."""
-        if self.t0_ns is None:
-            self.t0_ns, self.started_at = time.perf_counter_ns(), time.time()
-            self.process.cpu_percent(None)  # prime: the next call measures from here
-            self.sampler = gevent.spawn(self._sample_every_second)
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
     def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
@@ -108,7 +109,8 @@ def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
 @events.init.add_listener
 def _attach_run(environment: Environment, **_kwargs: object) -> None:
     logging.getLogger("locust.runners").addFilter(_not_spawn_rate_warning)
-    environment.recommender_run = LoadRun(ChildConfig.from_env(os.environ), environment)
+    config = ChildConfig.from_env(os.environ)
+    environment.recommender_run = LoadRun(config, _load_bodies(config.payload_path), environment)
 
 
 @events.test_stop.add_listener
@@ -143,5 +145,7 @@ class PhaseShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         run = self.runner.environment.recommender_run
+        if run.t0_ns is None:
+            run.start()
         users = users_at(run.config.phases, run.elapsed_s())
         return None if users is None else (users, _SPAWN_RATE)

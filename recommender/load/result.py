@@ -34,7 +34,7 @@ class RequestLog:
     users: np.ndarray
 
     def __post_init__(self) -> None:
-        for name, array in _typed(asdict_shallow(self), _REQUEST_DTYPES).items():
+        for name, array in _typed(_columns(self), _REQUEST_DTYPES).items():
             object.__setattr__(self, name, array)
 
     def __len__(self) -> int:
@@ -45,7 +45,7 @@ class RequestLog:
         return int(np.count_nonzero(~self.ok))
 
     def to_npz(self, path: Path) -> None:
-        np.savez(path, **asdict_shallow(self))
+        np.savez(path, **_columns(self))
 
     @classmethod
     def from_npz(cls, path: Path) -> "RequestLog":
@@ -63,7 +63,7 @@ class Timeline:
     cpu_percent: np.ndarray
 
     def __post_init__(self) -> None:
-        for name, array in _typed(asdict_shallow(self), _TIMELINE_DTYPES).items():
+        for name, array in _typed(_columns(self), _TIMELINE_DTYPES).items():
             object.__setattr__(self, name, array)
 
 
@@ -78,9 +78,9 @@ class LoadResult:
 
     def to_npz(self, path: Path) -> None:
         """One file: request arrays under their names, timeline arrays prefixed `timeline_`."""
-        timeline = {f"timeline_{name}": array for name, array in asdict_shallow(self.timeline).items()}
+        timeline = {f"timeline_{name}": array for name, array in _columns(self.timeline).items()}
         meta = {"started_at": np.float64(self.started_at), "duration_s": np.float64(self.duration_s)}
-        np.savez(path, **asdict_shallow(self.requests), **timeline, **meta)
+        np.savez(path, **_columns(self.requests), **timeline, **meta)
 
     @classmethod
     def from_npz(cls, path: Path) -> "LoadResult":
@@ -117,6 +117,6 @@ class LoadProgress:
             return None
 
 
-def asdict_shallow(instance: object) -> dict[str, np.ndarray]:
+def _columns(instance: object) -> dict[str, np.ndarray]:
     """Field name -> value without dataclasses.asdict's deep copy of every array."""
     return {name: getattr(instance, name) for name in instance.__dataclass_fields__}  # type: ignore[attr-defined]

@@ -122,7 +122,7 @@ def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float,
             _kill_group(child)
             raise LoadError(
                 f"the load generator did not finish within {timeout_s:.0f} s\n{_stderr_tail(config.result_path.parent)}",
-                hint="the endpoint may hang on requests; raise timeout_slack_s if start-up is slow on this host",
+                hint=f"Locust started or stopped too slowly on this host: raise timeout_slack_s; see {config.result_path.parent / 'locust.stderr.log'}",
             )
         time.sleep(_POLL_S)
 

@@ -1,0 +1,167 @@
+"""A minimal, fast KServe-v2-shaped HTTP server: the stand-in endpoint for load tests and generator benchmarks.
+
+It answers `POST /v2/models/<model>/infer` with a fixed JSON body holding `outputs`, and
+`GET /v2/health/ready` / `live` with 200. Options: a fixed delay per inference (ms) and a
+share of inferences answered with HTTP 500, to test failure accounting. asyncio, HTTP/1.1
+keep-alive, one event loop: cheap enough not to be the bottleneck of a 2-core host.
+
+    python -m recommender.load.null_endpoint --port 0 --delay-ms 2   # prints the bound port first
+
+`NullEndpoint` runs it as a child process (a context manager yielding the base URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+_MAX_HEADER_BYTES = 64 * 1024
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 500: "Internal Server Error"}
+
+
+@dataclass
+class EndpointBehaviour:
+    """How the null endpoint answers an inference."""
+
+    delay_ms: float = 0.0
+    error_share: float = 0.0
+    seed: int | None = None
+    rng: random.Random = field(init=False, repr=False)
+    bodies: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def infer_body(self, model: str) -> bytes:
+        """The fixed KServe v2 response for `model` (built once per model name)."""
+        if model not in self.bodies:
+            output = {"name": "output__0", "datatype": "FP32", "shape": [1, 2], "data": [0.25, 0.75]}
+            self.bodies[model] = json.dumps({"model_name": model, "model_version": "1", "outputs": [output]}).encode()
+        return self.bodies[model]
+
+
+def _response(status: int, body: bytes = b"", keep_alive: bool = True) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+async def _answer(method: str, path: str, behaviour: EndpointBehaviour) -> tuple[int, bytes]:
+    if method == "GET" and path in ("/v2/health/ready", "/v2/health/live"):
+        return 200, b""
+    parts = path.strip("/").split("/")
+    if method == "POST" and len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] == "infer":
+        if behaviour.delay_ms > 0:
+            await asyncio.sleep(behaviour.delay_ms / 1000.0)
+        if behaviour.error_share > 0 and behaviour.rng.random() < behaviour.error_share:
+            return 500, b'{"error": "injected failure"}'
+        return 200, behaviour.infer_body(parts[2])
+    return 404, b'{"error": "not found"}'
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _version = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return method, target.split("?", 1)[0], headers
+
+
+async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, behaviour: EndpointBehaviour) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            method, path, headers = _parse_head(head[:-4])
+            if "chunked" in headers.get("transfer-encoding", ""):
+                writer.write(_response(411, keep_alive=False))
+                break
+            await reader.readexactly(int(headers.get("content-length", "0")))
+            keep_alive = headers.get("connection", "").lower() != "close"
+            status, body = await _answer(method, path, behaviour)
+            writer.write(_response(status, body, keep_alive))
+            await writer.drain()
+            if not keep_alive:
+                break
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+        pass  # client went away or sent garbage: drop the connection
+    except asyncio.CancelledError:
+        pass  # shutting down; returning (not re-raising) keeps asyncio's stream callback quiet
+    finally:
+        writer.close()
+
+
+async def serve(port: int, behaviour: EndpointBehaviour, host: str = "127.0.0.1") -> None:
+    """Serve until SIGTERM/SIGINT; print the bound port as the first stdout line."""
+    server = await asyncio.start_server(
+        lambda r, w: _serve_connection(r, w, behaviour), host, port, limit=_MAX_HEADER_BYTES, backlog=1024
+    )
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await stop.wait()
+
+
+class NullEndpoint:
+    """Runs the null endpoint in a child process; `with NullEndpoint(delay_ms=5) as url: ...`."""
+
+    def __init__(self, delay_ms: float = 0.0, error_share: float = 0.0, seed: int | None = None) -> None:
+        self.args = ["--delay-ms", str(delay_ms), "--error-share", str(error_share)]
+        if seed is not None:
+            self.args += ["--seed", str(seed)]
+        self.process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> str:
+        cmd = [sys.executable, "-m", "recommender.load.null_endpoint", "--port", "0", *self.args]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")]))}
+        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        port = self.process.stdout.readline().strip() if self.process.stdout else ""
+        if not port.isdigit():
+            self.__exit__()
+            raise RuntimeError(f"null endpoint did not report its port (got {port!r})")
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
+        self.process = None
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 picks a free one.")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="Fixed delay added to every inference.")
+    parser.add_argument("--error-share", type=float, default=0.0, help="Share of inferences answered with HTTP 500.")
+    parser.add_argument("--seed", type=int, default=None, help="Seed for the error draw.")
+    args = parser.parse_args(argv)
+    behaviour = EndpointBehaviour(delay_ms=args.delay_ms, error_share=args.error_share, seed=args.seed)
+    asyncio.run(serve(args.port, behaviour))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Bounded-memory accumulation of per-request rows and per-second samples inside the load generator.
+
+Typed `array.array` columns (21 bytes per request, amortised O(1) append), turned into numpy
+with one buffer copy (no Python objects) when the run ends. No Locust import: unit-testable on its own.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from recommender.load.result import LoadResult, RequestLog, Timeline
+
+_NUMPY = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}
+
+
+def _numpy(column: array) -> np.ndarray:
+    """A numpy copy of a typed column (a copy, so the column stays appendable)."""
+    return np.frombuffer(column, dtype=_NUMPY[column.typecode]).copy()
+
+
+class RequestRecorder:
+    """Collects what the Locust users and the per-second sampler observe during one run."""
+
+    def __init__(self) -> None:
+        self.t_s = array("d")
+        self.latency_us = array("q")
+        self.ok = array("b")
+        self.users = array("i")
+        self.failures = 0
+        self.timeline = {name: array(code) for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))}
+
+    def __len__(self) -> int:
+        return len(self.t_s)
+
+    def record(self, t_s: float, latency_us: int, ok: bool, users: int) -> None:
+        self.t_s.append(t_s)
+        self.latency_us.append(latency_us)
+        self.ok.append(ok)
+        self.users.append(users)
+        self.failures += not ok
+
+    def sample(self, t_s: float, users: int, target_users: int, cpu_percent: float) -> None:
+        for name, value in (("t_s", t_s), ("users", users), ("target_users", target_users), ("cpu_percent", cpu_percent)):
+            self.timeline[name].append(value)
+
+    def result(self, started_at: float, duration_s: float) -> LoadResult:
+        """The run as arrays; requests sorted by send time (they are recorded as they complete)."""
+        order = np.argsort(_numpy(self.t_s), kind="stable")
+        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
+        requests = RequestLog(**{name: _numpy(column)[order] for name, column in columns.items()})
+        timeline = Timeline(**{name: _numpy(column) for name, column in self.timeline.items()})
+        return LoadResult(requests=requests, timeline=timeline, started_at=started_at, duration_s=duration_s)
+

@@ -1,0 +1,170 @@
+"""Drive load at an endpoint with Locust in a child process and return what it measured.
+
+The main process never imports locust or gevent (gevent monkey-patches the standard library,
+which SQLAlchemy and boto3 in this process must not see). `run_load` writes the payload, starts
+`python -m locust --headless` in its own process group with settings in environment variables
+(config.ChildConfig), relays the child's progress file, enforces a hard timeout, and on any
+exception or Ctrl-C kills the whole process group before re-raising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from recommender.errors import LoadError
+from recommender.load.config import ChildConfig
+from recommender.load.result import LoadProgress, LoadResult, RequestLog, Timeline
+from recommender.load.shapes import total_duration
+from recommender.spec import Phase
+
+__all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
+
+_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_POLL_S = 0.2
+_TERM_GRACE_S = 3.0
+_STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """One load test: where to send, what to send, how many users over time, where to keep the files."""
+
+    endpoint: str  # base URL, e.g. http://127.0.0.1:8000
+    model_name: str
+    bodies: Sequence[Mapping[str, object]]  # KServe v2 request bodies, sent in turn
+    phases: Sequence[Phase]
+    out_dir: Path
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
+
+    @property
+    def timeout_s(self) -> float:
+        return total_duration(self.phases) + self.timeout_slack_s
+
+
+def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | None = None) -> LoadResult:
+    """Run the phases against the endpoint; raise LoadError when the generator fails or overruns."""
+    config = _prepare(request)
+    command = _locust_command(request.endpoint)
+    with open(request.out_dir / "locust.stdout.log", "wb") as stdout, open(request.out_dir / "locust.stderr.log", "wb") as stderr:
+        child = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=_child_env(config),
+            cwd=request.out_dir, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait(child, config, request.timeout_s, progress)
+        except BaseException:
+            _kill_group(child)
+            raise
+    return _collect(child.returncode, config, request.out_dir)
+
+
+def _prepare(request: LoadRequest) -> ChildConfig:
+    url = urlsplit(request.endpoint)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) URL", hint="use a base URL like http://127.0.0.1:8000")
+    if not request.bodies:
+        raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
+    if not request.phases:
+        raise LoadError("no traffic phases", hint="give the traffic at least one phase")
+    request.out_dir.mkdir(parents=True, exist_ok=True)
+    config = ChildConfig(
+        model_name=request.model_name,
+        payload_path=request.out_dir / "payload.json",
+        phases=tuple(request.phases),
+        result_path=request.out_dir / "load.npz",
+        progress_path=request.out_dir / "progress.json",
+        headers=dict(request.headers),
+    )
+    config.payload_path.write_text(json.dumps(list(request.bodies)))
+    for stale in (config.result_path, config.progress_path):
+        stale.unlink(missing_ok=True)
+    return config
+
+
+def _locust_command(endpoint: str) -> list[str]:
+    return [
+        sys.executable, "-m", "locust", "-f", str(_LOCUSTFILE), "--headless", "--host", endpoint,
+        "--only-summary", "--loglevel", "WARNING",
+        "--exit-code-on-error", "0",  # failed requests are data (in the result file), not a generator failure
+    ]  # fmt: skip
+
+
+def _child_env(config: ChildConfig) -> dict[str, str]:
+    """This checkout first on the child's path, so it loads the same `recommender` as the parent."""
+    path = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, **config.to_env(), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
+    """Relay progress until the child exits (the last heartbeat included) or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    last: LoadProgress | None = None
+    while True:
+        exited = child.poll() is not None
+        current = LoadProgress.read(config.progress_path)
+        if progress is not None and current is not None and current != last:
+            progress(current)
+        last = current
+        if exited:
+            return
+        if time.monotonic() > deadline:
+            _kill_group(child)
+            raise LoadError(
+                f"the load generator did not finish within {timeout_s:.0f} s\n{_stderr_tail(config.result_path.parent)}",
+                hint=f"Locust started or stopped too slowly on this host: raise timeout_slack_s; see {config.result_path.parent / 'locust.stderr.log'}",
+            )
+        time.sleep(_POLL_S)
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's process group, SIGKILL it after a grace period, and reap the child."""
+    for signum, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            break
+        try:
+            child.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    child.wait()
+
+
+def _collect(returncode: int, config: ChildConfig, out_dir: Path) -> LoadResult:
+    if returncode != 0:
+        raise LoadError(
+            f"the load generator exited with code {returncode}\n{_stderr_tail(out_dir)}",
+            hint=f"see {out_dir / 'locust.stderr.log'}; check the endpoint URL, the model name and the payload",
+        )
+    if not config.result_path.exists():
+        raise LoadError(
+            f"the load generator wrote no result file ({config.result_path})\n{_stderr_tail(out_dir)}",
+            hint=f"see {out_dir / 'locust.stderr.log'}",
+        )
+    result = LoadResult.from_npz(config.result_path)
+    if len(result.requests) == 0:
+        raise LoadError(
+            f"the load generator sent no requests\n{_stderr_tail(out_dir)}",
+            hint=f"see {out_dir / 'locust.stderr.log'} for exceptions raised in the Locust user",
+        )
+    return result
+
+
+def _stderr_tail(out_dir: Path) -> str:
+    try:
+        lines = (out_dir / "locust.stderr.log").read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no stderr)"
+    return "\n".join(lines[-_STDERR_TAIL_LINES:]) or "(stderr empty)"

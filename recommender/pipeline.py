@@ -18,7 +18,7 @@ from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.probe import probe_inference
 from recommender.load.runner import LoadRequest, LoadResult, run_load
 from recommender.load.shapes import phase_windows
-from recommender.metrics.summary import RequestArrays, headline, per_second_series, summarize_phases
+from recommender.metrics.summary import headline, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.payload import inference_bodies
 from recommender.search import Candidate, expand_candidates, protocol_fingerprint
@@ -124,11 +124,10 @@ class Job:
     def _summarize(self, result: LoadResult, server_stats: dict) -> dict:
         spec = self.spec
         log = result.requests
-        arrays = RequestArrays(log.t_s, log.latency_us, log.ok, log.users)
-        phases = summarize_phases(arrays, phase_windows(spec.traffic.phases), spec.traffic.warmup_seconds)
+        phases = summarize_phases(log, phase_windows(spec.traffic.phases), spec.traffic.warmup_seconds)
         best = headline(phases, spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate)
         series = [dataclasses.replace(s, users_max=_users_at(result, second))
-                  for second, s in enumerate(per_second_series(arrays, result.duration_s))]
+                  for second, s in enumerate(per_second_series(log, result.duration_s))]
         total = len(log.t_s)
         failures = int(total - log.ok.sum())
         summary = dataclasses.asdict(best) | {"requests": total, "failures": failures,
@@ -137,10 +136,7 @@ class Job:
 
 
 def _users_at(result: LoadResult, second: int) -> int:
-    """Active users at a given second, from the load driver's users timeline."""
-    users = 0
-    for t, count in result.users_timeline:
-        if t > second + 1:
-            break
-        users = count
-    return users
+    """Active users during a given second, from the load driver's once-a-second timeline."""
+    timeline = result.timeline
+    inside = (timeline.t_s >= second) & (timeline.t_s < second + 1)
+    return int(timeline.users[inside].max()) if inside.any() else 0

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recommender.load.result import RequestLog
+
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 
 
@@ -29,24 +31,11 @@ def min_samples(name: str) -> int:
     return math.ceil(round(1.0 / (1.0 - PERCENTILES[name] / 100.0), 6))
 
 
-@dataclass(frozen=True)
-class RequestArrays:
-    """The per-request log as arrays: send time (s from start), latency (us), success, active users."""
-
-    t_s: np.ndarray
-    latency_us: np.ndarray
-    ok: np.ndarray
-    users: np.ndarray
-
-    @property
-    def done_s(self) -> np.ndarray:
-        return self.t_s + self.latency_us / 1e6
-
-    def between(self, start: float, end: float) -> "RequestArrays":
-        """Requests that completed in [start, end)."""
-        done = self.done_s
-        keep = (done >= start) & (done < end)
-        return RequestArrays(self.t_s[keep], self.latency_us[keep], self.ok[keep], self.users[keep])
+def completions_between(log: RequestLog, start: float, end: float) -> RequestLog:
+    """Requests that completed (send time + latency) in [start, end)."""
+    done = log.t_s + log.latency_us / 1e6
+    keep = (done >= start) & (done < end)
+    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep])
 
 
 @dataclass(frozen=True)
@@ -72,9 +61,9 @@ class WindowStats:
         return self.ok
 
 
-def window_stats(log: RequestArrays, start: float, end: float) -> WindowStats:
+def window_stats(log: RequestLog, start: float, end: float) -> WindowStats:
     """Statistics of [start, end); latency percentiles are over successful requests only."""
-    part = log.between(start, end)
+    part = completions_between(log, start, end)
     ok_latency = part.latency_us[part.ok]
     seconds = max(end - start, 1e-9)
     ok = int(part.ok.sum())
@@ -92,7 +81,7 @@ def window_stats(log: RequestArrays, start: float, end: float) -> WindowStats:
     )
 
 
-def per_second_series(log: RequestArrays, duration_s: float) -> list[WindowStats]:
+def per_second_series(log: RequestLog, duration_s: float) -> list[WindowStats]:
     """One WindowStats per whole second of the run."""
     return [window_stats(log, float(s), float(s + 1)) for s in range(int(math.ceil(duration_s)))]
 
@@ -107,7 +96,7 @@ class PhaseSummary:
     phase_end_s: float
 
 
-def summarize_phases(log: RequestArrays, windows: list[tuple[float, float]], warmup_s: float) -> list[PhaseSummary]:
+def summarize_phases(log: RequestLog, windows: list[tuple[float, float]], warmup_s: float) -> list[PhaseSummary]:
     """Per phase: the window from phase start + warm-up to phase end (warm-up capped at half the phase)."""
     summaries = []
     for index, (start, end) in enumerate(windows):

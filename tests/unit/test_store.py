@@ -5,7 +5,8 @@ import pytest
 from sqlalchemy import inspect
 
 from recommender.errors import StoreError
-from recommender.metrics.summary import RequestArrays, per_second_series, summarize_phases
+from recommender.load.result import RequestLog
+from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.search import expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
@@ -21,9 +22,9 @@ def spec():
     return ExperimentSpec.model_validate({"name": "roundtrip", "variants": {"instance_counts": [1, 2]}})
 
 
-def a_log() -> RequestArrays:
+def a_log() -> RequestLog:
     t = np.arange(0, 4, 0.01)
-    return RequestArrays(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
+    return RequestLog(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
 
 
 def test_migration_creates_every_table(store):

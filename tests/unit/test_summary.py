@@ -3,14 +3,15 @@
 import numpy as np
 import pytest
 
+from recommender.load.result import RequestLog
 from recommender.metrics.summary import (
-    RequestArrays, headline, min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
+    headline, min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
 )
 
 
-def log(t_s, latency_ms, ok=None, users=None) -> RequestArrays:
+def log(t_s, latency_ms, ok=None, users=None) -> RequestLog:
     n = len(t_s)
-    return RequestArrays(
+    return RequestLog(
         np.asarray(t_s, dtype=float),
         (np.asarray(latency_ms, dtype=float) * 1000).astype(np.int64),
         np.asarray(ok if ok is not None else [True] * n, dtype=bool),

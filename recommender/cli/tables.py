@@ -51,4 +51,7 @@ def results_table(results: list[CandidateResult], percentile: str, title: str) -
 def _status_text(r: CandidateResult) -> str:
     if r.status == "ok":
         return "ok, over threshold: " + "; ".join((r.headline or {}).get("notes", []))
-    return f"{r.status}: {r.reason}" if r.reason else r.status
+    if not r.reason:
+        return r.status
+    first_line = r.reason.strip().splitlines()[0]
+    return f"{r.status}: {first_line[:160]}"

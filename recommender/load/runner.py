@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -54,6 +55,7 @@ class LoadRequest:
 
 def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | None = None) -> LoadResult:
     """Run the phases against the endpoint; raise LoadError when the generator fails or overruns."""
+    request = dataclasses.replace(request, out_dir=Path(request.out_dir).resolve())  # the child runs in out_dir
     config = _prepare(request)
     command = _locust_command(request.endpoint)
     with open(request.out_dir / "locust.stdout.log", "wb") as stdout, open(request.out_dir / "locust.stderr.log", "wb") as stderr:

@@ -10,6 +10,8 @@ from rich.console import Console
 
 from recommender.errors import RecommenderError, SpecError
 
+INTERRUPTED = "[yellow]interrupted[/]: servers were torn down; run the same command again to resume."
+
 COMMAND_MODULES = (
     "run_command",
     "validate_command",
@@ -46,11 +48,11 @@ def report_error(error: RecommenderError, console: Console | None = None) -> int
 def main() -> None:
     app = build_app()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the exit code of Exit / Abort (130 on Ctrl-C)
     except RecommenderError as error:
         sys.exit(report_error(error))
     except KeyboardInterrupt:
-        Console(stderr=True).print("[yellow]interrupted[/]: every server was torn down; run again to resume.")
+        Console(stderr=True).print(INTERRUPTED)
         sys.exit(130)
     except typer.Exit as exit_:
         sys.exit(exit_.exit_code)
@@ -63,3 +65,6 @@ def main() -> None:
         if isinstance(exc, click.exceptions.Abort):
             sys.exit(130)
         raise
+    if code == 130:
+        Console(stderr=True).print(INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -78,20 +78,27 @@ def test_run_measures_stores_ranks_and_resumes(workdir):
     assert second.stdout.count("stored, not measured again") == 3
 
 
+def statuses(workdir: Path) -> list[str]:
+    db = workdir / ".recommender/results.db"
+    return [r.status for r in ResultStore.open(f"sqlite:///{db}").runs("micro")] if db.exists() else []
+
+
 def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
-    (workdir / "micro.yaml").write_text(MICRO.format(first=30, second=30))
     job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not servers_under(workdir) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert servers_under(workdir), "the server never started"
-    time.sleep(3)
+    deadline = time.monotonic() + 150
+    # wait until the first candidate is stored and the second one's server is up, then press Ctrl-C
+    while not (statuses(workdir)[:1] == ["ok"] and servers_under(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert servers_under(workdir), "the second candidate's server never started"
     job.send_signal(signal.SIGINT)
     output, _ = job.communicate(timeout=60)
     assert job.returncode == 130, output
     assert "interrupted" in output
-    time.sleep(1)
     assert servers_under(workdir) == []
-    runs = list(ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").runs("micro"))
-    assert [r.status for r in runs] == ["interrupted"]
+    assert statuses(workdir) == ["ok", "interrupted"]
+
+    resumed = recommender(workdir, "run", "micro.yaml")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stdout.count("stored, not measured again") == 1  # only the first candidate was complete
+    assert statuses(workdir) == ["ok", "interrupted", "ok", "skipped"]

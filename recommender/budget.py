@@ -1,0 +1,89 @@
+"""What a cloud plan will cost before it runs, and a guard that stops it when the spend reaches the budget.
+
+Pure functions and one small accumulator; prices are USD per instance-hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recommender.errors import RecommenderError
+
+DEFAULT_DEPLOY_OVERHEAD_MINUTES = 10.0  # SageMaker endpoint creation plus deletion, billed while instances exist
+
+
+class BudgetExceeded(RecommenderError):
+    """The estimated or spent cost of a run is above the budget the user set."""
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The instance time and money a plan needs: every candidate deployed, loaded, then torn down."""
+
+    candidates: int
+    minutes_per_candidate: float  # traffic duration plus deploy overhead
+    instance_count: int
+    price_per_hour: float
+    instance_hours: float
+    usd: float
+
+
+def estimate_cost(candidates: int, traffic_seconds: float, instance_count: int, price_per_hour: float,
+                  deploy_overhead_minutes: float = DEFAULT_DEPLOY_OVERHEAD_MINUTES) -> CostEstimate:
+    """candidates x (traffic + deploy overhead) x instance count x price."""
+    if candidates < 0 or traffic_seconds < 0 or instance_count < 1 or price_per_hour < 0 or deploy_overhead_minutes < 0:
+        raise ValueError("candidates, durations and price must be >= 0 and instance_count >= 1")
+    minutes = traffic_seconds / 60 + deploy_overhead_minutes
+    instance_hours = candidates * minutes / 60 * instance_count
+    return CostEstimate(candidates, minutes, instance_count, price_per_hour, instance_hours, instance_hours * price_per_hour)
+
+
+def check_budget(estimate: CostEstimate, budget_usd: float | None) -> None:
+    """Raise BudgetExceeded when the estimate is above the budget; no budget (None) means no limit."""
+    if budget_usd is None or estimate.usd <= budget_usd:
+        return
+    per_candidate = estimate.usd / estimate.candidates if estimate.candidates else 0.0
+    affordable = int(budget_usd // per_candidate) if per_candidate else 0
+    raise BudgetExceeded(
+        f"estimated cost ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours for {estimate.candidates} "
+        f"candidates x {estimate.minutes_per_candidate:.1f} min x {estimate.instance_count} instance(s) at "
+        f"${estimate.price_per_hour:.4f}/h) is above the budget of ${budget_usd:.2f}",
+        hint=f"The budget covers about {affordable} candidate(s): shrink the variant grid or the traffic phases, "
+        "or raise the budget.",
+    )
+
+
+class BudgetGuard:
+    """Accumulates billed instance-seconds; `exhausted` turns true once the spend reaches the budget."""
+
+    def __init__(self, budget_usd: float, price_per_hour: float) -> None:
+        if budget_usd < 0 or price_per_hour < 0:
+            raise ValueError("budget and price must be >= 0")
+        self.budget_usd = budget_usd
+        self.price_per_hour = price_per_hour
+        self.instance_seconds = 0.0
+
+    def add(self, instance_seconds: float) -> bool:
+        """Record billed instance time (seconds x instances); returns `exhausted`."""
+        if instance_seconds < 0:
+            raise ValueError("instance_seconds must be >= 0")
+        self.instance_seconds += instance_seconds
+        return self.exhausted
+
+    @property
+    def spent_usd(self) -> float:
+        return self.instance_seconds / 3600 * self.price_per_hour
+
+    @property
+    def remaining_usd(self) -> float:
+        return max(0.0, self.budget_usd - self.spent_usd)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent_usd >= self.budget_usd
+
+    def check(self) -> None:
+        """Raise BudgetExceeded once the budget is spent, so the caller stops and tears down."""
+        if self.exhausted:
+            raise BudgetExceeded(f"spent ${self.spent_usd:.2f} of the ${self.budget_usd:.2f} budget; stopping the run",
+                                 hint="Every endpoint is torn down; raise the budget or shrink the plan and run again to resume.")

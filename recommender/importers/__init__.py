@@ -1,0 +1,1 @@
+"""Converters from other tools' job definitions into recommender experiment files."""

@@ -1,0 +1,105 @@
+"""Importing a SageMaker CreateInferenceRecommendationsJob request as an experiment file."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recommender.errors import SpecError
+from recommender.importers.sagemaker_job import import_job, read_job, write_experiment
+from recommender.spec import load_spec
+
+EXAMPLE = Path(__file__).parent / "data" / "sagemaker_job.json"
+
+
+@pytest.fixture
+def request_json() -> dict:
+    return read_job(EXAMPLE)
+
+
+def test_example_maps_phases_instance_and_threshold_and_validates(request_json: dict, tmp_path: Path) -> None:
+    imported = import_job(request_json)
+    path = write_experiment(imported, tmp_path / "bert.yaml")
+
+    spec = load_spec(path)
+    assert spec.name == "bert-base-load-test"
+    assert spec.target.instance_type == "ml.g4dn.xlarge"
+    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(1, 1, 120), (2, 6, 300)]
+    assert (spec.latency_threshold.percentile, spec.latency_threshold.ms) == ("p95", 100)
+    assert yaml.safe_load(path.read_text()) == imported.experiment  # notes are comments only
+    assert path.read_text().count("# NOTE: ") == len(imported.notes)
+
+
+@pytest.mark.parametrize(
+    "expected",
+    ["OMP_NUM_THREADS", "2 instance types given (ml.g4dn.xlarge, ml.c5.2xlarge)", "MaxInvocations 3000",
+     "FlatInvocations Stop", "MaxParallelOfTests 2", "MaxNumberOfTests 10", "model-package/bert-base-embeddings/3",
+     "JobDurationInSeconds 7200", "RoleArn", "Tags are not copied", "target.kind stays `local`"],
+)
+def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> None:
+    notes = import_job(request_json).notes
+    assert any(expected in note for note in notes), notes
+
+
+def test_stairs_become_one_constant_phase_per_step(request_json: dict, tmp_path: Path) -> None:
+    request_json["InputConfig"]["TrafficPattern"] = {
+        "TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 180, "NumberOfSteps": 3, "UsersPerStep": 2}}
+    imported = import_job(request_json)
+    spec = load_spec(write_experiment(imported, tmp_path / "stairs.yaml"))
+    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(2, 0, 180), (4, 0, 180), (6, 0, 180)]
+    assert any(note.startswith("STAIRS traffic") for note in imported.notes)
+
+
+def test_minimal_default_job_uses_experiment_defaults(tmp_path: Path) -> None:
+    request = {"JobName": "quick", "JobType": "Default", "RoleArn": "arn:aws:iam::123456789012:role/R",
+               "InputConfig": {"ModelName": "my-model"}}
+    imported = import_job(request)
+    spec = load_spec(write_experiment(imported, tmp_path / "quick.yaml"))
+    assert spec.name == "quick" and spec.target.instance_type == "local-cpu"
+    assert any("JobType Default" in note for note in imported.notes)
+    assert any("SageMaker model my-model" in note for note in imported.notes)
+
+
+def test_percentile_outside_the_spec_falls_back_to_p95(request_json: dict) -> None:
+    request_json["StoppingConditions"]["ModelLatencyThresholds"] = [{"Percentile": "P999", "ValueInMilliseconds": 50}]
+    imported = import_job(request_json)
+    assert imported.experiment["latency_threshold"] == {"percentile": "p95", "ms": 50}
+    assert any("P999" in note for note in imported.notes)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda r: r.pop("InputConfig"), "Missing required parameter in input: \"InputConfig\""),
+        (lambda r: r["InputConfig"]["TrafficPattern"]["Phases"][0].update(SpawnRate="fast"), "SpawnRate"),
+        (lambda r: r["InputConfig"].update(Traffic={}), "Unknown parameter in InputConfig: \"Traffic\""),
+    ],
+)
+def test_malformed_requests_are_refused_with_problems(request_json: dict, mutate, problem: str) -> None:
+    broken = copy.deepcopy(request_json)
+    mutate(broken)
+    with pytest.raises(SpecError) as caught:
+        import_job(broken)
+    assert any(problem in line for line in caught.value.problems), caught.value.problems
+
+
+def test_read_job_reports_bad_json(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text('{"JobName": ')
+    with pytest.raises(SpecError, match="line 1"):
+        read_job(path)
+
+
+def test_example_is_a_valid_boto3_request(request_json: dict) -> None:
+    """The shipped example passes botocore's own parameter validation for the operation."""
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    report = ParamValidator().validate(request_json, model.operation_model("CreateInferenceRecommendationsJob").input_shape)
+    assert not report.has_errors(), report.generate_report()
+    assert json.loads(EXAMPLE.read_text()) == request_json

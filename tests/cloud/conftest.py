@@ -18,10 +18,6 @@ import pytest
 REGION = "us-east-1"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cloud: talks to a local moto server process emulating AWS (no real AWS)")
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-COMPOSE = Path(__file__).resolve().parents[1] / "infra" / "compose.yaml"
+COMPOSE = Path(__file__).resolve().parents[2] / "infra" / "compose.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from recommender.errors import SpecError
 from recommender.importers.sagemaker_job import import_job, read_job, write_experiment
 from recommender.spec import load_spec
 
-EXAMPLE = Path(__file__).parent / "data" / "sagemaker_job.json"
+EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "sagemaker_job.json"
 
 
 @pytest.fixture

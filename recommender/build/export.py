@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -57,10 +58,12 @@ def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> Mo
     model = load_torch_model(spec)
     example = _example_inputs(sequence_length)
     target = folder / FILE_OF[fmt]
-    if fmt == "torchscript":
-        _trace(model, example, target)
-    else:
-        _to_onnx(model, example, target)
+    with warnings.catch_warnings():  # tracer and exporter deprecation chatter is not the user's concern
+        warnings.simplefilter("ignore")
+        if fmt == "torchscript":
+            _trace(model, example, target)
+        else:
+            _to_onnx(model, example, target)
     hidden = _output_width(model, example)
     return _artifact(target, fmt, hidden, random_weights=spec.source == "bert")
 

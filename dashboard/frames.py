@@ -1,0 +1,142 @@
+"""Tables for the pages: stored results laid out as pandas DataFrames (presentation only, no formulas)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+import pandas as pd
+
+from recommender.store.results import CandidateResult, ExperimentInfo
+
+LATENCY_KEYS = ("p50", "p90", "p95", "p99")
+SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+def first_line(text: str | None, limit: int = 200) -> str:
+    return "" if not text else text.strip().splitlines()[0][:limit]
+
+
+def status_counts(results: Iterable[CandidateResult]) -> Counter:
+    return Counter(r.status for r in results)
+
+
+def experiments_table(infos: list[ExperimentInfo], results_of) -> pd.DataFrame:
+    """One row per experiment: status, dates, total measured time and candidate counts by status."""
+    rows = []
+    for info in infos:
+        results = results_of(info.name)
+        counts = status_counts(results)
+        rows.append({
+            "experiment": info.name,
+            "status": info.status,
+            "created": info.created_at,
+            "updated": info.updated_at,
+            "measured time (s)": sum(r.duration_s or 0.0 for r in results),
+            "candidates": len(results),
+            "ok": counts["ok"],
+            "failed": counts["failed"] + counts["interrupted"],
+            "skipped": counts["skipped"],
+            "pending": counts["pending"] + counts["running"],
+        })
+    return pd.DataFrame(rows)
+
+
+def candidates_table(results: list[CandidateResult]) -> pd.DataFrame:
+    """One row per candidate: its configuration, run status, reason, duration and headline figures."""
+    return pd.DataFrame([candidate_row(r) for r in results])
+
+
+def candidate_row(r: CandidateResult) -> dict[str, Any]:
+    h = r.headline or {}
+    latency = h.get("latency_ms") or {}
+    row = {"configuration": r.name, "status": r.status, "reason": first_line(r.reason),
+           "duration (s)": r.duration_s, "finished": r.finished_at,
+           "invocations/min": h.get("invocations_per_minute"),
+           **{f"{p} ms": latency.get(p) for p in LATENCY_KEYS},
+           "error rate": h.get("error_rate"), "within threshold": h.get("within_threshold")}
+    for optional in ("max_invocations", "stable", "stop_reason"):
+        if optional in h:
+            row[optional.replace("_", " ")] = h[optional]
+    return row
+
+
+def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
+    """Metrics side by side: one column per candidate, one row per figure (headline and server statistics)."""
+    columns = {}
+    for r in results:
+        h, s = r.headline or {}, r.server_stats or {}
+        latency, model_latency = h.get("latency_ms") or {}, h.get("model_latency_ms")
+        values = {"status": r.status, "invocations/min": h.get("invocations_per_minute"),
+                  "max invocations": h.get("max_invocations"),
+                  **{f"{p} latency ms": latency.get(p) for p in LATENCY_KEYS},
+                  "model latency ms": model_latency if not isinstance(model_latency, dict) else str(model_latency),
+                  "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
+                  "within threshold": h.get("within_threshold"), "stable": h.get("stable"),
+                  "avg batch size": s.get("avg_batch_size"), "executions": s.get("execution_count"),
+                  **{f"server {part} us": (s.get("avg_us") or {}).get(part) for part in SERVER_PARTS},
+                  "reason": first_line(r.reason)}
+        columns[r.name] = {k: _cell(v) for k, v in values.items()}
+    frame = pd.DataFrame(columns)
+    return frame.dropna(how="all")
+
+
+def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
+    """Configuration settings as rows, candidates as columns; `differs` marks the settings that are not all equal."""
+    names = sorted({key for r in results for key in r.config})
+    rows = {}
+    for key in names:
+        values = [_cell(r.config.get(key)) for r in results]
+        rows[key] = dict(zip([r.name for r in results], values)) | {"differs": len(set(map(str, values))) > 1}
+    return pd.DataFrame(rows).T
+
+
+def _cell(value: Any) -> Any:
+    """Dicts and lists as text, so a table column keeps one type."""
+    if isinstance(value, (dict, list, tuple)):
+        return str(value)
+    return value
+
+
+def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per-second series of one run; invocations per minute is the second's successful completions x 60."""
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["configuration"] = result.name
+    frame["invocations/min"] = frame["ok"] * 60
+    return frame
+
+
+def phases_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["configuration"] = result.name
+    return frame
+
+
+def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
+    """Long table of the server-side average time per request by part (queue, compute input/infer/output)."""
+    rows = []
+    for r in results:
+        parts = (r.server_stats or {}).get("avg_us") or {}
+        rows += [{"configuration": r.name, "part": part, "ms": parts[part] / 1000}
+                 for part in SERVER_PARTS if parts.get(part) is not None]
+    return pd.DataFrame(rows)
+
+
+def windows_frame(result: CandidateResult) -> pd.DataFrame:
+    """The headline's steady-state windows (when the measurement stored them), with a stable/unstable label."""
+    windows = (result.headline or {}).get("windows") or []
+    rows = [w for w in windows if isinstance(w, dict) and "start_s" in w and "end_s" in w]
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    stable = frame["stable"] if "stable" in frame else None
+    frame["window"] = ["stable" if s else "unstable" for s in stable] if stable is not None else "window"
+    frame["configuration"] = result.name
+    return frame
+
+
+def history_table(points: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(points)

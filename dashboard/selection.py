@@ -1,0 +1,44 @@
+"""The experiment the sidebar selected, and its results, with the notices for the cases that have nothing to show."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import source
+from dashboard.text import escape, no_experiments, show_error
+from recommender.errors import RecommenderError
+from recommender.store.results import CandidateResult, ExperimentInfo
+
+
+def selected() -> ExperimentInfo | None:
+    """The selected experiment, or None after telling the user why there is none."""
+    name = st.session_state.get("experiment")
+    if not name:
+        no_experiments()
+        return None
+    try:
+        return source.experiment(name)
+    except RecommenderError as error:
+        show_error(error)
+        return None
+
+
+def running_notice(info: ExperimentInfo) -> None:
+    if info.status == "running":
+        st.info(f"{escape(info.name)} is still running: the figures below are what is stored so far. "
+                "Rerun the page (R) to refresh.", icon="⏳")
+    elif info.status == "interrupted":
+        st.warning(f"{escape(info.name)} was interrupted; run the same command again to resume it.")
+
+
+def measured(results: list[CandidateResult]) -> list[CandidateResult]:
+    """Candidates with a finished ok run (the only ones with figures to chart)."""
+    return [r for r in results if r.status == "ok" and r.run_id is not None and r.headline]
+
+
+def nothing_measured(info: ExperimentInfo, results: list[CandidateResult]) -> None:
+    if not results:
+        st.info(f"{escape(info.name)} has no candidates stored yet.")
+        return
+    st.info(f"None of the {len(results)} candidates of {escape(info.name)} has a successful measurement yet "
+            "(see the Experiments page for each one's status and reason).")

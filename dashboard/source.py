@@ -1,0 +1,53 @@
+"""Where the pages get their data: recommender's ResultStore (URL from RECOMMENDER_DB_URL, set by the CLI)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import streamlit as st
+
+from recommender.store.database import resolve_url
+from recommender.store.results import CandidateResult, ExperimentInfo, ResultStore
+
+DB_ENV = "RECOMMENDER_DB_URL"
+
+
+def database_url() -> str:
+    return resolve_url(os.environ.get(DB_ENV))
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> ResultStore:
+    return ResultStore.open(url)
+
+
+def store() -> ResultStore:
+    """The results store for this dashboard process (opened once per URL)."""
+    return _store(database_url())
+
+
+def experiments() -> list[ExperimentInfo]:
+    return store().experiments()
+
+
+def experiment(name: str) -> ExperimentInfo:
+    return store().experiment(name)
+
+
+def results(name: str) -> list[CandidateResult]:
+    return store().results(name)
+
+
+def phase_rows(run_id: int) -> list[dict[str, Any]]:
+    """The run's phase summaries as plain records (column name -> value)."""
+    return [_columns(row) for row in store().phases(run_id)]
+
+
+def second_rows(run_id: int) -> list[dict[str, Any]]:
+    """The run's per-second series as plain records."""
+    return [_columns(row) for row in store().series(run_id)]
+
+
+def _columns(row: Any) -> dict[str, Any]:
+    return {column.key: getattr(row, column.key) for column in row.__table__.columns}

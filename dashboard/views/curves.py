@@ -1,0 +1,76 @@
+"""Curves page: throughput and users over time, latency percentiles over time, the throughput-latency frontier
+and the server-side time split, for the candidates picked."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, frames, source
+from dashboard.selection import measured, nothing_measured, running_notice, selected
+from recommender.store.results import CandidateResult
+
+PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+def pick(info_name: str, candidates: list[CandidateResult]) -> list[CandidateResult]:
+    names = [r.name for r in candidates]
+    chosen = st.multiselect("Candidates", names, default=names, key=f"curves:{info_name}")
+    return [r for r in candidates if r.name in chosen]
+
+
+def over_time(picked: list[CandidateResult]) -> None:
+    series = pd.concat([frames.series_frame(r, source.second_rows(r.run_id)) for r in picked], ignore_index=True)
+    if series.empty:
+        st.info("No per-second series stored for these runs.")
+        return
+    windows = pd.concat([frames.windows_frame(r) for r in picked], ignore_index=True)
+    st.subheader("Invocations per minute and users over time")
+    st.altair_chart(charts.throughput_over_time(series, windows), width="stretch")
+    if windows.empty:
+        st.caption("No steady-state windows stored for these runs (stable / unstable marks appear when present).")
+    st.subheader("Latency percentiles over time")
+    st.altair_chart(charts.latency_over_time(series), width="stretch")
+
+
+def frontier(picked: list[CandidateResult], default_percentile: str) -> None:
+    phases = pd.concat([frames.phases_frame(r, source.phase_rows(r.run_id)) for r in picked], ignore_index=True)
+    st.subheader("Throughput-latency frontier (one point per phase)")
+    if phases.empty:
+        st.info("No phase summaries stored for these runs.")
+        return
+    index = PERCENTILES.index(default_percentile) if default_percentile in PERCENTILES else 2
+    percentile = st.selectbox("Percentile", PERCENTILES, index=index, key="curves-percentile")
+    st.altair_chart(charts.frontier(phases, percentile), width="stretch")
+
+
+def server_time(picked: list[CandidateResult]) -> None:
+    st.subheader("Server-side time per request: queue vs compute")
+    breakdown = frames.server_breakdown(picked)
+    if breakdown.empty:
+        st.info("No server-side statistics stored for these runs.")
+        return
+    st.altair_chart(charts.server_time(breakdown), width="stretch")
+
+
+def main() -> None:
+    info = selected()
+    if info is None:
+        return
+    running_notice(info)
+    results = source.results(info.name)
+    candidates = measured(results)
+    if not candidates:
+        nothing_measured(info, results)
+        return
+    picked = pick(info.name, candidates)
+    if not picked:
+        st.info("Pick at least one candidate.")
+        return
+    over_time(picked)
+    frontier(picked, (info.spec.get("latency_threshold") or {}).get("percentile", "p95"))
+    server_time(picked)
+
+
+st.title("Curves")
+main()

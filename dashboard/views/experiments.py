@@ -1,0 +1,45 @@
+"""Experiments page: every stored experiment with its status, dates and candidate counts; then the selected one."""
+
+from __future__ import annotations
+
+import streamlit as st
+import yaml
+
+from dashboard import frames, source
+from dashboard.selection import running_notice, selected
+from dashboard.text import escape, no_experiments
+
+
+def overview() -> None:
+    infos = source.experiments()
+    if not infos:
+        no_experiments()
+        return
+    st.dataframe(frames.experiments_table(infos, source.results), hide_index=True, width="stretch",
+                 column_config={"measured time (s)": st.column_config.NumberColumn(format="%.1f")})
+
+
+def detail() -> None:
+    info = selected()
+    if info is None:
+        return
+    st.subheader(f"Experiment {escape(info.name)}")
+    running_notice(info)
+    results = source.results(info.name)
+    st.caption(f"status {escape(info.status)}; created {info.created_at:%Y-%m-%d %H:%M}; "
+               f"last update {info.updated_at:%Y-%m-%d %H:%M}")
+    if results:
+        st.dataframe(frames.candidates_table(results), hide_index=True, width="stretch")
+    else:
+        st.info("No candidates stored for this experiment yet.")
+    for r in results:
+        if r.status in ("failed", "interrupted") and r.reason:
+            with st.expander(f"Why {escape(r.name)} {r.status}"):
+                st.code(r.reason, language=None, wrap_lines=True)
+    with st.expander("Experiment file (as stored)"):
+        st.code(yaml.safe_dump(info.spec, sort_keys=False), language="yaml")
+
+
+st.title("Experiments")
+overview()
+detail()

@@ -1,0 +1,53 @@
+"""History page: the same candidate (same configuration key) across every experiment that measured it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, frames, source
+from dashboard.selection import selected
+from dashboard.text import escape
+
+
+def points(key: str, percentile: str) -> list[dict]:
+    """One record per experiment holding a candidate with this key."""
+    rows = []
+    for info in source.experiments():
+        for r in source.results(info.name):
+            if r.key != key:
+                continue
+            h = r.headline or {}
+            rows.append({"experiment": info.name, "finished": r.finished_at, "status": r.status,
+                         "invocations/min": h.get("invocations_per_minute"),
+                         f"{percentile} ms": (h.get("latency_ms") or {}).get(percentile),
+                         "error rate": h.get("error_rate"), "reason": frames.first_line(r.reason)})
+    return sorted(rows, key=lambda row: (row["finished"] is None, row["finished"] or 0))
+
+
+def main() -> None:
+    info = selected()
+    if info is None:
+        return
+    results = source.results(info.name)
+    if not results:
+        st.info(f"{escape(info.name)} has no candidates stored yet.")
+        return
+    labels = {f"{r.name} ({r.key})": r for r in results}
+    label = st.selectbox("Candidate", list(labels), key=f"history:{info.name}")
+    candidate = labels[label]
+    percentile = (info.spec.get("latency_threshold") or {}).get("percentile", "p95")
+    table = frames.history_table(points(candidate.key, percentile))
+    st.dataframe(table, hide_index=True, width="stretch")
+    ok = table[table["status"] == "ok"].dropna(subset=["finished"])
+    if len(ok) < 2:
+        st.info("This configuration was measured successfully in only one experiment so far; "
+                "the chart appears once another experiment measures the same configuration.")
+        return
+    left, right = st.columns(2)
+    left.altair_chart(charts.history(ok, "invocations/min", "invocations per minute"), width="stretch")
+    right.altair_chart(charts.history(ok, f"{percentile} ms", f"{percentile} latency (ms)"), width="stretch")
+
+
+st.title("History")
+st.caption("The same configuration key across experiments over time.")
+main()

@@ -1,0 +1,79 @@
+"""`recommender dashboard`: start the Streamlit app (dashboard/app.py) on loopback and stop it cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from recommender.errors import RecommenderError
+from recommender.store.database import resolve_url
+
+DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; env RECOMMENDER_DB_URL)."
+REPO_ROOT = Path(__file__).resolve().parents[2]
+APP = REPO_ROOT / "dashboard" / "app.py"
+STOP_TIMEOUT_S = 10
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher."""
+    return [sys.executable, "-m", "streamlit", "run", str(APP),
+            "--server.headless=true", f"--server.address={host}", f"--server.port={port}",
+            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false"]
+
+
+def dashboard_env(db: str | None) -> dict[str, str]:
+    """The environment of the Streamlit process: the resolved DB URL and the repository root on PYTHONPATH."""
+    url = resolve_url(db)
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        url = f"sqlite:///{Path(url.removeprefix('sqlite:///')).resolve()}"  # independent of the app's cwd
+    paths = [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "RECOMMENDER_DB_URL": url, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def dashboard(
+    db: str = typer.Option(None, "--db", help=DB_HELP),
+    port: int = typer.Option(8501, "--port", min=0, max=65535, help="Port to serve on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."),
+) -> None:
+    """Open the ranking, comparison, curves and cost dashboard (Streamlit) on http://HOST:PORT."""
+    if not APP.is_file():
+        raise RecommenderError(f"the dashboard app is not at {APP}",
+                               hint="run from a source checkout (pip install -e .) that has the dashboard/ folder")
+    console = Console(stderr=True)
+    console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
+    process = subprocess.Popen(streamlit_command(host, port), env=dashboard_env(db))
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        code = stop(process)
+        console.print("dashboard stopped", highlight=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code not in (0, -signal.SIGINT, -signal.SIGTERM):
+        raise typer.Exit(code)
+
+
+def stop(process: subprocess.Popen) -> int:
+    """SIGINT (what Streamlit handles as a clean shutdown), then SIGKILL if it has not exited in time."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+def _raise_interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dashboard")(dashboard)

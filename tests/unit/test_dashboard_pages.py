@@ -1,0 +1,135 @@
+"""Every dashboard page, run with Streamlit's AppTest against the seeded fixture DB, an empty DB and edge cases."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from recommender.spec import ExperimentSpec
+from recommender.search import expand_candidates
+from recommender.store.results import ResultStore
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "dashboard" / "app.py")
+SEED = ROOT / "tests" / "data" / "dashboard_seed.db"
+PAGES = ("experiments", "ranking", "compare", "curves", "cost", "history", "report")
+
+
+@pytest.fixture
+def seeded_url(tmp_path) -> str:
+    copy = tmp_path / "seed.db"
+    shutil.copy(SEED, copy)
+    return f"sqlite:///{copy}"
+
+
+@pytest.fixture
+def empty_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'empty.db'}"
+
+
+def open_page(url: str, page: str, monkeypatch, experiment: str | None = None) -> AppTest:
+    monkeypatch.setenv("RECOMMENDER_DB_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    if experiment is not None:
+        at.sidebar.selectbox(key="experiment").set_value(experiment).run()
+    return at.switch_page(f"views/{page}.py").run()
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def charts(at: AppTest) -> list:
+    return [e for e in _leaves(at.main) if getattr(e, "type", "") == "vega_lite_chart"]
+
+
+def _leaves(node):
+    for child in getattr(node, "children", {}).values():
+        yield child
+        yield from _leaves(child)
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in (at.info, at.warning, at.markdown, at.caption, at.title, at.subheader) for e in kind]
+    return "\n".join(str(p) for p in parts)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_the_seeded_db_without_errors(page, seeded_url, monkeypatch):
+    at = open_page(seeded_url, page, monkeypatch)
+    assert_clean(at)
+    assert at.title[0].value.lower() == page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_explains_an_empty_db(page, empty_url, monkeypatch):
+    at = open_page(empty_url, page, monkeypatch)
+    assert_clean(at)
+    assert "No experiments" in texts(at)
+
+
+def test_experiments_lists_both_experiments_with_counts(seeded_url, monkeypatch):
+    at = open_page(seeded_url, "experiments", monkeypatch, experiment="micro")
+    overview = at.dataframe[0].value.set_index("experiment")
+    assert set(overview.index) == {"micro", "micro-rerun"}
+    assert overview.loc["micro", ["ok", "failed", "skipped"]].tolist() == [4, 0, 2]
+    candidates = at.dataframe[1].value
+    skipped = candidates[candidates["status"] == "skipped"]
+    assert skipped["reason"].str.contains("TensorRT needs an NVIDIA GPU").all()
+
+
+def test_compare_shows_figures_and_only_the_settings_that_differ(seeded_url, monkeypatch):
+    at = open_page(seeded_url, "compare", monkeypatch, experiment="micro")
+    assert_clean(at)
+    figures, difference = at.dataframe[0].value, at.dataframe[1].value
+    assert list(figures.columns) == ["pt-nodb-ig1-mbs4", "pt-db-ig1-mbs4"]
+    assert "invocations/min" in figures.index
+    assert list(difference.index) == ["dynamic_batching"]
+
+
+def test_curves_draws_four_charts_for_the_measured_candidates(seeded_url, monkeypatch):
+    at = open_page(seeded_url, "curves", monkeypatch, experiment="micro")
+    assert_clean(at)
+    assert len(charts(at)) == 4
+    assert at.multiselect[0].value == ["pt-nodb-ig1-mbs4", "pt-db-ig1-mbs4", "onnx-nodb-ig1-mbs4", "onnx-db-ig1-mbs4"]
+
+
+def test_history_follows_one_configuration_across_experiments(seeded_url, monkeypatch):
+    at = open_page(seeded_url, "history", monkeypatch, experiment="micro")
+    onnx = next(o for o in at.selectbox(key="history:micro").options if o.startswith("onnx-db"))
+    at.selectbox(key="history:micro").set_value(onnx).run()
+    assert_clean(at)
+    assert at.dataframe[0].value["experiment"].tolist() == ["micro", "micro-rerun"]
+    assert len(charts(at)) == 2
+
+
+def add_failed_and_running(url: str) -> None:
+    """A second experiment left running, with one failed candidate (reason with Markdown/HTML) and one pending."""
+    store = ResultStore.open(url)
+    spec = ExperimentSpec.model_validate({"name": "live", "description": "<b>bold</b> **not markdown**",
+                                          "variants": {"optimizations": ["pt", "onnx"], "dynamic_batching": [False]}})
+    experiment_id = store.save_experiment(spec)
+    failed, pending = expand_candidates(spec)
+    run_id = store.start_run(store.save_candidate(experiment_id, failed), "proto", None)
+    store.finish_run(run_id, "failed", reason="tritonserver exited: <script>alert(1)</script>\nsecond line")
+    store.save_candidate(experiment_id, pending)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_running_experiment_with_a_failed_run_gets_text_not_a_traceback(page, seeded_url, monkeypatch):
+    add_failed_and_running(seeded_url)
+    at = open_page(seeded_url, page, monkeypatch, experiment="live")
+    assert_clean(at)
+    assert texts(at)
+
+
+def test_failed_reason_is_shown_as_code_not_markup(seeded_url, monkeypatch):
+    add_failed_and_running(seeded_url)
+    at = open_page(seeded_url, "experiments", monkeypatch, experiment="live")
+    assert "still running" in texts(at)
+    assert any("<script>alert(1)</script>" in c.value for c in at.code)
+    assert all("<script>" not in m.value for m in at.markdown)

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "run_command",
     "validate_command",
     "cost_command",
+    "report_command",
 )
 
 

@@ -66,8 +66,8 @@ def _tick_label(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 or value == 0 else f"{value:g}"
 
 
-def _svg(title: str, body: list[str]) -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+def _svg(title: str, body: list[str], height: float = HEIGHT) -> str:
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" width="{WIDTH}" height="{_f(height)}" '
             f'role="img" aria-label="{escape(title)}">')
     return "\n".join([head, f"<title>{escape(title)}</title>", *body, "</svg>"])
 
@@ -157,4 +157,4 @@ def cost_chart(report: Report) -> str:
         body.append(f'<rect x="{left}" y="{_f(y + band * 0.15)}" width="{_f(width)}" height="{_f(band * 0.7)}" '
                     f'fill="{color}" class="bar"><title>{escape(row.name)}: {row.cost_per_million:,.4f} USD</title></rect>')
         body.append(_text(left + width + 6, y + band / 2 + 4, f"{row.cost_per_million:,.4f}", anchor="start"))
-    return _svg(title, body)
+    return _svg(title, body, height=MARGIN["top"] + band * len(rows) + 16)

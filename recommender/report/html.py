@@ -21,6 +21,7 @@ dl.facts { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1
 dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 .justification { font-size: 1.05rem; line-height: 1.5; }
 .tie { border-left: 4px solid #c9a227; padding: 0.3rem 0.8rem; background: #fff8e1; }
+.scroll { overflow-x: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 1rem; }
 svg { border: 1px solid #ddd; background: #fff; font-size: 11px; }
 svg .tick { fill: #555; } svg .label { fill: #333; font-size: 10px; }
@@ -84,7 +85,8 @@ def _table(cols: tuple[Column, ...], rows: tuple[Row, ...], name: str) -> str:
         cells = "".join(f'<td{_cell_class(c)}>{escape(cell(row, c))}</td>' for c in cols)
         css = ' class="recommended"' if row.recommended else ""
         lines.append(f"<tr{css}>{cells}</tr>")
-    return f'<table class="{name}"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
+    table = f'<table class="{name}"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
+    return f'<div class="scroll">{table}</div>'
 
 
 def _cell_class(column: Column) -> str:

@@ -15,18 +15,7 @@ from tests.unit.seeded_study import SPEC, seed_study
 
 
 def cli_app() -> typer.Typer:
-    """The real app. Until the load package is merged (recommender.load.runner), `run` cannot import; then only
-    this module's commands are registered, exactly as build_app registers them."""
-    try:
-        return build_app()
-    except ModuleNotFoundError as missing:
-        if missing.name != "recommender.load.runner":
-            raise
-        from recommender.cli import report_command
-
-        app = typer.Typer(pretty_exceptions_enable=False)
-        report_command.register(app)
-        return app
+    return build_app()
 
 
 @pytest.fixture

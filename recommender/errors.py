@@ -50,3 +50,7 @@ class RankingError(RecommenderError):
 
 class CandidateSkipped(RecommenderError):
     """A candidate cannot run on this host (for example TensorRT without a GPU); recorded as skipped."""
+
+
+class ExportError(RecommenderError):
+    """A recommendation cannot be exported: nothing eligible, a rank out of range, or an output folder in the way."""

@@ -6,9 +6,11 @@ Pure functions over `RankInput` records (no store, no I/O).
    'ok', it has no successful invocations, its latency at the chosen percentile is above the
    threshold (or missing while a threshold is set), or its error rate is above the limit.
 2. Objectives: cost per million inferences (lower is better), latency (lower), throughput in
-   invocations per minute (higher). Each is min-max normalised over the eligible candidates to
-   [0, 1] with 1 the best; when all are equal every candidate gets 1. The score is the weighted
-   mean of the three normalised values.
+   invocations per minute (higher). Each is normalised as a ratio to the best eligible value
+   (best / value when lower is better, value / best when higher is better), so 1 is the best and a
+   candidate with half the best throughput gets 0.5. Ratios keep proportions: min-max scaling would
+   turn a 1 % latency edge into the full 0-to-1 range and let it outweigh a 5x throughput gap.
+   The score is the weighted mean of the three normalised values.
 3. Importance -> weight, SageMaker Studio's five levels mapped linearly:
 
        lowest 0, low 1, medium 2, high 3, highest 4
@@ -119,7 +121,7 @@ class Ranking:
 
 def rank(inputs: list[RankInput], constraints: Constraints | None = None,
          importance: Importance | None = None) -> Ranking:
-    """Constraints, then weighted min-max scores, Pareto front and ties against the winner."""
+    """Constraints, then weighted ratio-to-best scores, Pareto front and ties against the winner."""
     constraints = constraints or Constraints()
     weights = (importance or Importance()).weights()
     for item in inputs:
@@ -207,15 +209,19 @@ def _normalise(eligible: list[RankInput], metrics: dict[str, tuple]) -> dict[str
     result: dict[str, dict[str, float]] = {item.key: {} for item in eligible}
     for index, name in enumerate(OBJECTIVES):
         values = {key: m[index] for key, m in metrics.items() if m[index] is not None}
-        low, high = (min(values.values()), max(values.values())) if values else (0.0, 0.0)
+        best = (min if lower_better[index] else max)(values.values()) if values else None
         for key in result:
-            value = values.get(key)
-            if value is None or high == low:
-                result[key][name] = 1.0
-            else:
-                fraction = (value - low) / (high - low)
-                result[key][name] = 1 - fraction if lower_better[index] else fraction
+            result[key][name] = _ratio_to_best(values.get(key), best, lower_better[index])
     return result
+
+
+def _ratio_to_best(value: float | None, best: float | None, lower_better: bool) -> float:
+    """1.0 for the best value, proportionally less for the others (missing values count as best)."""
+    if value is None or best is None or value == best:
+        return 1.0
+    if lower_better:
+        return best / value if value > 0 else 1.0
+    return value / best if best > 0 else 1.0
 
 
 def _score(normalised: dict[str, float], weights: dict[str, float]) -> float:

@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "run_command",
     "validate_command",
     "cost_command",
+    "report_command",
     "dashboard_command",
 )
 

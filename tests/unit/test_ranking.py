@@ -24,7 +24,8 @@ def candidate(name: str, cost_m: float | None, latency: float | None, ipm: float
 
 @pytest.fixture
 def trio() -> list[RankInput]:
-    # normalised (1 = best): cost A 1, B .5, C 0; latency A 0, B 1, C 1/3; throughput A 0, B 1, C .5
+    # ratio to best (1 = best): cost A 10/10, B 10/20, C 10/30; latency A 20/50, B 1, C 20/40;
+    # throughput A 1000/2000, B 1, C 1500/2000
     return [candidate("A", 10, 50, 1000), candidate("B", 20, 20, 2000), candidate("C", 30, 40, 1500)]
 
 
@@ -43,14 +44,14 @@ def test_importance_levels_map_linearly_to_weights() -> None:
 
 
 @pytest.mark.parametrize(("importance", "order", "scores"), [
-    # equal weights: A (1+0+0)/3, B (.5+1+1)/3, C (0+1/3+.5)/3
-    (Importance(), ["B", "A", "C"], [2.5 / 3, 1 / 3, (5 / 6) / 3]),
+    # equal weights: A (1 + .4 + .5)/3, B (.5 + 1 + 1)/3, C (1/3 + .5 + .75)/3
+    (Importance(), ["B", "A", "C"], [2.5 / 3, 1.9 / 3, (1 / 3 + 1.25) / 3]),
     # cost only
-    (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 0.0]),
-    # .8 cost + .2 latency: A .8, B .4 + .2, C .2/3
-    (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.8, 0.6, 0.2 / 3]),
-    # latency 4, cost 1, throughput 2 (sum 7): B (0.5+4+2)/7, C (4/3+1)/7, A 1/7
-    (Importance("low", "highest", "medium"), ["B", "C", "A"], [6.5 / 7, (7 / 3) / 7, 1 / 7]),
+    (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 1 / 3]),
+    # .8 cost + .2 latency: A .8 + .08, B .4 + .2, C .8/3 + .1
+    (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.88, 0.6, 0.8 / 3 + 0.1]),
+    # cost 1, latency 4, throughput 2 (sum 7): B (.5 + 4 + 2)/7, C (1/3 + 2 + 1.5)/7, A (1 + 1.6 + 1)/7
+    (Importance("low", "highest", "medium"), ["B", "C", "A"], [6.5 / 7, (1 / 3 + 3.5) / 7, 3.6 / 7]),
 ])
 def test_weighted_scores(trio: list[RankInput], importance: Importance, order: list[str], scores: list[float]) -> None:
     ranking = rank(trio, importance=importance)

@@ -1,0 +1,231 @@
+"""The deliverable: a ranked candidate exported as a deployable Triton model repository plus the SageMaker and
+Application Auto Scaling request bodies that deploy and scale it, and a README saying how to use them.
+
+    DIR/model_repository/<model>/{config.pbtxt, 1/model.py, 1/<artifact copy>}
+    DIR/sagemaker/{create_model.json, create_endpoint_config.json, create_endpoint.json}
+    DIR/autoscaling/{register_scalable_target.json, put_scaling_policy.json}
+    DIR/README.md
+
+Nothing here talks to AWS: the JSON files are request bodies for `aws ... --cli-input-json` or boto3.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from recommender.autoscaling import ScalingPlan, plan_scaling
+from recommender.build.export import export_model
+from recommender.build.repository import write_model_repository
+from recommender.errors import ExportError
+from recommender.ranking import RankedCandidate
+from recommender.recommendation import Recommendation, endpoint_name_for
+from recommender.search import Candidate, model_fingerprint
+from recommender.spec import DynamicBatching, ExperimentSpec
+
+IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"
+ROLE_PLACEHOLDER = "<SAGEMAKER_EXECUTION_ROLE_ARN>"
+MODEL_DATA_PLACEHOLDER = "s3://<BUCKET>/<PREFIX>/model.tar.gz"
+INSTANCE_TYPE_PLACEHOLDER = "<ML_INSTANCE_TYPE>"
+VARIANT_NAME = "AllTraffic"
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    out_dir: Path
+    position: int = 1
+    cache_dir: Path = Path(".recommender") / "artifacts"
+    image: str | None = None
+    endpoint_name: str | None = None
+    model_name: str = "model"
+
+
+@dataclass(frozen=True)
+class Deliverable:
+    """What was written, and the figures it was written for."""
+
+    candidate: Candidate
+    ranked: RankedCandidate
+    out_dir: Path
+    repository: Path
+    instance_type: str
+    instance_count: int
+    scaling: ScalingPlan
+    files: tuple[Path, ...]
+
+
+def chosen(rec: Recommendation, position: int) -> RankedCandidate:
+    """The ranked candidate at `position` (1 = the recommendation); ExportError when there is none."""
+    if rec.winner is None:
+        raise ExportError(f"experiment {rec.experiment!r} has no candidate to export: {rec.no_winner_reason}",
+                          hint="`recommender rank EXPERIMENT` lists every candidate with the reasons it was excluded")
+    picked = rec.candidate_at(position)
+    if picked is None:
+        count = len(rec.ranking.ranked)
+        raise ExportError(f"rank {position} is out of range: {count} candidate{'s' if count != 1 else ''} "
+                          f"of {rec.experiment!r} {'are' if count != 1 else 'is'} ranked",
+                          hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them")
+    return picked
+
+
+def candidate_from_config(config: dict[str, Any]) -> Candidate:
+    """Rebuild the Candidate from its stored configuration dictionary."""
+    batching = config.get("dynamic_batching")
+    return Candidate(
+        optimization=config["optimization"],
+        dynamic_batching=DynamicBatching(**batching) if batching is not None else None,
+        instance_count=config["instance_count"],
+        max_batch_size=config["max_batch_size"],
+        instance_type=config["instance_type"],
+        model_fingerprint=config.get("model_fingerprint", ""),
+    )
+
+
+def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions) -> Deliverable:
+    """Export the candidate ranked `options.position` into `options.out_dir`."""
+    picked = chosen(rec, options.position)
+    candidate = _checked_candidate(picked, spec)
+    out = Path(options.out_dir)
+    repository = out / "model_repository"
+    if repository.exists() and any(repository.iterdir()):
+        raise ExportError(f"{repository} already holds a model repository",
+                          hint="export into a new or empty folder (--out), or remove the old export first")
+    artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
+                            candidate.model_fingerprint, Path(options.cache_dir))
+    write_model_repository(candidate, artifact, repository, options.model_name,
+                           threads_per_instance=_threads(rec, candidate), copy_artifact=True)
+    count = rec.fleets[picked.candidate.key].instance_count
+    endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
+    scaling = plan_scaling(endpoint, picked.candidate.invocations_per_minute, rec.target_ipm,
+                           variant_name=VARIANT_NAME, headroom=spec.capacity.autoscaling_headroom)
+    instance_type = rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
+    bodies = _request_bodies(endpoint, options, instance_type, count, scaling)
+    files = [_write_json(out / relative, body) for relative, body in bodies.items()]
+    deliverable = Deliverable(candidate, picked, out, repository, instance_type, count, scaling, ())
+    readme = out / "README.md"
+    readme.write_text(readme_text(rec, deliverable, options))
+    return replace(deliverable, files=(*files, readme))
+
+
+def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candidate:
+    candidate = candidate_from_config(picked.candidate.config)
+    if candidate.key != picked.candidate.key:
+        raise ExportError(f"the stored configuration of {picked.candidate.name} does not rebuild to its key",
+                          hint="the store was written by another version of recommender; run the experiment again")
+    if candidate.model_fingerprint != model_fingerprint(spec):
+        raise ExportError(f"{picked.candidate.name} was measured with a different model or sequence length than the "
+                          f"experiment file now stored for {spec.name!r}",
+                          hint="run the experiment again so that the stored results match its model")
+    return candidate
+
+
+def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
+    """Intra-op threads per Triton instance sized for the deployment instance's vCPUs, when the catalog knows them."""
+    hardware = rec.pricing.hardware
+    if hardware is None or not hardware.vcpus:
+        return None  # write_model_repository sizes for this host's cores
+    return max(1, hardware.vcpus // candidate.instance_count)
+
+
+def _request_bodies(endpoint: str, options: ExportOptions, instance_type: str, count: int,
+                    scaling: ScalingPlan) -> dict[str, dict[str, Any]]:
+    config_name = f"{endpoint}-config"[:63]
+    return {
+        "sagemaker/create_model.json": {
+            "ModelName": endpoint,
+            "ExecutionRoleArn": ROLE_PLACEHOLDER,
+            "PrimaryContainer": {
+                "Image": options.image or IMAGE_PLACEHOLDER,
+                "ModelDataUrl": MODEL_DATA_PLACEHOLDER,
+                "Environment": {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": options.model_name},
+            },
+        },
+        "sagemaker/create_endpoint_config.json": {
+            "EndpointConfigName": config_name,
+            "ProductionVariants": [{
+                "VariantName": VARIANT_NAME,
+                "ModelName": endpoint,
+                "InstanceType": instance_type,
+                "InitialInstanceCount": count,
+            }],
+        },
+        "sagemaker/create_endpoint.json": {"EndpointName": endpoint, "EndpointConfigName": config_name},
+        "autoscaling/register_scalable_target.json": scaling.register_scalable_target_request(),
+        "autoscaling/put_scaling_policy.json": scaling.put_scaling_policy_request(),
+    }
+
+
+def _write_json(path: Path, body: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body, indent=2) + "\n")
+    return path
+
+
+def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> str:
+    """How to use the export: what it is, the figures behind it, the placeholders to fill, the commands."""
+    c, s = d.ranked.candidate, d.scaling
+    placeholders = [ROLE_PLACEHOLDER, MODEL_DATA_PLACEHOLDER]
+    if options.image is None:
+        placeholders.append(IMAGE_PLACEHOLDER)
+    if d.instance_type == INSTANCE_TYPE_PLACEHOLDER:
+        placeholders.append(INSTANCE_TYPE_PLACEHOLDER)
+    cost = ("unpriced (not free): set target.price_per_hour or target.priced_as" if rec.capacity is None
+            else f"{rec.fleets[c.key].cost_per_hour:,.2f} USD/hour at {rec.pricing.price_per_hour:g} USD per instance-hour")
+    lines = [
+        f"# {c.name} from experiment {rec.experiment}",
+        "",
+        f"Rank {d.ranked.rank} of {len(rec.ranking.ranked)} ranked candidates"
+        + (" (the recommendation)." if d.ranked.rank == 1 else f" (the recommendation is {rec.winner.candidate.name})."),
+        "",
+        rec.justification if d.ranked.rank == 1 else f"Compared with the recommendation: {d.ranked.comparison}.",
+        "",
+        "## Figures",
+        "",
+        f"- invocations per minute per instance: {c.invocations_per_minute:,.0f}",
+        f"- {rec.percentile} latency: {c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)",
+        f"- instance type: {d.instance_type}; InitialInstanceCount {d.instance_count} for "
+        f"{rec.target_ipm:,.0f} invocations per minute",
+        f"- fleet cost: {cost}",
+        f"- autoscaling: {s.min_capacity} to {s.max_capacity} instances, target tracking on "
+        f"SageMakerVariantInvocationsPerInstance = {s.target_value:g} ({s.headroom:.0%} of MaxInvocations)",
+        "",
+        "## Contents",
+        "",
+        f"- `model_repository/{options.model_name}/`: the Triton model repository as benchmarked (config.pbtxt with "
+        f"max_batch_size {d.candidate.max_batch_size}, dynamic batching "
+        f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_count} "
+        "KIND_CPU; the generic Python-backend `1/model.py`; a copy of the exported model file).",
+        "- `sagemaker/create_model.json`, `create_endpoint_config.json`, `create_endpoint.json`: request bodies for "
+        "the SageMaker API.",
+        "- `autoscaling/register_scalable_target.json`, `put_scaling_policy.json`: request bodies for Application "
+        "Auto Scaling.",
+        "",
+        "## Before you deploy",
+        "",
+        "Replace these placeholders in the JSON files: " + ", ".join(f"`{p}`" for p in placeholders) + ".",
+        "",
+        "The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
+        "PyTorch (TorchScript artifacts) or ONNX Runtime (ONNX artifacts) importable by the backend stub. The image "
+        "must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
+        "named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
+        "",
+        "## Deploy",
+        "",
+        "```sh",
+        "tar -C model_repository -czf model.tar.gz .",
+        "aws s3 cp model.tar.gz s3://<BUCKET>/<PREFIX>/model.tar.gz",
+        "aws sagemaker create-model --cli-input-json file://sagemaker/create_model.json",
+        "aws sagemaker create-endpoint-config --cli-input-json file://sagemaker/create_endpoint_config.json",
+        "aws sagemaker create-endpoint --cli-input-json file://sagemaker/create_endpoint.json",
+        f"aws sagemaker wait endpoint-in-service --endpoint-name {s.endpoint_name}",
+        "aws application-autoscaling register-scalable-target --cli-input-json file://autoscaling/register_scalable_target.json",
+        "aws application-autoscaling put-scaling-policy --cli-input-json file://autoscaling/put_scaling_policy.json",
+        "```",
+        "",
+        "To try the repository locally first: `tritonserver --model-repository model_repository` and POST a KServe v2 "
+        f"request to `/v2/models/{options.model_name}/infer`.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,339 @@
+"""The recommendation: an experiment's stored results, priced and ranked, sized for the target load, in plain words.
+
+    results + spec + price catalog  ->  RankInputs  ->  rank()  ->  Recommendation
+
+Every benchmarked endpoint is ONE serving instance (the Triton instance_group count is a setting inside
+that instance, not an instance count), so a candidate's cost per hour is the price of one instance and
+its invocations per minute per instance is the stored headline `invocations_per_minute`. The formulas
+themselves live in cost.py (CostPerHour, CostPerInference, InitialInstanceCount), autoscaling.py
+(target tracking) and ranking.py (constraints, scores, ties); this module only wires them together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from recommender.autoscaling import ScalingPlan, plan_scaling
+from recommender.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
+from recommender.errors import CostError, StoreError
+from recommender.prices import Catalog, InstancePrice, find_price
+from recommender.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
+from recommender.spec import ExperimentSpec, TargetSpec
+from recommender.store.results import CandidateResult, ResultStore
+
+UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What one serving instance costs, and where that figure came from. `price_per_hour` None = unpriced."""
+
+    instance_type: str  # the type the price (and the hardware figures) belong to
+    price_per_hour: float | None
+    source: str
+    hardware: InstancePrice | None = None
+    measured_on: str = ""  # the hardware label the benchmark ran on (target.instance_type)
+
+    @property
+    def priced(self) -> bool:
+        return self.price_per_hour is not None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A candidate sized for the target load: instances needed and, when priced, what they cost per hour."""
+
+    instance_count: int
+    cost_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Which configuration to deploy, how many instances, what it costs, and why, in plain words."""
+
+    experiment: str
+    description: str
+    ranking: Ranking
+    pricing: Pricing
+    percentile: str
+    threshold_ms: float
+    max_error_rate: float
+    target_ipm: float
+    fleets: Mapping[str, Fleet]  # by candidate key, for every ranked candidate
+    capacity: CapacityPlan | None  # the winner's, when priced
+    instance_count: int | None  # the winner's InitialInstanceCount
+    scaling: ScalingPlan | None
+    no_winner_reason: str | None
+    tie_notice: str | None
+    justification: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    unstable: frozenset[str] = frozenset()  # keys of candidates whose headline says stable: false
+
+    @property
+    def winner(self) -> RankedCandidate | None:
+        return self.ranking.winner
+
+    def to_document(self) -> dict[str, Any]:
+        """Plain data for --json and other programs: the ranking, the excluded candidates, the decision."""
+        return {
+            "experiment": self.experiment,
+            "percentile": self.percentile,
+            "threshold_ms": self.threshold_ms,
+            "max_error_rate": self.max_error_rate,
+            "target_invocations_per_minute": self.target_ipm,
+            "pricing": {"instance_type": self.pricing.instance_type, "price_per_hour": self.pricing.price_per_hour,
+                        "priced": self.pricing.priced, "source": self.pricing.source},
+            "weights": dict(self.ranking.weights),
+            "recommended": self.winner.candidate.name if self.winner else None,
+            "no_winner_reason": self.no_winner_reason,
+            "instance_count": self.instance_count,
+            "capacity": self.capacity.to_dict() if self.capacity else None,
+            "autoscaling": _scaling_document(self.scaling),
+            "tie_notice": self.tie_notice,
+            "justification": self.justification,
+            "notes": list(self.notes),
+            "ranked": [_ranked_document(r, self.fleets[r.candidate.key]) for r in self.ranking.ranked],
+            "excluded": [{"name": e.candidate.name, "key": e.candidate.key, "status": e.candidate.status,
+                          "reasons": list(e.reasons)} for e in self.ranking.excluded],
+        }
+
+    def candidate_at(self, position: int) -> RankedCandidate | None:
+        """The candidate ranked `position` (1 = the winner), or None when out of range."""
+        return self.ranking.ranked[position - 1] if 1 <= position <= len(self.ranking.ranked) else None
+
+
+def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
+    c = r.candidate
+    return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
+            "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
+            "initial_instance_count": fleet.instance_count, "fleet_cost_per_hour": fleet.cost_per_hour,
+            "pareto": r.pareto, "tied_with_winner": r.tied_with_winner, "comparison": r.comparison, "config": c.config}
+
+
+def _scaling_document(plan: ScalingPlan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {"min_capacity": plan.min_capacity, "max_capacity": plan.max_capacity, "target_value": plan.target_value,
+            "headroom": plan.headroom, "register_scalable_target": plan.register_scalable_target_request(),
+            "put_scaling_policy": plan.put_scaling_policy_request()}
+
+
+# --- pricing --------------------------------------------------------------------------------------
+
+def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = None) -> Pricing:
+    """priced_as (catalog price in target.region) when set, else price_per_hour when above 0, else unpriced."""
+    catalogs = list(catalogs) if catalogs is not None else None
+    if target.priced_as:
+        entry, catalog = find_price(target.priced_as, target.region, catalogs)
+        source = f"{catalog.source.strip()} (retrieved {catalog.retrieved})"
+        return Pricing(target.priced_as, entry.usd_per_hour, f"catalog price of {target.priced_as} in {target.region}: {source}",
+                       entry, target.instance_type)
+    hardware = _hardware_of(target.instance_type, target.region, catalogs)
+    if target.price_per_hour > 0:
+        return Pricing(target.instance_type, target.price_per_hour, "target.price_per_hour in the experiment file",
+                       hardware, target.instance_type)
+    return Pricing(target.instance_type, None, "unpriced: " + UNPRICED_HINT, hardware, target.instance_type)
+
+
+def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None) -> InstancePrice | None:
+    try:
+        return find_price(instance_type, region, catalogs)[0]
+    except CostError:
+        return None  # a local label such as local-cpu is not a catalog type
+
+
+# --- rank inputs ----------------------------------------------------------------------------------
+
+def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> RankInput:
+    """One stored candidate as ranking needs it; headline fields read with .get() (old and new shapes)."""
+    headline = result.headline or {}
+    ipm = headline.get("invocations_per_minute")
+    hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
+    return RankInput(
+        key=result.key,
+        name=result.name,
+        status=result.status,
+        reason=result.reason,
+        invocations_per_minute=ipm,
+        ipm_interval=_interval(headline.get("ipm_interval")),
+        latency_ms=(headline.get("latency_ms") or {}).get(percentile),
+        latency_interval=_interval(headline.get("latency_interval")),
+        error_rate=headline.get("error_rate") or 0.0,
+        cost_per_hour=hourly,
+        instance_type=pricing.instance_type,
+        instance_count=1,
+        config=dict(result.config),
+    )
+
+
+def _interval(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Mapping):
+        value = (value.get("low"), value.get("high"))
+    if isinstance(value, (list, tuple)) and len(value) == 2 and None not in value:
+        return float(value[0]), float(value[1])
+    return None
+
+
+def constraints_of(spec: ExperimentSpec) -> Constraints:
+    threshold = spec.latency_threshold
+    return Constraints(max_latency_ms=threshold.ms, percentile=threshold.percentile, max_error_rate=spec.max_error_rate)
+
+
+def importance_of(spec: ExperimentSpec) -> Importance:
+    objectives = spec.objectives
+    return Importance(cost=objectives.cost, latency=objectives.latency, throughput=objectives.throughput)
+
+
+# --- the recommendation ---------------------------------------------------------------------------
+
+def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: Iterable[Catalog] | None = None,
+              endpoint_name: str | None = None) -> Recommendation:
+    """Price, rank and size the stored results of one experiment."""
+    pricing = resolve_pricing(spec.target, catalogs)
+    percentile = spec.latency_threshold.percentile
+    ranking = rank([rank_input(r, percentile, pricing) for r in results], constraints_of(spec), importance_of(spec))
+    target = spec.capacity.target_invocations_per_minute
+    fleets = {r.candidate.key: _fleet(r.candidate, pricing, target) for r in ranking.ranked}
+    winner = ranking.winner
+    capacity = scaling = count = None
+    if winner is not None:
+        ipm = winner.candidate.invocations_per_minute
+        count = fleets[winner.candidate.key].instance_count
+        capacity = plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target) if pricing.priced else None
+        scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
+                               headroom=spec.capacity.autoscaling_headroom)
+    draft = Recommendation(
+        experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
+        threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
+        capacity=capacity, instance_count=count, scaling=scaling,
+        no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
+        tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
+        unstable=frozenset(r.key for r in results if (r.headline or {}).get("stable") is False),
+    )
+    return _with_justification(draft)
+
+
+def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable[Catalog] | None = None,
+                         endpoint_name: str | None = None) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
+    """Read an experiment's spec and results from the store and recommend; StoreError for an unknown experiment."""
+    info = store.experiment(experiment)
+    spec = stored_spec(info.name, info.spec)
+    results = store.results(experiment)
+    return recommend(results, spec, catalogs, endpoint_name), spec, results
+
+
+def stored_spec(name: str, document: dict[str, Any]) -> ExperimentSpec:
+    from pydantic import ValidationError
+
+    try:
+        return ExperimentSpec.model_validate(document)
+    except ValidationError as exc:
+        raise StoreError(f"the stored experiment file of {name!r} no longer validates: {exc.errors()[0]['msg']}",
+                         hint="run the experiment again with `recommender run FILE` to store it under the current schema") from exc
+
+
+def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
+    ipm = candidate.invocations_per_minute
+    hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, ipm) if pricing.priced else None
+    return Fleet(initial_instance_count(target_ipm, ipm), hourly)
+
+
+def endpoint_name_for(experiment: str, candidate: str) -> str:
+    """A valid SageMaker endpoint name (letters, digits, hyphens; at most 63) from the experiment and candidate names."""
+    text = re.sub(r"[^A-Za-z0-9]+", "-", f"{experiment}-{candidate}").strip("-")
+    return re.sub(r"-+", "-", text)[:63].rstrip("-") or "recommender-endpoint"
+
+
+def no_winner_reason(ranking: Ranking, total: int) -> str:
+    if total == 0:
+        return "the experiment has no candidates stored yet; run it with `recommender run FILE`"
+    c = ranking.constraints
+    limits = f"{c.percentile} latency <= {c.max_latency_ms:g} ms and error rate <= {c.max_error_rate:.2%}"
+    return f"none of the {total} candidates was measured within {limits}; each one's reasons are listed under excluded candidates"
+
+
+def tie_notice(ranking: Ranking) -> str | None:
+    tied = ranking.tied
+    if not tied or ranking.winner is None:
+        return None
+    names = ", ".join(r.candidate.name for r in tied)
+    verb = "is" if len(tied) == 1 else "are"
+    return (f"{names} {verb} indistinguishable from {ranking.winner.candidate.name} at this noise level "
+            f"(throughput and latency intervals overlap): the order between them is not significant, "
+            f"so no 'better' claim is made; choose among them on other grounds")
+
+
+def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -> tuple[str, ...]:
+    notes = list(ranking.notes)
+    if not pricing.priced:
+        notes.append(f"costs are not shown because {pricing.instance_type} is unpriced (it is not free): {UNPRICED_HINT}")
+    if pricing.priced and pricing.measured_on != pricing.instance_type:
+        notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
+                     f"{pricing.instance_type} serves as fast as the measured hardware")
+    unstable = sorted(r.name for r in results if (r.headline or {}).get("stable") is False)
+    if unstable:
+        notes.append(f"measured as unstable (steady-state windows disagreed by more than 10 %): {', '.join(unstable)}")
+    return tuple(notes)
+
+
+# --- justification --------------------------------------------------------------------------------
+
+def _with_justification(draft: Recommendation) -> Recommendation:
+    return replace(draft, justification=justify(draft))
+
+
+def justify(rec: Recommendation) -> str:
+    """The recommendation in plain words: what it sustains, how many instances, what they cost, why it wins."""
+    winner = rec.winner
+    if winner is None:
+        return f"No recommendation: {rec.no_winner_reason}."
+    c = winner.candidate
+    sentences = [
+        f"{c.name} sustains {_count(c.invocations_per_minute)} invocations per minute per instance at "
+        f"{rec.percentile} {_ms(c.latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
+        f"{c.error_rate:.2%} errors",
+        _sizing_sentence(rec),
+        _scaling_sentence(rec),
+        _versus_sentence(rec),
+    ]
+    return ". ".join(s for s in sentences if s) + "."
+
+
+def _sizing_sentence(rec: Recommendation) -> str:
+    served = f"{rec.instance_count} instance{'s' if rec.instance_count != 1 else ''} of {rec.pricing.instance_type} " \
+             f"serve{'s' if rec.instance_count == 1 else ''} {_count(rec.target_ipm)} per minute"
+    if rec.capacity is None:
+        return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
+    plan = rec.capacity
+    return (f"{served} at {plan.cost_per_hour:,.2f} USD/hour ({plan.cost_per_million:,.4f} USD per million inferences, "
+            f"{plan.cost_per_inference:.3e} USD per inference)")
+
+
+def _scaling_sentence(rec: Recommendation) -> str:
+    plan = rec.scaling
+    if plan is None:
+        return ""
+    return (f"With autoscaling at {plan.headroom:.0%} of MaxInvocations ({plan.target_value:,.0f} invocations per "
+            f"instance per minute) the variant scales between {plan.min_capacity} and {plan.max_capacity} instances")
+
+
+def _versus_sentence(rec: Recommendation) -> str:
+    ranked = rec.ranking.ranked
+    if len(ranked) == 1:
+        return "It is the only candidate within the limits"
+    runner_up = ranked[1]
+    if runner_up.tied_with_winner:
+        return (f"The next candidate, {runner_up.candidate.name}, is indistinguishable from it at this noise level, "
+                f"so no 'better' claim is made")
+    versus = runner_up.comparison.removeprefix("winner has ")
+    return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {ranked[0].score:.3f} vs {runner_up.score:.3f})"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.1f}"

@@ -1,0 +1,48 @@
+"""The Markdown report: the recommendation in plain words, the ranked table, the excluded candidates."""
+
+from __future__ import annotations
+
+from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
+
+
+def render_markdown(report: Report) -> str:
+    """The whole report as GitHub-flavoured Markdown."""
+    parts = [f"# {_inline(report.title)}", ""]
+    if report.description:
+        parts += [_inline(report.description), ""]
+    parts += _limits(report)
+    parts += ["## Recommendation", "", *(f"- **{_inline(label)}**: {_inline(value)}" for label, value in report.facts), ""]
+    parts += [_inline(report.justification), ""]
+    if report.tie_notice:
+        parts += [f"> **Tie:** {_inline(report.tie_notice)}", ""]
+    parts += ["## Ranked configurations", ""]
+    priced = any(row.cost_per_million is not None for row in report.rows)
+    parts += _table(columns(report.percentile, priced), report.rows) if report.rows else ["No candidate is within the limits."]
+    parts += ["", f"Score weights: {_inline(report.weights)}.", ""]
+    if report.excluded:
+        parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
+    if report.notes:
+        parts += ["## Notes", "", *(f"- {_inline(note)}" for note in report.notes), ""]
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _limits(report: Report) -> list[str]:
+    return [
+        f"- Latency threshold: {report.percentile} <= {report.threshold_ms:g} ms; error rate <= {report.max_error_rate:.2%}",
+        f"- Target load: {report.target_ipm:,.0f} invocations per minute",
+        f"- Pricing: {_inline(report.pricing)}",
+        "",
+    ]
+
+
+def _table(cols: tuple[Column, ...], rows: tuple[Row, ...]) -> list[str]:
+    lines = ["| " + " | ".join(_inline(c.header) for c in cols) + " |",
+             "| " + " | ".join("---" for _ in cols) + " |"]
+    lines += ["| " + " | ".join(_inline(cell(row, c)) for c in cols) + " |" for row in rows]
+    return lines
+
+
+def _inline(text: str) -> str:
+    """Text safe inside a Markdown table cell or line: pipes escaped, line breaks folded, HTML tags defused."""
+    folded = " ".join(str(text).split())
+    return folded.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")

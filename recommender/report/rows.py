@@ -1,0 +1,244 @@
+"""The one row model every report format is built from: a `Report` with the study's columns, in plain data.
+
+Markdown, HTML and CSV only lay this out; none of them computes a figure. Columns follow the published
+Triton-on-SageMaker study: configuration name, model optimization, dynamic batching, instance group,
+instance type, vCPUs, GPUs, GPU memory, initial instance count, invocations per minute per instance,
+model latency at the percentile, cost per hour (of the fleet that serves the target load); rank and
+cost per million are added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from recommender.ranking import Excluded, RankedCandidate, RankInput
+from recommender.recommendation import Recommendation
+
+OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "trt": "TensorRT"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One candidate: its configuration, hardware, measured figures and, when ranked, its sizing and cost."""
+
+    key: str
+    name: str
+    rank: int | None
+    status: str
+    optimization: str
+    dynamic_batching: str
+    instance_group: int | None
+    max_batch_size: int | None
+    instance_type: str
+    vcpus: int | None
+    gpus: int | None
+    gpu_memory_gib: float | None
+    initial_instance_count: int | None
+    invocations_per_minute: float | None
+    latency_ms: float | None
+    cost_per_hour: float | None  # the fleet at initial_instance_count
+    cost_per_million: float | None
+    score: float | None
+    pareto: bool
+    tied: bool
+    recommended: bool
+    unstable: bool  # its headline said the steady-state windows disagreed
+    excluded_reasons: tuple[str, ...]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Short words for the notes column: recommended, tied with the winner, on the Pareto front, unstable."""
+        marks = (("recommended", self.recommended), ("tied with winner", self.tied),
+                 ("Pareto front", self.pareto), ("unstable", self.unstable))
+        return tuple(word for word, on in marks if on)
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    field: str
+    text: Callable[[Any], str]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a report shows, in the order it shows it."""
+
+    title: str
+    description: str
+    percentile: str
+    threshold_ms: float
+    max_error_rate: float
+    target_ipm: float
+    pricing: str
+    facts: tuple[tuple[str, str], ...]  # the recommendation: label, value
+    justification: str
+    tie_notice: str | None
+    notes: tuple[str, ...]
+    weights: str
+    rows: tuple[Row, ...]  # ranked, best first
+    excluded: tuple[Row, ...]
+
+    @property
+    def all_rows(self) -> tuple[Row, ...]:
+        return self.rows + self.excluded
+
+
+# --- cell text ------------------------------------------------------------------------------------
+
+def text_or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def number(digits: int, grouped: bool = True) -> Callable[[Any], str]:
+    def format_(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:,.{digits}f}" if grouped else f"{value:.{digits}f}"
+
+    return format_
+
+
+def gib(value: Any) -> str:
+    return "-" if value is None else f"{value:g} GiB"
+
+
+def columns(percentile: str, priced: bool) -> tuple[Column, ...]:
+    """The table's columns, headers included; money columns say 'unpriced' instead of a number when unpriced."""
+    money = number(2) if priced else (lambda value: "unpriced")
+    money_fine = number(4) if priced else (lambda value: "unpriced")
+    return (
+        Column("rank", "rank", text_or_dash),
+        Column("configuration", "name", str),
+        Column("model optimization", "optimization", str),
+        Column("dynamic batching", "dynamic_batching", str),
+        Column("instance group", "instance_group", text_or_dash),
+        Column("instance type", "instance_type", str),
+        Column("vCPUs", "vcpus", text_or_dash),
+        Column("GPUs", "gpus", text_or_dash),
+        Column("GPU memory", "gpu_memory_gib", gib),
+        Column("initial instance count", "initial_instance_count", text_or_dash),
+        Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
+        Column("cost per hour (USD)", "cost_per_hour", money),
+        Column("cost per million (USD)", "cost_per_million", money_fine),
+        Column("notes", "flags", ", ".join),
+    )
+
+
+def excluded_columns(percentile: str) -> tuple[Column, ...]:
+    """Columns of the excluded-candidates table: what was measured, and every reason it is out."""
+    return (
+        Column("configuration", "name", str),
+        Column("status", "status", str),
+        Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
+        Column("reasons", "excluded_reasons", "; ".join),
+    )
+
+
+def cell(row: Row, column: Column) -> str:
+    return column.text(getattr(row, column.field))
+
+
+# --- building -------------------------------------------------------------------------------------
+
+def build_report(rec: Recommendation) -> Report:
+    """The report of one recommendation."""
+    rows = tuple(_ranked_row(r, rec) for r in rec.ranking.ranked)
+    excluded = tuple(_excluded_row(e, rec) for e in rec.ranking.excluded)
+    weights = ", ".join(f"{name} {share:.0%}" for name, share in rec.ranking.weights.items())
+    return Report(
+        title=f"{rec.experiment}: serving recommendation",
+        description=rec.description,
+        percentile=rec.percentile,
+        threshold_ms=rec.threshold_ms,
+        max_error_rate=rec.max_error_rate,
+        target_ipm=rec.target_ipm,
+        pricing=_pricing_text(rec),
+        facts=facts(rec),
+        justification=rec.justification,
+        tie_notice=rec.tie_notice,
+        notes=rec.notes,
+        weights=weights,
+        rows=rows,
+        excluded=excluded,
+    )
+
+
+def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
+    """The recommendation's figures as label/value pairs (the deployment decision at a glance)."""
+    winner = rec.winner
+    if winner is None:
+        return (("recommendation", "none"), ("why", rec.no_winner_reason or ""))
+    c = winner.candidate
+    items = [
+        ("recommended configuration", c.name),
+        ("instance type", rec.pricing.instance_type),
+        ("initial instance count", f"{rec.instance_count} (for {rec.target_ipm:,.0f} invocations per minute)"),
+        ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f}"),
+        (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)"),
+    ]
+    items += _cost_facts(rec)
+    if rec.scaling is not None:
+        s = rec.scaling
+        items.append(("autoscaling", f"{s.min_capacity} to {s.max_capacity} instances, target "
+                                     f"{s.target_value:,.0f} invocations per instance per minute"))
+    return tuple(items)
+
+
+def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
+    plan = rec.capacity
+    if plan is None:
+        return [("cost", f"unpriced (not free): {rec.pricing.instance_type} has no price")]
+    return [
+        ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.instance_count} x {plan.price_per_hour:g} USD)"),
+        ("cost per inference", f"{plan.cost_per_inference:.3e} USD"),
+        ("cost per million inferences", f"{plan.cost_per_million:,.4f} USD"),
+    ]
+
+
+def _pricing_text(rec: Recommendation) -> str:
+    pricing = rec.pricing
+    if not pricing.priced:
+        return f"{pricing.instance_type} is unpriced (not free): {pricing.source.removeprefix('unpriced: ')}"
+    return f"{pricing.price_per_hour:g} USD per instance-hour for {pricing.instance_type} ({pricing.source})"
+
+
+def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
+    fleet = rec.fleets[ranked.candidate.key]
+    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.instance_count, hourly=fleet.cost_per_hour,
+                per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
+                tied=ranked.tied_with_winner, reasons=())
+
+
+def _excluded_row(excluded: Excluded, rec: Recommendation) -> Row:
+    return _row(excluded.candidate, rec, rank=None, count=None, hourly=None, per_million=None, score=None,
+                pareto=False, tied=False, reasons=excluded.reasons)
+
+
+def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | None, hourly: float | None,
+         per_million: float | None, score: float | None, pareto: bool, tied: bool, reasons: tuple[str, ...]) -> Row:
+    config, hardware = c.config, rec.pricing.hardware
+    return Row(
+        key=c.key, name=c.name, rank=rank, status=c.status,
+        optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
+        dynamic_batching=describe_batching(config.get("dynamic_batching")),
+        instance_group=config.get("instance_count"), max_batch_size=config.get("max_batch_size"),
+        instance_type=rec.pricing.instance_type,
+        vcpus=hardware.vcpus if hardware else None, gpus=hardware.gpus if hardware else None,
+        gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,
+        initial_instance_count=count, invocations_per_minute=c.invocations_per_minute, latency_ms=c.latency_ms,
+        cost_per_hour=hourly, cost_per_million=per_million, score=score, pareto=pareto, tied=tied,
+        recommended=rank == 1, unstable=c.key in rec.unstable, excluded_reasons=reasons,
+    )
+
+
+def describe_batching(settings: dict | None) -> str:
+    """'off', or 'on, 2000 us, preferred 4/8' from the stored dynamic_batching settings."""
+    if not settings:
+        return "off"
+    text = f"on, {settings.get('max_queue_delay_microseconds', 0)} us"
+    preferred = settings.get("preferred_batch_size") or []
+    return text + (f", preferred {'/'.join(str(size) for size in preferred)}" if preferred else "")

@@ -1,0 +1,138 @@
+"""Recommendation: pricing, ranking, sizing, autoscaling and the plain-words justification, on hand-computed figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from recommender.errors import CostError
+from recommender.recommendation import endpoint_name_for, recommend, resolve_pricing
+from recommender.spec import ExperimentSpec
+from recommender.store.results import CandidateResult
+from tests.unit.seeded_study import headline, fixed_catalog
+
+
+def spec(**overrides: Any) -> ExperimentSpec:
+    document = {"name": "hand", "target": {"price_per_hour": 1.0}, "latency_threshold": {"percentile": "p95", "ms": 500},
+                "capacity": {"target_invocations_per_minute": 30000, "autoscaling_headroom": 0.5}}
+    for key, value in overrides.items():
+        document[key] = {**document.get(key, {}), **value} if isinstance(value, dict) else value
+    return ExperimentSpec.model_validate(document)
+
+
+def result(name: str, ipm: float, p95: float, status: str = "ok", error_rate: float = 0.0, **extra: Any) -> CandidateResult:
+    line = headline(ipm, p95, error_rate) | extra if status == "ok" else None
+    config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 8,
+              "instance_type": "local-cpu", "model_fingerprint": "f"}
+    return CandidateResult(f"k-{name}", name, config, status, None if status == "ok" else "it broke", line, None, 1, 1.0, None)
+
+
+@pytest.fixture
+def pair() -> list[CandidateResult]:
+    # A: 540/min at 38 ms; B: 400/min at 30 ms. Equal weights: A cost 1 + latency 0 + throughput 1 = 2/3, B 1/3.
+    return [result("A", 540, 38), result("B", 400, 30)]
+
+
+@pytest.mark.parametrize(("overrides", "winner", "count", "fleet_usd", "per_million", "max_capacity"), [
+    # 30000 / 540 = 55.6 -> 56 instances x 1 USD; per million 1 / (540 x 60) x 1e6; target 270 -> 30000 / 270 -> 112
+    ({}, "A", 56, 56.0, 1 / 32_400 * 1e6, 112),
+    # priced as ml.g4dn.xlarge at 0.7364 (wins over price_per_hour): 56 x 0.7364
+    ({"target": {"price_per_hour": 5.0, "priced_as": "ml.g4dn.xlarge"}}, "A", 56, 41.2384, 0.7364 / 32_400 * 1e6, 112),
+    # latency only: B wins; 30000 / 400 = 75 instances; target 200 -> 150
+    ({"objectives": {"cost": "lowest", "latency": "highest", "throughput": "lowest"}}, "B", 75, 75.0, 1 / 24_000 * 1e6, 150),
+    # 1000 per minute at 2.5 USD: ceil(1000 / 540) = 2 -> 5 USD/hour; target 270 -> ceil(1000 / 270) = 4
+    ({"target": {"price_per_hour": 2.5}, "capacity": {"target_invocations_per_minute": 1000}}, "A", 2, 5.0,
+     2.5 / 32_400 * 1e6, 4),
+])
+def test_winner_count_and_fleet_cost(pair, overrides, winner, count, fleet_usd, per_million, max_capacity) -> None:
+    rec = recommend(pair, spec(**overrides), [fixed_catalog()])
+    assert rec.winner.candidate.name == winner
+    assert rec.instance_count == count
+    assert rec.capacity.cost_per_hour == pytest.approx(fleet_usd)
+    assert rec.capacity.cost_per_million == pytest.approx(per_million)
+    assert rec.capacity.cost_per_inference == pytest.approx(per_million / 1e6)
+    assert (rec.scaling.min_capacity, rec.scaling.max_capacity) == (1, max_capacity)
+    assert rec.fleets[f"k-{winner}"].instance_count == count
+
+
+def test_every_candidate_is_one_instance_at_the_catalog_price(pair) -> None:
+    rec = recommend(pair, spec(target={"priced_as": "ml.g4dn.xlarge"}), [fixed_catalog()])
+    assert {r.candidate.name: (r.candidate.instance_count, r.candidate.cost_per_hour) for r in rec.ranking.ranked} == {
+        "A": (1, 0.7364), "B": (1, 0.7364)}
+    assert rec.fleets["k-B"].instance_count == 75 and rec.fleets["k-B"].cost_per_hour == pytest.approx(75 * 0.7364)
+
+
+def test_justification_says_what_why_and_by_how_much(pair) -> None:
+    rec = recommend(pair, spec(), [fixed_catalog()])
+    text = rec.justification
+    assert text.startswith("A sustains 540 invocations per minute per instance at p95 38.0 ms (threshold 500 ms)")
+    assert "56 instances of local-cpu serve 30,000 per minute at 56.00 USD/hour" in text
+    assert "between 1 and 112 instances" in text
+    # relative to B: cost per million 1/540 vs 1/400 -> 25.9 % lower; latency 38 vs 30 -> 26.7 % higher; 35 % more throughput
+    assert "It beats the next candidate, B, with 25.9% lower cost per million, 26.7% higher p95 latency, 35.0% higher throughput" in text
+    assert rec.tie_notice is None
+
+
+def test_unpriced_is_said_never_shown_as_free(pair) -> None:
+    rec = recommend(pair, spec(target={"price_per_hour": 0.0}), [fixed_catalog()])
+    assert not rec.pricing.priced and rec.capacity is None
+    assert rec.instance_count == 56  # sizing does not need a price
+    assert all(f.cost_per_hour is None for f in rec.fleets.values())
+    assert "the cost is unknown because local-cpu is unpriced (not free)" in rec.justification
+    assert "USD" not in rec.justification
+    assert any("unpriced (it is not free)" in note for note in rec.notes)
+    assert any(note.startswith("cost left out of the score") for note in rec.notes)
+    assert rec.to_document()["capacity"] is None and rec.to_document()["ranked"][0]["fleet_cost_per_hour"] is None
+
+
+@pytest.mark.parametrize(("results", "reason"), [
+    ([result("A", 540, 620), result("B", 400, 30, error_rate=0.2), result("C", 0, 0, status="failed")],
+     "none of the 3 candidates was measured within p95 latency <= 500 ms and error rate <= 1.00%"),
+    ([], "the experiment has no candidates stored yet"),
+])
+def test_no_winner_says_why(results, reason) -> None:
+    rec = recommend(results, spec(), [fixed_catalog()])
+    assert rec.winner is None and rec.instance_count is None and rec.capacity is None and rec.scaling is None
+    assert reason in rec.no_winner_reason
+    assert rec.justification.startswith("No recommendation: ")
+    assert len(rec.ranking.excluded) == len(results)
+
+
+def test_tie_makes_no_better_claim() -> None:
+    tied = [result("A", 540, 38, ipm_interval=[500, 580], latency_interval=[35, 41]),
+            result("B", 520, 39, ipm_interval=[490, 560], latency_interval=[36, 43])]
+    rec = recommend(tied, spec(), [fixed_catalog()])
+    assert rec.winner.candidate.name == "A"
+    assert rec.ranking.ranked[1].tied_with_winner
+    assert rec.tie_notice.startswith("B is indistinguishable from A at this noise level")
+    assert "The next candidate, B, is indistinguishable from it at this noise level, so no 'better' claim is made" in rec.justification
+    assert "beats" not in rec.justification and "lower cost" not in rec.justification
+
+
+def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
+    rec = recommend([result("A", 540, 38, ipm_interval=[500.0, 580.0], stable=False), result("B", 400, 30)], spec(),
+                    [fixed_catalog()])
+    inputs = {r.candidate.name: r.candidate for r in rec.ranking.ranked}
+    assert inputs["A"].ipm_interval == (500.0, 580.0) and inputs["A"].latency_interval is None
+    assert inputs["B"].ipm_interval is None
+    assert rec.unstable == frozenset({"k-A"})
+    assert any(note.startswith("measured as unstable") and "A" in note for note in rec.notes)
+
+
+def test_pricing_sources() -> None:
+    catalog = [fixed_catalog()]
+    assert resolve_pricing(spec().target, catalog).price_per_hour == 1.0
+    priced_as = resolve_pricing(spec(target={"priced_as": "ml.g4dn.xlarge"}).target, catalog)
+    assert (priced_as.price_per_hour, priced_as.hardware.gpus, priced_as.measured_on) == (0.7364, 1, "local-cpu")
+    with pytest.raises(CostError) as unknown:
+        resolve_pricing(spec(target={"priced_as": "ml.g4dn.xlargee"}).target, catalog)
+    assert "ml.g4dn.xlarge" in unknown.value.hint
+
+
+@pytest.mark.parametrize(("experiment", "candidate", "expected"), [
+    ("seed_study.v2", "pt-db-ig2-mbs8", "seed-study-v2-pt-db-ig2-mbs8"),
+    ("x" * 70, "pt", "x" * 63),
+])
+def test_endpoint_names_are_valid_sagemaker_names(experiment, candidate, expected) -> None:
+    assert endpoint_name_for(experiment, candidate) == expected

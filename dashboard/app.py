@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import source
+from dashboard import decision, source
 from dashboard.text import escape, show_error
 from recommender.errors import RecommenderError
 
@@ -46,6 +46,7 @@ def _redacted(url: str) -> str:
 
 def main() -> None:
     st.set_page_config(page_title="recommender", page_icon=":material/leaderboard:", layout="wide")
+    decision.keep_settings()
     pick_experiment()
     pages = [st.Page(path, title=title, icon=icon, default=index == 0) for index, (path, title, icon) in enumerate(PAGES)]
     st.navigation(pages).run()

@@ -1,5 +1,74 @@
-"""Placeholder until recommender.recommendation lands."""
+"""Ranking page: the recommended configuration for the chosen settings, and every candidate ranked or excluded."""
+
+from __future__ import annotations
+
 import streamlit as st
 
-st.title("ranking")
-st.info("Needs the recommendation API.")
+from dashboard import decision, source
+from dashboard.selection import running_notice, selected
+from dashboard.text import escape, number, show_error
+from recommender.errors import RecommenderError
+from recommender.recommendation import Recommendation
+
+COLUMNS = {
+    "rank": st.column_config.NumberColumn("rank"),
+    "name": st.column_config.TextColumn("configuration"),
+    "invocations_per_minute": st.column_config.NumberColumn("invocations/min", format="%.0f"),
+    "latency_ms": st.column_config.NumberColumn("latency ms", format="%.2f"),
+    "initial_instance_count": st.column_config.NumberColumn("instances for target"),
+    "cost_per_hour": st.column_config.NumberColumn("fleet cost/hour (USD)", format="%.2f"),
+    "cost_per_million": st.column_config.NumberColumn("cost per million (USD)", format="%.4f"),
+    "score": st.column_config.NumberColumn("score", format="%.3f"),
+    "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
+}
+
+
+def card(rec: Recommendation) -> None:
+    """The recommended configuration at a glance."""
+    winner = rec.winner
+    with st.container(border=True):
+        if winner is None:
+            st.warning(f"No recommendation: {escape(rec.no_winner_reason)}")
+            return
+        c = winner.candidate
+        st.subheader(f"Recommended: {escape(c.name)}")
+        cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
+        metrics = [("Instance type", rec.pricing.instance_type),
+                   ("Instances for target load", f"{rec.instance_count} for {rec.target_ipm:,.0f}/min"),
+                   ("Cost per hour", cost),
+                   (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
+                   ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min"))]
+        for column, (label, value) in zip(st.columns(len(metrics)), metrics):
+            column.metric(label, value)
+        st.caption(escape(rec.justification))
+        if rec.tie_notice:
+            st.warning(f"Tie: {escape(rec.tie_notice)}")
+    for note in rec.notes:
+        st.caption(f"Note: {escape(note)}")
+
+
+def main() -> None:
+    info = selected()
+    if info is None:
+        return
+    running_notice(info)
+    try:
+        spec = decision.spec_of(info)
+        settings = decision.controls(info, spec)
+        rec = decision.recommendation(spec, source.results(info.name), settings)
+    except RecommenderError as error:
+        show_error(error)
+        return
+    card(rec)
+    st.subheader("All candidates")
+    st.caption(f"Ranked within {rec.percentile} <= {rec.threshold_ms:g} ms and error rate <= "
+               f"{rec.max_error_rate:.2%}; weights {escape(decision.report(rec).weights)}. Click a header to sort.")
+    frame = decision.rows_frame(decision.report(rec))
+    if frame.empty:
+        st.info("No candidates stored for this experiment yet.")
+        return
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS, key="ranking-table")
+
+
+st.title("Ranking")
+main()

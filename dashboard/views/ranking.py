@@ -22,6 +22,10 @@ COLUMNS = {
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
 }
 
+ORDER = ("rank", "name", "status", "invocations_per_minute", "latency_ms", "initial_instance_count", "cost_per_hour",
+         "cost_per_million", "score", "notes", "excluded_reasons", "optimization", "dynamic_batching", "instance_group",
+         "max_batch_size", "instance_type", "vcpus", "gpus", "gpu_memory_gib", "key")
+
 
 def card(rec: Recommendation) -> None:
     """The recommended configuration at a glance."""
@@ -34,7 +38,7 @@ def card(rec: Recommendation) -> None:
         st.subheader(f"Recommended: {escape(c.name)}")
         cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
         metrics = [("Instance type", rec.pricing.instance_type),
-                   ("Instances for target load", f"{rec.instance_count} for {rec.target_ipm:,.0f}/min"),
+                   (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.instance_count)),
                    ("Cost per hour", cost),
                    (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
                    ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min"))]
@@ -67,7 +71,8 @@ def main() -> None:
     if frame.empty:
         st.info("No candidates stored for this experiment yet.")
         return
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS, key="ranking-table")
+    order = [c for c in ORDER if c in frame.columns and not frame[c].isna().all()]
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS, column_order=order)
 
 
 st.title("Ranking")

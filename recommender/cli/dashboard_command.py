@@ -18,13 +18,15 @@ DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; e
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = REPO_ROOT / "dashboard" / "app.py"
 STOP_TIMEOUT_S = 10
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # explicit: a shell's background job inherits SIGINT ignored
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
-    """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher."""
+    """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher, no Deploy button."""
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.headless=true", f"--server.address={host}", f"--server.port={port}",
-            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false"]
+            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
+            "--client.toolbarMode=viewer"]
 
 
 def dashboard_env(db: str | None) -> dict[str, str]:
@@ -48,22 +50,23 @@ def dashboard(
     console = Console(stderr=True)
     console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
     process = subprocess.Popen(streamlit_command(host, port), env=dashboard_env(db))
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = {signum: signal.signal(signum, _raise_interrupt) for signum in STOP_SIGNALS}
     try:
         code = process.wait()
     except KeyboardInterrupt:
         code = stop(process)
         console.print("dashboard stopped", highlight=False)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if code not in (0, -signal.SIGINT, -signal.SIGTERM):
         raise typer.Exit(code)
 
 
 def stop(process: subprocess.Popen) -> int:
-    """SIGINT (what Streamlit handles as a clean shutdown), then SIGKILL if it has not exited in time."""
+    """SIGTERM (Streamlit shuts down cleanly on it), then SIGKILL if it has not exited in time."""
     if process.poll() is None:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
     try:
         return process.wait(timeout=STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -70,15 +70,15 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         values = {"status": r.status, "invocations/min": h.get("invocations_per_minute"),
                   "max invocations": h.get("max_invocations"),
                   **{f"{p} latency ms": latency.get(p) for p in LATENCY_KEYS},
-                  "model latency ms": model_latency if not isinstance(model_latency, dict) else str(model_latency),
+                  "model latency ms": model_latency,
                   "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
                   "within threshold": h.get("within_threshold"), "stable": h.get("stable"),
                   "avg batch size": s.get("avg_batch_size"), "executions": s.get("execution_count"),
                   **{f"server {part} us": (s.get("avg_us") or {}).get(part) for part in SERVER_PARTS},
                   "reason": first_line(r.reason)}
-        columns[r.name] = {k: _cell(v) for k, v in values.items()}
+        columns[r.name] = values
     frame = pd.DataFrame(columns)
-    return frame.dropna(how="all")
+    return frame.dropna(how="all").map(text_cell)  # one column mixes figures and words: show all as text
 
 
 def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
@@ -86,16 +86,22 @@ def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
     names = sorted({key for r in results for key in r.config})
     rows = {}
     for key in names:
-        values = [_cell(r.config.get(key)) for r in results]
-        rows[key] = dict(zip([r.name for r in results], values)) | {"differs": len(set(map(str, values))) > 1}
+        values = [text_cell(r.config.get(key)) for r in results]
+        rows[key] = dict(zip([r.name for r in results], values)) | {"differs": len(set(values)) > 1}
     return pd.DataFrame(rows).T
 
 
-def _cell(value: Any) -> Any:
-    """Dicts and lists as text, so a table column keeps one type."""
-    if isinstance(value, (dict, list, tuple)):
-        return str(value)
-    return value
+def text_cell(value: Any) -> str:
+    """A table cell as text (columns that mix numbers, flags and words): '-' for missing, figures grouped."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -9,6 +9,12 @@ from dashboard import frames, source
 from dashboard.selection import running_notice, selected
 from dashboard.text import escape, no_experiments
 
+CANDIDATE_COLUMNS = {
+    "reason": st.column_config.TextColumn("reason", width="large"),
+    "duration (s)": st.column_config.NumberColumn(format="%.1f"),
+    "error rate": st.column_config.NumberColumn(format="percent"),
+}
+
 
 def overview() -> None:
     infos = source.experiments()
@@ -29,7 +35,7 @@ def detail() -> None:
     st.caption(f"status {escape(info.status)}; created {info.created_at:%Y-%m-%d %H:%M}; "
                f"last update {info.updated_at:%Y-%m-%d %H:%M}")
     if results:
-        st.dataframe(frames.candidates_table(results), hide_index=True, width="stretch")
+        st.dataframe(frames.candidates_table(results), hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
     else:
         st.info("No candidates stored for this experiment yet.")
     for r in results:

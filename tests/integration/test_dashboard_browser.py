@@ -62,7 +62,7 @@ def dashboard(tmp_path):
     try:
         wait_healthy(base, process, log)
         children = psutil.Process(process.pid).children(recursive=True)
-        yield base, process, children
+        yield base, process, children, log
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -76,7 +76,7 @@ def dashboard(tmp_path):
 def test_ranking_table_and_a_chart_render_in_chromium(dashboard, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    base, process, children = dashboard
+    base, process, children, log = dashboard
     assert any("streamlit" in " ".join(c.cmdline()) for c in children)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -95,7 +95,11 @@ def test_ranking_table_and_a_chart_render_in_chromium(dashboard, tmp_path):
             chart.wait_for(timeout=UI_TIMEOUT_MS)
             assert chart.bounding_box()["width"] > 200
             page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
-            assert "Traceback" not in page.content()
+            for title in ("Experiments", "Compare", "Cost", "History", "Report"):
+                page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+                page.get_by_role("heading", name=title, exact=True).wait_for(timeout=UI_TIMEOUT_MS)
+                page.wait_for_load_state("networkidle")
+                assert page.get_by_test_id("stException").count() == 0, title
         finally:
             browser.close()
     assert (tmp_path / "ranking.png").stat().st_size > 10_000
@@ -104,3 +108,4 @@ def test_ranking_table_and_a_chart_render_in_chromium(dashboard, tmp_path):
     assert process.wait(timeout=30) == 0
     time.sleep(0.5)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert "Traceback" not in log.read_text(), log.read_text()

@@ -73,6 +73,8 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
                   "model latency ms": model_latency,
                   "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
                   "within threshold": h.get("within_threshold"), "stable": h.get("stable"),
+                  "stop reason": h.get("stop_reason"), "ipm interval": h.get("ipm_interval"),
+                  "latency interval": h.get("latency_interval"),
                   "avg batch size": s.get("avg_batch_size"), "executions": s.get("execution_count"),
                   **{f"server {part} us": (s.get("avg_us") or {}).get(part) for part in SERVER_PARTS},
                   "reason": first_line(r.reason)}
@@ -131,15 +133,12 @@ def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def windows_frame(result: CandidateResult) -> pd.DataFrame:
-    """The headline's steady-state windows (when the measurement stored them), with a stable/unstable label."""
-    windows = (result.headline or {}).get("windows") or []
-    rows = [w for w in windows if isinstance(w, dict) and "start_s" in w and "end_s" in w]
-    frame = pd.DataFrame(rows)
+def windows_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The run's steady-state windows with a stable/unstable label (empty when the store has none)."""
+    frame = pd.DataFrame([w for w in rows if w.get("start_s") is not None and w.get("end_s") is not None])
     if frame.empty:
         return frame
-    stable = frame["stable"] if "stable" in frame else None
-    frame["window"] = ["stable" if s else "unstable" for s in stable] if stable is not None else "window"
+    frame["window"] = ["stable" if s else "unstable" for s in frame["stable"]] if "stable" in frame else "window"
     frame["configuration"] = result.name
     return frame
 

@@ -49,5 +49,11 @@ def second_rows(run_id: int) -> list[dict[str, Any]]:
     return [_columns(row) for row in store().series(run_id)]
 
 
+def window_rows(run_id: int) -> list[dict[str, Any]]:
+    """The run's steady-state windows (start_s, end_s, stable, ...) where the store keeps them (schema 0002 on)."""
+    read = getattr(store(), "windows", None)  # absent before the measurement store lands
+    return [_columns(row) for row in read(run_id)] if read is not None else []
+
+
 def _columns(row: Any) -> dict[str, Any]:
     return {column.key: getattr(row, column.key) for column in row.__table__.columns}

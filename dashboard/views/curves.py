@@ -24,7 +24,7 @@ def over_time(picked: list[CandidateResult]) -> None:
     if series.empty:
         st.info("No per-second series stored for these runs.")
         return
-    windows = pd.concat([frames.windows_frame(r) for r in picked], ignore_index=True)
+    windows = pd.concat([frames.windows_frame(r, source.window_rows(r.run_id)) for r in picked], ignore_index=True)
     st.subheader("Invocations per minute and users over time")
     st.altair_chart(charts.throughput_over_time(series, windows), width="stretch")
     if windows.empty:

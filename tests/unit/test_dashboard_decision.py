@@ -109,3 +109,22 @@ def _leaves(node):
     for child in getattr(node, "children", {}).values():
         yield child
         yield from _leaves(child)
+
+
+def test_overlapping_intervals_show_the_tie_notice(seeded_url):
+    from recommender.search import expand_candidates
+    from recommender.spec import ExperimentSpec
+
+    store = ResultStore.open(seeded_url)
+    spec = ExperimentSpec.model_validate({"name": "noisy", "variants": {"optimizations": ["pt", "onnx"],
+                                                                        "dynamic_batching": [False]}})
+    experiment_id = store.save_experiment(spec, status="done")
+    for candidate, ipm, latency in zip(expand_candidates(spec), (1000.0, 990.0), (20.0, 21.0)):
+        run_id = store.start_run(store.save_candidate(experiment_id, candidate), "proto", None)
+        store.finish_run(run_id, "ok", headline={"invocations_per_minute": ipm, "latency_ms": {"p95": latency},
+                                                 "error_rate": 0.0, "ipm_interval": [950.0, 1050.0],
+                                                 "latency_interval": [18.0, 23.0], "stable": True})
+    at = page("ranking", experiment="noisy")
+    assert any("indistinguishable" in w.value for w in at.warning)
+    notes = at.dataframe[0].value.set_index("name")["notes"]
+    assert "tied with winner" in notes.iloc[1]

@@ -6,7 +6,6 @@ already stored under the same measurement protocol is not measured again unless 
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,8 @@ from recommender.build.export import export_model
 from recommender.build.repository import write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.probe import probe_inference
-from recommender.load.runner import LoadRequest, LoadResult, run_load
-from recommender.load.shapes import phase_windows
-from recommender.metrics.summary import headline, per_second_series, summarize_phases
-from recommender.metrics.triton_stats import stats_delta
+from recommender.load.shapes import compile_traffic
+from recommender.measurement import measure
 from recommender.payload import inference_bodies
 from recommender.search import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
@@ -74,7 +71,7 @@ class Job:
         return self.store.results(self.spec.name, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
-        load_seconds = sum(p.duration_seconds for p in self.spec.traffic.phases)
+        load_seconds = compile_traffic(self.spec.traffic).duration * self.spec.traffic.repeats
         self.reporter.candidate_started(candidate, index, total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
         if stored is not None:
@@ -112,31 +109,6 @@ class Job:
         self.reporter.stage(candidate, "starting tritonserver")
         with self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
             probe_inference(deployment.endpoint, MODEL_NAME, self.bodies[0])
-            before = deployment.statistics()
             self.reporter.stage(candidate, "load")
-            request = LoadRequest(endpoint=deployment.endpoint, model_name=MODEL_NAME, bodies=self.bodies,
-                                  phases=list(spec.traffic.phases), out_dir=run_dir / "load")
             progress = lambda p: self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)  # noqa: E731
-            result = run_load(request, progress=progress)
-            after = deployment.statistics()
-        return self._summarize(result, stats_delta(before, after).to_dict())
-
-    def _summarize(self, result: LoadResult, server_stats: dict) -> dict:
-        spec = self.spec
-        log = result.requests
-        phases = summarize_phases(log, phase_windows(spec.traffic.phases), spec.traffic.warmup_seconds)
-        best = headline(phases, spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate)
-        series = [dataclasses.replace(s, users_max=_users_at(result, second))
-                  for second, s in enumerate(per_second_series(log, result.duration_s))]
-        total = len(log.t_s)
-        failures = int(total - log.ok.sum())
-        summary = dataclasses.asdict(best) | {"requests": total, "failures": failures,
-                                              "percentile": spec.latency_threshold.percentile}
-        return {"headline": summary, "server_stats": server_stats, "phases": phases, "series": series}
-
-
-def _users_at(result: LoadResult, second: int) -> int:
-    """Active users during a given second, from the load driver's once-a-second timeline."""
-    timeline = result.timeline
-    inside = (timeline.t_s >= second) & (timeline.t_s < second + 1)
-    return int(timeline.users[inside].max()) if inside.any() else 0
+            return measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()

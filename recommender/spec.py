@@ -121,11 +121,97 @@ class Phase(Strict):
     duration_seconds: float = Field(60, gt=0, le=7200, description="Length of the phase in seconds.")
 
 
-class TrafficSpec(Strict):
-    """The load driven at every candidate."""
+class Stairs(Strict):
+    """SageMaker STAIRS: `number_of_steps` steps, each `users_per_step` users more than the last, each held for `duration_seconds`."""
 
-    phases: list[Phase] = Field(default_factory=lambda: [Phase()], min_length=1, description="Phases run one after another.")
-    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured window at the start of each phase.")
+    users_per_step: int = Field(..., ge=1, description="Users added at every step (step k runs k x users_per_step users).")
+    number_of_steps: int = Field(..., ge=1, le=100, description="How many steps.")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each step lasts, in seconds.")
+
+
+class Concurrency(Strict):
+    """Fixed concurrency levels run one after another (closed loop: each user sends, waits for the answer, sends again)."""
+
+    users: list[Annotated[int, Field(ge=1, le=10000)]] = Field(..., min_length=1, description="User counts, one level each, in order.")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each level lasts, in seconds.")
+
+
+class Rate(Strict):
+    """Open loop: requests are sent on a schedule whatever the server does; latency is timed from the SCHEDULED send."""
+
+    requests_per_second: Annotated[float, Field(gt=0, le=100000)] | list[Annotated[float, Field(gt=0, le=100000)]] = Field(
+        ..., description="Arrival rate, or a list of rates run one after another (one level each)."
+    )
+    arrival: Literal["constant", "poisson"] = Field("constant", description="constant: evenly spaced sends; poisson: exponential gaps.")
+    seed: int = Field(0, ge=0, description="Random seed of the Poisson schedule (same seed, same schedule).")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each rate level lasts, in seconds.")
+    max_concurrency: int = Field(64, ge=1, le=10000, description="Requests that may be in flight at once; a send finding "
+                                 "none free goes out late (and is counted late).")
+    late_ms: float = Field(1.0, ge=0, description="A send more than this many ms after its scheduled time counts as late.")
+    max_late_share: float = Field(0.01, ge=0, le=1, description="A level with a larger share of late sends is flagged (the "
+                                  "generator or the server could not keep to the schedule).")
+
+    @property
+    def rates(self) -> list[float]:
+        return list(self.requests_per_second) if isinstance(self.requests_per_second, list) else [self.requests_per_second]
+
+    @field_validator("requests_per_second")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("give at least one rate")
+        return value
+
+
+class Stability(Strict):
+    """When a phase counts as stable: `windows` consecutive windows agree on IPM and on the percentile latency."""
+
+    windows: int = Field(3, ge=2, le=20, description="How many consecutive windows must agree.")
+    ipm_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's IPM within this share of their mean (0.10 = +-10 %).")
+    latency_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's percentile latency within this share of their mean.")
+
+
+class Stopping(Strict):
+    """When the load generator stops early (SageMaker StoppingConditions); checked at the end of every window."""
+
+    latency: bool = Field(True, description="Stop when `stability.windows` consecutive windows breach `latency_threshold`.")
+    error_rate: bool = Field(True, description="Stop when the last `stability.windows` windows together fail more than `max_error_rate`.")
+    max_invocations: float | None = Field(None, gt=0, description="Stop once a window reaches this many invocations per minute.")
+    flat_invocations: bool = Field(False, description="Stop when throughput stops growing while the load grows: a level's mean IPM "
+                                   "is within `flat_tolerance` of the previous level's although it has more users (or a higher rate).")
+    flat_tolerance: float = Field(0.05, ge=0, le=1, description="Growth below this share counts as flat (0.05 = less than 5 %).")
+
+
+class TrafficSpec(Strict):
+    """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by default)."""
+
+    phases: list[Phase] | None = Field(None, min_length=1, description="Phases run one after another (default: one phase of 1 user for 60 s).")
+    stairs: Stairs | None = Field(None, description="SageMaker STAIRS: more users at every step.")
+    concurrency: Concurrency | None = Field(None, description="Fixed user counts, one level each.")
+    rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant or Poisson).")
+    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase).")
+    window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
+    stability: Stability = Field(default_factory=Stability, description="When a phase counts as stable.")
+    stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
+    repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
+                         "2 or more give 95 % confidence intervals.")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> "TrafficSpec":
+        given = [name for name in SHAPES if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give only one traffic shape, not {' and '.join(given)}")
+        if not given:
+            object.__setattr__(self, "phases", [Phase()])
+        return self
+
+    @property
+    def shape(self) -> str:
+        """Which shape this traffic uses: phases | stairs | concurrency | rate."""
+        return next(name for name in SHAPES if getattr(self, name) is not None)
+
+
+SHAPES = ("phases", "stairs", "concurrency", "rate")
 
 
 class LatencyThreshold(Strict):

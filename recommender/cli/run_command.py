@@ -12,6 +12,7 @@ from rich.table import Table
 from recommender.build.model_source import describe
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import results_table
+from recommender.load.shapes import compile_traffic
 from recommender.pipeline import Job, JobOptions
 from recommender.search import expand_candidates
 from recommender.spec import ExperimentSpec, load_spec
@@ -52,7 +53,7 @@ def run(
 
 
 def plan_table(spec: ExperimentSpec) -> Table:
-    load_s = sum(p.duration_seconds for p in spec.traffic.phases)
+    load_s = compile_traffic(spec.traffic).duration * spec.traffic.repeats
     candidates = expand_candidates(spec)
     table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
                         f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")

@@ -35,7 +35,8 @@ def completions_between(log: RequestLog, start: float, end: float) -> RequestLog
     """Requests that completed (send time + latency) in [start, end)."""
     done = log.t_s + log.latency_us / 1e6
     keep = (done >= start) & (done < end)
-    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep])
+    late = None if log.late_us is None else log.late_us[keep]
+    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep], late)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class PhaseSummary:
     stats: WindowStats
     phase_start_s: float
     phase_end_s: float
+    stable: bool | None = None  # some `stability.windows` consecutive windows of the phase agree (None: not judged)
+    flags: tuple[str, ...] = ()  # generator-bound, late sends
 
 
 def summarize_phases(log: RequestLog, windows: list[tuple[float, float]], warmup_s: float) -> list[PhaseSummary]:

@@ -16,6 +16,9 @@ COMMAND_MODULES = (
     "run_command",
     "validate_command",
     "cost_command",
+    "plan_command",
+    "cleanup_command",
+    "import_command",
 )
 
 

@@ -19,10 +19,25 @@ from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.metrics.host import Sample, ServerSampler, window_figures
 from recommender.metrics.intervals import mean_interval
 from recommender.metrics.prometheus import counter_delta, scrape
-from recommender.metrics.steady import MaxInvocations, Rules, Window, max_invocations, measure_windows, phase_flags, window_spans
-from recommender.metrics.summary import PERCENTILES, PhaseSummary, WindowStats, per_second_series, summarize_phases
+from recommender.metrics.steady import (
+    MaxInvocations,
+    Rules,
+    Window,
+    max_invocations,
+    measure_windows,
+    phase_flags,
+    window_spans,
+)
+from recommender.metrics.summary import (
+    PERCENTILES,
+    PhaseSummary,
+    WindowStats,
+    per_second_series,
+    summarize_phases,
+)
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
+from recommender.targets.invocation import load_endpoint
 
 _END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
 
@@ -75,7 +90,7 @@ def measure(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_
 def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: list[dict], out_dir: Path,
                  progress: Callable[[LoadProgress], None] | None = None) -> Repeat:
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
-    request = LoadRequest(endpoint=deployment.endpoint, model_name=deployment.model_name, bodies=bodies, phases=plan,
+    request = LoadRequest(endpoint=load_endpoint(deployment), model_name=deployment.model_name, bodies=bodies, phases=plan,
                           out_dir=out_dir, rules=rules)
     with ServerSampler(deployment) as sampler:
         result = run_load(request, progress=progress)

@@ -6,22 +6,25 @@ already stored under the same measurement protocol is not measured again unless 
 
 from __future__ import annotations
 
+import secrets
 import traceback
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from recommender.budget import BudgetExceeded, RunBudget
 from recommender.build.export import export_model
 from recommender.build.repository import write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
-from recommender.load.probe import probe_inference
 from recommender.load.shapes import compile_traffic
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
 from recommender.search import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.store.results import CandidateResult, ResultStore
-from recommender.targets import get_target
+from recommender.targets import target_for
+from recommender.targets.invocation import probe
 
 MODEL_NAME = "model"
 
@@ -54,18 +57,24 @@ class Job:
 
     def run(self) -> list[CandidateResult]:
         """Measure every candidate not yet stored; returns the experiment's results."""
+        candidates = expand_candidates(self.spec)
+        self.budget = RunBudget.for_spec(self.spec, len(candidates))  # refuses a plan estimated above budget_usd
+        self.run_id = new_run_id()
         experiment_id = self.store.save_experiment(self.spec)
-        target = get_target(self.spec.target.kind, ready_timeout=self.spec.target.ready_timeout_seconds)
+        target = target_for(self.spec.target, self.spec.name, self.run_id)
         target.preflight()
         self.target, self.protocol = target, protocol_fingerprint(self.spec)
         self.bodies = inference_bodies(self.spec.payload)
-        candidates = expand_candidates(self.spec)
         try:
             for index, candidate in enumerate(candidates):
+                self.budget.check()
                 candidate_id = self.store.save_candidate(experiment_id, candidate)
                 self._run_candidate(candidate, candidate_id, index, len(candidates))
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
+            raise
+        except BudgetExceeded:
+            self.store.set_experiment_status(self.spec.name, "budget-exhausted")
             raise
         self.store.set_experiment_status(self.spec.name, "done")
         return self.store.results(self.spec.name, self.protocol)
@@ -83,6 +92,9 @@ class Job:
             outcome = self._measure(candidate, run_dir)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
+        except BudgetExceeded as exc:  # stop the job: the deployment was torn down on the way out
+            self._finish(candidate, run_id, "interrupted", exc.message)
+            raise
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
         except KeyboardInterrupt:
@@ -102,13 +114,31 @@ class Job:
 
     def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
         spec = self.spec
+        repository = self._repository(candidate, run_dir) if self.target.deploys else None
+        self.reporter.stage(candidate, f"deploying on {self.target.name}")
+        with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
+            probe(deployment, self.bodies[0])
+            self.reporter.stage(candidate, "load")
+
+            def progress(p) -> None:
+                self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
+                self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+
+            started = datetime.now(timezone.utc)
+            fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+            cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
+        if cloud:
+            fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
+        return fields
+
+    def _repository(self, candidate: Candidate, run_dir: Path) -> Path:
+        spec = self.spec
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                                 candidate.model_fingerprint, self.options.cache_dir)
-        repository = write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
-        self.reporter.stage(candidate, "starting tritonserver")
-        with self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
-            probe_inference(deployment.endpoint, MODEL_NAME, self.bodies[0])
-            self.reporter.stage(candidate, "load")
-            progress = lambda p: self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)  # noqa: E731
-            return measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
+
+
+def new_run_id() -> str:
+    """Identifies one `recommender run` invocation (cloud resources are tagged with it), e.g. 20250101t120000-a1b2."""
+    return f"{datetime.now(timezone.utc):%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"

@@ -30,6 +30,8 @@ from recommender.metrics.steady import Rules
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
 _LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's InferenceUser
+_USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMakerUser")}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
 _TERM_GRACE_S = 3.0
@@ -80,8 +82,9 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
 
 def _prepare(request: LoadRequest) -> ChildConfig:
     url = urlsplit(request.endpoint)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) URL", hint="use a base URL like http://127.0.0.1:8000")
+    if url.scheme not in ("http", "https", *_USERS) or not url.netloc:
+        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
+                        hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME")
     if not request.bodies:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
     if not request.plan.levels:
@@ -103,10 +106,13 @@ def _prepare(request: LoadRequest) -> ChildConfig:
 
 
 def _locust_command(endpoint: str) -> list[str]:
+    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, None))
+    files = ",".join(str(path) for path in (_LOCUSTFILE, extra_file) if path)
     return [
-        sys.executable, "-m", "locust", "-f", str(_LOCUSTFILE), "--headless", "--host", endpoint,
+        sys.executable, "-m", "locust", "-f", files, "--headless", "--host", endpoint,
         "--only-summary", "--loglevel", "WARNING",
         "--exit-code-on-error", "0",  # failed requests are data (in the result file), not a generator failure
+        *([user_class] if user_class else []),
     ]  # fmt: skip
 
 

@@ -5,7 +5,11 @@ Pure functions and one small accumulator; prices are USD per instance-hour.
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from recommender.errors import RecommenderError
 
@@ -87,3 +91,75 @@ class BudgetGuard:
         if self.exhausted:
             raise BudgetExceeded(f"spent ${self.spent_usd:.2f} of the ${self.budget_usd:.2f} budget; stopping the run",
                                  hint="Every endpoint is torn down; raise the budget or shrink the plan and run again to resume.")
+
+
+LOCAL_DEPLOY_OVERHEAD_MINUTES = 0.5  # a server start on this host (for the duration estimate; not billed)
+
+
+def target_price(target: Any) -> float:
+    """USD per instance-hour of an experiment's target: price_per_hour, else the catalog price of
+    priced_as (or of instance_type for sagemaker), else 0 (unpriced)."""
+    if target.price_per_hour:
+        return target.price_per_hour
+    catalog_type = target.priced_as or (target.instance_type if target.kind == "sagemaker" else None)
+    if catalog_type is None:
+        return 0.0
+    from recommender.prices import find_price
+
+    return find_price(catalog_type, target.region)[0].usd_per_hour
+
+
+def estimate_plan(spec: Any, candidates: int) -> CostEstimate:
+    """Duration and money for running `candidates` candidates of an experiment on its target."""
+    target = spec.target
+    traffic_s = sum(phase.duration_seconds for phase in spec.traffic.phases)
+    overhead = DEFAULT_DEPLOY_OVERHEAD_MINUTES if target.kind == "sagemaker" else LOCAL_DEPLOY_OVERHEAD_MINUTES
+    if target.kind == "remote":
+        overhead = 0.0
+    count = target.instance_count if target.kind == "sagemaker" else 1
+    return estimate_cost(candidates, traffic_s, count, target_price(target), overhead)
+
+
+class RunBudget:
+    """A run's spend against its budget, by the clock: instance time is billed from deploy until teardown ends.
+
+    `check()` (called while load runs and between candidates) raises BudgetExceeded once the spend reaches the
+    budget, so the caller leaves its `with deployment` block and the endpoint is torn down.
+    """
+
+    def __init__(self, guard: BudgetGuard | None, instance_count: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.guard, self.instance_count, self.clock = guard, instance_count, clock
+        self._since: float | None = None
+
+    @classmethod
+    def for_spec(cls, spec: Any, candidates: int) -> "RunBudget":
+        """Refuse (BudgetExceeded) when the plan's estimate is above target.budget_usd; else a guard for the run."""
+        budget = spec.target.budget_usd
+        if budget is None:
+            return cls(None, 1)
+        estimate = estimate_plan(spec, candidates)
+        check_budget(estimate, budget)
+        return cls(BudgetGuard(budget, estimate.price_per_hour), estimate.instance_count)
+
+    @contextlib.contextmanager
+    def billed(self) -> Iterator[None]:
+        """Bill instance time while the block runs (wrap the deployment's `with`, so teardown is billed too)."""
+        self._since = self.clock()
+        try:
+            yield
+        finally:
+            self._add_elapsed()
+            self._since = None
+
+    def check(self) -> None:
+        """Bring the spend up to now; raise BudgetExceeded once it reaches the budget."""
+        self._add_elapsed()
+        if self.guard is not None:
+            self.guard.check()
+
+    def _add_elapsed(self) -> None:
+        if self.guard is None or self._since is None:
+            return
+        now = self.clock()
+        self.guard.add((now - self._since) * self.instance_count)
+        self._since = now

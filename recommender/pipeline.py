@@ -6,25 +6,25 @@ already stored under the same measurement protocol is not measured again unless 
 
 from __future__ import annotations
 
-import dataclasses
+import secrets
 import traceback
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from recommender.budget import BudgetExceeded, RunBudget
 from recommender.build.export import export_model
 from recommender.build.repository import write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
-from recommender.load.probe import probe_inference
-from recommender.load.runner import LoadRequest, LoadResult, run_load
-from recommender.load.shapes import phase_windows
-from recommender.metrics.summary import headline, per_second_series, summarize_phases
-from recommender.metrics.triton_stats import stats_delta
+from recommender.load.shapes import compile_traffic
+from recommender.measurement import measure
 from recommender.payload import inference_bodies
 from recommender.search import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.store.results import CandidateResult, ResultStore
-from recommender.targets import get_target
+from recommender.targets import target_for
+from recommender.targets.invocation import probe
 
 MODEL_NAME = "model"
 
@@ -57,24 +57,30 @@ class Job:
 
     def run(self) -> list[CandidateResult]:
         """Measure every candidate not yet stored; returns the experiment's results."""
+        candidates = expand_candidates(self.spec)
+        self.budget = RunBudget.for_spec(self.spec, len(candidates))  # refuses a plan estimated above budget_usd
+        self.run_id = new_run_id()
         experiment_id = self.store.save_experiment(self.spec)
-        target = get_target(self.spec.target.kind, ready_timeout=self.spec.target.ready_timeout_seconds)
+        target = target_for(self.spec.target, self.spec.name, self.run_id)
         target.preflight()
         self.target, self.protocol = target, protocol_fingerprint(self.spec)
         self.bodies = inference_bodies(self.spec.payload)
-        candidates = expand_candidates(self.spec)
         try:
             for index, candidate in enumerate(candidates):
+                self.budget.check()
                 candidate_id = self.store.save_candidate(experiment_id, candidate)
                 self._run_candidate(candidate, candidate_id, index, len(candidates))
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
+        except BudgetExceeded:
+            self.store.set_experiment_status(self.spec.name, "budget-exhausted")
+            raise
         self.store.set_experiment_status(self.spec.name, "done")
         return self.store.results(self.spec.name, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
-        load_seconds = sum(p.duration_seconds for p in self.spec.traffic.phases)
+        load_seconds = compile_traffic(self.spec.traffic).duration * self.spec.traffic.repeats
         self.reporter.candidate_started(candidate, index, total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
         if stored is not None:
@@ -86,6 +92,9 @@ class Job:
             outcome = self._measure(candidate, run_dir)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
+        except BudgetExceeded as exc:  # stop the job: the deployment was torn down on the way out
+            self._finish(candidate, run_id, "interrupted", exc.message)
+            raise
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
         except KeyboardInterrupt:
@@ -105,38 +114,31 @@ class Job:
 
     def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
         spec = self.spec
+        repository = self._repository(candidate, run_dir) if self.target.deploys else None
+        self.reporter.stage(candidate, f"deploying on {self.target.name}")
+        with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
+            probe(deployment, self.bodies[0])
+            self.reporter.stage(candidate, "load")
+
+            def progress(p) -> None:
+                self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
+                self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+
+            started = datetime.now(timezone.utc)
+            fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+            cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
+        if cloud:
+            fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
+        return fields
+
+    def _repository(self, candidate: Candidate, run_dir: Path) -> Path:
+        spec = self.spec
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                                 candidate.model_fingerprint, self.options.cache_dir)
-        repository = write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
-        self.reporter.stage(candidate, "starting tritonserver")
-        with self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
-            probe_inference(deployment.endpoint, MODEL_NAME, self.bodies[0])
-            before = deployment.statistics()
-            self.reporter.stage(candidate, "load")
-            request = LoadRequest(endpoint=deployment.endpoint, model_name=MODEL_NAME, bodies=self.bodies,
-                                  phases=list(spec.traffic.phases), out_dir=run_dir / "load")
-            progress = lambda p: self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)  # noqa: E731
-            result = run_load(request, progress=progress)
-            after = deployment.statistics()
-        return self._summarize(result, stats_delta(before, after).to_dict())
-
-    def _summarize(self, result: LoadResult, server_stats: dict) -> dict:
-        spec = self.spec
-        log = result.requests
-        phases = summarize_phases(log, phase_windows(spec.traffic.phases), spec.traffic.warmup_seconds)
-        best = headline(phases, spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate)
-        series = [dataclasses.replace(s, users_max=_users_at(result, second))
-                  for second, s in enumerate(per_second_series(log, result.duration_s))]
-        total = len(log.t_s)
-        failures = int(total - log.ok.sum())
-        summary = dataclasses.asdict(best) | {"requests": total, "failures": failures,
-                                              "percentile": spec.latency_threshold.percentile}
-        return {"headline": summary, "server_stats": server_stats, "phases": phases, "series": series}
+        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
 
 
-def _users_at(result: LoadResult, second: int) -> int:
-    """Active users during a given second, from the load driver's once-a-second timeline."""
-    timeline = result.timeline
-    inside = (timeline.t_s >= second) & (timeline.t_s < second + 1)
-    return int(timeline.users[inside].max()) if inside.any() else 0
+def new_run_id() -> str:
+    """Identifies one `recommender run` invocation (cloud resources are tagged with it), e.g. 20250101t120000-a1b2."""
+    return f"{datetime.now(timezone.utc):%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"

@@ -98,19 +98,61 @@ class VariantGrid(Strict):
     max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
 
 
+TargetKind = Literal["local", "docker", "sagemaker", "remote"]
+# target fields that only one kind uses: field -> the kinds it applies to
+_KIND_FIELDS = {
+    "role_arn": ("sagemaker",), "bucket": ("sagemaker",), "endpoint_url": ("sagemaker", "remote"),
+    "image_uri": ("sagemaker", "docker"), "endpoint": ("remote",), "gpus": ("docker",),
+}
+
+
 class TargetSpec(Strict):
     """Where candidates are deployed."""
 
-    kind: Literal["local"] = Field("local", description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback.")
-    instance_type: str = Field("local-cpu", description="Label of the hardware the local server runs on.")
+    kind: TargetKind = Field(
+        "local", description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback; "
+        "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
+        "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted).")
+    instance_type: str = Field("local-cpu", description="The hardware: a label for local/docker/remote, a SageMaker type (ml.g5.xlarge) for sagemaker.")
     price_per_hour: float = Field(
-        0.0, ge=0, description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced."
+        0.0, ge=0, description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced "
+        "(for sagemaker: looked up in the price catalog by instance_type and region)."
     )
     priced_as: str | None = Field(
         None, description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) instead of price_per_hour."
     )
     region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
-    ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model to become ready.")
+    ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model (or the SageMaker endpoint) to become ready.")
+    instance_count: int = Field(1, ge=1, le=100, description="sagemaker: instances behind the endpoint (InitialInstanceCount).")
+    role_arn: str | None = Field(None, description="sagemaker: the execution role SageMaker assumes (RoleArn output of infra/cloudformation.yaml).")
+    bucket: str | None = Field(None, description="sagemaker: S3 bucket for model.tar.gz (BucketName output of infra/cloudformation.yaml).")
+    image_uri: str | None = Field(
+        None, description="sagemaker: the ECR URI of the serving image (containers/triton pushed to ECR); "
+        "docker: any image reference (default recommender-triton:24.10).")
+    endpoint_url: str | None = Field(None, description="sagemaker / remote SageMaker endpoint: AWS API URL override (an emulator or a VPC endpoint).")
+    endpoint: str | None = Field(
+        None, description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME of an existing SageMaker endpoint.")
+    gpus: str | None = Field("all", description="docker: value of `docker run --gpus` (all, device=0, ...); null for CPU only.")
+    budget_usd: float | None = Field(
+        None, gt=0, description="Cloud spending cap in USD: a run whose estimate is above it does not start, "
+        "and a run stops and tears down once its spend reaches it.")
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> "TargetSpec":
+        defaults = {name: field.default for name, field in type(self).model_fields.items()}
+        misplaced = [name for name, kinds in _KIND_FIELDS.items()
+                     if self.kind not in kinds and getattr(self, name) not in (None, defaults[name])]
+        if misplaced:
+            raise ValueError(f"{', '.join(misplaced)} not used by target kind {self.kind}")
+        if self.kind == "sagemaker":
+            missing = [name for name in ("role_arn", "bucket", "image_uri") if not getattr(self, name)]
+            if missing:
+                raise ValueError(f"target kind sagemaker needs {', '.join(missing)}")
+            if not self.instance_type.startswith("ml."):
+                raise ValueError(f"instance_type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.g5.xlarge)")
+        if self.kind == "remote" and not self.endpoint:
+            raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
+        return self
 
 
 class Phase(Strict):
@@ -121,11 +163,97 @@ class Phase(Strict):
     duration_seconds: float = Field(60, gt=0, le=7200, description="Length of the phase in seconds.")
 
 
-class TrafficSpec(Strict):
-    """The load driven at every candidate."""
+class Stairs(Strict):
+    """SageMaker STAIRS: `number_of_steps` steps, each `users_per_step` users more than the last, each held for `duration_seconds`."""
 
-    phases: list[Phase] = Field(default_factory=lambda: [Phase()], min_length=1, description="Phases run one after another.")
-    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured window at the start of each phase.")
+    users_per_step: int = Field(..., ge=1, description="Users added at every step (step k runs k x users_per_step users).")
+    number_of_steps: int = Field(..., ge=1, le=100, description="How many steps.")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each step lasts, in seconds.")
+
+
+class Concurrency(Strict):
+    """Fixed concurrency levels run one after another (closed loop: each user sends, waits for the answer, sends again)."""
+
+    users: list[Annotated[int, Field(ge=1, le=10000)]] = Field(..., min_length=1, description="User counts, one level each, in order.")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each level lasts, in seconds.")
+
+
+class Rate(Strict):
+    """Open loop: requests are sent on a schedule whatever the server does; latency is timed from the SCHEDULED send."""
+
+    requests_per_second: Annotated[float, Field(gt=0, le=100000)] | list[Annotated[float, Field(gt=0, le=100000)]] = Field(
+        ..., description="Arrival rate, or a list of rates run one after another (one level each)."
+    )
+    arrival: Literal["constant", "poisson"] = Field("constant", description="constant: evenly spaced sends; poisson: exponential gaps.")
+    seed: int = Field(0, ge=0, description="Random seed of the Poisson schedule (same seed, same schedule).")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each rate level lasts, in seconds.")
+    max_concurrency: int = Field(64, ge=1, le=10000, description="Requests that may be in flight at once; a send finding "
+                                 "none free goes out late (and is counted late).")
+    late_ms: float = Field(1.0, ge=0, description="A send more than this many ms after its scheduled time counts as late.")
+    max_late_share: float = Field(0.01, ge=0, le=1, description="A level with a larger share of late sends is flagged (the "
+                                  "generator or the server could not keep to the schedule).")
+
+    @property
+    def rates(self) -> list[float]:
+        return list(self.requests_per_second) if isinstance(self.requests_per_second, list) else [self.requests_per_second]
+
+    @field_validator("requests_per_second")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("give at least one rate")
+        return value
+
+
+class Stability(Strict):
+    """When a phase counts as stable: `windows` consecutive windows agree on IPM and on the percentile latency."""
+
+    windows: int = Field(3, ge=2, le=20, description="How many consecutive windows must agree.")
+    ipm_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's IPM within this share of their mean (0.10 = +-10 %).")
+    latency_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's percentile latency within this share of their mean.")
+
+
+class Stopping(Strict):
+    """When the load generator stops early (SageMaker StoppingConditions); checked at the end of every window."""
+
+    latency: bool = Field(True, description="Stop when `stability.windows` consecutive windows breach `latency_threshold`.")
+    error_rate: bool = Field(True, description="Stop when the last `stability.windows` windows together fail more than `max_error_rate`.")
+    max_invocations: float | None = Field(None, gt=0, description="Stop once a window reaches this many invocations per minute.")
+    flat_invocations: bool = Field(False, description="Stop when throughput stops growing while the load grows: a level's mean IPM "
+                                   "is within `flat_tolerance` of the previous level's although it has more users (or a higher rate).")
+    flat_tolerance: float = Field(0.05, ge=0, le=1, description="Growth below this share counts as flat (0.05 = less than 5 %).")
+
+
+class TrafficSpec(Strict):
+    """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by default)."""
+
+    phases: list[Phase] | None = Field(None, min_length=1, description="Phases run one after another (default: one phase of 1 user for 60 s).")
+    stairs: Stairs | None = Field(None, description="SageMaker STAIRS: more users at every step.")
+    concurrency: Concurrency | None = Field(None, description="Fixed user counts, one level each.")
+    rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant or Poisson).")
+    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase).")
+    window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
+    stability: Stability = Field(default_factory=Stability, description="When a phase counts as stable.")
+    stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
+    repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
+                         "2 or more give 95 % confidence intervals.")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> "TrafficSpec":
+        given = [name for name in SHAPES if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give only one traffic shape, not {' and '.join(given)}")
+        if not given:
+            object.__setattr__(self, "phases", [Phase()])
+        return self
+
+    @property
+    def shape(self) -> str:
+        """Which shape this traffic uses: phases | stairs | concurrency | rate."""
+        return next(name for name in SHAPES if getattr(self, name) is not None)
+
+
+SHAPES = ("phases", "stairs", "concurrency", "rate")
 
 
 class LatencyThreshold(Strict):

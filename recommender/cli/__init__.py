@@ -17,6 +17,9 @@ COMMAND_MODULES = (
     "validate_command",
     "cost_command",
     "report_command",
+    "plan_command",
+    "cleanup_command",
+    "import_command",
     "dashboard_command",
 )
 

@@ -12,7 +12,9 @@ from rich.table import Table
 from recommender.build.model_source import describe
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import results_table
+from recommender.load.shapes import compile_traffic
 from recommender.pipeline import Job, JobOptions
+from recommender.recommendation import recommend
 from recommender.search import expand_candidates
 from recommender.spec import ExperimentSpec, load_spec
 from recommender.store.results import ResultStore
@@ -45,14 +47,24 @@ def run(
     with ProgressReporter(console) as reporter:
         results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh), reporter).run()
     console.print(results_table(results, spec.latency_threshold.percentile,
-                                f"{spec.name}: ranked by invocations per minute within "
+                                f"{spec.name}: measured, ordered by MaxInvocations within "
                                 f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms"))
+    recommendation = recommend(results, spec)
+    console.print(f"[bold]recommendation[/] ({_weights(recommendation)}): ", end="")
+    console.print(recommendation.justification, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
+                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False, soft_wrap=True)
     console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
                   highlight=False)
 
 
+def _weights(recommendation) -> str:
+    weights = recommendation.ranking.weights
+    return "weights " + ", ".join(f"{name} {weight:.0%}" for name, weight in weights.items())
+
+
 def plan_table(spec: ExperimentSpec) -> Table:
-    load_s = sum(p.duration_seconds for p in spec.traffic.phases)
+    load_s = compile_traffic(spec.traffic).duration * spec.traffic.repeats
     candidates = expand_candidates(spec)
     table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
                         f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")

@@ -1,12 +1,23 @@
-"""The ranked results table printed at the end of a run (and by `recommender results`)."""
+"""The ranked results table printed at the end of a run (and by `recommender results`).
+
+Per candidate: MaxInvocations with its 95 % interval (when measured more than once), the latency at it, stability,
+why the load stopped, and the server-side split of a request's time (queue vs compute) at MaxInvocations.
+Candidates whose intervals overlap the best one's are shown as tied: no "X % lower" inside the noise.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
+from recommender.metrics.intervals import Interval, compare
 from recommender.store.results import CandidateResult
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
+COLUMNS = ("rank", "configuration", "optimization", "dynamic batching", "instances", "max batch", "MaxInvocations/min",
+           "{p} ms", "error rate", "stable", "stopped", "queue / compute us", "avg batch", "vs best", "status")
+LEFT = {"configuration", "optimization", "stable", "stopped", "vs best", "status"}
 
 
 def order(results: list[CandidateResult]) -> list[CandidateResult]:
@@ -26,26 +37,73 @@ def _ms(value: float | None) -> str:
 
 def results_table(results: list[CandidateResult], percentile: str, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("rank", "configuration", "optimization", "dynamic batching", "instances", "max batch",
-                   "invocations/min", f"{percentile} ms", "error rate", "avg batch", "status"):
-        table.add_column(column, justify="right" if column not in ("configuration", "status", "optimization") else "left")
+    for column in COLUMNS:
+        table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right")
+    ranked = order(results)
+    best = next((_interval(r) for r in ranked if r.status == "ok" and (r.headline or {}).get("within_threshold")), None)
     rank = 0
-    for r in order(results):
-        h, c = r.headline or {}, r.config
+    for r in ranked:
         ok = r.status == "ok"
         rank += ok
-        batching = "on" if c.get("dynamic_batching") else "off"
-        avg_batch = (r.server_stats or {}).get("avg_batch_size")
-        status = r.status if ok and h.get("within_threshold") else _status_text(r)
-        table.add_row(
-            str(rank) if ok else "-", r.name, c["optimization"], batching, str(c["instance_count"]), str(c["max_batch_size"]),
-            f"{h['invocations_per_minute']:.0f}" if ok else "-",
-            _ms((h.get("latency_ms") or {}).get(percentile)) if ok else "-",
-            f"{h.get('error_rate', 0):.2%}" if ok else "-",
-            f"{avg_batch:.2f}" if avg_batch else "-",
-            status,
-        )
+        table.add_row(*_row(r, rank if ok else None, percentile, best))
+    table.caption = ("MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
+                     "+- is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at this noise level)")
     return table
+
+
+def _row(r: CandidateResult, rank: int | None, percentile: str, best: Interval | None) -> list[str]:
+    h, c = r.headline or {}, r.config
+    ok = rank is not None
+    within = ok and h.get("within_threshold")
+    batching = "on" if c.get("dynamic_batching") else "off"
+    avg_batch = _at_max(r).get("avg_batch_size") or (r.server_stats or {}).get("avg_batch_size")
+    return [
+        str(rank) if ok else "-", r.name, c["optimization"], batching, str(c["instance_count"]), str(c["max_batch_size"]),
+        _max_invocations(h) if ok else "-",
+        _latency(h, percentile) if ok else "-",
+        f"{h.get('error_rate', 0):.2%}" if ok else "-",
+        ("yes" if h.get("stable") else "unstable") if ok and "stable" in h else "-",
+        (h.get("stop_reason") or "end of traffic").split(":")[0] if ok else "-",
+        _server_split(r) if ok else "-",
+        f"{avg_batch:.2f}" if avg_batch else "-",
+        ("best" if rank == 1 else compare(best, _interval(r))) if within else "-",
+        r.status if within else _status_text(r),
+    ]
+
+
+def _max_invocations(h: dict[str, Any]) -> str:
+    interval = Interval.from_dict(h.get("ipm_interval"))
+    value = h.get("max_invocations", h.get("invocations_per_minute"))
+    if value is None:
+        return f"none ({h.get('invocations_per_minute', 0):.0f} over)"
+    if interval is not None and interval.known:
+        return f"{interval.mean:.0f} +- {(interval.high - interval.low) / 2:.0f}"
+    return f"{value:.0f}"
+
+
+def _latency(h: dict[str, Any], percentile: str) -> str:
+    latency = h.get("model_latency_ms") or (h.get("latency_ms") or {}).get(percentile)
+    samples = h.get("samples")
+    return _ms(latency) + (f" (n={samples})" if samples else "")
+
+
+def _at_max(r: CandidateResult) -> dict[str, Any]:
+    return (r.server_stats or {}).get("at_max_invocations") or {}
+
+
+def _server_split(r: CandidateResult) -> str:
+    """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in us."""
+    at = _at_max(r)
+    parts = at if "queue_us" in at else {f"{k}_us": v for k, v in ((r.server_stats or {}).get("avg_us") or {}).items()}
+    queue = parts.get("queue_us")
+    compute = [parts.get(f"compute_{name}_us") for name in ("input", "infer", "output")]
+    if queue is None or any(v is None for v in compute):
+        return "n/a"
+    return f"{queue:.0f} / {sum(compute):.0f}"
+
+
+def _interval(r: CandidateResult) -> Interval | None:
+    return Interval.from_dict((r.headline or {}).get("ipm_interval"))
 
 
 def _status_text(r: CandidateResult) -> str:

@@ -64,7 +64,7 @@ def import_job(request: dict[str, Any]) -> ImportedJob:
     experiment: dict[str, Any] = {
         "name": request["JobName"],
         "description": request.get("JobDescription") or f"Imported from SageMaker Inference Recommender job {request['JobName']}.",
-        "target": _target(config.get("EndpointConfigurations", []), notes),
+        "target": _target(config.get("EndpointConfigurations", []), notes, request),
     }
     traffic = _traffic(request, notes)
     if traffic:
@@ -85,11 +85,17 @@ def write_experiment(imported: ImportedJob, path: str | Path) -> Path:
     return path
 
 
-def _target(configurations: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
+def _target(configurations: list[dict[str, Any]], notes: list[str], request: dict[str, Any]) -> dict[str, Any]:
+    endpoints = request["InputConfig"].get("Endpoints") or []
+    if endpoints:
+        name = endpoints[0]["EndpointName"]
+        if len(endpoints) > 1:
+            notes.append(f"{len(endpoints)} existing endpoints given; only {name} is benchmarked (one target per experiment file).")
+        return {"kind": "remote", "endpoint": f"sagemaker://{name}"}
     types = [c["InstanceType"] for c in configurations if "InstanceType" in c]
     if types:
-        notes.append("target.kind stays `local`: the experiment file has no `sagemaker` target kind yet; "
-                     "instance_type is kept as the hardware label.")
+        notes.append(f"target.kind is `local` (instance_type kept as the hardware label): to run on SageMaker set "
+                     f"kind: sagemaker with role_arn (the job's RoleArn was {request.get('RoleArn')}), bucket and image_uri.")
     for configuration in configurations:
         for parameter in configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", []):
             notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for "
@@ -159,7 +165,6 @@ _IGNORED = (
     (("InputConfig", "ModelPackageVersionArn"), "the model package {} is not fetched; set model.source/model.path to the same model."),
     (("InputConfig", "ModelName"), "the SageMaker model {} is not fetched; set model.source/model.path to the same model."),
     (("InputConfig", "ContainerConfig"), "ContainerConfig (framework, sample payload, MIME types) is not used; set `payload` instead."),
-    (("InputConfig", "Endpoints"), "benchmarking the existing endpoint {} is not supported by the experiment file yet."),
     (("InputConfig", "JobDurationInSeconds"), "JobDurationInSeconds {} is not enforced; the duration is the sum of the phases per candidate."),
     (("InputConfig", "ResourceLimit", "MaxNumberOfTests"), "ResourceLimit.MaxNumberOfTests {} is not enforced; the variant grid decides how many candidates run."),
     (("InputConfig", "ResourceLimit", "MaxParallelOfTests"), "ResourceLimit.MaxParallelOfTests {} is ignored; candidates run one after another."),

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recommender.spec import Phase
+from recommender.load.shapes import TrafficPlan
+from recommender.metrics.steady import Rules
 
 _PREFIX = "RECOMMENDER_LOAD_"
 
@@ -21,16 +22,18 @@ class ChildConfig:
 
     model_name: str
     payload_path: Path  # JSON: one KServe v2 request body, or a list of them (sent in turn)
-    phases: tuple[Phase, ...]
+    plan: TrafficPlan  # the compiled traffic shape (levels; open loop: arrival schedule)
     result_path: Path  # .npz written at test stop (see result.LoadResult.to_npz)
     progress_path: Path  # JSON heartbeat written about once per second (see result.LoadProgress)
     headers: Mapping[str, str] = field(default_factory=dict)
+    rules: Rules | None = None  # windows and stop conditions; None: run the whole plan
 
     def to_env(self) -> dict[str, str]:
         return {
             f"{_PREFIX}MODEL": self.model_name,
             f"{_PREFIX}PAYLOAD": str(self.payload_path),
-            f"{_PREFIX}PHASES": json.dumps([phase.model_dump() for phase in self.phases]),
+            f"{_PREFIX}PLAN": self.plan.to_json(),
+            f"{_PREFIX}RULES": self.rules.to_json() if self.rules else "",
             f"{_PREFIX}RESULT": str(self.result_path),
             f"{_PREFIX}PROGRESS": str(self.progress_path),
             f"{_PREFIX}HEADERS": json.dumps(dict(self.headers)),
@@ -42,10 +45,11 @@ class ChildConfig:
             return cls(
                 model_name=env[f"{_PREFIX}MODEL"],
                 payload_path=Path(env[f"{_PREFIX}PAYLOAD"]),
-                phases=tuple(Phase(**phase) for phase in json.loads(env[f"{_PREFIX}PHASES"])),
+                plan=TrafficPlan.from_json(env[f"{_PREFIX}PLAN"]),
                 result_path=Path(env[f"{_PREFIX}RESULT"]),
                 progress_path=Path(env[f"{_PREFIX}PROGRESS"]),
                 headers=json.loads(env.get(f"{_PREFIX}HEADERS", "{}")),
+                rules=Rules.from_json(env[f"{_PREFIX}RULES"]) if env.get(f"{_PREFIX}RULES") else None,
             )
         except KeyError as missing:
             raise RuntimeError(f"{missing.args[0]} is not set: this locustfile is started by recommender.load.runner") from None

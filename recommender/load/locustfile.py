@@ -5,7 +5,10 @@ library with gevent. Settings arrive as environment variables (see config.ChildC
 
 - `InferenceUser`: closed loop (no wait), POSTs KServe v2 JSON to /v2/models/<model>/infer and
   records every request exactly (time.perf_counter_ns, microseconds), not from Locust's stats.
-- `PhaseShape`: the user count follows the clock through shapes.users_at on every tick.
+  Open loop (`rate` traffic): the users are a pool of senders that take the next scheduled send time,
+  sleep until it, send, and record latency from the SCHEDULED time and how late the send went out.
+- `PhaseShape`: the user count follows the clock through the compiled plan on every tick; it ends the
+  test early once a stop condition (metrics.stopping) holds at the end of a steady-state window.
 - A sampler greenlet records users and this process's CPU % once per second and writes the
   progress file; the result `.npz` is written at test stop.
 """
@@ -27,10 +30,15 @@ from locust.env import Environment
 from recommender.load.config import ChildConfig
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
-from recommender.load.shapes import total_duration, users_at
+from recommender.metrics.steady import Window, window_spans
+from recommender.metrics.stopping import planned_window_counts, stop_reason
+from recommender.metrics.summary import window_stats
 
 _SPAWN_RATE = 10_000  # users per second handed to Locust: large, so the count follows the clock, not a ramp
 _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second ticks
+_WINDOW_GRACE_S = 0.05  # judge a window this long after it ends (requests completed inside it are recorded by then)
+_EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the scheduled time
+_IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
 
 
 def _load_bodies(path: os.PathLike[str]) -> Iterator[bytes]:
@@ -57,19 +65,54 @@ class LoadRun:
         self.bodies = bodies
         self.path = f"/v2/models/{config.model_name}/infer"
         self.headers = {"Content-Type": "application/json", **config.headers}
-        self.total_s = total_duration(config.phases)
+        self.plan = config.plan
+        self.total_s = config.plan.duration
         self.recorder = RequestRecorder()
         self.process = psutil.Process()
         self.t0_ns: int | None = None
         self.started_at = 0.0
-        self.sampler: gevent.Greenlet | None = None
+        self.greenlets: list[gevent.Greenlet] = []
         self.finished = False
+        self.stop_reason: str | None = None
+        self.schedule_ns: list[int] = []
+        self.next_send = 0
+        self.pool_ready = False
 
     def start(self) -> None:
-        """Start the clock (t_s = 0), the CPU measurement and the per-second sampler; called on the shape's first tick."""
+        """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first tick."""
         self.t0_ns, self.started_at = time.perf_counter_ns(), time.time()
+        self.schedule_ns = [self.t0_ns + int(t * 1e9) for t in self.plan.schedule()]
         self.process.cpu_percent(None)  # prime: the next call measures from here
-        self.sampler = gevent.spawn(self._sample_every_second)
+        self.greenlets.append(gevent.spawn(self._sample_every_second))
+        if self.config.rules is not None:
+            self.greenlets.append(gevent.spawn(self._judge_windows))
+
+    def take_send(self) -> int | None:
+        """Open loop: the next scheduled send time (perf_counter ns), or None when the schedule is used up."""
+        if self.next_send >= len(self.schedule_ns):
+            return None
+        self.next_send += 1
+        return self.schedule_ns[self.next_send - 1]
+
+    def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
+        """Open loop: latency from the scheduled send, lateness of the real send."""
+        self.recorder.record((scheduled_ns - self.t0_ns) / 1e9, (done_ns - scheduled_ns) // 1000, ok, users,
+                             (sent_ns - scheduled_ns) // 1000)
+
+    def _judge_windows(self) -> None:
+        """At the end of every steady-state window, measure it and check the stop conditions."""
+        rules = self.config.rules
+        spans = window_spans(self.plan.windows(), rules.warmup_s, rules.window_s)
+        planned, loads = planned_window_counts(spans), [level.load for level in self.plan.levels]
+        windows: list[Window] = []
+        for phase, start, end in spans:
+            gevent.sleep(max(0.0, end + _WINDOW_GRACE_S - self.elapsed_s()))
+            index = sum(w.phase_index == phase for w in windows)
+            windows.append(Window(phase, index, window_stats(self.recorder.log(), start, end), loads[phase]))
+            self.stop_reason = stop_reason(windows, planned, rules)
+            if self.stop_reason:
+                logging.getLogger(__name__).warning("stopping early: %s", self.stop_reason)
+                return
 
     def elapsed_s(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -82,7 +125,7 @@ class LoadRun:
             gevent.sleep(max(0.0, second + _SAMPLE_OFFSET_S - self.elapsed_s()))
             t_s = self.elapsed_s()
             users = self.environment.runner.user_count
-            self.recorder.sample(t_s, users, users_at(self.config.phases, t_s) or 0, self.process.cpu_percent(None))
+            self.recorder.sample(t_s, users, self.plan.users_at(t_s) or 0, self.process.cpu_percent(None))
             self._write_progress(t_s, users)
 
     def _write_progress(self, t_s: float, users: int) -> None:
@@ -94,11 +137,10 @@ class LoadRun:
         if self.finished:
             return
         self.finished = True
-        if self.sampler is not None:
-            self.sampler.kill(block=True)
+        gevent.killall(self.greenlets, block=True)
         duration = self.elapsed_s() if self.t0_ns is not None else 0.0
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
-        self.recorder.result(self.started_at, duration).to_npz(self.config.result_path)
+        self.recorder.result(self.started_at, duration, self.stop_reason).to_npz(self.config.result_path)
 
 
 def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
@@ -129,23 +171,52 @@ class InferenceUser(FastHttpUser):
 
     @task
     def infer(self) -> None:
-        run = self.run
+        if self.run.plan.open_loop:
+            self._send_scheduled()
+            return
         users = self.environment.runner.user_count
         sent_ns = time.perf_counter_ns()
+        ok, done_ns = self._post()
+        self.run.record(sent_ns, done_ns, ok, users)
+
+    def _send_scheduled(self) -> None:
+        run = self.run
+        scheduled_ns = run.take_send()
+        if scheduled_ns is None:
+            gevent.sleep(_IDLE_S)
+            return
+        _sleep_until(scheduled_ns)
+        users = self.environment.runner.user_count
+        sent_ns = time.perf_counter_ns()
+        ok, done_ns = self._post()
+        run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
+
+    def _post(self) -> tuple[bool, int]:
+        run = self.run
         with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
             done_ns = time.perf_counter_ns()
             ok = _is_inference(response)
             if not ok:
                 response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
-        run.record(sent_ns, done_ns, ok, users)
+        return ok, done_ns
+
+
+def _sleep_until(deadline_ns: int) -> None:
+    """Sleep to just before the deadline, then yield in a loop to it: gevent's timer alone wakes ~1 ms late."""
+    gevent.sleep(max(0, deadline_ns - _EARLY_WAKE_NS - time.perf_counter_ns()) / 1e9)
+    while time.perf_counter_ns() < deadline_ns:
+        gevent.sleep(0)
 
 
 class PhaseShape(LoadTestShape):
-    """SageMaker phases: the target user count is recomputed from the clock on every tick."""
+    """The compiled plan: the target user count is recomputed from the clock on every tick; None ends the test."""
 
     def tick(self) -> tuple[int, float] | None:
         run = self.runner.environment.recommender_run
+        if run.t0_ns is None and run.plan.open_loop and not run.pool_ready:
+            run.pool_ready = True  # open loop: spawn the sender pool one tick before the schedule's clock starts
+            return run.plan.levels[0].initial_users, _SPAWN_RATE
         if run.t0_ns is None:
             run.start()
-        users = users_at(run.config.phases, run.elapsed_s())
-        return None if users is None else (users, _SPAWN_RATE)
+        users = run.plan.users_at(run.elapsed_s())
+        return None if users is None or run.stop_reason else (users, _SPAWN_RATE)

@@ -28,13 +28,16 @@ class RequestRecorder:
         self.latency_us = array("q")
         self.ok = array("b")
         self.users = array("i")
+        self.late_us = array("q")  # open loop only: send time minus scheduled time
         self.failures = 0
         self.timeline = {name: array(code) for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))}
 
     def __len__(self) -> int:
         return len(self.t_s)
 
-    def record(self, t_s: float, latency_us: int, ok: bool, users: int) -> None:
+    def record(self, t_s: float, latency_us: int, ok: bool, users: int, late_us: int | None = None) -> None:
+        if late_us is not None:
+            self.late_us.append(late_us)
         self.t_s.append(t_s)
         self.latency_us.append(latency_us)
         self.ok.append(ok)
@@ -45,11 +48,17 @@ class RequestRecorder:
         for name, value in (("t_s", t_s), ("users", users), ("target_users", target_users), ("cpu_percent", cpu_percent)):
             self.timeline[name].append(value)
 
-    def result(self, started_at: float, duration_s: float) -> LoadResult:
-        """The run as arrays; requests sorted by send time (they are recorded as they complete)."""
+    def log(self) -> RequestLog:
+        """The requests so far as arrays, sorted by send time (they are recorded as they complete)."""
         order = np.argsort(_numpy(self.t_s), kind="stable")
         columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
-        requests = RequestLog(**{name: _numpy(column)[order] for name, column in columns.items()})
+        if len(self.late_us):
+            columns["late_us"] = self.late_us
+        return RequestLog(**{name: _numpy(column)[order] for name, column in columns.items()})
+
+    def result(self, started_at: float, duration_s: float, stop_reason: str | None = None) -> LoadResult:
+        """The run as arrays."""
         timeline = Timeline(**{name: _numpy(column) for name, column in self.timeline.items()})
-        return LoadResult(requests=requests, timeline=timeline, started_at=started_at, duration_s=duration_s)
+        return LoadResult(requests=self.log(), timeline=timeline, started_at=started_at, duration_s=duration_s,
+                          stop_reason=stop_reason)
 

@@ -24,12 +24,14 @@ from urllib.parse import urlsplit
 from recommender.errors import LoadError
 from recommender.load.config import ChildConfig
 from recommender.load.result import LoadProgress, LoadResult, RequestLog, Timeline
-from recommender.load.shapes import total_duration
-from recommender.spec import Phase
+from recommender.load.shapes import Level, PhaseLike, TrafficPlan
+from recommender.metrics.steady import Rules
 
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
 _LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's InferenceUser
+_USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMakerUser")}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
 _TERM_GRACE_S = 3.0
@@ -43,14 +45,21 @@ class LoadRequest:
     endpoint: str  # base URL, e.g. http://127.0.0.1:8000
     model_name: str
     bodies: Sequence[Mapping[str, object]]  # KServe v2 request bodies, sent in turn
-    phases: Sequence[Phase]
+    phases: Sequence[PhaseLike] | TrafficPlan  # SageMaker phases, or any shape compiled by shapes.compile_traffic
     out_dir: Path
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
+    rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
+
+    @property
+    def plan(self) -> TrafficPlan:
+        if isinstance(self.phases, TrafficPlan):
+            return self.phases
+        return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in self.phases))
 
     @property
     def timeout_s(self) -> float:
-        return total_duration(self.phases) + self.timeout_slack_s
+        return self.plan.duration + self.timeout_slack_s
 
 
 def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | None = None) -> LoadResult:
@@ -73,20 +82,22 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
 
 def _prepare(request: LoadRequest) -> ChildConfig:
     url = urlsplit(request.endpoint)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) URL", hint="use a base URL like http://127.0.0.1:8000")
+    if url.scheme not in ("http", "https", *_USERS) or not url.netloc:
+        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
+                        hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME")
     if not request.bodies:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
-    if not request.phases:
+    if not request.plan.levels:
         raise LoadError("no traffic phases", hint="give the traffic at least one phase")
     request.out_dir.mkdir(parents=True, exist_ok=True)
     config = ChildConfig(
         model_name=request.model_name,
         payload_path=request.out_dir / "payload.json",
-        phases=tuple(request.phases),
+        plan=request.plan,
         result_path=request.out_dir / "load.npz",
         progress_path=request.out_dir / "progress.json",
         headers=dict(request.headers),
+        rules=request.rules,
     )
     config.payload_path.write_text(json.dumps(list(request.bodies)))
     for stale in (config.result_path, config.progress_path):
@@ -95,10 +106,13 @@ def _prepare(request: LoadRequest) -> ChildConfig:
 
 
 def _locust_command(endpoint: str) -> list[str]:
+    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, None))
+    files = ",".join(str(path) for path in (_LOCUSTFILE, extra_file) if path)
     return [
-        sys.executable, "-m", "locust", "-f", str(_LOCUSTFILE), "--headless", "--host", endpoint,
+        sys.executable, "-m", "locust", "-f", files, "--headless", "--host", endpoint,
         "--only-summary", "--loglevel", "WARNING",
         "--exit-code-on-error", "0",  # failed requests are data (in the result file), not a generator failure
+        *([user_class] if user_class else []),
     ]  # fmt: skip
 
 

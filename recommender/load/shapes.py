@@ -3,14 +3,23 @@
 A phase starts at `initial_users` and adds `spawn_rate / 60` users per second for
 `duration_seconds`; phases run one after another. The load generator asks `users_at`
 on every tick, so the user count follows the clock instead of a blocking ramp.
+Every shape of the spec (phases, stairs, concurrency, rate) compiles to a `TrafficPlan` of such
+levels (`compile_traffic`); the open-loop `rate` shape adds an arrival schedule.
 No Locust import here: the parent process uses these functions too.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from recommender.spec import TrafficSpec
 
 # Absorbs float error in spawn_rate * elapsed / 60 (e.g. 0.1 * 30 / 60 = 0.04999...).
 _EPSILON = 1e-9
@@ -59,3 +68,93 @@ def users_at(phases: Sequence[PhaseLike], t_seconds: float) -> int | None:
     elapsed = t_seconds - phase_windows(phases)[index][0]
     added = math.floor(phase.spawn_rate * elapsed / 60.0 + _EPSILON)
     return phase.initial_users + added
+
+
+# --- every traffic shape compiles to a TrafficPlan ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Level:
+    """One phase of a compiled plan; satisfies PhaseLike. `rate` is the open-loop arrival rate (None: closed loop)."""
+
+    initial_users: int
+    spawn_rate: float
+    duration_seconds: float
+    rate: float | None = None
+
+    @property
+    def load(self) -> float:
+        """The offered load this level ends at: users (closed loop) or requests per second (open loop)."""
+        if self.rate is not None:
+            return self.rate
+        return self.initial_users + math.floor(self.spawn_rate * self.duration_seconds / 60.0 + _EPSILON)
+
+
+@dataclass(frozen=True)
+class TrafficPlan:
+    """What the generator runs: levels one after another; open loop adds an arrival schedule."""
+
+    levels: tuple[Level, ...]
+    arrival: str | None = None  # None: closed loop; constant | poisson: open loop
+    seed: int = 0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrival is not None
+
+    @property
+    def duration(self) -> float:
+        return total_duration(self.levels)
+
+    def windows(self) -> list[tuple[float, float]]:
+        return phase_windows(self.levels)
+
+    def users_at(self, t_seconds: float) -> int | None:
+        """Closed loop: users at t; open loop: the sender pool size while the schedule runs."""
+        return users_at(self.levels, t_seconds)
+
+    def schedule(self) -> np.ndarray:
+        """Scheduled send times (s from the start), ascending; empty for closed loop."""
+        if not self.open_loop:
+            return np.empty(0)
+        return arrival_schedule([(start, end, level.rate) for level, (start, end) in zip(self.levels, self.windows())],
+                                self.arrival, self.seed)
+
+    def to_json(self) -> str:
+        return json.dumps({"levels": [asdict(level) for level in self.levels], "arrival": self.arrival, "seed": self.seed})
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrafficPlan":
+        data = json.loads(text)
+        return cls(tuple(Level(**level) for level in data["levels"]), data["arrival"], data["seed"])
+
+
+def compile_traffic(traffic: "TrafficSpec") -> TrafficPlan:
+    """The spec's traffic shape (phases, stairs, concurrency or rate) as a plan of levels."""
+    if traffic.stairs is not None:
+        s = traffic.stairs
+        return TrafficPlan(tuple(Level(s.users_per_step * k, 0, s.duration_seconds) for k in range(1, s.number_of_steps + 1)))
+    if traffic.concurrency is not None:
+        c = traffic.concurrency
+        return TrafficPlan(tuple(Level(users, 0, c.duration_seconds) for users in c.users))
+    if traffic.rate is not None:
+        r = traffic.rate
+        levels = tuple(Level(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
+        return TrafficPlan(levels, r.arrival, r.seed)
+    return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
+
+
+def arrival_schedule(levels: Sequence[tuple[float, float, float]], arrival: str, seed: int = 0) -> np.ndarray:
+    """Send times for (start, end, rate) levels: evenly spaced (constant) or exponential gaps (poisson, seeded)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for start, end, rate in levels:
+        if arrival == "constant":
+            parts.append(start + np.arange(int(math.floor((end - start) * rate + _EPSILON))) / rate)
+        elif arrival == "poisson":
+            gaps = rng.exponential(1.0 / rate, size=int((end - start) * rate * 2 + 50))
+            times = start + np.cumsum(gaps)
+            parts.append(times[times < end])
+        else:
+            raise ValueError(f"unknown arrival {arrival!r} (constant or poisson)")
+    return np.concatenate(parts) if parts else np.empty(0)

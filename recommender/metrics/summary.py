@@ -7,7 +7,7 @@ Invocations per minute (IPM) = successful completions in the window / window sec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +35,8 @@ def completions_between(log: RequestLog, start: float, end: float) -> RequestLog
     """Requests that completed (send time + latency) in [start, end)."""
     done = log.t_s + log.latency_us / 1e6
     keep = (done >= start) & (done < end)
-    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep])
+    late = None if log.late_us is None else log.late_us[keep]
+    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep], late)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class PhaseSummary:
     stats: WindowStats
     phase_start_s: float
     phase_end_s: float
+    stable: bool | None = None  # some `stability.windows` consecutive windows of the phase agree (None: not judged)
+    flags: tuple[str, ...] = ()  # generator-bound, late sends
 
 
 def summarize_phases(log: RequestLog, windows: list[tuple[float, float]], warmup_s: float) -> list[PhaseSummary]:
@@ -103,46 +106,3 @@ def summarize_phases(log: RequestLog, windows: list[tuple[float, float]], warmup
         measured_start = start + min(warmup_s, (end - start) / 2)
         summaries.append(PhaseSummary(index, window_stats(log, measured_start, end), start, end))
     return summaries
-
-
-@dataclass(frozen=True)
-class Headline:
-    """The candidate's figures: its best phase within the latency threshold and error limit (MaxInvocations)."""
-
-    phase_index: int | None
-    invocations_per_minute: float
-    latency_ms: dict[str, float | None]
-    error_rate: float
-    within_threshold: bool
-    notes: list[str] = field(default_factory=list)
-
-
-def headline(phases: list[PhaseSummary], percentile: str, threshold_ms: float, max_error_rate: float) -> Headline:
-    """MaxInvocations at phase granularity: the highest-IPM phase whose percentile latency and error rate pass.
-
-    When no phase passes, the highest-IPM phase is reported with `within_threshold=False` and the reason.
-    """
-    passing = [p for p in phases if _passes(p.stats, percentile, threshold_ms, max_error_rate)]
-    pool, within = (passing, True) if passing else (phases, False)
-    if not pool:
-        return Headline(None, 0.0, {name: None for name in PERCENTILES}, 0.0, False, ["no phase measured"])
-    best = max(pool, key=lambda p: (p.stats.invocations_per_minute, -p.index))
-    notes = [] if within else [_why_not(best.stats, percentile, threshold_ms, max_error_rate)]
-    s = best.stats
-    return Headline(best.index, s.invocations_per_minute, s.latency_ms, s.error_rate, within, notes)
-
-
-def _passes(stats: WindowStats, percentile: str, threshold_ms: float, max_error_rate: float) -> bool:
-    latency = stats.latency_ms[percentile]
-    return stats.ok > 0 and latency is not None and latency <= threshold_ms and stats.error_rate <= max_error_rate
-
-
-def _why_not(stats: WindowStats, percentile: str, threshold_ms: float, max_error_rate: float) -> str:
-    latency = stats.latency_ms[percentile]
-    if stats.ok == 0:
-        return "no successful request in any phase"
-    if latency is None:
-        return f"too few samples ({stats.ok}) for {percentile} (needs {min_samples(percentile)})"
-    if latency > threshold_ms:
-        return f"{percentile} {latency:.1f} ms above the {threshold_ms:g} ms threshold in every phase"
-    return f"error rate {stats.error_rate:.1%} above the {max_error_rate:.1%} limit in every phase"

@@ -11,11 +11,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from recommender.errors import StoreError
+from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.search import Candidate
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
-from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, utcnow
+from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
 
@@ -122,7 +123,9 @@ class ResultStore:
 
     def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: dict | None = None,
                    server_stats: dict | None = None, phases: list[PhaseSummary] = (),
-                   series: list[WindowStats] = ()) -> None:
+                   series: list[WindowStats] = (), windows: list[tuple[int, Window]] = ()) -> None:
+        """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
+
         def work(session: Session) -> None:
             run = session.get(Run, run_id)
             run.status, run.reason, run.headline, run.server_stats = status, reason, headline, server_stats
@@ -130,6 +133,7 @@ class ResultStore:
             run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
             session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
+            session.add_all(_window_row(run_id, repeat, w) for repeat, w in windows)
 
         self._write(work)
 
@@ -163,6 +167,14 @@ class ResultStore:
         with self._session() as session:
             return list(session.scalars(select(SecondRow).where(SecondRow.run_id == run_id).order_by(SecondRow.second)))
 
+    def windows(self, run_id: int, repeat: int | None = None) -> list[WindowRow]:
+        """A run's steady-state windows (every repeat, or one), in time order."""
+        with self._session() as session:
+            query = select(WindowRow).where(WindowRow.run_id == run_id)
+            if repeat is not None:
+                query = query.where(WindowRow.repeat == repeat)
+            return list(session.scalars(query.order_by(WindowRow.repeat, WindowRow.start_s)))
+
     def runs(self, experiment: str) -> Iterator[Run]:
         with self._session() as session:
             query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
@@ -188,12 +200,26 @@ def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
     s = phase.stats
     return PhaseRow(run_id=run_id, phase_index=phase.index, window_start_s=s.start_s, window_end_s=s.end_s,
                     users_min=s.users_min, users_max=s.users_max, requests=s.requests, errors=s.errors,
-                    invocations_per_minute=s.invocations_per_minute, **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+                    invocations_per_minute=s.invocations_per_minute, stable=phase.stable, flags=list(phase.flags),
+                    **_latency_columns(s, ("p50", "p90", "p95", "p99")))
 
 
 def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
     return SecondRow(run_id=run_id, second=second, users=s.users_max, ok=s.ok, errors=s.errors,
                      **_latency_columns(s, ("p50", "p95", "p99")))
+
+
+_SERVER_COLUMNS = ("server_cpu_percent", "server_rss_mb", "gpu_utilization_percent", "gpu_memory_mb", "queue_us",
+                   "compute_input_us", "compute_infer_us", "compute_output_us", "executions", "inferences", "avg_batch_size")
+
+
+def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
+    s = w.stats
+    return WindowRow(run_id=run_id, repeat=repeat, phase_index=w.phase_index, window_index=w.index, start_s=s.start_s,
+                     end_s=s.end_s, load=w.load, requests=s.requests, errors=s.errors, samples=s.ok,
+                     invocations_per_minute=s.invocations_per_minute, stable=w.stable, late_share=w.late_share,
+                     generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in _SERVER_COLUMNS},
+                     **_latency_columns(s, ("p50", "p90", "p95", "p99")))
 
 
 def _latency_columns(stats: WindowStats, names: tuple[str, ...]) -> dict[str, float | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -60,6 +60,8 @@ class Run(Base):
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")
+    windows: Mapped[list["WindowRow"]] = relationship(cascade="all, delete-orphan",
+                                                      order_by="(WindowRow.repeat, WindowRow.start_s)")
 
 
 class PhaseRow(Base):
@@ -79,6 +81,8 @@ class PhaseRow(Base):
     p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # migration 0002; None for older runs
+    flags: Mapped[list | None] = mapped_column(JSON, nullable=True)  # generator-bound, late sends, ...
 
 
 class SecondRow(Base):
@@ -93,3 +97,40 @@ class SecondRow(Base):
     p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class WindowRow(Base):
+    """One steady-state window of one repeat of a run (migration 0002): client figures and server-side deltas."""
+
+    __tablename__ = "windows"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    repeat: Mapped[int] = mapped_column(Integer)
+    phase_index: Mapped[int] = mapped_column(Integer)
+    window_index: Mapped[int] = mapped_column(Integer)
+    start_s: Mapped[float] = mapped_column(Float)
+    end_s: Mapped[float] = mapped_column(Float)
+    load: Mapped[float] = mapped_column(Float)  # users (closed loop) or requests per second (open loop)
+    requests: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(Integer)  # successful requests: the latency percentiles' sample count
+    invocations_per_minute: Mapped[float] = mapped_column(Float)
+    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stable: Mapped[bool] = mapped_column(Boolean)
+    late_share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    generator_cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    server_cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    server_rss_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_utilization_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_memory_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    queue_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compute_input_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compute_infer_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compute_output_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    executions: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    inferences: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    avg_batch_size: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -35,9 +35,14 @@ class LocalTarget:
     """Deploy a model repository on this host with tritonserver (no Docker, CPU instances)."""
 
     name: ClassVar[str] = "local"
+    deploys: ClassVar[bool] = True
     ready_timeout: float = 180.0  # seconds to wait for the server and the model to become ready
     stop_timeout: float = 20.0  # seconds between SIGTERM and SIGKILL on teardown
     exit_timeout_secs: int = 5  # Triton's own wait for in-flight requests on shutdown
+
+    @classmethod
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "LocalTarget":
+        return cls(ready_timeout=target.ready_timeout_seconds)
 
     def preflight(self) -> None:
         triton_binary.preflight()
@@ -177,6 +182,9 @@ class LocalDeployment:
             return [server.pid, *(child.pid for child in server.children(recursive=True))]
         except psutil.NoSuchProcess:
             return []
+
+    def cloud_metrics(self, start: Any, end: Any) -> dict[str, Any]:
+        return {}  # no cloud provider behind a local server
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last `lines` lines of server.log (for error messages)."""

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from recommender.errors import TargetError
+from recommender.load.invoke_target import InvokeTarget
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call, error_code, is_not_found, run_tags
 from recommender.targets.sagemaker_packaging import ARCHIVE_NAME, package_repository
 
@@ -50,6 +51,11 @@ class SageMakerDeployment:
         return f"sagemaker://{self.endpoint_name}"
 
     @property
+    def invoke_target(self) -> InvokeTarget:
+        """What the load generator's SageMaker user needs to invoke this endpoint."""
+        return InvokeTarget(self.endpoint_name, self.clients.region, self.clients.endpoint_url)
+
+    @property
     def s3_uri(self) -> str:
         return f"s3://{self.bucket}/{self.s3_key}"
 
@@ -62,6 +68,13 @@ class SageMakerDeployment:
 
     def server_pids(self) -> list[int]:
         return []
+
+    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
+        """CloudWatch endpoint metrics for the window, as stored data (see `cloudwatch_metrics`)."""
+        return {"source": "cloudwatch", "period_s": 60, "start": start.isoformat(), "end": end.isoformat(),
+                "metrics": {name: {"namespace": series.namespace, "statistic": series.statistic, "unit": series.unit,
+                                   "timestamps": [t.isoformat() for t in series.timestamps], "values": series.values}
+                            for name, series in cloudwatch_metrics(self, start, end).items()}}
 
     def teardown(self) -> None:
         """Delete endpoint, endpoint config, model and S3 object; safe to call again; raises if any is left."""
@@ -118,10 +131,18 @@ class SageMakerTarget:
     variant_name: str = "AllTraffic"
     boto_session: Any = None
     endpoint_url: str | None = None  # an emulator (moto server) or a VPC endpoint
-    name: str = "sagemaker"
+    name: ClassVar[str] = "sagemaker"
+    deploys: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.clients = AwsClients(self.region, self.boto_session, self.endpoint_url)
+
+    @classmethod
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "SageMakerTarget":
+        """Built from the experiment file's `target` section (kind: sagemaker)."""
+        return cls(region=target.region, role_arn=target.role_arn, bucket=target.bucket, instance_type=target.instance_type,
+                   run_id=run_id, experiment=experiment, image_uri=target.image_uri, instance_count=target.instance_count,
+                   ready_timeout_s=target.ready_timeout_seconds, endpoint_url=target.endpoint_url)
 
     def preflight(self) -> None:
         """Credentials, role, bucket and image: raise TargetError with a hint on the first problem."""

@@ -36,9 +36,18 @@ traffic:
 """
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli_env() -> dict[str, str]:
+    """This checkout first on the path: an installed (editable) `recommender` elsewhere must not be the one tested."""
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "COLUMNS": "250", "PYTHONPATH": path}
+
+
 def recommender(workdir: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"}, **kwargs)
+                          timeout=300, env=cli_env(), **kwargs)
 
 
 def servers_under(path: Path) -> list[psutil.Process]:
@@ -67,10 +76,17 @@ def test_run_measures_stores_ranks_and_resumes(workdir):
     assert {name: r.status for name, r in results.items()} == {
         "pt-nodb-ig1-mbs4": "ok", "onnx-nodb-ig1-mbs4": "ok", "trt-nodb-ig1-mbs4": "skipped"}
     for name in ("pt-nodb-ig1-mbs4", "onnx-nodb-ig1-mbs4"):
-        assert results[name].headline["invocations_per_minute"] > 0
+        headline = results[name].headline
+        assert headline["invocations_per_minute"] > 0
+        assert headline["max_invocations"] == headline["invocations_per_minute"] and headline["repeats"] == 1
+        assert headline["model_latency_ms"] > 0 and headline["stop_reason"] is None
         assert results[name].server_stats["execution_count"] > 0
+    assert "MaxInvocations/min" in first.stdout and "end of traffic" in first.stdout
     store = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}")
     assert len(store.series(results["pt-nodb-ig1-mbs4"].run_id)) >= 8
+    windows = store.windows(results["pt-nodb-ig1-mbs4"].run_id)
+    assert [(w.phase_index, w.start_s, w.end_s) for w in windows] == [(0, 1, 4), (1, 5, 8)]  # 4 s phases, 1 s warm-up
+    assert windows[0].server_cpu_percent is not None and windows[0].server_rss_mb > 0 and windows[0].samples > 0
     assert servers_under(workdir) == []
 
     second = recommender(workdir, "run", "micro.yaml")
@@ -84,7 +100,7 @@ def statuses(workdir: Path) -> list[str]:
 
 
 def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
-    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir,
+    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 150
     # wait until the first candidate is stored and the second one's server is up, then press Ctrl-C

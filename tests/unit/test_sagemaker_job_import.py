@@ -11,7 +11,7 @@ import yaml
 
 from recommender.errors import SpecError
 from recommender.importers.sagemaker_job import import_job, read_job, write_experiment
-from recommender.spec import load_spec
+from recommender.spec import ExperimentSpec, load_spec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "sagemaker_job.json"
 
@@ -38,7 +38,7 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
     "expected",
     ["OMP_NUM_THREADS", "2 instance types given (ml.g4dn.xlarge, ml.c5.2xlarge)", "MaxInvocations 3000",
      "FlatInvocations Stop", "MaxParallelOfTests 2", "MaxNumberOfTests 10", "model-package/bert-base-embeddings/3",
-     "JobDurationInSeconds 7200", "RoleArn", "Tags are not copied", "target.kind stays `local`"],
+     "JobDurationInSeconds 7200", "RoleArn", "Tags are not copied", "target.kind is `local`"],
 )
 def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> None:
     notes = import_job(request_json).notes
@@ -103,3 +103,11 @@ def test_example_is_a_valid_boto3_request(request_json: dict) -> None:
     report = ParamValidator().validate(request_json, model.operation_model("CreateInferenceRecommendationsJob").input_shape)
     assert not report.has_errors(), report.generate_report()
     assert json.loads(EXAMPLE.read_text()) == request_json
+
+
+def test_existing_endpoint_becomes_a_remote_target() -> None:
+    request = {"JobName": "bench-existing", "JobType": "Advanced", "RoleArn": "arn:aws:iam::123456789012:role/R",
+               "InputConfig": {"Endpoints": [{"EndpointName": "prod-bert"}]}}
+    imported = import_job(request)
+    assert imported.experiment["target"] == {"kind": "remote", "endpoint": "sagemaker://prod-bert"}
+    ExperimentSpec.model_validate(imported.experiment)

@@ -48,7 +48,8 @@ def test_errors_name_file_field_and_fix(tmp_path, text, expected):
 def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
-    assert "target.zzzzzz: unknown key (valid keys: instance_type, kind, price_per_hour, priced_as, ready_timeout_seconds, region)" in line
+    keys = "bucket, budget_usd, endpoint, endpoint_url, gpus, image_uri, instance_count, instance_type, kind, price_per_hour, priced_as, ready_timeout_seconds, region, role_arn"
+    assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 
 
 @pytest.mark.parametrize(
@@ -83,3 +84,23 @@ def test_relative_model_path_resolves_against_the_file(tmp_path):
 @pytest.mark.parametrize("name", ["quickstart.yaml", "bert.yaml"])
 def test_shipped_experiments_validate(name):
     assert isinstance(load_spec(EXPERIMENTS / name), ExperimentSpec)
+
+
+SAGEMAKER_TARGET = ("target: {kind: sagemaker, instance_type: ml.g5.xlarge, role_arn: 'arn:aws:iam::123456789012:role/R', "
+                    "bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: 20}\n")
+
+
+def test_sagemaker_target_fields(tmp_path):
+    spec = load_spec(write(tmp_path, "name: x\n" + SAGEMAKER_TARGET))
+    assert (spec.target.kind, spec.target.instance_count, spec.target.budget_usd) == ("sagemaker", 1, 20)
+
+
+@pytest.mark.parametrize(("target", "fragment"), [
+    ("{kind: sagemaker, instance_type: ml.g5.xlarge}", "target kind sagemaker needs role_arn, bucket, image_uri"),
+    ("{kind: sagemaker, instance_type: local-cpu, role_arn: r, bucket: b, image_uri: i}", "not a SageMaker instance type"),
+    ("{kind: local, role_arn: r}", "role_arn not used by target kind local"),
+    ("{kind: remote}", "target kind remote needs `endpoint`"),
+    ("{kind: sagemaker, budget_usd: 0}", "budget_usd: Input should be greater than 0"),
+])
+def test_target_kind_checks(tmp_path, target, fragment):
+    assert any(fragment in line for line in problems_of(write(tmp_path, f"name: x\ntarget: {target}\n")))

@@ -5,7 +5,7 @@ import pytest
 
 from recommender.load.result import RequestLog
 from recommender.metrics.summary import (
-    headline, min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
+    min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
 )
 
 
@@ -55,20 +55,3 @@ def test_warmup_is_excluded_from_each_phase():
     phases = summarize_phases(log(t, np.full(len(t), 1.0)), [(0, 10), (10, 20)], warmup_s=2)
     assert [p.stats.start_s for p in phases] == [2, 12]
     assert [round(p.stats.invocations_per_minute) for p in phases] == [600, 1200]
-
-
-def test_headline_picks_highest_throughput_within_threshold():
-    fast = np.concatenate([np.arange(0, 10, 0.1), np.arange(10, 20, 0.05)])
-    latency = np.concatenate([np.full(100, 10.0), np.full(200, 900.0)])  # phase 1 breaches 500 ms
-    phases = summarize_phases(log(fast, latency), [(0, 10), (10, 20)], warmup_s=0)
-    best = headline(phases, "p95", 500, 0.01)
-    assert best.phase_index == 0 and best.within_threshold
-    assert best.invocations_per_minute == pytest.approx(600, rel=0.02)
-
-
-def test_headline_reports_why_nothing_passed():
-    t = np.arange(0, 10, 0.1)
-    phases = summarize_phases(log(t, np.full(len(t), 900.0)), [(0, 10)], warmup_s=0)
-    best = headline(phases, "p95", 500, 0.01)
-    assert not best.within_threshold
-    assert best.notes == ["p95 900.0 ms above the 500 ms threshold in every phase"]

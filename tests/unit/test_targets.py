@@ -37,7 +37,7 @@ def test_registry_maps_local() -> None:
     assert isinstance(get_target("local", ready_timeout=5), LocalTarget)
 
 
-@pytest.mark.parametrize(("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: local")])
+@pytest.mark.parametrize(("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, local, remote, sagemaker")])
 def test_unknown_target(name: str, hint: str) -> None:
     with pytest.raises(TargetError, match="unknown target") as error:
         get_target(name)

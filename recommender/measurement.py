@@ -1,0 +1,187 @@
+"""Measure one deployed candidate: `repeats` load runs, each cut into steady-state windows with server-side figures.
+
+    measure(deployment, spec, bodies, out_dir, progress) -> Measurement   # what the store keeps for the run
+
+Per repeat: the traffic plan runs in the Locust child (which stops early on a stop condition) while a parent thread
+samples the server (CPU/RSS of the process tree, Triton statistics, GPU); Prometheus counters are scraped at the
+start and end. The headline aggregates the repeats: mean and 95 % interval of MaxInvocations and ModelLatency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
+from recommender.load.shapes import TrafficPlan, compile_traffic
+from recommender.metrics.host import Sample, ServerSampler, window_figures
+from recommender.metrics.intervals import mean_interval
+from recommender.metrics.prometheus import counter_delta, scrape
+from recommender.metrics.steady import (
+    MaxInvocations,
+    Rules,
+    Window,
+    max_invocations,
+    measure_windows,
+    phase_flags,
+    window_spans,
+)
+from recommender.metrics.summary import (
+    PERCENTILES,
+    PhaseSummary,
+    WindowStats,
+    per_second_series,
+    summarize_phases,
+)
+from recommender.metrics.triton_stats import stats_delta
+from recommender.spec import ExperimentSpec
+from recommender.targets.invocation import load_endpoint
+
+_END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
+
+
+class Measured(Protocol):
+    endpoint: str
+    model_name: str
+    metrics_url: str | None
+
+    def statistics(self) -> dict[str, Any]: ...
+
+    def server_pids(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One load run, summarized."""
+
+    result: LoadResult
+    windows: list[Window]
+    phases: list[PhaseSummary]
+    best: MaxInvocations
+    server_stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Everything stored for a run (keyword arguments of ResultStore.finish_run)."""
+
+    headline: dict[str, Any]
+    server_stats: dict[str, Any]
+    phases: list[PhaseSummary]
+    series: list[WindowStats]
+    windows: list[tuple[int, Window]]
+
+    def store_fields(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+def measure(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path,
+            progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+    plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    repeats = []
+    for number in range(spec.traffic.repeats):
+        folder = out_dir if spec.traffic.repeats == 1 else out_dir / f"repeat-{number + 1}"
+        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress))
+    return summarize_repeats(repeats, rules)
+
+
+def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: list[dict], out_dir: Path,
+                 progress: Callable[[LoadProgress], None] | None = None) -> Repeat:
+    prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
+    request = LoadRequest(endpoint=load_endpoint(deployment), model_name=deployment.model_name, bodies=bodies, phases=plan,
+                          out_dir=out_dir, rules=rules)
+    with ServerSampler(deployment) as sampler:
+        result = run_load(request, progress=progress)
+    after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
+    server = stats_delta(before, after).to_dict() | {"prometheus": counter_delta(prometheus_before, prometheus_after),
+                                                     "gpu": sampler.gpu_status}
+    return summarize_load(result, plan, rules, sampler.samples, server)
+
+
+def summarize_load(result: LoadResult, plan: TrafficPlan, rules: Rules, samples: list[Sample],
+                   server_stats: dict[str, Any]) -> Repeat:
+    """Windows (with server figures), phases (with stability and flags) and MaxInvocations of one load run."""
+    spans = [span for span in window_spans(plan.windows(), rules.warmup_s, rules.window_s)
+             if span[2] <= result.duration_s + _END_SLACK_S]
+    loads = [level.load for level in plan.levels]
+    windows = [dataclasses.replace(w, server=window_figures(samples, result.started_at, w.stats.start_s, w.stats.end_s))
+               for w in measure_windows(result.requests, spans, loads, rules, result.timeline)]
+    ran = [(start, end) for start, end in plan.windows() if start < result.duration_s]
+    phases = [dataclasses.replace(p, stable=any(w.stable for w in mine), flags=tuple(phase_flags(mine, rules)))
+              for p in summarize_phases(result.requests, ran, rules.warmup_s)
+              for mine in [[w for w in windows if w.phase_index == p.index]]]
+    return Repeat(result, windows, phases, max_invocations(windows, rules), server_stats)
+
+
+def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
+    """The run's headline over its repeats; phases and the per-second series come from the first repeat."""
+    first = repeats[0]
+    series = [dataclasses.replace(s, users_max=_users_at(first.result, second))
+              for second, s in enumerate(per_second_series(first.result.requests, first.result.duration_s))]
+    chosen = first.best.window
+    server_stats = first.server_stats | {"at_max_invocations": chosen.server if chosen else {}}
+    windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
+    return Measurement(headline_of(repeats, rules), server_stats, first.phases, series, windows)
+
+
+def headline_of(repeats: list[Repeat], rules: Rules) -> dict[str, Any]:
+    """The stored headline: the legacy keys (invocations_per_minute, latency_ms, ...) plus MaxInvocations and friends."""
+    p = rules.percentile
+    passing = [r for r in repeats if r.best.within_threshold]
+    ipm = mean_interval([r.best.max_invocations for r in passing]) if passing else None
+    latency = mean_interval([r.best.model_latency_ms for r in passing]) if passing else None
+    pool = passing or repeats
+    chosen = [r.best.window for r in pool if r.best.window is not None]
+    log = [r.result.requests for r in repeats]
+    return {
+        "phase_index": chosen[0].phase_index if chosen else None,
+        "invocations_per_minute": ipm.mean if ipm else _mean([w.ipm for w in chosen]) or 0.0,
+        "latency_ms": {name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILES},
+        "error_rate": _mean([w.stats.error_rate for w in chosen]) or 0.0,
+        "within_threshold": len(passing) == len(repeats),
+        "notes": list(dict.fromkeys(note for r in repeats for note in r.best.notes))
+        + ([f"only {len(passing)} of {len(repeats)} repeats within the threshold"] if 0 < len(passing) < len(repeats) else []),
+        "max_invocations": ipm.mean if ipm else None,
+        "model_latency_ms": latency.mean if latency else None,
+        "stable": all(r.best.stable for r in repeats),
+        "stop_reason": next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
+        "stop_reasons": [r.result.stop_reason for r in repeats],
+        "ipm_interval": ipm.to_dict() if ipm else None,
+        "latency_interval": latency.to_dict() if latency else None,
+        "repeats": len(repeats),
+        "windows": _window_summary(repeats),
+        "percentile": p,
+        "samples": chosen[0].stats.ok if chosen else 0,
+        "requests": sum(len(requests) for requests in log),
+        "failures": sum(requests.failures for requests in log),
+        "flags": list(dict.fromkeys(flag for r in repeats for phase in r.phases for flag in phase.flags)),
+    }
+
+
+def _window_summary(repeats: list[Repeat]) -> dict[str, Any]:
+    best = repeats[0].best.window
+    return {
+        "seconds": (best.stats.end_s - best.stats.start_s) if best else None,
+        "measured": sum(len(r.windows) for r in repeats),
+        "stable": sum(w.stable for r in repeats for w in r.windows),
+        "chosen": [None if r.best.window is None else
+                   {"phase_index": r.best.window.phase_index, "window_index": r.best.window.index,
+                    "start_s": r.best.window.stats.start_s, "end_s": r.best.window.stats.end_s,
+                    "samples": r.best.window.stats.ok} for r in repeats],
+    }
+
+
+def _mean(values: list[float | None], all_needed: bool = False) -> float | None:
+    known = [v for v in values if v is not None]
+    if not known or (all_needed and len(known) < len(values)):
+        return None
+    return sum(known) / len(known)
+
+
+def _users_at(result: LoadResult, second: int) -> int:
+    """Active users during a given second, from the load driver's once-a-second timeline."""
+    timeline = result.timeline
+    inside = (timeline.t_s >= second) & (timeline.t_s < second + 1)
+    return int(timeline.users[inside].max()) if inside.any() else 0

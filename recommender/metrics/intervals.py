@@ -1,0 +1,83 @@
+"""Repeated measurements: mean with a 95 % Student-t confidence interval, and ties between candidates.
+
+Two candidates whose intervals overlap are indistinguishable at this noise level: no "X % better" between them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Two-sided 95 % Student-t quantiles t(0.975, df) for df = 1..30, then a few anchors (normal at infinity).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962))
+
+
+def t_quantile_95(df: int) -> float:
+    """t(0.975, df): the multiplier of the standard error for a two-sided 95 % interval (conservative between anchors)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T95):
+        return _T95[df - 1]
+    value = _T95[-1]
+    for anchor, at_anchor in _T95_LARGE:  # the quantile falls with df: use the value at the anchor below
+        if df < anchor:
+            return value
+        value = at_anchor
+    return value
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of n repeats and its 95 % confidence interval (low = high = mean when n == 1: no noise estimate)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def known(self) -> bool:
+        return self.n >= 2
+
+    def overlaps(self, other: "Interval") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Interval | None":
+        return None if not data else cls(**data)
+
+
+def mean_interval(values: list[float]) -> Interval:
+    """Mean +- t(0.975, n-1) x s / sqrt(n), s the sample standard deviation."""
+    if not values:
+        raise ValueError("no values")
+    n = len(values)
+    mean = sum(values) / n
+    if n == 1:
+        return Interval(mean, mean, mean, 1)
+    s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile_95(n - 1) * s / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)
+
+
+def tied(a: Interval | None, b: Interval | None) -> bool | None:
+    """True when both intervals are known and overlap, False when both are known and apart, None when unknown."""
+    if a is None or b is None or not (a.known and b.known):
+        return None
+    return a.overlaps(b)
+
+
+def compare(best: Interval | None, other: Interval | None) -> str:
+    """How `other` stands against `best`, in words, never claiming a difference inside the noise."""
+    verdict = tied(best, other)
+    if verdict is None:
+        return "n/a (repeats: 1, no noise estimate)"
+    if verdict:
+        return "tied (indistinguishable at this noise level)"
+    return f"{(other.mean - best.mean) / best.mean:+.0%}" if best.mean else "n/a"

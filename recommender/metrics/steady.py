@@ -1,0 +1,212 @@
+"""Steady-state windows, stability and MaxInvocations (DESIGN.md "Definitions").
+
+Per phase the first `warmup_s` (capped at half the phase) is dropped; the rest is cut into fixed windows of
+`window_s` (a trailing part shorter than a window is dropped; a phase too short for one window gets one shorter
+window). A phase is *stable* when `windows` consecutive windows agree: every window's IPM within `ipm_tolerance`
+of their mean, and every window's percentile latency within `latency_tolerance` of its mean.
+MaxInvocations is the highest IPM of a window within the latency threshold and the error limit (stable windows
+preferred); ModelLatency is that window's percentile latency.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recommender.load.result import RequestLog, Timeline
+from recommender.metrics.summary import WindowStats, completions_between, min_samples, window_stats
+
+if TYPE_CHECKING:
+    from recommender.spec import ExperimentSpec
+
+_EPSILON = 1e-9
+GENERATOR_BOUND_CPU = 70.0  # % of one core: above it the generator's own latency inflates the measurements
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How windows are cut, judged and when load stops; plain data so the load child gets it as JSON."""
+
+    percentile: str = "p95"
+    threshold_ms: float = 500.0
+    max_error_rate: float = 0.01
+    warmup_s: float = 5.0
+    window_s: float = 5.0
+    stable_windows: int = 3
+    ipm_tolerance: float = 0.10
+    latency_tolerance: float = 0.10
+    stop_on_latency: bool = True
+    stop_on_errors: bool = True
+    stop_max_invocations: float | None = None
+    stop_on_flat: bool = False
+    flat_tolerance: float = 0.05
+    late_ms: float = 1.0
+    max_late_share: float = 0.01
+
+    @classmethod
+    def from_spec(cls, spec: "ExperimentSpec") -> "Rules":
+        t, stop = spec.traffic, spec.traffic.stopping
+        rate = t.rate
+        return cls(spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate, t.warmup_seconds,
+                   t.window_seconds, t.stability.windows, t.stability.ipm_tolerance, t.stability.latency_tolerance,
+                   stop.latency, stop.error_rate, stop.max_invocations, stop.flat_invocations, stop.flat_tolerance,
+                   rate.late_ms if rate else 1.0, rate.max_late_share if rate else 0.01)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Rules":
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Window:
+    """One steady-state window of one phase: client statistics plus what was offered and how the generator fared."""
+
+    phase_index: int
+    index: int  # within its phase
+    stats: WindowStats
+    load: float  # offered: users (closed loop) or requests per second (open loop)
+    stable: bool = False  # part of `stable_windows` consecutive agreeing windows
+    late_share: float | None = None  # open loop: share of sends later than late_ms after their schedule
+    generator_cpu: float | None = None  # mean CPU % of the load generator during the window
+    server: dict[str, Any] = field(default_factory=dict)  # server-side figures (metrics.host.ServerSampler)
+
+    def latency(self, percentile: str) -> float | None:
+        return self.stats.latency_ms[percentile]
+
+    @property
+    def ipm(self) -> float:
+        return self.stats.invocations_per_minute
+
+
+def window_spans(phase_windows: list[tuple[float, float]], warmup_s: float, window_s: float) -> list[tuple[int, float, float]]:
+    """(phase index, start, end) of every steady-state window, in time order."""
+    spans = []
+    for index, (start, end) in enumerate(phase_windows):
+        first = start + min(warmup_s, (end - start) / 2)
+        count = int(math.floor((end - first) / window_s + _EPSILON))
+        if count == 0:
+            spans.append((index, first, end))
+        spans.extend((index, first + k * window_s, first + (k + 1) * window_s) for k in range(count))
+    return spans
+
+
+def measure_windows(log: RequestLog, spans: list[tuple[int, float, float]], loads: list[float], rules: Rules,
+                    timeline: Timeline | None = None) -> list[Window]:
+    """Window statistics for every span, with stability flags, late-send shares and generator CPU."""
+    windows, counters = [], {}
+    for phase, start, end in spans:
+        index = counters[phase] = counters.get(phase, -1) + 1
+        windows.append(Window(phase, index, window_stats(log, start, end), loads[phase],
+                              late_share=_late_share(log, start, end, rules.late_ms),
+                              generator_cpu=_mean_cpu(timeline, start, end)))
+    return mark_stable(windows, rules)
+
+
+def _late_share(log: RequestLog, start: float, end: float, late_ms: float) -> float | None:
+    if log.late_us is None:
+        return None
+    done = log.t_s + log.latency_us / 1e6
+    keep = (done >= start) & (done < end)
+    count = int(keep.sum())
+    return float(np.count_nonzero(log.late_us[keep] > late_ms * 1000)) / count if count else 0.0
+
+
+def _mean_cpu(timeline: Timeline | None, start: float, end: float) -> float | None:
+    if timeline is None:
+        return None
+    inside = (timeline.t_s >= start) & (timeline.t_s < end)
+    return float(timeline.cpu_percent[inside].mean()) if inside.any() else None
+
+
+def agree(values: list[float | None], tolerance: float) -> bool:
+    """Every value within `tolerance` x mean of the mean (None, or a zero mean, never agrees)."""
+    if any(v is None for v in values) or not values:
+        return False
+    mean = sum(values) / len(values)
+    return mean > 0 and all(abs(v - mean) <= tolerance * mean + _EPSILON for v in values)
+
+
+def mark_stable(windows: list[Window], rules: Rules) -> list[Window]:
+    """Flag every window that belongs to a run of `stable_windows` consecutive agreeing windows of its phase."""
+    stable = [False] * len(windows)
+    n = rules.stable_windows
+    for i in range(len(windows) - n + 1):
+        run = windows[i:i + n]
+        if len({w.phase_index for w in run}) == 1 and _run_agrees(run, rules):
+            stable[i:i + n] = [True] * n
+    return [replace(w, stable=flag) for w, flag in zip(windows, stable)]
+
+
+def _run_agrees(run: list[Window], rules: Rules) -> bool:
+    return (agree([w.ipm for w in run], rules.ipm_tolerance)
+            and agree([w.latency(rules.percentile) for w in run], rules.latency_tolerance))
+
+
+def passes(window: Window, rules: Rules) -> bool:
+    """Within the latency threshold (with enough samples for the percentile) and the error limit."""
+    latency = window.latency(rules.percentile)
+    return (window.stats.ok > 0 and latency is not None and latency <= rules.threshold_ms
+            and window.stats.error_rate <= rules.max_error_rate)
+
+
+def phase_flags(windows: list[Window], rules: Rules) -> list[str]:
+    """Warnings about a set of windows: generator-bound, late sends."""
+    flags = []
+    cpu = [w.generator_cpu for w in windows if w.generator_cpu is not None]
+    if cpu and max(cpu) > GENERATOR_BOUND_CPU:
+        flags.append(f"generator-bound (load generator CPU {max(cpu):.0f} % > {GENERATOR_BOUND_CPU:.0f} %)")
+    late = [w.late_share for w in windows if w.late_share is not None]
+    if late and max(late) > rules.max_late_share:
+        flags.append(f"late sends {max(late):.1%} > {rules.max_late_share:.0%} (schedule not kept)")
+    return flags
+
+
+@dataclass(frozen=True)
+class MaxInvocations:
+    """A measurement's headline figures: MaxInvocations, ModelLatency and the window they come from."""
+
+    window: Window | None
+    max_invocations: float
+    model_latency_ms: float | None
+    within_threshold: bool
+    stable: bool
+    notes: list[str]
+
+
+def max_invocations(windows: list[Window], rules: Rules) -> MaxInvocations:
+    """Highest-IPM passing window (stable ones first); without one, the highest-IPM window, marked not within."""
+    passing = [w for w in windows if passes(w, rules)]
+    pool = [w for w in passing if w.stable] or passing
+    within = bool(pool)
+    pool = pool or windows
+    if not pool:
+        return MaxInvocations(None, 0.0, None, False, False, ["no steady-state window measured"])
+    best = max(pool, key=lambda w: (w.ipm, -w.phase_index, -w.index))
+    notes = [] if within else [why_not(best, rules)]
+    if within and not best.stable:
+        notes.append("unstable: no passing window belongs to a stable run")
+    notes += phase_flags([w for w in windows if w.phase_index == best.phase_index], rules)
+    return MaxInvocations(best, best.ipm, best.latency(rules.percentile), within, best.stable, notes)
+
+
+def why_not(window: Window, rules: Rules) -> str:
+    s, p = window.stats, rules.percentile
+    latency = window.latency(p)
+    if s.ok == 0:
+        return "no successful request in any window"
+    if latency is None:
+        return f"too few samples ({s.ok}) for {p} (needs {min_samples(p)}) in every window"
+    if latency > rules.threshold_ms:
+        return f"{p} {latency:.1f} ms above the {rules.threshold_ms:g} ms threshold in every window"
+    return f"error rate {s.error_rate:.1%} above the {rules.max_error_rate:.1%} limit in every window"
+
+
+__all__ = ["GENERATOR_BOUND_CPU", "MaxInvocations", "Rules", "Window", "agree", "completions_between", "mark_stable",
+           "max_invocations", "measure_windows", "passes", "phase_flags", "window_spans"]

@@ -1,0 +1,148 @@
+"""The `docker` target: the containers/triton image on this host's Docker engine (GPUs through --gpus).
+
+The model repository is copied (symlinks dereferenced) into the run directory and mounted read-only at
+/opt/ml/model; the container runs tritonserver with HTTP on a loopback port the engine picks.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from recommender.errors import TargetError
+
+DEFAULT_IMAGE = "recommender-triton:24.10"
+CONTAINER_REPOSITORY = "/opt/ml/model"
+ENGINE_HINT = ("Start Docker (or point DOCKER_HOST at a running engine) on a host with the NVIDIA Container Toolkit, "
+               "or use target kind `local` (no Docker needed). See containers/README.md.")
+
+
+def docker(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run the docker CLI; TargetError when it is not installed."""
+    executable = shutil.which("docker")
+    if executable is None:
+        raise TargetError("the docker command is not installed on this host", hint=ENGINE_HINT)
+    return subprocess.run([executable, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@dataclass
+class DockerDeployment:
+    """A running container serving one model; leaving `with` removes it."""
+
+    container: str
+    model_name: str
+    endpoint: str
+    log_path: Path
+    metrics_url: str | None = None
+
+    def statistics(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.endpoint}/v2/models/{self.model_name}/stats", timeout=10) as response:
+            return json.loads(response.read())
+
+    def server_pids(self) -> list[int]:
+        return []  # processes live inside the container
+
+    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
+        return {}
+
+    def teardown(self) -> None:
+        """Save the container log next to the run, then remove the container (idempotent)."""
+        logs = docker("logs", self.container)
+        if logs.returncode == 0:
+            self.log_path.write_text(logs.stdout + logs.stderr)
+        removed = docker("rm", "--force", self.container)
+        if removed.returncode != 0 and "No such container" not in removed.stderr:
+            raise TargetError(f"could not remove container {self.container}: {removed.stderr.strip()}",
+                              hint=f"docker rm -f {self.container}")
+
+    def __enter__(self) -> "DockerDeployment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+
+@dataclass(frozen=True)
+class DockerTarget:
+    """Deploys model repositories as containers of the recommender Triton image."""
+
+    name: ClassVar[str] = "docker"
+    deploys: ClassVar[bool] = True
+    image: str = DEFAULT_IMAGE
+    gpus: str | None = "all"
+    ready_timeout: float = 300.0
+
+    @classmethod
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "DockerTarget":
+        return cls(image=target.image_uri or DEFAULT_IMAGE, gpus=target.gpus, ready_timeout=target.ready_timeout_seconds)
+
+    def preflight(self) -> None:
+        """The docker CLI exists, its engine answers, and the image is present locally."""
+        try:
+            info = docker("version", "--format", "{{.Server.Version}}", timeout=20)
+        except subprocess.TimeoutExpired:
+            raise TargetError("the Docker engine did not answer within 20 s", hint=ENGINE_HINT) from None
+        if info.returncode != 0 or not info.stdout.strip():
+            detail = (info.stderr.strip().splitlines() or ["no server version reported"])[-1]
+            raise TargetError(f"no Docker engine is reachable from this host ({detail})", hint=ENGINE_HINT)
+        if docker("image", "inspect", self.image).returncode != 0:
+            raise TargetError(f"image {self.image} is not on this host",
+                              hint=f"docker build -t {self.image} containers/triton (or docker pull it)")
+
+    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> DockerDeployment:
+        run_dir = Path(run_dir).resolve()
+        mounted = run_dir / "docker-repository"
+        shutil.rmtree(mounted, ignore_errors=True)
+        shutil.copytree(repository, mounted, symlinks=False)
+        container = f"recommender-{secrets.token_hex(4)}"
+        started = docker(*self._run_arguments(container, mounted, model_name))
+        if started.returncode != 0:
+            raise TargetError(f"docker run failed: {started.stderr.strip()}", hint=ENGINE_HINT)
+        deployment = DockerDeployment(container, model_name, "", run_dir / "server.log")
+        try:
+            deployment.endpoint = f"http://{_published(container, 8000)}"
+            _wait_ready(deployment, self.ready_timeout)
+        except BaseException:
+            deployment.teardown()
+            raise
+        return deployment
+
+    def _run_arguments(self, container: str, repository: Path, model_name: str) -> list[str]:
+        gpus = ["--gpus", self.gpus] if self.gpus else []
+        return ["run", "--detach", "--name", container, *gpus, "--shm-size=1g", "--publish", "127.0.0.1::8000",
+                "--volume", f"{repository}:{CONTAINER_REPOSITORY}:ro", self.image,
+                "tritonserver", f"--model-repository={CONTAINER_REPOSITORY}", "--model-control-mode=explicit",
+                f"--load-model={model_name}", "--allow-grpc=false"]
+
+
+def _published(container: str, port: int) -> str:
+    mapped = docker("port", container, f"{port}/tcp")
+    if mapped.returncode != 0 or not mapped.stdout.strip():
+        raise TargetError(f"container {container} publishes no port for {port}: {mapped.stderr.strip()}")
+    return mapped.stdout.strip().splitlines()[0]
+
+
+def _wait_ready(deployment: DockerDeployment, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    url = f"{deployment.endpoint}/v2/models/{deployment.model_name}/ready"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if docker("inspect", "--format", "{{.State.Running}}", deployment.container).stdout.strip() != "true":
+            raise TargetError(f"container {deployment.container} exited before {deployment.model_name!r} was ready",
+                              hint=f"see {deployment.log_path}")
+        time.sleep(1.0)
+    raise TargetError(f"{deployment.model_name!r} was not ready after {timeout:.0f} s", hint=f"see {deployment.log_path}")

@@ -1,0 +1,58 @@
+"""`recommender cleanup` and the remote target's SageMaker side against the moto server."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from recommender.cli import build_app
+from recommender.errors import TargetError
+from recommender.targets.aws import TAG_RUN_ID
+from recommender.targets.remote import RemoteTarget
+
+pytestmark = pytest.mark.cloud
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10"
+
+
+def _endpoint(aws, name: str, tags: list[dict[str, str]]) -> None:
+    sagemaker = aws.client("sagemaker")
+    sagemaker.create_model(ModelName=name, ExecutionRoleArn="arn:aws:iam::123456789012:role/R", Tags=tags,
+                           PrimaryContainer={"Image": IMAGE, "ModelDataUrl": "s3://b/m.tar.gz"})
+    sagemaker.create_endpoint_config(EndpointConfigName=name, Tags=tags, ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 1}])
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
+
+
+@pytest.fixture
+def credentials(monkeypatch) -> None:
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def test_cleanup_dry_run_then_delete_tagged_only(aws, credentials) -> None:
+    _endpoint(aws, "leftover", [{"Key": TAG_RUN_ID, "Value": "r1"}])
+    _endpoint(aws, "production", [{"Key": "team", "Value": "search"}])
+    app, runner = build_app(), CliRunner()
+    preview = runner.invoke(app, ["cleanup", "--dry-run", "--endpoint-url", aws.url])
+    assert preview.exit_code == 0, preview.output
+    assert "would delete endpoint leftover" in preview.output and "3 resource(s) would delete" in preview.output
+    assert len(aws.client("sagemaker").list_endpoints()["Endpoints"]) == 2
+    done = runner.invoke(app, ["cleanup", "--older-than", "0s", "--endpoint-url", aws.url])
+    assert "3 resource(s) deleted" in done.output
+    assert [e["EndpointName"] for e in aws.client("sagemaker").list_endpoints()["Endpoints"]] == ["production"]
+    assert [m["ModelName"] for m in aws.client("sagemaker").list_models()["Models"]] == ["production"]
+    old_only = runner.invoke(app, ["cleanup", "--older-than", "2h", "--endpoint-url", aws.url])
+    assert "nothing to clean up" in old_only.output
+
+
+def test_remote_sagemaker_endpoint_is_used_and_never_deleted(aws, tmp_path) -> None:
+    _endpoint(aws, "existing", [])
+    target = RemoteTarget(endpoint="sagemaker://existing", boto_session=aws.session, endpoint_url=aws.url)
+    target.preflight()
+    with target.deploy(None, "model", tmp_path) as deployment:
+        assert deployment.endpoint == "sagemaker://existing"
+        assert deployment.invoke_target.url() == f"sagemaker://existing?region=us-east-1&endpoint_url={aws.url.replace(':', '%3A').replace('/', '%2F')}"
+    assert [e["EndpointName"] for e in aws.client("sagemaker").list_endpoints()["Endpoints"]] == ["existing"]
+    with pytest.raises(TargetError, match="DescribeEndpoint missing failed"):
+        RemoteTarget(endpoint="sagemaker://missing", boto_session=aws.session, endpoint_url=aws.url).preflight()

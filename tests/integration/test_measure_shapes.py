@@ -1,0 +1,79 @@
+"""Every traffic shape measured end to end on a tiny model: real tritonserver, real Locust child, real sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recommender.build.repository import write_model_repository
+from recommender.measurement import measure
+from recommender.search import Candidate
+from recommender.spec import ExperimentSpec
+from recommender.targets.local import LocalTarget
+
+pytestmark = pytest.mark.integration
+
+BODIES = [{"inputs": [{"name": "input_ids", "shape": [1, 5], "datatype": "INT64", "data": [3, 7, 11, 2, 9]},
+                      {"name": "attention_mask", "shape": [1, 5], "datatype": "INT64", "data": [1, 1, 1, 1, 1]}]}]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, artifacts):
+    root = tmp_path_factory.mktemp("shapes")
+    repository = write_model_repository(Candidate("onnx", None, 1, 4, "local"), artifacts["onnx"], root / "repo")
+    with LocalTarget(ready_timeout=120).deploy(repository, "model", root / "run") as deployed:
+        yield deployed
+
+
+def spec_with(traffic: dict) -> ExperimentSpec:
+    base = {"warmup_seconds": 1, "window_seconds": 1.5}
+    return ExperimentSpec.model_validate({"name": "shapes", "traffic": base | traffic,
+                                          "latency_threshold": {"percentile": "p90", "ms": 2000}})
+
+
+def test_stairs_measure_windows_per_step_with_server_figures(deployment, tmp_path: Path) -> None:
+    m = measure(deployment, spec_with({"stairs": {"users_per_step": 1, "number_of_steps": 2, "duration_seconds": 4}}),
+                BODIES, tmp_path)
+    windows = [w for _, w in m.windows]
+    assert [(w.phase_index, w.stats.start_s, w.stats.end_s, w.load) for w in windows] == [
+        (0, 1.0, 2.5, 1), (0, 2.5, 4.0, 1), (1, 5.0, 6.5, 2), (1, 6.5, 8.0, 2)]
+    assert all(w.stats.ok > 0 and w.generator_cpu is not None for w in windows)
+    assert all(w.server["server_cpu_percent"] is not None and w.server["server_rss_mb"] > 0 for w in windows)
+    assert any(w.server.get("queue_us") is not None for w in windows)
+    h = m.headline
+    assert h["max_invocations"] > 0 and h["within_threshold"] and h["stop_reason"] is None
+    pool = [w for w in windows if w.stable] or windows
+    assert h["max_invocations"] == max(w.ipm for w in pool)
+    assert h["windows"]["measured"] == 4 and h["repeats"] == 1
+    prometheus = m.server_stats["prometheus"]
+    assert prometheus["available"] and prometheus["nv_inference_request_success"] >= sum(w.stats.ok for w in windows)
+    assert isinstance(m.server_stats["gpu"], str)  # "pynvml not installed" here: recorded, not fatal
+    print(h, m.server_stats["at_max_invocations"], sep="\n")
+
+
+def test_concurrency_stops_early_on_max_invocations(deployment, tmp_path: Path) -> None:
+    m = measure(deployment, spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 6},
+                                       "stopping": {"max_invocations": 1}}), BODIES, tmp_path)
+    assert m.headline["stop_reason"].startswith("max invocations: a window reached")
+    assert [w.phase_index for _, w in m.windows] == [0]  # stopped after the first window
+    assert len(m.phases) == 1
+
+
+def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
+    m = measure(deployment, spec_with({"rate": {"requests_per_second": [10, 20], "duration_seconds": 4, "max_concurrency": 8}}),
+                BODIES, tmp_path)
+    windows = [w for _, w in m.windows]
+    assert [w.load for w in windows] == [10, 10, 20, 20]
+    for w in windows:  # a window holds what was scheduled in it, give or take a request at each edge
+        assert abs(w.ipm - w.load * 60) <= 2 * 60 / 1.5, (w.load, w.ipm)
+        assert w.late_share is not None and 0 <= w.late_share <= 1
+    assert all(w.stats.latency_ms["p50"] > 0 for w in windows)
+
+
+def test_repeats_give_an_interval(deployment, tmp_path: Path) -> None:
+    m = measure(deployment, spec_with({"concurrency": {"users": [1], "duration_seconds": 4}, "repeats": 2}), BODIES, tmp_path)
+    interval = m.headline["ipm_interval"]
+    assert m.headline["repeats"] == 2 and interval["n"] == 2 and interval["low"] <= interval["mean"] <= interval["high"]
+    assert {repeat for repeat, _ in m.windows} == {0, 1}
+    assert (tmp_path / "repeat-1" / "load.npz").exists() and (tmp_path / "repeat-2" / "load.npz").exists()

@@ -1,0 +1,117 @@
+"""Server-side sampling (fake deployment at the process boundary), Prometheus parsing, the results table."""
+
+import os
+import time
+
+import pytest
+from rich.console import Console
+
+from recommender.metrics.host import Sample, ServerSampler, gpu_probe, window_figures
+from recommender.metrics.prometheus import counter_delta, parse_counters
+from recommender.cli.tables import results_table
+from recommender.store.results import CandidateResult
+
+
+def snapshot(success: int, queue_ns: int, infer_ns: int, executions: int) -> dict:
+    part = lambda ns: {"count": success, "ns": ns}  # noqa: E731
+    return {"model_stats": [{"inference_count": success, "execution_count": executions, "inference_stats": {
+        "success": part(0), "fail": {"count": 0, "ns": 0}, "queue": part(queue_ns), "compute_input": part(0),
+        "compute_infer": part(infer_ns), "compute_output": part(0)}}]}
+
+
+class FakeDeployment:
+    """This test process stands in for the server tree; statistics grow by 10 requests per call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def server_pids(self) -> list[int]:
+        return [os.getpid()]
+
+    def statistics(self) -> dict:
+        self.calls += 1
+        return snapshot(10 * self.calls, 1_000_000 * self.calls, 5_000_000 * self.calls, 5 * self.calls)
+
+
+def test_sampler_records_the_process_tree_and_statistics_each_interval():
+    with ServerSampler(FakeDeployment(), interval_s=0.05) as sampler:
+        time.sleep(0.3)
+    samples = sampler.samples
+    assert len(samples) >= 4
+    assert all(s.rss_bytes > 0 and s.processes == 1 for s in samples)
+    assert samples[-1].statistics["model_stats"][0]["inference_count"] >= 40
+
+
+def test_window_figures_are_deltas_between_the_snapshots_around_the_window():
+    # snapshots at 0, 1, 2, 3 s after start; window [1, 3): from the 1 s snapshot to the 3 s one: 20 requests,
+    # 2 ms queue and 10 ms infer in total -> 100 us queue and 500 us infer per request; 10 executions -> batch 2
+    samples = [Sample(100.0 + t, 50.0 + t, 2**20 * (10 + t), 2, snapshot(10 * t, 1_000_000 * t, 5_000_000 * t, 5 * t), None)
+               for t in range(4)]
+    figures = window_figures(samples, started_at=100.0, start_s=1.0, end_s=3.0)
+    assert figures["queue_us"] == pytest.approx(100.0) and figures["compute_infer_us"] == pytest.approx(500.0)
+    assert (figures["executions"], figures["inferences"], figures["avg_batch_size"]) == (10, 20, 2.0)
+    assert figures["server_cpu_percent"] == pytest.approx(51.5)  # samples at 1 and 2 s: 51 and 52 %
+    assert figures["server_rss_mb"] == 12 and figures["gpu_utilization_percent"] is None
+
+
+def test_no_gpu_is_recorded_not_fatal():
+    read, status = gpu_probe()
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        assert read is None and status == "pynvml not installed"
+    else:
+        assert read is not None or status.startswith("no GPU")
+
+
+METRICS = """# HELP nv_inference_request_success Number of successful inference requests
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="model",version="1"} 120
+nv_inference_request_success{model="other",version="1"} 30
+nv_inference_queue_duration_us{model="model",version="1"} 6000
+nv_inference_compute_infer_duration_us{model="model",version="1"} 1.5e5
+nv_gpu_utilization{gpu_uuid="x"} 0.5
+"""
+
+
+def test_prometheus_counters_are_summed_over_labels_and_differenced():
+    after = parse_counters(METRICS)
+    assert after == {"nv_inference_request_success": 150, "nv_inference_queue_duration_us": 6000,
+                     "nv_inference_compute_infer_duration_us": 150000}
+    before = {"nv_inference_request_success": 50, "nv_inference_queue_duration_us": 1000,
+              "nv_inference_compute_infer_duration_us": 50000}
+    delta = counter_delta(before, after)
+    assert delta["nv_inference_request_success"] == 100 and delta["avg_queue_duration_us"] == 50
+    assert delta["avg_compute_infer_duration_us"] == 1000
+    assert counter_delta(None, after) == {"available": False}
+
+
+def result(name: str, ipm: float, interval: tuple[float, float] | None, stop: str | None = None) -> CandidateResult:
+    headline = {"invocations_per_minute": ipm, "max_invocations": ipm, "model_latency_ms": 12.5, "latency_ms": {"p95": 12.5},
+                "error_rate": 0.0, "within_threshold": True, "notes": [], "stable": interval is not None,
+                "stop_reason": stop, "samples": 240, "repeats": 3 if interval else 1,
+                "ipm_interval": {"mean": ipm, "low": interval[0], "high": interval[1], "n": 3} if interval else None}
+    server = {"avg_batch_size": 1.0, "at_max_invocations": {"queue_us": 100.0, "compute_input_us": 10.0,
+                                                            "compute_infer_us": 900.0, "compute_output_us": 5.0}}
+    config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 4}
+    return CandidateResult("k" + name, name, config, "ok", None, headline, server, 1, 10.0, None)
+
+
+def test_table_shows_intervals_ties_stability_stop_reason_and_server_split():
+    rows = [result("a", 1000, (950, 1050)), result("b", 980, (940, 1020), stop="latency: p95 above"),
+            result("c", 700, (690, 710))]
+    console = Console(record=True, width=300)
+    console.print(results_table(rows, "p95", "t"))
+    text = console.export_text()
+    line_a, line_b, line_c = (next(line for line in text.splitlines() if f" {n} " in line) for n in "abc")
+    assert "1000 +- 50" in line_a and "12.5 (n=240)" in line_a and "100 / 915" in line_a and "end of traffic" in line_a
+    assert "tied (indistinguishable at this noise level)" in line_b and "latency" in line_b
+    assert "-30%" in line_c and "tied" not in line_c
+
+
+def test_table_without_repeats_claims_no_difference():
+    console = Console(record=True, width=300)
+    console.print(results_table([result("a", 1000, None), result("b", 900, None)], "p95", "t"))
+    text = console.export_text()
+    line_b = next(line for line in text.splitlines() if " b " in line)
+    assert "n/a (repeats: 1, no noise estimate)" in line_b and "-10%" not in line_b

@@ -13,18 +13,20 @@ def throughput_over_time(series: pd.DataFrame, windows: pd.DataFrame | None = No
     base = alt.Chart(series).encode(x=alt.X("second:Q", title="second of the run"), color=COLOR)
     ipm = base.mark_line(point=True).encode(y=alt.Y("invocations/min:Q", title="invocations per minute"),
                                             tooltip=["configuration", "second", "invocations/min", "users"])
-    users = base.mark_line(strokeDash=[4, 3]).encode(y=alt.Y("users:Q", title="users (dashed)"))
+    users = base.mark_line(strokeDash=[4, 3]).encode(y=alt.Y("users:Q", title="users (dashed)"),
+                                                      color=alt.Color("configuration:N", legend=None))
     layers = [ipm]
     if windows is not None and not windows.empty:
         layers.insert(0, window_bands(windows))
-    return alt.layer(alt.layer(*layers), users).resolve_scale(y="independent").properties(height=320)
+    throughput = alt.layer(*layers).resolve_scale(color="independent")
+    return alt.layer(throughput, users).resolve_scale(y="independent").properties(height=320)
 
 
 def window_bands(windows: pd.DataFrame) -> alt.Chart:
     """Shaded steady-state windows, green when stable, orange when unstable."""
     scale = alt.Scale(domain=["stable", "unstable", "window"], range=["#59a14f", "#f28e2b", "#bab0ac"])
     return alt.Chart(windows).mark_rect(opacity=0.15).encode(
-        x="start_s:Q", x2="end_s:Q", color=alt.Color("window:N", scale=scale, title="steady-state window"),
+        x="start_s:Q", x2="end_s:Q", fill=alt.Fill("window:N", scale=scale, title="steady-state window"),
         tooltip=["configuration", "window", "start_s", "end_s"])
 
 

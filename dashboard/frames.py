@@ -58,6 +58,8 @@ def candidate_row(r: CandidateResult) -> dict[str, Any]:
     for optional in ("max_invocations", "stable", "stop_reason"):
         if optional in h:
             row[optional.replace("_", " ")] = h[optional]
+    if h.get("notes"):
+        row["notes"] = "; ".join(map(str, h["notes"]))
     return row
 
 
@@ -73,8 +75,8 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
                   "model latency ms": model_latency,
                   "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
                   "within threshold": h.get("within_threshold"), "stable": h.get("stable"),
-                  "stop reason": h.get("stop_reason"), "ipm interval": h.get("ipm_interval"),
-                  "latency interval": h.get("latency_interval"),
+                  "stop reason": h.get("stop_reason"), "ipm interval": interval_text(h.get("ipm_interval")),
+                  "latency interval": interval_text(h.get("latency_interval")), "repeats": h.get("repeats"),
                   "avg batch size": s.get("avg_batch_size"), "executions": s.get("execution_count"),
                   **{f"server {part} us": (s.get("avg_us") or {}).get(part) for part in SERVER_PARTS},
                   "reason": first_line(r.reason)}
@@ -91,6 +93,16 @@ def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
         values = [text_cell(r.config.get(key)) for r in results]
         rows[key] = dict(zip([r.name for r in results], values)) | {"differs": len(set(values)) > 1}
     return pd.DataFrame(rows).T
+
+
+def interval_text(value: Any) -> str | None:
+    """'low to high (n=N)' from a stored interval ({low, high, n} or [low, high]); None when absent."""
+    if isinstance(value, dict) and value.get("low") is not None:
+        n = f" (n={value['n']})" if value.get("n") is not None else ""
+        return f"{text_cell(value['low'])} to {text_cell(value.get('high'))}{n}"
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return f"{text_cell(value[0])} to {text_cell(value[1])}"
+    return None
 
 
 def text_cell(value: Any) -> str:
@@ -138,6 +150,8 @@ def windows_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.Dat
     frame = pd.DataFrame([w for w in rows if w.get("start_s") is not None and w.get("end_s") is not None])
     if frame.empty:
         return frame
+    if "repeat" in frame:  # the per-second series is the first repeat's
+        frame = frame[frame["repeat"] == frame["repeat"].min()].copy()
     frame["window"] = ["stable" if s else "unstable" for s in frame["stable"]] if "stable" in frame else "window"
     frame["configuration"] = result.name
     return frame

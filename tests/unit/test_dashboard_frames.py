@@ -23,10 +23,13 @@ def test_new_headline_fields_appear_only_when_present():
     old = frames.metrics_table([result("a", BASE)])
     assert "max invocations" not in old.index and "stable" not in old.index
     new = frames.metrics_table([result("a", BASE | {"max_invocations": 1500.0, "stable": False,
-                                                     "stop_reason": "latency threshold", "ipm_interval": [1100, 1300]})])
+                                                     "stop_reason": "latency threshold", "ipm_interval": [1100, 1300],
+                                                     "latency_interval": {"mean": 9.0, "low": 8.5, "high": 9.5, "n": 3}})])
     assert new.loc["max invocations", "a"] == "1,500"
     assert new.loc["stable", "a"] == "no"
     assert new.loc["stop reason", "a"] == "latency threshold"
+    assert new.loc["ipm interval", "a"] == "1,100 to 1,300"
+    assert new.loc["latency interval", "a"] == "8.5 to 9.5 (n=3)"
     assert frames.candidate_row(result("a", BASE | {"stable": True}))["stable"] is True
 
 

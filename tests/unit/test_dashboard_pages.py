@@ -133,3 +133,10 @@ def test_failed_reason_is_shown_as_code_not_markup(seeded_url, monkeypatch):
     assert "still running" in texts(at)
     assert any("<script>alert(1)</script>" in c.value for c in at.code)
     assert all("<script>" not in m.value for m in at.markdown)
+
+
+def test_curves_mark_the_stored_steady_state_windows(seeded_url, monkeypatch):
+    at = open_page(seeded_url, "curves", monkeypatch, experiment="micro")
+    throughput = charts(at)[0].proto.spec
+    assert '"unstable"' in throughput and "steady-state window" in throughput
+    assert not any("No steady-state windows" in c.value for c in at.caption)

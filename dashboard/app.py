@@ -23,13 +23,21 @@ PAGES = (
 )
 
 
+def database_open() -> bool:
+    """Open the results database once; on failure say why (message and hint), never a traceback."""
+    try:
+        source.store()
+    except RecommenderError as error:
+        st.title("recommender")
+        show_error(error)
+        st.caption(f"Database: {escape(_redacted(source.database_url()))}")
+        return False
+    return True
+
+
 def pick_experiment() -> None:
     """Sidebar select box of the stored experiments (newest first); sets st.session_state.experiment."""
-    try:
-        names = [info.name for info in source.experiments()]
-    except RecommenderError as error:
-        show_error(error)
-        names = []
+    names = [info.name for info in source.experiments()]
     if not names:
         st.session_state["experiment"] = None
         st.sidebar.caption("No experiments stored yet.")
@@ -46,6 +54,8 @@ def _redacted(url: str) -> str:
 
 def main() -> None:
     st.set_page_config(page_title="recommender", page_icon=":material/leaderboard:", layout="wide")
+    if not database_open():
+        return
     decision.keep_settings()
     pick_experiment()
     pages = [st.Page(path, title=title, icon=icon, default=index == 0) for index, (path, title, icon) in enumerate(PAGES)]

@@ -140,3 +140,11 @@ def test_curves_mark_the_stored_steady_state_windows(seeded_url, monkeypatch):
     throughput = charts(at)[0].proto.spec
     assert '"unstable"' in throughput and "steady-state window" in throughput
     assert not any("No steady-state windows" in c.value for c in at.caption)
+
+
+def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECOMMENDER_DB_URL", f"sqlite:///{tmp_path / 'missing-folder' / 'results.db'}")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    assert "cannot open results database" in at.error[0].value
+    assert at.info  # the hint

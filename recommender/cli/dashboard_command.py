@@ -16,25 +16,35 @@ from recommender.store.database import resolve_url
 
 DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; env RECOMMENDER_DB_URL)."
 REPO_ROOT = Path(__file__).resolve().parents[2]
-APP = REPO_ROOT / "dashboard" / "app.py"
+APP = REPO_ROOT / "dashboard" / "app.py"  # a source checkout (pip install -e .)
 STOP_TIMEOUT_S = 10
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # explicit: a shell's background job inherits SIGINT ignored
 
 
-def streamlit_command(host: str, port: int) -> list[str]:
+def find_app() -> Path:
+    """dashboard/app.py of the source checkout, else of the working directory (the infra image installs the package
+    non-editable and keeps dashboard/ in its WORKDIR)."""
+    for candidate in (APP, Path.cwd() / "dashboard" / "app.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    raise RecommenderError(f"the dashboard app is not at {APP} nor in ./dashboard",
+                           hint="run from a source checkout (pip install -e .) or from a folder that holds dashboard/")
+
+
+def streamlit_command(app: Path, host: str, port: int) -> list[str]:
     """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher, no Deploy button."""
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
+    return [sys.executable, "-m", "streamlit", "run", str(app),
             "--server.headless=true", f"--server.address={host}", f"--server.port={port}",
             "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
             "--client.toolbarMode=viewer"]
 
 
-def dashboard_env(db: str | None) -> dict[str, str]:
-    """The environment of the Streamlit process: the resolved DB URL and the repository root on PYTHONPATH."""
+def dashboard_env(db: str | None, app: Path = APP) -> dict[str, str]:
+    """The environment of the Streamlit process: the resolved DB URL and the folder holding dashboard/ on PYTHONPATH."""
     url = resolve_url(db)
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         url = f"sqlite:///{Path(url.removeprefix('sqlite:///')).resolve()}"  # independent of the app's cwd
-    paths = [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    paths = [str(app.parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "RECOMMENDER_DB_URL": url, "PYTHONPATH": os.pathsep.join(paths)}
 
 
@@ -44,12 +54,10 @@ def dashboard(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."),
 ) -> None:
     """Open the ranking, comparison, curves and cost dashboard (Streamlit) on http://HOST:PORT."""
-    if not APP.is_file():
-        raise RecommenderError(f"the dashboard app is not at {APP}",
-                               hint="run from a source checkout (pip install -e .) that has the dashboard/ folder")
+    app = find_app()
     console = Console(stderr=True)
     console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
-    process = subprocess.Popen(streamlit_command(host, port), env=dashboard_env(db))
+    process = subprocess.Popen(streamlit_command(app, host, port), env=dashboard_env(db, app))
     previous = {signum: signal.signal(signum, _raise_interrupt) for signum in STOP_SIGNALS}
     try:
         code = process.wait()

@@ -8,16 +8,26 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from recommender.cli import build_app
-from recommender.cli.dashboard_command import APP, REPO_ROOT, dashboard_env, streamlit_command
+from recommender.cli.dashboard_command import APP, REPO_ROOT, dashboard_env, find_app, streamlit_command
 
 
 def test_the_app_script_is_in_the_checkout():
     assert APP.is_file()
-    assert APP == REPO_ROOT / "dashboard" / "app.py"
+    assert find_app() == REPO_ROOT / "dashboard" / "app.py"
+
+
+def test_an_installed_package_finds_the_app_in_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "dashboard").mkdir()
+    (tmp_path / "dashboard" / "app.py").write_text("")
+    monkeypatch.setattr("recommender.cli.dashboard_command.APP", tmp_path / "site-packages" / "dashboard" / "app.py")
+    monkeypatch.chdir(tmp_path)
+    app = find_app()
+    assert app == tmp_path / "dashboard" / "app.py"
+    assert dashboard_env(None, app)["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
 
 
 def test_streamlit_runs_headless_on_the_given_loopback_port_without_usage_stats():
-    command = streamlit_command("127.0.0.1", 8765)
+    command = streamlit_command(APP, "127.0.0.1", 8765)
     assert command[1:5] == ["-m", "streamlit", "run", str(APP)]
     assert {"--server.headless=true", "--server.address=127.0.0.1", "--server.port=8765",
             "--browser.gatherUsageStats=false"} <= set(command)

@@ -107,9 +107,13 @@ def _interval(r: CandidateResult) -> Interval | None:
 
 
 def _status_text(r: CandidateResult) -> str:
+    """A short status: the first reason only (`recommender rank` lists every reason in full)."""
     if r.status == "ok":
-        return "ok, over threshold: " + "; ".join((r.headline or {}).get("notes", []))
-    if not r.reason:
-        return r.status
-    first_line = r.reason.strip().splitlines()[0]
-    return f"{r.status}: {first_line[:160]}"
+        notes = (r.headline or {}).get("notes") or ["no window within the threshold"]
+        return "over threshold: " + _first_clause(notes[-1])
+    return f"{r.status}: {_first_clause(r.reason)}" if r.reason else r.status
+
+
+def _first_clause(text: str) -> str:
+    clause = text.strip().splitlines()[0].split("; ")[0]
+    return clause if len(clause) <= 90 else clause[:89] + "…"

@@ -50,6 +50,20 @@ def report_error(error: RecommenderError, console: Console | None = None) -> int
     return error.exit_code
 
 
+def _click_modules() -> list:
+    """click itself, plus the copy typer >= 0.26 vendors (its exceptions are distinct classes)."""
+    import click
+
+    modules = [click]
+    try:
+        from typer import _click
+
+        modules.append(_click)
+    except ImportError:
+        pass
+    return modules
+
+
 def main() -> None:
     app = build_app()
     try:
@@ -61,13 +75,13 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exit_:
         sys.exit(exit_.exit_code)
-    except Exception as exc:  # click usage errors and aborts
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # usage errors and aborts from (typer's vendored) click
+        clicks = _click_modules()
+        if isinstance(exc, tuple(m.exceptions.ClickException for m in clicks)):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, tuple(m.exceptions.Abort for m in clicks)):
+            Console(stderr=True).print(INTERRUPTED)
             sys.exit(130)
         raise
     if code == 130:

@@ -17,6 +17,10 @@ successful ones / window length, p50/p95 from their exact latencies.
   printed per round for reference.)
 - ours: run_load with one phase of N users (spawn rate 0) lasting warm-up + 3 x interval; the exact RequestLog.
 
+The verdict compares the two medians; the paired column is the median of per-round ratios (back-to-back runs share
+the host's drift). The Triton compute_infer row (server statistics, ms per inference during each tool's run) tells
+a slower server (other tenants, or the generator's own CPU on a small host) from a slower client.
+
 Targets per concurrency: throughput within +-5 %, p50 and p95 within +-10 % or +-1 ms of perf_analyzer. Verdicts
 are printed; the exit code is non-zero only on errors (missing tools, a server that does not start).
 """
@@ -203,6 +207,11 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+def _paired(theirs: list[Measurement], ours: list[Measurement]) -> list[tuple[Measurement, Measurement]]:
+    """(perf_analyzer, ours) of the same round, both with a result: back-to-back runs share the host's noise best."""
+    return [(p, o) for p, o in zip(theirs, ours, strict=True) if p.stats and o.stats]
+
+
 def _within(ours: float, theirs: float, tolerance: float, floor: float = 0.0) -> bool:
     return abs(ours - theirs) <= max(tolerance * theirs, floor)
 
@@ -215,22 +224,30 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
         if not stable["perf_analyzer"] or not stable["ours"]:
             sections.append(f"### concurrency {concurrency}\n\nno comparison: a tool gave no stable measurement in any round")
             continue
+        pairs = _paired(by_tool["perf_analyzer"], by_tool["ours"])
         rows = []
         for label, name, tolerance, floor in (("throughput (inf/s)", "throughput", THROUGHPUT_TOLERANCE, 0.0),
                                               ("p50 (ms)", "p50_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS),
                                               ("p95 (ms)", "p95_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS)):  # fmt: skip
             theirs = summarise([getattr(s, name) for s in stable["perf_analyzer"]])
             ours = summarise([getattr(s, name) for s in stable["ours"]])
+            paired = summarise([ratio(getattr(o.stats, name), getattr(p.stats, name)) for p, o in pairs])
             target = f"+-{tolerance:.0%}" + (f" or +-{floor:g} ms" if floor else "")
             verdict = "PASS" if _within(ours.median, theirs.median, tolerance, floor) else "FAIL"
-            rows.append([label, theirs.median, theirs.spread, ours.median, ours.spread, f"{ratio(ours.median, theirs.median):.3f}", target, verdict])
-        extra = [[tool, f"{len(stable[tool])}/{len(items)}", f"{summarise([m.generator_cores for m in items]).median:.2f}",
-                  f"{summarise([m.server_compute_ms for m in items]).median:.2f}"] for tool, items in by_tool.items()]  # fmt: skip
+            rows.append([label, theirs.median, theirs.spread, ours.median, ours.spread, f"{ratio(ours.median, theirs.median):.3f}",
+                         f"{paired.median:.3f} ({paired.spread})", target, verdict])  # fmt: skip
+        compute = [summarise([m.server_compute_ms for m in items]) for items in by_tool.values()]
+        paired = summarise([ratio(o.server_compute_ms, p.server_compute_ms) for p, o in pairs])
+        rows.append(["Triton compute_infer (ms)", compute[0].median, compute[0].spread, compute[1].median, compute[1].spread,
+                     f"{ratio(compute[1].median, compute[0].median):.3f}", f"{paired.median:.3f} ({paired.spread})", "(diagnostic)", ""])  # fmt: skip
+        extra = [[tool, f"{len(stable[tool])}/{len(items)}", f"{summarise([m.generator_cores for m in items]).median:.2f}"]
+                 for tool, items in by_tool.items()]  # fmt: skip
         sections.append(
             f"### concurrency {concurrency}\n\n"
-            + render_table(["metric", "perf_analyzer (median)", "pa spread", "ours (median)", "ours spread", "ours/pa", "target", "verdict"], rows)
+            + render_table(["metric", "perf_analyzer (median)", "pa spread", "ours (median)", "ours spread", "ours/pa (medians)",
+                            "ours/pa paired by round: median (min..max)", "target", "verdict"], rows)
             + "\n\n"
-            + render_table(["tool", "rounds with a result", "generator CPU (cores, median)", "Triton compute_infer (ms/inference, median)"], extra)
+            + render_table(["tool", "rounds with a result", "generator CPU (cores, median)"], extra)
         )
     return "\n\n".join(sections)
 
@@ -244,8 +261,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="Intra-op threads of the model instance (default 1: on a shared 2-core host, 2 threads make every "
                              "operator wait at a barrier for a descheduled thread and latencies explode).")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8], help="Concurrency levels (default 1 4 8).")
-    parser.add_argument("--repeats", type=int, default=3, help="Rounds; the tool order alternates per round (default 3).")
-    parser.add_argument("--interval-ms", type=int, default=4000, help="perf_analyzer -p; our window is 3 x this (default 4000).")
+    parser.add_argument("--repeats", type=int, default=5, help="Rounds; the tool order alternates per round (default 5).")
+    parser.add_argument("--interval-ms", type=int, default=2000, help="Window = 3 x this (default 2000 ms: short runs, more rounds).")
     parser.add_argument("--warmup", type=float, default=None, help="Seconds our runs exclude at the start (default: one interval).")
     parser.add_argument("--stability", type=float, default=1000.0,
                         help="perf_analyzer --stability-percentage (default 1000: no stability gate, so it makes exactly 3 passes "

@@ -78,7 +78,7 @@ class Summary:
     def spread(self) -> str:
         if not self.values:
             return "n/a"
-        return f"{min(self.values):.4g}..{max(self.values):.4g}"
+        return f"{_number(min(self.values))}..{_number(max(self.values))}"
 
     @property
     def relative_spread(self) -> float:
@@ -103,7 +103,11 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
+def _number(value: float) -> str:
+    if value != value:
+        return "nan"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return "nan" if value != value else f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return str(value)
+    return _number(value) if isinstance(value, float) else str(value)

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from measurement import REPO_ROOT, WindowStats, cpu_seconds, ratio, render_table, summarise, use_this_checkout, window_stats
+from measurement import WindowStats, cpu_seconds, ratio, render_table, summarise, use_this_checkout, window_stats
 from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer
 
 use_this_checkout()
@@ -114,7 +114,9 @@ def mean_compute_ms(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (after[1] - before[1]) / count / 1e6 if count else float("nan")
 
 
-def run_perf_analyzer(tool: PerfAnalyzer, deployment: LocalDeployment, concurrency: int, data: Path, args: argparse.Namespace, work: Path) -> Measurement:
+def run_perf_analyzer(
+    tool: PerfAnalyzer, deployment: LocalDeployment, concurrency: int, data: Path, args: argparse.Namespace, work: Path
+) -> Measurement:
     """perf_analyzer for warm-up + 3 intervals; its exported per-request timestamps go through our window rule."""
     csv_path, profile_path = work / f"pa-c{concurrency}.csv", work / f"pa-c{concurrency}.profile.json"
     for stale in (csv_path, profile_path):
@@ -293,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = _mkdir(args.work_dir.resolve())
     bodies = inference_bodies(PayloadSpec(sequence_length=args.sequence_length))
-    print(f"fidelity benchmark: {tool.version()}; model {args.model}, sequence length {args.sequence_length}, {len(bodies)} request "
-          f"bodies in turn; pt, no dynamic batching, 1 instance x {args.threads} thread(s); concurrency {args.concurrency}; {args.repeats} rounds; window "
-          f"3 x {args.interval_ms} ms after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(f"fidelity benchmark: {tool.version()}; model {args.model}, sequence length {args.sequence_length}, "
+          f"{len(bodies)} request bodies in turn; pt, no dynamic batching, 1 instance x {args.threads} thread(s); "
+          f"concurrency {args.concurrency}; {args.repeats} rounds; window 3 x {args.interval_ms} ms after {args.warmup:g} s "
+          f"warm-up; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     repository = build_repository(args.model, args.sequence_length, args.threads, work)
     with LocalTarget().deploy(repository, MODEL_NAME, work / "server") as deployment:
         warm_up(deployment.endpoint, bodies)

@@ -158,11 +158,12 @@ def report(runs: dict[str, list[GeneratorRun]], args: argparse.Namespace) -> str
         rows,
     )
     verdict = "PASS" if ours >= TARGET_PER_CORE else "FAIL"
+    rates = [summarise([r.requests_per_s for r in runs[key]]).median for key in ("ours", "wrk")]
     lines = [
         table,
         "",
         f"ours / wrk, requests/s per core: {ratio(ours, theirs):.3f}",
-        f"ours / wrk, requests/s:          {ratio(summarise([r.requests_per_s for r in runs['ours']]).median, summarise([r.requests_per_s for r in runs['wrk']]).median):.3f}",
+        f"ours / wrk, requests/s:          {ratio(*rates):.3f}",
         f"target: ours >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} (median {ours:,.0f})",
     ]
     return "\n".join(lines)

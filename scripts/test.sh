@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
-bash scripts/install_chromium.sh   # Debian's chromium for the dashboard's real-browser test
+bash scripts/install_system_packages.sh   # chromium (dashboard browser test) and wrk (generator benchmark)
 python3 -m pytest "$@"

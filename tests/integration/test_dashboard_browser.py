@@ -25,7 +25,7 @@ UI_TIMEOUT_MS = 60_000
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not CHROMIUM.is_file(), reason="no /usr/bin/chromium here; scripts/install_chromium.sh installs it"),
+    pytest.mark.skipif(not CHROMIUM.is_file(), reason="no /usr/bin/chromium here; scripts/install_system_packages.sh installs it"),
 ]
 
 

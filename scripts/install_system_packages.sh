@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Debian packages the test suite drives for real: Chromium (the dashboard's browser test, driven by
+# Playwright through /usr/bin/chromium) and wrk (the generator benchmark's smoke test compares against it).
+# Idempotent and quiet: installs only what is missing.
+set -euo pipefail
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "installed: ${missing[*]}"

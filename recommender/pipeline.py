@@ -15,7 +15,7 @@ from typing import Protocol
 
 from recommender.budget import BudgetExceeded, RunBudget
 from recommender.build.export import export_model
-from recommender.build.repository import write_model_repository
+from recommender.build.repository import default_threads_per_instance, write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.shapes import compile_traffic
 from recommender.measurement import measure
@@ -136,7 +136,9 @@ class Job:
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                                 candidate.model_fingerprint, self.options.cache_dir)
-        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME)
+        reserved = 1 if self.target.load_shares_host else 0
+        threads = default_threads_per_instance(candidate.instance_count, reserved)
+        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads)
 
 
 def new_run_id() -> str:

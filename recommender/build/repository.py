@@ -31,9 +31,14 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
-def default_threads_per_instance(instance_count: int) -> int:
-    """Intra-op threads per instance so that all instances together do not oversubscribe the cores."""
-    return max(1, available_cores() // max(1, instance_count))
+def default_threads_per_instance(instance_count: int, reserved_cores: int = 0) -> int:
+    """Intra-op threads per instance so that all instances together do not oversubscribe the cores.
+
+    `reserved_cores` are left to something else on the same host (the load generator, for the local target):
+    on a 2-core host, 2 intra-op threads competing with Locust made a small BERT 15-100x slower
+    (docs/benchmarks.md), while 1 thread ran at its normal speed.
+    """
+    return max(1, (available_cores() - reserved_cores) // max(1, instance_count))
 
 
 def render_config(

@@ -33,6 +33,7 @@ class Target(Protocol):
 
     name: str
     deploys: bool  # False for a target that benchmarks an existing endpoint (no model is built or deployed)
+    load_shares_host: bool  # True when the load generator runs on the serving host (one core is left to it)
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "Target": ...  # from the spec's `target` section

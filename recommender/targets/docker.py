@@ -76,6 +76,7 @@ class DockerTarget:
     """Deploys model repositories as containers of the recommender Triton image."""
 
     name: ClassVar[str] = "docker"
+    load_shares_host: ClassVar[bool] = True  # recommender drives the load from the Docker host itself
     deploys: ClassVar[bool] = True
     image: str = DEFAULT_IMAGE
     gpus: str | None = "all"

@@ -35,6 +35,7 @@ class LocalTarget:
     """Deploy a model repository on this host with tritonserver (no Docker, CPU instances)."""
 
     name: ClassVar[str] = "local"
+    load_shares_host: ClassVar[bool] = True
     deploys: ClassVar[bool] = True
     ready_timeout: float = 180.0  # seconds to wait for the server and the model to become ready
     stop_timeout: float = 20.0  # seconds between SIGTERM and SIGKILL on teardown

@@ -102,6 +102,7 @@ class RemoteTarget:
     """Benchmarks `endpoint` as it is."""
 
     name: ClassVar[str] = "remote"
+    load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = False
     endpoint: str = ""
     region: str = "us-east-1"

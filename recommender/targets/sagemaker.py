@@ -132,6 +132,7 @@ class SageMakerTarget:
     boto_session: Any = None
     endpoint_url: str | None = None  # an emulator (moto server) or a VPC endpoint
     name: ClassVar[str] = "sagemaker"
+    load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = True
 
     def __post_init__(self) -> None:

@@ -143,3 +143,12 @@ def test_missing_artifact_is_a_build_error(tmp_path: Path, artifact: ModelArtifa
     missing = ModelArtifact(tmp_path / "nope.pt", "torchscript", INPUTS, OUTPUTS)
     with pytest.raises(BuildError, match="does not exist"):
         write_model_repository(candidate(), missing, tmp_path / "repo")
+
+
+def test_threads_leave_reserved_cores_to_the_load_generator():
+    from recommender.build.repository import available_cores, default_threads_per_instance
+
+    cores = available_cores()
+    assert default_threads_per_instance(1) == cores
+    assert default_threads_per_instance(1, reserved_cores=1) == max(1, cores - 1)
+    assert default_threads_per_instance(2, reserved_cores=cores) == 1  # never below one thread

@@ -15,9 +15,10 @@ from recommender.metrics.intervals import Interval, compare
 from recommender.store.results import CandidateResult
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
-COLUMNS = ("rank", "configuration", "optimization", "dynamic batching", "instances", "max batch", "MaxInvocations/min",
-           "{p} ms", "error rate", "stable", "stopped", "queue / compute us", "avg batch", "vs best", "status")
-LEFT = {"configuration", "optimization", "stable", "stopped", "vs best", "status"}
+COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",
+           "{p} ms", "errors", "stable", "stopped", "queue / compute ms", "avg batch", "vs best", "status")
+NO_WRAP = {"configuration", "MaxInvocations/min", "{p} ms", "queue / compute ms", "stopped", "stable"}
+LEFT = {"configuration", "opt", "stable", "stopped", "vs best", "status"}
 
 
 def order(results: list[CandidateResult]) -> list[CandidateResult]:
@@ -38,7 +39,8 @@ def _ms(value: float | None) -> str:
 def results_table(results: list[CandidateResult], percentile: str, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for column in COLUMNS:
-        table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right")
+        table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right",
+                         no_wrap=column in NO_WRAP, overflow="ellipsis")
     ranked = order(results)
     best = next((_interval(r) for r in ranked if r.status == "ok" and (r.headline or {}).get("within_threshold")), None)
     rank = 0
@@ -46,7 +48,8 @@ def results_table(results: list[CandidateResult], percentile: str, title: str) -
         ok = r.status == "ok"
         rank += ok
         table.add_row(*_row(r, rank if ok else None, percentile, best))
-    table.caption = ("MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
+    table.caption = ("opt: model optimization; batching: Triton dynamic batching; inst: instance-group count; "
+                     "mbs: max batch size. MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
                      "+- is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at this noise level)")
     return table
 
@@ -92,14 +95,14 @@ def _at_max(r: CandidateResult) -> dict[str, Any]:
 
 
 def _server_split(r: CandidateResult) -> str:
-    """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in us."""
+    """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
     at = _at_max(r)
     parts = at if "queue_us" in at else {f"{k}_us": v for k, v in ((r.server_stats or {}).get("avg_us") or {}).items()}
     queue = parts.get("queue_us")
     compute = [parts.get(f"compute_{name}_us") for name in ("input", "infer", "output")]
     if queue is None or any(v is None for v in compute):
         return "n/a"
-    return f"{queue:.0f} / {sum(compute):.0f}"
+    return f"{queue / 1000:.1f} / {sum(compute) / 1000:.1f}"
 
 
 def _interval(r: CandidateResult) -> Interval | None:

@@ -104,7 +104,7 @@ def test_table_shows_intervals_ties_stability_stop_reason_and_server_split():
     console.print(results_table(rows, "p95", "t"))
     text = console.export_text()
     line_a, line_b, line_c = (next(line for line in text.splitlines() if f" {n} " in line) for n in "abc")
-    assert "1000 +- 50" in line_a and "12.5 (n=240)" in line_a and "100 / 915" in line_a and "end of traffic" in line_a
+    assert "1000 +- 50" in line_a and "12.5 (n=240)" in line_a and "0.1 / 0.9" in line_a and "end of traffic" in line_a
     assert "tied (indistinguishable at this noise level)" in line_b and "latency" in line_b
     assert "-30%" in line_c and "tied" not in line_c
 

@@ -151,11 +151,14 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
     headline = result.headline or {}
     ipm = headline.get("invocations_per_minute")
     hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
+    status, reason = result.status, result.reason
+    if status == "ok" and headline.get("within_threshold") is False:  # the measurement's verdict (e.g. some repeats over)
+        status, reason = "over threshold", "; ".join(headline.get("notes") or []) or None
     return RankInput(
         key=result.key,
         name=result.name,
-        status=result.status,
-        reason=result.reason,
+        status=status,
+        reason=reason,
         invocations_per_minute=ipm,
         ipm_interval=_interval(headline.get("ipm_interval")),
         latency_ms=(headline.get("latency_ms") or {}).get(percentile),

@@ -48,7 +48,7 @@ def run(
         results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh), reporter).run()
     console.print(results_table(results, spec.latency_threshold.percentile,
                                 f"{spec.name}: measured, ordered by MaxInvocations within "
-                                f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms"))
+                                f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms", console.width))
     recommendation = recommend(results, spec)
     console.print(f"[bold]recommendation[/] ({_weights(recommendation)}): ", end="")
     console.print(recommendation.justification, highlight=False, markup=False, soft_wrap=True)

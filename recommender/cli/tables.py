@@ -17,7 +17,7 @@ from recommender.store.results import CandidateResult
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
 COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",
            "{p} ms", "errors", "stable", "stopped", "queue / compute ms", "avg batch", "vs best", "status")
-NO_WRAP = {"configuration", "MaxInvocations/min", "{p} ms", "queue / compute ms", "stopped", "stable"}
+NO_WRAP = {"configuration"}
 LEFT = {"configuration", "opt", "stable", "stopped", "vs best", "status"}
 
 
@@ -36,9 +36,16 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def results_table(results: list[CandidateResult], percentile: str, title: str) -> Table:
+CONFIGURATION_PARTS = ("opt", "batching", "inst", "mbs")  # also spelled out by the name, e.g. pt-db-ig2-mbs8
+COMPACT_BELOW = 170  # terminal columns under which the configuration parts are left to the name
+
+
+def results_table(results: list[CandidateResult], percentile: str, title: str, width: int = 200) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in COLUMNS:
+    compact = width < COMPACT_BELOW
+    shown = [i for i, column in enumerate(COLUMNS) if not (compact and column in CONFIGURATION_PARTS)]
+    for i in shown:
+        column = COLUMNS[i]
         table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right",
                          no_wrap=column in NO_WRAP, overflow="ellipsis")
     ranked = order(results)
@@ -47,9 +54,10 @@ def results_table(results: list[CandidateResult], percentile: str, title: str) -
     for r in ranked:
         ok = r.status == "ok"
         rank += ok
-        table.add_row(*_row(r, rank if ok else None, percentile, best))
-    table.caption = ("opt: model optimization; batching: Triton dynamic batching; inst: instance-group count; "
-                     "mbs: max batch size. MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
+        row = _row(r, rank if ok else None, percentile, best)
+        table.add_row(*(row[i] for i in shown))
+    table.caption = ("configuration pt-db-ig2-mbs8 = PyTorch (pt / onnx / trt), dynamic batching on (db / nodb), "
+                     "instance group 2, max batch size 8. MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
                      "+- is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at this noise level)")
     return table
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from recommender.errors import StoreError
 
 DEFAULT_DB_PATH = Path(".recommender") / "results.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATION_LOCK_KEY = 0x7265636F  # "reco": the PostgreSQL advisory lock taken while migrating
 
 
 def resolve_url(url: str | None) -> str:
@@ -47,15 +51,36 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 
 def upgrade(engine: Engine) -> None:
-    """Apply every Alembic migration not yet applied."""
+    """Apply every Alembic migration not yet applied, one process at a time.
+
+    Two processes opening a new database at once (a run and the dashboard, say) would both try to create
+    the schema; a lock serialises them: a file lock beside a SQLite file, an advisory lock on PostgreSQL.
+    """
     from alembic import command
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
+    with _migration_lock(engine), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """An exclusive file lock next to a SQLite database file; nothing for other databases."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _redact(url: str) -> str:

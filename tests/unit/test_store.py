@@ -75,3 +75,15 @@ def test_unreachable_database_is_a_store_error_with_hint():
     with pytest.raises(StoreError) as info:
         ResultStore.open("postgresql+psycopg://nobody@127.0.0.1:1/none")
     assert "--db" in info.value.hint
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
+    """A run and a dashboard (or a test polling the store) may create the schema at the same moment."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    code = f"from recommender.store.results import ResultStore; ResultStore.open({url!r})"
+    children = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outcomes = [(child.wait(timeout=60), child.stderr.read()) for child in children]
+    assert [rc for rc, _ in outcomes] == [0, 0, 0, 0], [err for _, err in outcomes]

@@ -36,7 +36,7 @@ def open_engine(url: str | None = None, migrate: bool = True) -> Engine:
             event.listen(engine, "connect", _sqlite_pragmas)
         if migrate:
             upgrade(engine)
-    except (SQLAlchemyError, ImportError) as exc:
+    except (SQLAlchemyError, ImportError, OSError) as exc:
         raise StoreError(f"cannot open results database {_redact(url)}: {exc}",
                          hint="Check --db / RECOMMENDER_DB_URL (e.g. postgresql+psycopg://user:pass@host/db) "
                               "and that the driver is installed.") from exc

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
-from dashboard import source
+from dashboard import decision, source
 from dashboard.text import escape, no_experiments, show_error
 from recommender.errors import RecommenderError
+from recommender.recommendation import Recommendation
+from recommender.spec import ExperimentSpec
 from recommender.store.results import CandidateResult, ExperimentInfo
 
 
@@ -18,6 +22,41 @@ def selected() -> ExperimentInfo | None:
         return None
     try:
         return source.experiment(name)
+    except RecommenderError as error:
+        show_error(error)
+        return None
+
+
+def in_view() -> ExperimentInfo | None:
+    """The selected experiment with its running / interrupted notice shown; None after telling why there is none."""
+    info = selected()
+    if info is not None:
+        running_notice(info)
+    return info
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    """What the decision pages (Ranking, Cost, Report) start from: the sidebar settings applied to the stored results."""
+
+    info: ExperimentInfo
+    spec: ExperimentSpec
+    settings: decision.Settings
+    results: list[CandidateResult]
+    recommendation: Recommendation
+
+
+def decision_in_view() -> DecisionView | None:
+    """The selected experiment, the sidebar's decision settings and the recommendation they give; None after
+    showing why there is none (no experiment, or a stored experiment that no longer validates)."""
+    info = in_view()
+    if info is None:
+        return None
+    try:
+        spec = decision.spec_of(info)
+        settings = decision.controls(info, spec)
+        results = source.results(info.name)
+        return DecisionView(info, spec, settings, results, decision.recommendation(spec, results, settings))
     except RecommenderError as error:
         show_error(error)
         return None

@@ -5,16 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import frames, source
-from dashboard.selection import running_notice, selected
+from dashboard.selection import in_view
 
 MAX_COMPARED = 4
 
 
 def main() -> None:
-    info = selected()
+    info = in_view()
     if info is None:
         return
-    running_notice(info)
     results = source.results(info.name)
     if len(results) < 2:
         st.info("Comparing needs at least two candidates in the experiment.")

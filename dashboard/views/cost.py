@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, decision, source
-from dashboard.selection import running_notice, selected
+from dashboard import charts, decision
+from dashboard.selection import decision_in_view
 from dashboard.text import escape, show_error
 from recommender.errors import RecommenderError
 from recommender.recommendation import Recommendation
@@ -35,16 +35,12 @@ def pick_types(spec, info_name: str) -> list[str]:
 
 
 def main() -> None:
-    info = selected()
-    if info is None:
+    view = decision_in_view()
+    if view is None:
         return
-    running_notice(info)
+    spec, settings, results, own = view.spec, view.settings, view.results, view.recommendation
     try:
-        spec = decision.spec_of(info)
-        settings = decision.controls(info, spec)
-        results = source.results(info.name)
-        own = decision.recommendation(spec, results, settings)
-        chosen = pick_types(spec, info.name)
+        chosen = pick_types(spec, view.info.name)
         priced = [decision.recommendation(decision.priced_as(spec, t), results, settings) for t in chosen]
     except RecommenderError as error:
         show_error(error)

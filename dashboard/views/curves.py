@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, frames, source
-from dashboard.selection import measured, nothing_measured, running_notice, selected
+from dashboard.selection import in_view, measured, nothing_measured
 from recommender.store.results import CandidateResult
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
@@ -54,10 +54,9 @@ def server_time(picked: list[CandidateResult]) -> None:
 
 
 def main() -> None:
-    info = selected()
+    info = in_view()
     if info is None:
         return
-    running_notice(info)
     results = source.results(info.name)
     candidates = measured(results)
     if not candidates:

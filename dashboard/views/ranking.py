@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import decision, source
-from dashboard.selection import running_notice, selected
-from dashboard.text import escape, number, show_error
-from recommender.errors import RecommenderError
+from dashboard import decision
+from dashboard.selection import decision_in_view
+from dashboard.text import escape, number
 from recommender.recommendation import Recommendation
 
 COLUMNS = {
@@ -52,17 +51,10 @@ def card(rec: Recommendation) -> None:
 
 
 def main() -> None:
-    info = selected()
-    if info is None:
+    view = decision_in_view()
+    if view is None:
         return
-    running_notice(info)
-    try:
-        spec = decision.spec_of(info)
-        settings = decision.controls(info, spec)
-        rec = decision.recommendation(spec, source.results(info.name), settings)
-    except RecommenderError as error:
-        show_error(error)
-        return
+    rec = view.recommendation
     card(rec)
     st.subheader("All candidates")
     st.caption(f"Ranked within {rec.percentile} <= {rec.threshold_ms:g} ms and error rate <= "

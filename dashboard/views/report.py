@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import decision, source
-from dashboard.selection import running_notice, selected
-from dashboard.text import show_error
-from recommender.errors import RecommenderError
+from dashboard import decision
+from dashboard.selection import decision_in_view
 from recommender.report import RENDERERS
 
 MIME = {"md": "text/markdown", "html": "text/html", "csv": "text/csv"}
 
 
 def main() -> None:
-    info = selected()
-    if info is None:
+    view = decision_in_view()
+    if view is None:
         return
-    running_notice(info)
-    try:
-        spec = decision.spec_of(info)
-        settings = decision.controls(info, spec)
-        report = decision.report(decision.recommendation(spec, source.results(info.name), settings))
-    except RecommenderError as error:
-        show_error(error)
-        return
+    info, spec, settings = view.info, view.spec, view.settings
+    report = decision.report(view.recommendation)
     if settings != decision.from_spec(spec):
         st.caption("The sidebar settings differ from the experiment file: the report below uses the sidebar's.")
     else:

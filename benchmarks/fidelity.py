@@ -34,17 +34,14 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from measurement import WindowStats, cpu_seconds, ratio, render_table, summarise, use_this_checkout, window_stats
+from measurement import WindowStats, cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
 from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer
 
 use_this_checkout()
@@ -131,23 +128,12 @@ def run_perf_analyzer(
         "-H", f"{TOKEN_HEADER}:{deployment.token}", "-f", str(csv_path), "--profile-export-file", str(profile_path), "-v",
     ]  # fmt: skip
     before = compute_ms(deployment)
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=tool.env())
-        try:
-            _, status, usage = os.wait4(process.pid, 0)
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
-        process.returncode = os.waitstatus_to_exitcode(status)
-        wall_s = time.monotonic() - started
-        output.seek(0)
-        text = output.read().decode(errors="replace")
+    run = run_tool(command, env=tool.env())
+    text = run.output
     (work / f"pa-c{concurrency}.log").write_text(text)
     server = mean_compute_ms(before, compute_ms(deployment))
-    cores = (usage.ru_utime + usage.ru_stime) / wall_s
-    if process.returncode != 0 or not profile_path.is_file() or not csv_path.is_file():
+    cores = run.cpu_s / run.wall_s
+    if run.returncode != 0 or not profile_path.is_file() or not csv_path.is_file():
         reason = next((line.strip() for line in text.splitlines() if "stable" in line.lower() or "error" in line.lower()), text.strip()[-200:])
         return Measurement("perf_analyzer", concurrency, None, cores, server, f"no result: {reason}")
     t_s, latency_us, ok, covered_s = _profile_log(profile_path)

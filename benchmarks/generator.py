@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from measurement import cpu_seconds, ratio, render_table, summarise, use_this_checkout, window_stats
+from measurement import cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
 
 use_this_checkout()
 
@@ -92,25 +91,16 @@ def run_wrk(endpoint: str, server: psutil.Process, body_path: Path, lua_path: Pa
     command = ["wrk", "-t1", f"-c{args.users}", f"-d{seconds:g}s", "--timeout", "10s", "-s", str(lua_path),
                f"{endpoint}/v2/models/{MODEL}/infer"]  # fmt: skip
     before = _cpu_s(server)
-    with tempfile.TemporaryFile() as stdout:
-        process = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, env={**os.environ, "BENCH_BODY": str(body_path)})
-        try:
-            _, status, usage = os.wait4(process.pid, 0)
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
-        process.returncode = os.waitstatus_to_exitcode(status)
-        stdout.seek(0)
-        output = stdout.read().decode(errors="replace")
+    run = run_tool(command, env={**os.environ, "BENCH_BODY": str(body_path)})
+    output = run.output
     server_cpu_s = _cpu_s(server) - before
     lines = [line for line in output.splitlines() if line.startswith("BENCH_RESULT ")]
-    if process.returncode != 0 or not lines:
-        raise RuntimeError(f"wrk failed (exit {process.returncode}):\n{output}")
+    if run.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed (exit {run.returncode}):\n{output}")
     summary = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
     duration_s = summary["duration_us"] / 1e6
     ok = summary["requests"] - summary["status_errors"]
-    cores = (usage.ru_utime + usage.ru_stime) / duration_s
+    cores = run.cpu_s / duration_s
     server_cores = server_cpu_s / max(1, summary["requests"]) * ok / duration_s  # server CPU per request x rate
     return GeneratorRun("wrk -t1", ok / duration_s, cores, server_cores, summary["status_errors"] + summary["socket_errors"])
 

@@ -5,8 +5,12 @@ No Locust import (the load driver runs Locust in its own child process); numpy o
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +57,33 @@ def window_stats(t_s: np.ndarray, latency_us: np.ndarray, ok: np.ndarray, start_
         requests=int(np.count_nonzero(good)),
         failures=int(np.count_nonzero(inside & ~ok)),
     )
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """A reference tool run to completion: exit code, combined output, CPU seconds it used, wall seconds."""
+
+    returncode: int
+    output: str
+    cpu_s: float
+    wall_s: float
+
+
+def run_tool(command: Sequence[str], env: dict[str, str] | None = None) -> ToolRun:
+    """Run `command` to the end, measuring its own CPU time (rusage of that child); killed if we are interrupted."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(list(command), stdout=output, stderr=subprocess.STDOUT, env=env)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        wall_s = time.monotonic() - started
+        output.seek(0)
+        text = output.read().decode(errors="replace")
+    return ToolRun(os.waitstatus_to_exitcode(status), text, usage.ru_utime + usage.ru_stime, wall_s)
 
 
 def cpu_seconds(timeline_t_s: np.ndarray, cpu_percent: np.ndarray, start_s: float, end_s: float) -> float:

@@ -46,11 +46,11 @@ from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer
 
 use_this_checkout()
 
-from recommender.build.export import export_model  # noqa: E402
-from recommender.build.repository import write_model_repository  # noqa: E402
+from recommender.modelrepo.export import export_model  # noqa: E402
+from recommender.modelrepo.repository import write_model_repository  # noqa: E402
 from recommender.load.runner import LoadRequest, run_load  # noqa: E402
 from recommender.payload import inference_bodies  # noqa: E402
-from recommender.search import Candidate, model_fingerprint  # noqa: E402
+from recommender.candidates import Candidate, model_fingerprint  # noqa: E402
 from recommender.spec import BertArchitecture, ExperimentSpec, ModelSpec, PayloadSpec, Phase  # noqa: E402
 from recommender.targets.local import TOKEN_HEADER, LocalDeployment, LocalTarget  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The decision settings (importance, latency threshold, target load, price-as type) and the recommendation
-they give, computed by recommender.recommendation (the same code as `recommender rank` and `report`)."""
+they give, computed by recommender.decide.recommendation (the same code as `recommender rank` and `report`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from recommender.prices import load_catalog
-from recommender.ranking import IMPORTANCE_WEIGHTS
-from recommender.recommendation import Recommendation, recommend, stored_spec
+from recommender.decide.prices import load_catalog
+from recommender.decide.ranking import IMPORTANCE_WEIGHTS
+from recommender.decide.recommendation import Recommendation, recommend
+from recommender.review import stored_spec
 from recommender.report import Report, build_report
 from recommender.spec import CapacitySpec, ExperimentSpec, LatencyThreshold, Objectives
-from recommender.store.results import CandidateResult, ExperimentInfo
+from recommender.candidates import CandidateResult
+from recommender.store.results import ExperimentInfo
 
 LEVELS = tuple(IMPORTANCE_WEIGHTS)
 PERCENTILES = ("p50", "p90", "p95", "p99")

@@ -7,7 +7,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from recommender.store.results import CandidateResult, ExperimentInfo
+from recommender.candidates import CandidateResult
+from recommender.store.results import ExperimentInfo
 
 LATENCY_KEYS = ("p50", "p90", "p95", "p99")
 SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")

@@ -9,9 +9,10 @@ import streamlit as st
 from dashboard import decision, source
 from dashboard.text import escape, no_experiments, show_error
 from recommender.errors import RecommenderError
-from recommender.recommendation import Recommendation
+from recommender.decide.recommendation import Recommendation
 from recommender.spec import ExperimentSpec
-from recommender.store.results import CandidateResult, ExperimentInfo
+from recommender.candidates import CandidateResult
+from recommender.store.results import ExperimentInfo
 
 
 def selected() -> ExperimentInfo | None:

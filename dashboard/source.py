@@ -8,7 +8,8 @@ from typing import Any
 import streamlit as st
 
 from recommender.store.database import resolve_url
-from recommender.store.results import CandidateResult, ExperimentInfo, ResultStore
+from recommender.candidates import CandidateResult
+from recommender.store.results import ExperimentInfo, ResultStore
 
 DB_ENV = "RECOMMENDER_DB_URL"
 

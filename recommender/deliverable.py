@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender.autoscaling import ScalingPlan, plan_scaling
-from recommender.build.export import export_model
-from recommender.build.repository import write_model_repository
+from recommender.decide.autoscaling import ScalingPlan, plan_scaling
+from recommender.modelrepo.export import export_model
+from recommender.modelrepo.repository import write_model_repository
 from recommender.errors import ExportError
-from recommender.ranking import RankedCandidate
-from recommender.recommendation import Recommendation, endpoint_name_for
-from recommender.search import Candidate, model_fingerprint
+from recommender.decide.ranking import RankedCandidate
+from recommender.decide.recommendation import Recommendation, endpoint_name_for
+from recommender.candidates import Candidate, model_fingerprint
 from recommender.spec import DynamicBatching, ExperimentSpec
 
 IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"

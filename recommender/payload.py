@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from recommender.build.model_source import minilm_dir
+from recommender.modelrepo.model_source import minilm_dir
 from recommender.spec import PayloadSpec
 
 

@@ -13,16 +13,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from recommender.budget import BudgetExceeded, RunBudget
-from recommender.build.export import export_model
-from recommender.build.repository import default_threads_per_instance, write_model_repository
+from recommender.decide.budget import BudgetExceeded, RunBudget
+from recommender.modelrepo.export import export_model
+from recommender.modelrepo.repository import default_threads_per_instance, write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
-from recommender.load.shapes import compile_traffic
+from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
-from recommender.search import Candidate, expand_candidates, protocol_fingerprint
+from recommender.candidates import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
-from recommender.store.results import CandidateResult, ResultStore
+from recommender.candidates import CandidateResult
+from recommender.store.results import ResultStore
 from recommender.targets import target_for
 from recommender.targets.invocation import probe
 
@@ -80,7 +81,7 @@ class Job:
         return self.store.results(self.spec.name, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
-        load_seconds = compile_traffic(self.spec.traffic).duration * self.spec.traffic.repeats
+        load_seconds = traffic_seconds(self.spec.traffic)
         self.reporter.candidate_started(candidate, index, total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
         if stored is not None:

@@ -1,6 +1,6 @@
 """Cost page: cost per million and the fleet cost at the target load, per configuration and instance type.
 
-Each instance type is priced with recommender.recommendation (target.priced_as), so the figures are the
+Each instance type is priced with recommender.decide.recommendation (target.priced_as), so the figures are the
 ones `recommender report` would give for an experiment file priced as that type.
 """
 
@@ -13,7 +13,7 @@ from dashboard import charts, decision
 from dashboard.selection import decision_in_view
 from dashboard.text import escape, show_error
 from recommender.errors import RecommenderError
-from recommender.recommendation import Recommendation
+from recommender.decide.recommendation import Recommendation
 
 DEFAULT_TYPES = ("ml.c5.xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge")
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard import charts, frames, source
 from dashboard.selection import in_view, measured, nothing_measured
-from recommender.store.results import CandidateResult
+from recommender.candidates import CandidateResult
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
 

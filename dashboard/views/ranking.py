@@ -7,7 +7,7 @@ import streamlit as st
 from dashboard import decision
 from dashboard.selection import decision_in_view
 from dashboard.text import escape, number
-from recommender.recommendation import Recommendation
+from recommender.decide.recommendation import Recommendation
 
 COLUMNS = {
     "rank": st.column_config.NumberColumn("rank"),

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from recommender.cost import CapacityPlan, plan_capacity
-from recommender.prices import find_price, load_catalog, refresh_prices
+from recommender.decide.cost import CapacityPlan, plan_capacity
+from recommender.decide.prices import find_price, load_catalog, refresh_prices
 
 PRICING_API_REGION = "us-east-1"  # the Price List API answers in us-east-1 for every priced region
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from recommender.budget import check_budget, estimate_plan
+from recommender.decide.budget import check_budget, estimate_plan
 from recommender.cli.run_command import plan_table
-from recommender.search import expand_candidates
+from recommender.candidates import expand_candidates
 from recommender.spec import load_spec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from recommender.search import Candidate
+from recommender.candidates import Candidate
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "magenta"}
 

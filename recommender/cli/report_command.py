@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from recommender.deliverable import ExportOptions, write_deliverable
-from recommender.recommendation import Recommendation, recommend_from_store
+from recommender.decide.recommendation import Recommendation
+from recommender.review import recommend_from_store
 from recommender.report import RENDERERS, build_report
 from recommender.store.results import ResultStore
 

@@ -9,13 +9,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from recommender.build.model_source import describe
+from recommender.modelrepo.model_source import describe
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import results_table
-from recommender.load.shapes import compile_traffic
+from recommender.load.shapes import traffic_seconds
 from recommender.pipeline import Job, JobOptions
-from recommender.recommendation import recommend
-from recommender.search import expand_candidates
+from recommender.decide.recommendation import recommend
+from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec, load_spec
 from recommender.store.results import ResultStore
 
@@ -64,7 +64,7 @@ def _weights(recommendation) -> str:
 
 
 def plan_table(spec: ExperimentSpec) -> Table:
-    load_s = compile_traffic(spec.traffic).duration * spec.traffic.repeats
+    load_s = traffic_seconds(spec.traffic)
     candidates = expand_candidates(spec)
     table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
                         f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from recommender.metrics.intervals import Interval, compare
-from recommender.store.results import CandidateResult
+from recommender.candidates import CandidateResult
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
 COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from recommender.search import expand_candidates
+from recommender.candidates import expand_candidates
 from recommender.spec import json_schema, load_spec
 
 

@@ -10,7 +10,8 @@ from array import array
 
 import numpy as np
 
-from recommender.load.result import LoadResult, RequestLog, Timeline
+from recommender.load.result import LoadResult
+from recommender.records import RequestLog, Timeline
 
 _NUMPY = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}
 

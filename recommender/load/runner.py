@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
 from recommender.load.config import ChildConfig
-from recommender.load.result import LoadProgress, LoadResult, RequestLog, Timeline
+from recommender.load.result import LoadProgress, LoadResult
+from recommender.records import RequestLog, Timeline
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
 from recommender.metrics.steady import Rules
 

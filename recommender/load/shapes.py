@@ -144,6 +144,11 @@ def compile_traffic(traffic: "TrafficSpec") -> TrafficPlan:
     return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 
 
+def traffic_seconds(traffic: "TrafficSpec") -> float:
+    """Seconds of load one candidate gets: the plan's duration times `repeats` (the one place this is computed)."""
+    return compile_traffic(traffic).duration * traffic.repeats
+
+
 def arrival_schedule(levels: Sequence[tuple[float, float, float]], arrival: str, seed: int = 0) -> np.ndarray:
     """Send times for (start, end, rate) levels: evenly spaced (constant) or exponential gaps (poisson, seeded)."""
     rng = np.random.default_rng(seed)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recommender.load.result import RequestLog, Timeline
+from recommender.records import RequestLog, Timeline
 from recommender.metrics.summary import WindowStats, completions_between, min_samples, window_stats
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recommender.load.result import RequestLog
+from recommender.records import RequestLog
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from recommender.ranking import Excluded, RankedCandidate, RankInput
-from recommender.recommendation import Recommendation
+from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
+from recommender.decide.recommendation import Recommendation
 
 OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "trt": "TensorRT"}
 

@@ -13,28 +13,12 @@ from sqlalchemy.orm import Session, selectinload
 from recommender.errors import StoreError
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
-from recommender.search import Candidate
+from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
-
-
-@dataclass(frozen=True)
-class CandidateResult:
-    """A candidate with its latest run (for the current measurement protocol)."""
-
-    key: str
-    name: str
-    config: dict[str, Any]
-    status: str  # ok | failed | skipped | interrupted | pending
-    reason: str | None
-    headline: dict[str, Any] | None
-    server_stats: dict[str, Any] | None
-    run_id: int | None
-    duration_s: float | None
-    finished_at: datetime | None
 
 
 @dataclass(frozen=True)

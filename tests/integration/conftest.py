@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recommender.build.artifact import ModelArtifact, TensorSpec
-from recommender.build.repository import write_model_repository
-from recommender.search import Candidate
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.repository import write_model_repository
+from recommender.candidates import Candidate
 from recommender.spec import DynamicBatching
 
 VOCAB, HIDDEN = 64, 8

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender.build.repository import write_model_repository
+from recommender.modelrepo.repository import write_model_repository
 from recommender.load.result import LoadResult
 from recommender.measurement import measure
-from recommender.search import Candidate
+from recommender.candidates import Candidate
 from recommender.spec import ExperimentSpec
 from recommender.targets.local import LocalTarget
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from recommender.prices import Catalog, InstancePrice
-from recommender.search import Candidate, expand_candidates
+from recommender.decide.prices import Catalog, InstancePrice
+from recommender.candidates import Candidate, expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 

@@ -8,7 +8,7 @@ import pytest
 from botocore.stub import Stubber
 from botocore.validate import ParamValidator
 
-from recommender.autoscaling import ScalingPlan, plan_scaling, target_value
+from recommender.decide.autoscaling import ScalingPlan, plan_scaling, target_value
 from recommender.errors import CostError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.budget import BudgetExceeded, BudgetGuard, check_budget, estimate_cost
+from recommender.decide.budget import BudgetExceeded, BudgetGuard, check_budget, estimate_cost
 from recommender.errors import RecommenderError
 
 

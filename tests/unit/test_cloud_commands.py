@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from recommender.budget import RunBudget
+from recommender.decide.budget import RunBudget
 from recommender.cli import build_app
 from recommender.errors import TargetError
 from recommender.spec import ExperimentSpec

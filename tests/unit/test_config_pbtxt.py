@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender.build.artifact import ModelArtifact, TensorSpec
-from recommender.build.repository import default_threads_per_instance, render_config, write_model_repository
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.repository import default_threads_per_instance, render_config, write_model_repository
 from recommender.errors import BuildError
-from recommender.search import Candidate
+from recommender.candidates import Candidate
 from recommender.spec import DynamicBatching
 
 INPUTS = (TensorSpec("input_ids", "TYPE_INT64", (-1,)), TensorSpec("attention_mask", "TYPE_INT64", (-1,)))
@@ -146,7 +146,7 @@ def test_missing_artifact_is_a_build_error(tmp_path: Path, artifact: ModelArtifa
 
 
 def test_threads_leave_reserved_cores_to_the_load_generator():
-    from recommender.build.repository import available_cores, default_threads_per_instance
+    from recommender.modelrepo.repository import available_cores, default_threads_per_instance
 
     cores = available_cores()
     assert default_threads_per_instance(1) == cores

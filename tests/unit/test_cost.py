@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from recommender.cost import (
+from recommender.decide.cost import (
     CapacityPlan,
     cost_per_hour,
     cost_per_inference,

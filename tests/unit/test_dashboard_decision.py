@@ -1,4 +1,4 @@
-"""Ranking, Cost and Report pages: the figures are recommender.recommendation's and the report is `recommender report`'s."""
+"""Ranking, Cost and Report pages: the figures are recommender.decide.recommendation's and the report is `recommender report`'s."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from recommender.cli import build_app
-from recommender.recommendation import recommend, recommend_from_store
+from recommender.decide.recommendation import recommend
+from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +116,7 @@ def _leaves(node):
 
 
 def test_overlapping_intervals_show_the_tie_notice(seeded_url):
-    from recommender.search import expand_candidates
+    from recommender.candidates import expand_candidates
     from recommender.spec import ExperimentSpec
 
     store = ResultStore.open(seeded_url)

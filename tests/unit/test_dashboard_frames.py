@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import altair as alt
 
 from dashboard import charts, frames
-from recommender.store.results import CandidateResult
+from recommender.candidates import CandidateResult
 
 
 def result(name: str, headline: dict | None = None, status: str = "ok", config: dict | None = None) -> CandidateResult:

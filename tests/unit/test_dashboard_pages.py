@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from recommender.spec import ExperimentSpec
-from recommender.search import expand_candidates
+from recommender.candidates import expand_candidates
 from recommender.store.results import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]

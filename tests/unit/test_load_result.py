@@ -11,7 +11,8 @@ import pytest
 
 from recommender.errors import LoadError
 from recommender.load.recorder import RequestRecorder
-from recommender.load.result import LoadProgress, LoadResult, RequestLog
+from recommender.load.result import LoadProgress, LoadResult
+from recommender.records import RequestLog
 from recommender.load.runner import LoadRequest, run_load
 from recommender.spec import Phase
 

@@ -12,7 +12,7 @@ import yaml
 from botocore.stub import Stubber
 
 from recommender.errors import CostError
-from recommender.prices import (
+from recommender.decide.prices import (
     Catalog,
     InstancePrice,
     fetch_prices,

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from recommender.errors import RankingError
-from recommender.ranking import (
+from recommender.decide.ranking import (
     IMPORTANCE_WEIGHTS,
     TIED_TEXT,
     Constraints,

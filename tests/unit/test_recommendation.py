@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from recommender.errors import CostError
-from recommender.recommendation import endpoint_name_for, recommend, resolve_pricing
+from recommender.decide.recommendation import endpoint_name_for, recommend, resolve_pricing
 from recommender.spec import ExperimentSpec
-from recommender.store.results import CandidateResult
+from recommender.candidates import CandidateResult
 from tests.unit.seeded_study import headline, fixed_catalog
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.recommendation import recommend_from_store
+from recommender.review import recommend_from_store
 from recommender.report import build_report, render_csv, render_html, render_markdown
 from recommender.report.chart import Point, frontier, nice_ticks
 from recommender.report.rows import Report

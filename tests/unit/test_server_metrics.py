@@ -9,7 +9,7 @@ from rich.console import Console
 from recommender.metrics.host import Sample, ServerSampler, gpu_probe, window_figures
 from recommender.metrics.prometheus import counter_delta, parse_counters
 from recommender.cli.tables import results_table
-from recommender.store.results import CandidateResult
+from recommender.candidates import CandidateResult
 
 
 def snapshot(success: int, queue_ns: int, infer_ns: int, executions: int) -> dict:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from recommender.load.result import RequestLog
+from recommender.records import RequestLog
 from recommender.metrics.steady import Rules, Window, agree, mark_stable, max_invocations, measure_windows, window_spans
 from recommender.metrics.summary import WindowStats
 

@@ -5,9 +5,9 @@ import pytest
 from sqlalchemy import inspect
 
 from recommender.errors import StoreError
-from recommender.load.result import RequestLog
+from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
-from recommender.search import expand_candidates
+from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from recommender.load.result import RequestLog
+from recommender.records import RequestLog
 from recommender.metrics.summary import (
     min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
 )

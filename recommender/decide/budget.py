@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recommender.errors import RecommenderError
+from recommender.load.shapes import traffic_seconds
 
 DEFAULT_DEPLOY_OVERHEAD_MINUTES = 10.0  # SageMaker endpoint creation plus deletion, billed while instances exist
 
@@ -104,7 +105,7 @@ def target_price(target: Any) -> float:
     catalog_type = target.priced_as or (target.instance_type if target.kind == "sagemaker" else None)
     if catalog_type is None:
         return 0.0
-    from recommender.prices import find_price
+    from recommender.decide.prices import find_price
 
     return find_price(catalog_type, target.region)[0].usd_per_hour
 
@@ -112,7 +113,7 @@ def target_price(target: Any) -> float:
 def estimate_plan(spec: Any, candidates: int) -> CostEstimate:
     """Duration and money for running `candidates` candidates of an experiment on its target."""
     target = spec.target
-    traffic_s = sum(phase.duration_seconds for phase in spec.traffic.phases)
+    traffic_s = traffic_seconds(spec.traffic)
     overhead = DEFAULT_DEPLOY_OVERHEAD_MINUTES if target.kind == "sagemaker" else LOCAL_DEPLOY_OVERHEAD_MINUTES
     if target.kind == "remote":
         overhead = 0.0

@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from recommender.autoscaling import ScalingPlan, plan_scaling
-from recommender.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
-from recommender.errors import CostError, StoreError
-from recommender.prices import Catalog, InstancePrice, find_price
-from recommender.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
+from recommender.decide.autoscaling import ScalingPlan, plan_scaling
+from recommender.decide.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
+from recommender.errors import CostError
+from recommender.decide.prices import Catalog, InstancePrice, find_price
+from recommender.decide.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
 from recommender.spec import ExperimentSpec, TargetSpec
-from recommender.store.results import CandidateResult, ResultStore
+from recommender.candidates import CandidateResult
 
 UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
 
@@ -216,25 +216,6 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
         unstable=frozenset(r.key for r in results if (r.headline or {}).get("stable") is False),
     )
     return _with_justification(draft)
-
-
-def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable[Catalog] | None = None,
-                         endpoint_name: str | None = None) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
-    """Read an experiment's spec and results from the store and recommend; StoreError for an unknown experiment."""
-    info = store.experiment(experiment)
-    spec = stored_spec(info.name, info.spec)
-    results = store.results(experiment)
-    return recommend(results, spec, catalogs, endpoint_name), spec, results
-
-
-def stored_spec(name: str, document: dict[str, Any]) -> ExperimentSpec:
-    from pydantic import ValidationError
-
-    try:
-        return ExperimentSpec.model_validate(document)
-    except ValidationError as exc:
-        raise StoreError(f"the stored experiment file of {name!r} no longer validates: {exc.errors()[0]['msg']}",
-                         hint="run the experiment again with `recommender run FILE` to store it under the current schema") from exc
 
 
 def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:

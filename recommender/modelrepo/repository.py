@@ -9,9 +9,9 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from recommender.build.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.errors import BuildError
-from recommender.search import Candidate
+from recommender.candidates import Candidate
 
 # The artifact format each optimization is served from in the Python backend ('trt' is not served here).
 ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx"}
@@ -150,7 +150,7 @@ def _render_parameters(values: dict[str, str]) -> str:
 
 
 def _write_template(destination: Path) -> None:
-    template = resources.files("recommender.build") / "templates" / "model.py"
+    template = resources.files("recommender.modelrepo") / "templates" / "model.py"
     destination.write_text(template.read_text())
 
 

@@ -1,4 +1,4 @@
-"""Cost arithmetic, exactly as DESIGN.md defines it. Pure functions; prices come from `recommender.prices`.
+"""Cost arithmetic, exactly as DESIGN.md defines it. Pure functions; prices come from `recommender.decide.prices`.
 
     CostPerHour          = instance price per hour x instance count
     CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)

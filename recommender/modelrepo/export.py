@@ -9,8 +9,8 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from recommender.build.artifact import ModelArtifact, TensorSpec
-from recommender.build.model_source import load_torch_model
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.model_source import load_torch_model
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.spec import ModelSpec
 

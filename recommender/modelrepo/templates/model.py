@@ -1,6 +1,6 @@
 """Generic Triton Python-backend model: serves a TorchScript or ONNX artifact with real batching.
 
-Written into every model repository by recommender.build.repository. It reads its settings from
+Written into every model repository by recommender.modelrepo.repository. It reads its settings from
 the `parameters` of config.pbtxt:
 
     artifact_file     the model file next to this model.py (in the version directory)

@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from recommender.search import Candidate, expand_candidates
+from recommender.candidates import Candidate, expand_candidates
 from recommender.spec import DynamicBatching, ExperimentSpec
 
 

@@ -1,6 +1,6 @@
 """SageMaker real-time hosting prices: a catalog read from YAML data, and its refresh from the AWS Price List API.
 
-The packaged `recommender/prices.yaml` is a hand-seeded snapshot; `refresh_prices` writes a newer
+The packaged `recommender/decide/prices.yaml` is a hand-seeded snapshot; `refresh_prices` writes a newer
 one (with its retrieval date) to `.recommender/prices.yaml` in the working directory, which
 `load_catalog` then prefers. A catalog holds one region.
 """
@@ -71,7 +71,7 @@ def _instance_fields(item: InstancePrice) -> dict[str, Any]:
 
 
 def packaged_catalog_path() -> Path:
-    return Path(str(resources.files("recommender") / "prices.yaml"))
+    return Path(str(resources.files("recommender.decide") / "prices.yaml"))
 
 
 def load_catalog(path: Path | str | None = None) -> Catalog:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Literal, Mapping
 
-from recommender.cost import cost_per_million
+from recommender.decide.cost import cost_per_million
 from recommender.errors import RankingError
 
 Status = Literal["ok", "failed", "skipped"]

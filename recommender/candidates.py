@@ -6,6 +6,8 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
 
 from recommender.spec import DynamicBatching, ExperimentSpec
 
@@ -38,6 +40,22 @@ class Candidate:
         """Stable hash of the canonical configuration: same configuration, same key, across runs and hosts."""
         canonical = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """A candidate with its latest run (for the current measurement protocol)."""
+
+    key: str
+    name: str
+    config: dict[str, Any]
+    status: str  # ok | failed | skipped | interrupted | pending
+    reason: str | None
+    headline: dict[str, Any] | None
+    server_stats: dict[str, Any] | None
+    run_id: int | None
+    duration_s: float | None
+    finished_at: datetime | None
 
 
 def model_fingerprint(spec: ExperimentSpec) -> str:

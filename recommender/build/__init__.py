@@ -1,1 +1,0 @@
-"""Build: export a model once per optimization, then write one Triton model repository per candidate."""

@@ -1,0 +1,89 @@
+"""The records a load run produces and every later step reads: the exact per-request log and the per-second timeline.
+
+Pure numpy, no Locust: the load step writes them, metrics/ cuts them into windows, the store keeps what they yield.
+Kept apart from load/ so that metrics/ reads them without importing the load step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REQUEST_DTYPES = {"t_s": np.float64, "latency_us": np.int64, "ok": np.bool_, "users": np.int32}
+TIMELINE_DTYPES = {"t_s": np.float64, "users": np.int32, "target_users": np.int32, "cpu_percent": np.float64}
+
+
+def _typed(arrays: dict[str, np.ndarray], dtypes: dict[str, type]) -> dict[str, np.ndarray]:
+    lengths = {len(arrays[name]) for name in dtypes}
+    if len(lengths) > 1:
+        raise ValueError(f"arrays of unequal length: { {name: len(arrays[name]) for name in dtypes} }")
+    return {name: np.asarray(arrays[name], dtype=dtype) for name, dtype in dtypes.items()}
+
+
+@dataclass(frozen=True)
+class RequestLog:
+    """One row per request: send time from test start (s), exact latency (us), success, active users at send.
+
+    Open loop: `t_s` is the SCHEDULED send time, `latency_us` is timed from it, and `late_us` says how long after
+    its schedule the request really went out (None for closed loop).
+    """
+
+    t_s: np.ndarray
+    latency_us: np.ndarray
+    ok: np.ndarray
+    users: np.ndarray
+    late_us: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name, array in _typed(columns_of(self), REQUEST_DTYPES).items():
+            object.__setattr__(self, name, array)
+        if self.late_us is not None:
+            late = np.asarray(self.late_us, dtype=np.int64)
+            if len(late) != len(self.t_s):
+                raise ValueError(f"late_us has {len(late)} rows, t_s {len(self.t_s)}")
+            object.__setattr__(self, "late_us", late)
+
+    def __len__(self) -> int:
+        return len(self.t_s)
+
+    @property
+    def failures(self) -> int:
+        return int(np.count_nonzero(~self.ok))
+
+    def to_npz(self, path: Path) -> None:
+        np.savez(path, **present_columns(columns_of(self)))
+
+    @classmethod
+    def from_npz(cls, path: Path) -> "RequestLog":
+        with np.load(path) as data:
+            return cls(**request_columns(data))
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One row per second of the run: actual and target users, and the load generator's own CPU %."""
+
+    t_s: np.ndarray
+    users: np.ndarray
+    target_users: np.ndarray
+    cpu_percent: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name, array in _typed(columns_of(self), TIMELINE_DTYPES).items():
+            object.__setattr__(self, name, array)
+
+
+def present_columns(columns: dict[str, np.ndarray | None]) -> dict[str, np.ndarray]:
+    return {name: array for name, array in columns.items() if array is not None}
+
+
+def request_columns(data) -> dict[str, np.ndarray]:
+    columns = {name: data[name] for name in REQUEST_DTYPES}
+    return columns | ({"late_us": data["late_us"]} if "late_us" in data.files else {})
+
+
+def columns_of(instance: object) -> dict[str, np.ndarray]:
+    """Field name -> value without dataclasses.asdict's deep copy of every array."""
+    return {name: getattr(instance, name) for name in instance.__dataclass_fields__}  # type: ignore[attr-defined]

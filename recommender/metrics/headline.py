@@ -1,0 +1,116 @@
+"""The headline of one measured run: the typed record the measurement produces and every reader uses.
+
+    measurement.headline_of(repeats) -> Headline -> store (JSON via to_dict) -> Headline.from_dict -> decide, CLI,
+                                                                               report, dashboard
+
+One record, read by attribute: no reader digs in a dictionary with fallbacks. `from_dict` is the one place that
+knows older stored shapes (rows written before a field existed get its documented default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from recommender.metrics.intervals import Interval
+from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
+
+
+@dataclass(frozen=True)
+class ChosenWindow:
+    """The steady-state window one repeat's MaxInvocations came from."""
+
+    phase_index: int
+    window_index: int
+    start_s: float
+    end_s: float
+    samples: int  # successful requests in the window: the percentile's sample count
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """How many steady-state windows were measured over all repeats, how many were stable, and their length."""
+
+    seconds: float | None = None
+    measured: int = 0
+    stable: int = 0
+    chosen: tuple[ChosenWindow | None, ...] = ()  # one per repeat
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "WindowCount":
+        data = data or {}
+        chosen = tuple(None if c is None else ChosenWindow(**c) for c in data.get("chosen") or ())
+        return cls(data.get("seconds"), int(data.get("measured") or 0), int(data.get("stable") or 0), chosen)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What a run measured, as the user decides on it (DESIGN.md "Definitions").
+
+    `max_invocations` is MaxInvocations (None when no window met the threshold); `invocations_per_minute` is the
+    figure shown for the run either way (MaxInvocations, or the best over-threshold figure for an excluded one).
+    `latency_ms` holds every percentile at that point; `model_latency_ms` the threshold percentile's (ModelLatency).
+    """
+
+    percentile: str = DEFAULT_PERCENTILE
+    invocations_per_minute: float = 0.0
+    max_invocations: float | None = None
+    latency_ms: Mapping[str, float | None] = field(default_factory=dict)
+    model_latency_ms: float | None = None
+    error_rate: float = 0.0
+    within_threshold: bool = False
+    stable: bool | None = None  # None: not judged (rows stored before stability existed)
+    ipm_interval: Interval | None = None
+    latency_interval: Interval | None = None
+    repeats: int = 1
+    samples: int = 0  # successful requests in the chosen window of the first repeat
+    requests: int = 0  # every request sent, all repeats
+    failures: int = 0  # every failed request, all repeats
+    phase_index: int | None = None
+    stop_reason: str | None = None  # the first repeat's reason to stop early (None: the traffic ran to its end)
+    stop_reasons: tuple[str | None, ...] = ()
+    notes: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    windows: WindowCount = field(default_factory=WindowCount)
+
+    def latency(self, percentile: str) -> float | None:
+        """Latency at `percentile` at the headline point (ms), None when not measured."""
+        return self.latency_ms.get(percentile)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (what the store keeps)."""
+        data = asdict(self)
+        data["latency_ms"] = dict(self.latency_ms)
+        for name in ("stop_reasons", "notes", "flags"):
+            data[name] = list(data[name])
+        data["windows"]["chosen"] = list(data["windows"]["chosen"])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Headline | None":
+        """The record from stored JSON (None for a run without a headline); older rows get the field defaults."""
+        if not data:
+            return None
+        latency = dict(data.get("latency_ms") or {})
+        return cls(
+            percentile=data.get("percentile") or DEFAULT_PERCENTILE,
+            invocations_per_minute=float(data.get("invocations_per_minute") or 0.0),
+            max_invocations=data.get("max_invocations"),
+            latency_ms={name: latency.get(name) for name in PERCENTILE_NAMES},
+            model_latency_ms=data.get("model_latency_ms"),
+            error_rate=float(data.get("error_rate") or 0.0),
+            within_threshold=bool(data.get("within_threshold", False)),
+            stable=data.get("stable"),
+            ipm_interval=Interval.from_dict(data.get("ipm_interval")),
+            latency_interval=Interval.from_dict(data.get("latency_interval")),
+            repeats=int(data.get("repeats") or 1),
+            samples=int(data.get("samples") or 0),
+            requests=int(data.get("requests") or 0),
+            failures=int(data.get("failures") or 0),
+            phase_index=data.get("phase_index"),
+            stop_reason=data.get("stop_reason"),
+            stop_reasons=tuple(data.get("stop_reasons") or ()),
+            notes=tuple(data.get("notes") or ()),
+            flags=tuple(data.get("flags") or ()),
+            windows=WindowCount.from_dict(data.get("windows")),
+        )

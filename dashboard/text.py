@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
 
 import streamlit as st
 
@@ -27,10 +26,6 @@ def show_error(error: RecommenderError) -> None:
 def no_experiments() -> None:
     st.info("No experiments in this results database yet. Run one with `recommender run experiments/quickstart.yaml` "
             "(or start the dashboard with `--db URL` to read another database).")
-
-
-def when(moment: datetime | None) -> str:
-    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def number(value: float | None, digits: int = 1, unit: str = "") -> str:

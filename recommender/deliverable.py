@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from recommender import paths
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import write_model_repository
@@ -36,7 +37,7 @@ VARIANT_NAME = "AllTraffic"
 class ExportOptions:
     out_dir: Path
     position: int = 1
-    cache_dir: Path = Path(".recommender") / "artifacts"
+    cache_dir: Path = paths.ARTIFACTS
     image: str | None = None
     endpoint_name: str | None = None
     model_name: str = "model"

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import default_threads_per_instance, write_model_repository
@@ -44,8 +45,8 @@ class Reporter(Protocol):
 
 @dataclass(frozen=True)
 class JobOptions:
-    run_root: Path = Path(".recommender") / "runs"
-    cache_dir: Path = Path(".recommender") / "artifacts"
+    run_root: Path = paths.RUNS
+    cache_dir: Path = paths.ARTIFACTS
     fresh: bool = False
 
 

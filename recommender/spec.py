@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -304,9 +303,6 @@ class ExperimentSpec(Strict):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
-
-    def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:

@@ -1,4 +1,6 @@
-"""The `recommender` command line. Each command lives in its own module with a `register(app)` function."""
+"""The `recommender` command line. Each command (or command group) lives in the module named for it, with a
+`register(app)` function; options shared by several commands are in options.py. The CLI only presents: it reads
+files and the store, calls the pipeline and the decision code, and prints."""
 
 from __future__ import annotations
 
@@ -12,16 +14,8 @@ from recommender.errors import RecommenderError, SpecError
 
 INTERRUPTED = "[yellow]interrupted[/]: servers were torn down; run the same command again to resume."
 
-COMMAND_MODULES = (
-    "run_command",
-    "validate_command",
-    "cost_command",
-    "report_command",
-    "plan_command",
-    "cleanup_command",
-    "import_command",
-    "dashboard_command",
-)
+COMMAND_MODULES = ("run", "plan", "validate", "schema", "rank", "report", "export", "cost", "prices", "cleanup",
+                   "import_", "dashboard")
 
 
 def build_app() -> typer.Typer:

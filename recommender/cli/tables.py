@@ -1,4 +1,4 @@
-"""The ranked results table printed at the end of a run (and by `recommender results`).
+"""The ranked results table printed at the end of a run (the same order as `recommender rank`).
 
 Per candidate: MaxInvocations with its 95 % interval (when measured more than once), the latency at it, stability,
 why the load stopped, and the server-side split of a request's time (queue vs compute) at MaxInvocations.

@@ -18,9 +18,10 @@ from typing import Any, Iterable, Iterator
 import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
+from recommender import paths
 from recommender.errors import CostError
 
-REFRESHED_PATH = Path(".recommender") / "prices.yaml"
+REFRESHED_PATH = paths.REFRESHED_PRICES
 SERVICE_CODE = "AmazonSageMaker"
 # Real-time endpoint SKUs: product family "ML Instance", SageMaker component "Hosting", whose usage
 # type reads "<REGION-PREFIX>-Host:ml.<type>" (for example "USE1-Host:ml.g4dn.xlarge").
@@ -105,14 +106,10 @@ def candidate_catalogs() -> list[Catalog]:
     return [load_catalog(p) for p in [*paths, packaged_catalog_path()]]
 
 
-def price_of(instance_type: str, region: str = "us-east-1", catalogs: Iterable[Catalog] | None = None) -> InstancePrice:
-    """The price entry for `instance_type` in `region`; a CostError naming close matches when unknown."""
-    return find_price(instance_type, region, catalogs)[0]
-
-
 def find_price(instance_type: str, region: str = "us-east-1",
                catalogs: Iterable[Catalog] | None = None) -> tuple[InstancePrice, Catalog]:
-    """Like `price_of`, also returning the catalog the price came from (for its source and date)."""
+    """The price entry for `instance_type` in `region` and the catalog it came from (for its source and date);
+    a CostError naming close matches when unknown."""
     catalogs = list(candidate_catalogs() if catalogs is None else catalogs)
     in_region = [c for c in catalogs if c.region == region]
     if not in_region:

@@ -11,9 +11,10 @@ from typing import Iterator
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from recommender import paths
 from recommender.errors import StoreError
 
-DEFAULT_DB_PATH = Path(".recommender") / "results.db"
+DEFAULT_DB_PATH = paths.RESULTS_DB
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x7265636F  # "reco": the PostgreSQL advisory lock taken while migrating
 

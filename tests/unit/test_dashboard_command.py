@@ -7,7 +7,7 @@ import os
 from typer.testing import CliRunner
 
 from recommender.cli import build_app
-from recommender.cli.dashboard_command import APP, REPO_ROOT, dashboard_env, find_app, streamlit_command
+from recommender.cli.dashboard import APP, REPO_ROOT, dashboard_env, find_app, streamlit_command
 
 
 def test_the_app_script_is_in_the_checkout():
@@ -18,7 +18,7 @@ def test_the_app_script_is_in_the_checkout():
 def test_an_installed_package_finds_the_app_in_the_working_directory(tmp_path, monkeypatch):
     (tmp_path / "dashboard").mkdir()
     (tmp_path / "dashboard" / "app.py").write_text("")
-    monkeypatch.setattr("recommender.cli.dashboard_command.APP", tmp_path / "site-packages" / "dashboard" / "app.py")
+    monkeypatch.setattr("recommender.cli.dashboard.APP", tmp_path / "site-packages" / "dashboard" / "app.py")
     monkeypatch.chdir(tmp_path)
     app = find_app()
     assert app == tmp_path / "dashboard" / "app.py"

@@ -16,8 +16,8 @@ from recommender.decide.prices import (
     Catalog,
     InstancePrice,
     fetch_prices,
+    find_price,
     load_catalog,
-    price_of,
     refresh_prices,
 )
 
@@ -50,20 +50,20 @@ def test_packaged_catalog_holds_the_seed_prices(in_empty_dir: Path) -> None:
 )
 def test_packaged_hardware_figures(in_empty_dir: Path, instance_type: str, vcpus: int, gpus: int,
                                    gpu_memory_gib: float) -> None:
-    item = price_of(instance_type, "us-east-1")
+    item, _ = find_price(instance_type, "us-east-1")
     assert (item.vcpus, item.gpus, item.gpu_memory_gib) == (vcpus, gpus, gpu_memory_gib)
 
 
 def test_unknown_type_names_close_matches(in_empty_dir: Path) -> None:
     with pytest.raises(CostError, match="ml.g4dn.xlarg") as caught:
-        price_of("ml.g4dn.xlarg", "us-east-1")
+        find_price("ml.g4dn.xlarg", "us-east-1")
     assert "did you mean ml.g4dn.xlarge" in caught.value.hint
     assert "--price" in caught.value.hint
 
 
 def test_unknown_region_says_how_to_refresh(in_empty_dir: Path) -> None:
     with pytest.raises(CostError, match="eu-west-1") as caught:
-        price_of("ml.g4dn.xlarge", "eu-west-1")
+        find_price("ml.g4dn.xlarge", "eu-west-1")[0]
     assert "prices refresh --region eu-west-1" in caught.value.hint
 
 
@@ -75,9 +75,9 @@ def test_refreshed_copy_in_cwd_wins_and_shows_its_date(in_empty_dir: Path) -> No
         "instances": {"ml.g4dn.xlarge": {"usd_per_hour": 0.8}},
     }))
     assert load_catalog().retrieved == "2030-01-02"
-    assert price_of("ml.g4dn.xlarge", "us-east-1").usd_per_hour == 0.8
+    assert find_price("ml.g4dn.xlarge", "us-east-1")[0].usd_per_hour == 0.8
     # types the refreshed copy lacks still come from the packaged seed
-    assert price_of("ml.c5.xlarge", "us-east-1").usd_per_hour == 0.204
+    assert find_price("ml.c5.xlarge", "us-east-1")[0].usd_per_hour == 0.204
 
 
 def test_malformed_catalog_is_a_cost_error(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from recommender.cli import options
 from recommender.errors import RecommenderError
 from recommender.store.database import resolve_url
 
-DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; env RECOMMENDER_DB_URL)."
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = REPO_ROOT / "dashboard" / "app.py"  # a source checkout (pip install -e .)
 STOP_TIMEOUT_S = 10
@@ -49,7 +49,7 @@ def dashboard_env(db: str | None, app: Path = APP) -> dict[str, str]:
 
 
 def dashboard(
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = options.DB,
     port: int = typer.Option(8501, "--port", min=0, max=65535, help="Port to serve on."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."),
 ) -> None:

@@ -7,16 +7,19 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from recommender.decide.budget import check_budget, estimate_plan
-from recommender.cli.run_command import plan_table
+from recommender.cli import options
+from recommender.load.shapes import traffic_seconds
+from recommender.modelrepo.model_source import describe
 from recommender.candidates import expand_candidates
-from recommender.spec import load_spec
+from recommender.spec import ExperimentSpec, load_spec
 
 
 def plan(
-    spec_file: Path = typer.Argument(..., help="Experiment YAML file."),
-    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
+    spec_file: Path = options.SPEC_FILE,
+    as_json: bool = options.JSON,
 ) -> None:
     """Print the candidates, the estimated duration and the estimated cloud cost against target.budget_usd.
 
@@ -40,6 +43,21 @@ def plan(
                       f"{spec.target.instance_type} x {estimate.instance_count} at ${estimate.price_per_hour:.4f}/h)"
                       + (f"; budget ${budget:.2f}" if budget is not None else "; no budget set"), highlight=False)
     check_budget(estimate, budget)  # exit 1 with the budget message when a run would refuse to start
+
+
+def plan_table(spec: ExperimentSpec) -> Table:
+    load_s = traffic_seconds(spec.traffic)
+    candidates = expand_candidates(spec)
+    table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
+                        f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")
+    for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
+        table.add_column(column)
+    for c in candidates:
+        db = c.dynamic_batching
+        batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
+        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_count), str(c.max_batch_size), c.instance_type)
+    table.caption = describe(spec.model)
+    return table
 
 
 def register(app: typer.Typer) -> None:

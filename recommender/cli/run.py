@@ -7,27 +7,27 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from recommender.modelrepo.model_source import describe
+from recommender import paths
+from recommender.cli import options
+from recommender.cli.plan import plan_table
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import results_table
-from recommender.load.shapes import traffic_seconds
 from recommender.pipeline import Job, JobOptions
 from recommender.decide.recommendation import recommend
 from recommender.candidates import expand_candidates
-from recommender.spec import ExperimentSpec, load_spec
+from recommender.spec import load_spec
 from recommender.store.results import ResultStore
 
-DB_HELP = "Results database URL (default: sqlite file .recommender/results.db; env RECOMMENDER_DB_URL)."
 
 
 def run(
-    spec_file: Path = typer.Argument(..., help="Experiment YAML file, e.g. experiments/quickstart.yaml."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    spec_file: Path = options.SPEC_FILE,
+    db: str = options.DB,
     fresh: bool = typer.Option(False, "--fresh", help="Measure every candidate again, even those already stored."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the candidates and the expected duration; deploy nothing."),
-    run_dir: Path = typer.Option(Path(".recommender") / "runs", "--run-dir", help="Where server logs and model repositories go."),
+    run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where server logs and model repositories go."),
 ) -> None:
     """Deploy every serving variant of the experiment on a real Triton server, drive phased Locust traffic at it,
     store the measurements, and print the candidates ranked.
@@ -61,21 +61,6 @@ def run(
 def _weights(recommendation) -> str:
     weights = recommendation.ranking.weights
     return "weights " + ", ".join(f"{name} {weight:.0%}" for name, weight in weights.items())
-
-
-def plan_table(spec: ExperimentSpec) -> Table:
-    load_s = traffic_seconds(spec.traffic)
-    candidates = expand_candidates(spec)
-    table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
-                        f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")
-    for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
-        table.add_column(column)
-    for c in candidates:
-        db = c.dynamic_batching
-        batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
-        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_count), str(c.max_batch_size), c.instance_type)
-    table.caption = describe(spec.model)
-    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,43 @@
+"""`recommender report EXPERIMENT`: the cost report for a deployment decision (Markdown, HTML or CSV)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from recommender.cli import options
+from recommender.report import RENDERERS, build_report
+from recommender.review import recommend_from_store
+from recommender.store.results import ResultStore
+
+
+class Format(str, Enum):
+    md = "md"
+    html = "html"
+    csv = "csv"
+
+
+def report_command(
+    experiment: str = options.EXPERIMENT,
+    format_: Format = typer.Option(Format.md, "--format", help="md (Markdown), html (one self-contained file) or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write to this file; stdout when left out."),
+    db: str = options.DB,
+) -> None:
+    """A cost report for a deployment decision: the recommendation in plain words, every configuration with the
+    published study's columns, the excluded candidates with their reasons (HTML adds the charts)."""
+    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment)
+    text = RENDERERS[format_.value](build_report(rec))
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    Console(stderr=True).print(f"[green]ok[/] {format_.value} report written to {out}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

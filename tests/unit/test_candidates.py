@@ -51,3 +51,13 @@ def test_key_is_stable_and_depends_on_every_setting():
 @pytest.mark.parametrize(("db", "expected"), [(None, "pt-nodb-ig2-mbs8"), (DynamicBatching(), "pt-db-ig2-mbs8")])
 def test_names_read_like_the_published_study(db, expected):
     assert Candidate("pt", db, 2, 8, "local-cpu").name == expected
+
+
+def test_stored_keys_do_not_change():
+    # Pinned values, computed on the code before `instance_count` was renamed to `instance_group_count`
+    # (commit 378cdce). Candidates already stored are found again (resume, reuse) by this key: a refactor that
+    # changes it would silently re-measure every stored candidate. Never update these values to make a test pass.
+    batching = DynamicBatching(max_queue_delay_microseconds=500, preferred_batch_size=[4, 8])
+    assert Candidate("pt", batching, 2, 8, "ml.g4dn.xlarge", "f00dfeed").key == "4eb4e7df522e70da"
+    assert Candidate("onnx", None, 1, 4, "local", "").key == "2973708f5affb590"
+    assert Candidate("pt", DynamicBatching(), 2, 8, "ml.c5.xlarge", "abc123").config()["instance_count"] == 2

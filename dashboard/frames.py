@@ -9,8 +9,8 @@ import pandas as pd
 
 from recommender.candidates import CandidateResult
 from recommender.store.results import ExperimentInfo
+from recommender.vocabulary import PERCENTILE_NAMES
 
-LATENCY_KEYS = ("p50", "p90", "p95", "p99")
 SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
@@ -54,7 +54,7 @@ def candidate_row(r: CandidateResult) -> dict[str, Any]:
     row = {"configuration": r.name, "status": r.status, "reason": first_line(r.reason),
            "duration (s)": r.duration_s, "finished": r.finished_at,
            "invocations/min": h.get("invocations_per_minute"),
-           **{f"{p} ms": latency.get(p) for p in LATENCY_KEYS},
+           **{f"{p} ms": latency.get(p) for p in PERCENTILE_NAMES},
            "error rate": h.get("error_rate"), "within threshold": h.get("within_threshold")}
     for optional in ("max_invocations", "stable", "stop_reason"):
         if optional in h:
@@ -72,7 +72,7 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         latency, model_latency = h.get("latency_ms") or {}, h.get("model_latency_ms")
         values = {"status": r.status, "invocations/min": h.get("invocations_per_minute"),
                   "max invocations": h.get("max_invocations"),
-                  **{f"{p} latency ms": latency.get(p) for p in LATENCY_KEYS},
+                  **{f"{p} latency ms": latency.get(p) for p in PERCENTILE_NAMES},
                   "model latency ms": model_latency,
                   "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
                   "within threshold": h.get("within_threshold"), "stable": h.get("stable"),

@@ -28,16 +28,11 @@ from recommender.metrics.steady import (
     phase_flags,
     window_spans,
 )
-from recommender.metrics.summary import (
-    PERCENTILES,
-    PhaseSummary,
-    WindowStats,
-    per_second_series,
-    summarize_phases,
-)
+from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
 from recommender.targets.invocation import load_endpoint
+from recommender.vocabulary import PERCENTILE_NAMES
 
 _END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
 
@@ -138,7 +133,7 @@ def headline_of(repeats: list[Repeat], rules: Rules) -> dict[str, Any]:
     return {
         "phase_index": chosen[0].phase_index if chosen else None,
         "invocations_per_minute": ipm.mean if ipm else _mean([w.ipm for w in chosen]) or 0.0,
-        "latency_ms": {name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILES},
+        "latency_ms": {name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILE_NAMES},
         "error_rate": _mean([w.stats.error_rate for w in chosen]) or 0.0,
         "within_threshold": len(passing) == len(repeats),
         "notes": list(dict.fromkeys(note for r in repeats for note in r.best.notes))

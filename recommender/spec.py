@@ -15,9 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.errors import SpecError
+from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
 
 Optimization = Literal["pt", "onnx", "trt"]
-Percentile = Literal["p50", "p90", "p95", "p99"]
 
 
 class Strict(BaseModel):
@@ -259,7 +259,7 @@ SHAPES = ("phases", "stairs", "concurrency", "rate")
 class LatencyThreshold(Strict):
     """The latency a recommendation must respect."""
 
-    percentile: Percentile = Field("p95", description="Which latency percentile is checked.")
+    percentile: Percentile = Field(DEFAULT_PERCENTILE, description="Which latency percentile is checked.")
     ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
 
 

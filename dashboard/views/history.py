@@ -7,6 +7,7 @@ import streamlit as st
 from dashboard import charts, frames, source
 from dashboard.selection import selected
 from dashboard.text import escape
+from recommender.vocabulary import DEFAULT_PERCENTILE
 
 
 def points(key: str, percentile: str) -> list[dict]:
@@ -35,7 +36,7 @@ def main() -> None:
     labels = {f"{r.name} ({r.key})": r for r in results}
     label = st.selectbox("Candidate", list(labels), key=f"history:{info.name}")
     candidate = labels[label]
-    percentile = (info.spec.get("latency_threshold") or {}).get("percentile", "p95")
+    percentile = (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE)
     table = frames.history_table(points(candidate.key, percentile))
     st.dataframe(table, hide_index=True, width="stretch")
     ok = table[table["status"] == "ok"].dropna(subset=["finished"])

@@ -17,8 +17,10 @@ from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
+from recommender.vocabulary import PERCENTILE_NAMES
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
+SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
 
 @dataclass(frozen=True)
@@ -185,12 +187,12 @@ def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
     return PhaseRow(run_id=run_id, phase_index=phase.index, window_start_s=s.start_s, window_end_s=s.end_s,
                     users_min=s.users_min, users_max=s.users_max, requests=s.requests, errors=s.errors,
                     invocations_per_minute=s.invocations_per_minute, stable=phase.stable, flags=list(phase.flags),
-                    **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+                    **_latency_columns(s, PERCENTILE_NAMES))
 
 
 def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
     return SecondRow(run_id=run_id, second=second, users=s.users_max, ok=s.ok, errors=s.errors,
-                     **_latency_columns(s, ("p50", "p95", "p99")))
+                     **_latency_columns(s, SECOND_PERCENTILES))
 
 
 _SERVER_COLUMNS = ("server_cpu_percent", "server_rss_mb", "gpu_utilization_percent", "gpu_memory_mb", "queue_us",
@@ -203,7 +205,7 @@ def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
                      end_s=s.end_s, load=w.load, requests=s.requests, errors=s.errors, samples=s.ok,
                      invocations_per_minute=s.invocations_per_minute, stable=w.stable, late_share=w.late_share,
                      generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in _SERVER_COLUMNS},
-                     **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+                     **_latency_columns(s, PERCENTILE_NAMES))
 
 
 def _latency_columns(stats: WindowStats, names: tuple[str, ...]) -> dict[str, float | None]:

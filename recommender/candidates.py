@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec
 
 
@@ -51,11 +52,16 @@ class CandidateResult:
     config: dict[str, Any]
     status: str  # ok | failed | skipped | interrupted | pending
     reason: str | None
-    headline: dict[str, Any] | None
+    headline: Headline | None
     server_stats: dict[str, Any] | None
     run_id: int | None
     duration_s: float | None
     finished_at: datetime | None
+
+    @property
+    def server(self) -> ServerStats:
+        """The server-side figures of the run, read by name (empty when the run stored none)."""
+        return ServerStats.from_dict(self.server_stats)
 
 
 def model_fingerprint(spec: ExperimentSpec) -> str:

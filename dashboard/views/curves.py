@@ -39,7 +39,8 @@ def frontier(picked: list[CandidateResult], default_percentile: str) -> None:
         st.info("No phase summaries stored for these runs.")
         return
     shown = default_percentile if default_percentile in PERCENTILE_NAMES else DEFAULT_PERCENTILE
-    percentile = st.selectbox("Percentile", PERCENTILE_NAMES, index=PERCENTILE_NAMES.index(shown), key="curves-percentile")
+    index = PERCENTILE_NAMES.index(shown)
+    percentile = st.selectbox("Percentile", PERCENTILE_NAMES, index=index, key="curves-percentile")
     st.altair_chart(charts.frontier(phases, percentile), width="stretch")
 
 

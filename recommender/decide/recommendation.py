@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
 from recommender.errors import CostError
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
 from recommender.spec import ExperimentSpec, TargetSpec
@@ -147,36 +149,39 @@ def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None
 # --- rank inputs ----------------------------------------------------------------------------------
 
 def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> RankInput:
-    """One stored candidate as ranking needs it; headline fields read with .get() (old and new shapes)."""
-    headline = result.headline or {}
-    ipm = headline.get("invocations_per_minute")
+    """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
+    h = result.headline
     hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
     status, reason = result.status, result.reason
-    if status == "ok" and headline.get("within_threshold") is False:  # the measurement's verdict (e.g. some repeats over)
-        status, reason = "over threshold", "; ".join(headline.get("notes") or []) or None
+    if status == "ok" and h is not None and not h.within_threshold:  # the measurement's verdict (some repeats over)
+        status, reason = "over threshold", "; ".join(h.notes) or None
     return RankInput(
         key=result.key,
         name=result.name,
         status=status,
         reason=reason,
-        invocations_per_minute=ipm,
-        ipm_interval=_interval(headline.get("ipm_interval")),
-        latency_ms=(headline.get("latency_ms") or {}).get(percentile),
-        latency_interval=_interval(headline.get("latency_interval")),
-        error_rate=headline.get("error_rate") or 0.0,
         cost_per_hour=hourly,
         instance_type=pricing.instance_type,
         instance_count=1,
         config=dict(result.config),
+        **(_figures(h, percentile) if h is not None else {}),
     )
 
 
-def _interval(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, Mapping):
-        value = (value.get("low"), value.get("high"))
-    if isinstance(value, (list, tuple)) and len(value) == 2 and None not in value:
-        return float(value[0]), float(value[1])
-    return None
+def _figures(h: Headline, percentile: str) -> dict[str, Any]:
+    """The measured figures a RankInput takes from a headline, at the decision's percentile."""
+    return {"invocations_per_minute": h.invocations_per_minute, "ipm_interval": _bounds(h.ipm_interval),
+            "latency_ms": h.latency(percentile), "latency_interval": _bounds(h.latency_interval),
+            "error_rate": h.error_rate}
+
+
+def _bounds(interval: Interval | None) -> tuple[float, float] | None:
+    return None if interval is None else (float(interval.low), float(interval.high))
+
+
+def _unstable(result: CandidateResult) -> bool:
+    """The measurement judged the steady-state windows and they disagreed (not judged is not unstable)."""
+    return result.headline is not None and result.headline.stable is False
 
 
 def constraints_of(spec: ExperimentSpec) -> Constraints:
@@ -213,7 +218,7 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
         capacity=capacity, instance_count=count, scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
         tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
-        unstable=frozenset(r.key for r in results if (r.headline or {}).get("stable") is False),
+        unstable=frozenset(r.key for r in results if _unstable(r)),
     )
     return _with_justification(draft)
 
@@ -256,7 +261,7 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
     if pricing.priced and pricing.measured_on != pricing.instance_type:
         notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
                      f"{pricing.instance_type} serves as fast as the measured hardware")
-    unstable = sorted(r.name for r in results if (r.headline or {}).get("stable") is False)
+    unstable = sorted(r.name for r in results if _unstable(r))
     if unstable:
         notes.append(f"measured as unstable (steady-state windows disagreed by more than 10 %): {', '.join(unstable)}")
     return tuple(notes)

@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from recommender.errors import StoreError
+from recommender.metrics.headline import Headline
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
@@ -107,14 +108,15 @@ class ResultStore:
 
         return self._write(work)
 
-    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: dict | None = None,
+    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: Headline | None = None,
                    server_stats: dict | None = None, phases: list[PhaseSummary] = (),
                    series: list[WindowStats] = (), windows: list[tuple[int, Window]] = ()) -> None:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id)
-            run.status, run.reason, run.headline, run.server_stats = status, reason, headline, server_stats
+            run.status, run.reason, run.server_stats = status, reason, server_stats
+            run.headline = headline.to_dict() if headline else None
             run.finished_at = utcnow()
             run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
@@ -178,8 +180,8 @@ def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
         return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None)
-    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, run.headline, run.server_stats,
-                           run.id, run.duration_s, run.finished_at)
+    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
+                           run.server_stats, run.id, run.duration_s, run.finished_at)
 
 
 def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from recommender.errors import CostError
+from recommender.metrics.intervals import Interval
 from recommender.decide.recommendation import endpoint_name_for, recommend, resolve_pricing
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
@@ -22,10 +24,14 @@ def spec(**overrides: Any) -> ExperimentSpec:
 
 
 def result(name: str, ipm: float, p95: float, status: str = "ok", error_rate: float = 0.0, **extra: Any) -> CandidateResult:
-    line = headline(ipm, p95, error_rate) | extra if status == "ok" else None
+    line = dataclasses.replace(headline(ipm, p95, error_rate), **extra) if status == "ok" else None
     config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 8,
               "instance_type": "local-cpu", "model_fingerprint": "f"}
     return CandidateResult(f"k-{name}", name, config, status, None if status == "ok" else "it broke", line, None, 1, 1.0, None)
+
+
+def interval(low: float, high: float) -> Interval:
+    return Interval((low + high) / 2, low, high, 3)
 
 
 @pytest.fixture
@@ -100,8 +106,8 @@ def test_no_winner_says_why(results, reason) -> None:
 
 
 def test_tie_makes_no_better_claim() -> None:
-    tied = [result("A", 540, 38, ipm_interval=[500, 580], latency_interval=[35, 41]),
-            result("B", 520, 39, ipm_interval=[490, 560], latency_interval=[36, 43])]
+    tied = [result("A", 540, 38, ipm_interval=interval(500, 580), latency_interval=interval(35, 41)),
+            result("B", 520, 39, ipm_interval=interval(490, 560), latency_interval=interval(36, 43))]
     rec = recommend(tied, spec(), [fixed_catalog()])
     assert rec.winner.candidate.name == "A"
     assert rec.ranking.ranked[1].tied_with_winner
@@ -111,7 +117,7 @@ def test_tie_makes_no_better_claim() -> None:
 
 
 def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
-    rec = recommend([result("A", 540, 38, ipm_interval=[500.0, 580.0], stable=False), result("B", 400, 30)], spec(),
+    rec = recommend([result("A", 540, 38, ipm_interval=interval(500.0, 580.0), stable=False), result("B", 400, 30)], spec(),
                     [fixed_catalog()])
     inputs = {r.candidate.name: r.candidate for r in rec.ranking.ranked}
     assert inputs["A"].ipm_interval == (500.0, 580.0) and inputs["A"].latency_interval is None

@@ -23,7 +23,7 @@ from recommender.errors import ExportError
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
 from recommender.candidates import Candidate, model_fingerprint
-from recommender.spec import DynamicBatching, ExperimentSpec
+from recommender.spec import ExperimentSpec
 
 IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"
 ROLE_PLACEHOLDER = "<SAGEMAKER_EXECUTION_ROLE_ARN>"
@@ -70,19 +70,6 @@ def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     return picked
 
 
-def candidate_from_config(config: dict[str, Any]) -> Candidate:
-    """Rebuild the Candidate from its stored configuration dictionary."""
-    batching = config.get("dynamic_batching")
-    return Candidate(
-        optimization=config["optimization"],
-        dynamic_batching=DynamicBatching(**batching) if batching is not None else None,
-        instance_count=config["instance_count"],
-        max_batch_size=config["max_batch_size"],
-        instance_type=config["instance_type"],
-        model_fingerprint=config.get("model_fingerprint", ""),
-    )
-
-
 def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions) -> Deliverable:
     """Export the candidate ranked `options.position` into `options.out_dir`."""
     picked = chosen(rec, options.position)
@@ -110,7 +97,7 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
 
 
 def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candidate:
-    candidate = candidate_from_config(picked.candidate.config)
+    candidate = Candidate.from_config(picked.candidate.config)
     if candidate.key != picked.candidate.key:
         raise ExportError(f"the stored configuration of {picked.candidate.name} does not rebuild to its key",
                           hint="the store was written by another version of recommender; run the experiment again")
@@ -126,7 +113,7 @@ def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
     hardware = rec.pricing.hardware
     if hardware is None or not hardware.vcpus:
         return None  # write_model_repository sizes for this host's cores
-    return max(1, hardware.vcpus // candidate.instance_count)
+    return max(1, hardware.vcpus // candidate.instance_group_count)
 
 
 def _request_bodies(endpoint: str, options: ExportOptions, instance_type: str, count: int,
@@ -195,7 +182,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         f"- `model_repository/{options.model_name}/`: the Triton model repository as benchmarked (config.pbtxt with "
         f"max_batch_size {d.candidate.max_batch_size}, dynamic batching "
-        f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_count} "
+        f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_group_count} "
         "KIND_CPU; the generic Python-backend `1/model.py`; a copy of the exported model file).",
         "- `sagemaker/create_model.json`, `create_endpoint_config.json`, `create_endpoint.json`: request bodies for "
         "the SageMaker API.",

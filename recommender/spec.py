@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.errors import SpecError
 from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
@@ -94,7 +94,10 @@ class VariantGrid(Strict):
     dynamic_batching: list[DynamicBatchingChoice] = Field(
         [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
     )
-    instance_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field([1], min_length=1, description="Triton instance_group count values.")
+    instance_group_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field(
+        [1], min_length=1, validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
+        description="Triton instance_group count values (model instances inside one server); "
+        "`instance_counts` is accepted as its former name.")
     max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
 
 

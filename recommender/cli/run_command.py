@@ -73,7 +73,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
     for c in candidates:
         db = c.dynamic_batching
         batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
-        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_count), str(c.max_batch_size), c.instance_type)
+        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
     table.caption = describe(spec.model)
     return table
 

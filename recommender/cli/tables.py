@@ -11,7 +11,7 @@ from rich.table import Table
 
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval, compare
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, instance_group_count_of
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
 COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",
@@ -68,7 +68,7 @@ def _row(r: CandidateResult, rank: int | None, percentile: str, best: Interval |
     batching = "on" if c.get("dynamic_batching") else "off"
     avg_batch = r.server.batch_size()
     return [
-        str(rank) if ok else "-", r.name, c["optimization"], batching, str(c["instance_count"]), str(c["max_batch_size"]),
+        str(rank) if ok else "-", r.name, c["optimization"], batching, str(instance_group_count_of(c)), str(c["max_batch_size"]),
         _max_invocations(h) if ok else "-",
         _latency(h, percentile) if ok else "-",
         f"{h.error_rate:.2%}" if ok else "-",

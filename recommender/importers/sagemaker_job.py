@@ -100,7 +100,7 @@ def _target(configurations: list[dict[str, Any]], notes: list[str], request: dic
         for parameter in configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", []):
             notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for "
                          f"{configuration.get('InstanceType', 'an endpoint configuration')}) is not a variant axis here; "
-                         "the closest knobs are variants.instance_counts and variants.max_batch_sizes.")
+                         "the closest knobs are variants.instance_group_counts and variants.max_batch_sizes.")
         if "ServerlessConfig" in configuration:
             notes.append("ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked.")
         if "InferenceSpecificationName" in configuration:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 
@@ -225,7 +226,7 @@ def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | No
         key=c.key, name=c.name, rank=rank, status=c.status,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
-        instance_group=config.get("instance_count"), max_batch_size=config.get("max_batch_size"),
+        instance_group=instance_group_count_of(config), max_batch_size=config.get("max_batch_size"),
         instance_type=rec.pricing.instance_type,
         vcpus=hardware.vcpus if hardware else None, gpus=hardware.gpus if hardware else None,
         gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,

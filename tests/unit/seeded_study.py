@@ -32,7 +32,7 @@ SPEC: dict[str, Any] = {
     "variants": {
         "optimizations": ["pt", "onnx"],
         "dynamic_batching": [False, {"max_queue_delay_microseconds": 2000, "preferred_batch_size": [4, 8]}],
-        "instance_counts": [1, 2],
+        "instance_group_counts": [1, 2],
         "max_batch_sizes": [8],
     },
     "target": {"instance_type": "local-cpu", "priced_as": "ml.g4dn.xlarge", "region": "us-east-1"},

@@ -37,6 +37,8 @@ def test_minimal_spec_gets_documented_defaults(tmp_path):
          "traffic.phases.0.spwan_rate: unknown key (did you mean `spawn_rate`?)"),
         ("name: x\nlatency_treshold: {ms: 3}\n", "latency_treshold: unknown key (did you mean `latency_threshold`?)"),
         ("name: x\nvariants:\n  instance_counts: [0]\n", "variants.instance_counts.0: Input should be greater than or equal to 1"),
+        ("name: x\nvariants:\n  instance_group_counts: [0]\n",
+         "variants.instance_group_counts.0: Input should be greater than or equal to 1"),
         ("name: x\nlatency_threshold: {percentile: p97}\n", "latency_threshold.percentile: Input should be 'p50', 'p90', 'p95' or 'p99'"),
     ],
 )

@@ -126,7 +126,10 @@ class TargetSpec(Strict):
     )
     region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
     ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model (or the SageMaker endpoint) to become ready.")
-    instance_count: int = Field(1, ge=1, le=100, description="sagemaker: instances behind the endpoint (InitialInstanceCount).")
+    endpoint_instance_count: int = Field(
+        1, ge=1, le=100, validation_alias=AliasChoices("endpoint_instance_count", "instance_count"),
+        description="sagemaker: instances behind each candidate's endpoint while it is measured (InitialInstanceCount); "
+        "`instance_count` is accepted as its former name.")
     role_arn: str | None = Field(None, description="sagemaker: the execution role SageMaker assumes (RoleArn output of infra/cloudformation.yaml).")
     bucket: str | None = Field(None, description="sagemaker: S3 bucket for model.tar.gz (BucketName output of infra/cloudformation.yaml).")
     image_uri: str | None = Field(
@@ -156,6 +159,11 @@ class TargetSpec(Strict):
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
         return self
+
+    @property
+    def instance_count(self) -> int:
+        """The former name of `endpoint_instance_count`, still read by targets/sagemaker.py."""
+        return self.endpoint_instance_count
 
 
 class Phase(Strict):

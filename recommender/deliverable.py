@@ -51,7 +51,7 @@ class Deliverable:
     out_dir: Path
     repository: Path
     instance_type: str
-    instance_count: int
+    fleet_size: int  # InitialInstanceCount for the target load
     scaling: ScalingPlan
     files: tuple[Path, ...]
 
@@ -83,7 +83,7 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
                             candidate.model_fingerprint, Path(options.cache_dir))
     write_model_repository(candidate, artifact, repository, options.model_name,
                            threads_per_instance=_threads(rec, candidate), copy_artifact=True)
-    count = rec.fleets[picked.candidate.key].instance_count
+    count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
     scaling = plan_scaling(endpoint, picked.candidate.invocations_per_minute, rec.target_ipm,
                            variant_name=VARIANT_NAME, headroom=spec.capacity.autoscaling_headroom)
@@ -172,7 +172,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         f"- invocations per minute per instance: {c.invocations_per_minute:,.0f}",
         f"- {rec.percentile} latency: {c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)",
-        f"- instance type: {d.instance_type}; InitialInstanceCount {d.instance_count} for "
+        f"- instance type: {d.instance_type}; InitialInstanceCount {d.fleet_size} for "
         f"{rec.target_ipm:,.0f} invocations per minute",
         f"- fleet cost: {cost}",
         f"- autoscaling: {s.min_capacity} to {s.max_capacity} instances, target tracking on "

@@ -47,7 +47,7 @@ class Pricing:
 class Fleet:
     """A candidate sized for the target load: instances needed and, when priced, what they cost per hour."""
 
-    instance_count: int
+    fleet_size: int  # InitialInstanceCount
     cost_per_hour: float | None
 
 
@@ -65,7 +65,7 @@ class Recommendation:
     target_ipm: float
     fleets: Mapping[str, Fleet]  # by candidate key, for every ranked candidate
     capacity: CapacityPlan | None  # the winner's, when priced
-    instance_count: int | None  # the winner's InitialInstanceCount
+    fleet_size: int | None  # the winner's InitialInstanceCount
     scaling: ScalingPlan | None
     no_winner_reason: str | None
     tie_notice: str | None
@@ -90,7 +90,7 @@ class Recommendation:
             "weights": dict(self.ranking.weights),
             "recommended": self.winner.candidate.name if self.winner else None,
             "no_winner_reason": self.no_winner_reason,
-            "instance_count": self.instance_count,
+            "instance_count": self.fleet_size,
             "capacity": self.capacity.to_dict() if self.capacity else None,
             "autoscaling": _scaling_document(self.scaling),
             "tie_notice": self.tie_notice,
@@ -110,7 +110,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
     c = r.candidate
     return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
             "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
-            "initial_instance_count": fleet.instance_count, "fleet_cost_per_hour": fleet.cost_per_hour,
+            "initial_instance_count": fleet.fleet_size, "fleet_cost_per_hour": fleet.cost_per_hour,
             "pareto": r.pareto, "tied_with_winner": r.tied_with_winner, "comparison": r.comparison, "config": c.config}
 
 
@@ -162,7 +162,7 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
         reason=reason,
         cost_per_hour=hourly,
         instance_type=pricing.instance_type,
-        instance_count=1,
+        priced_instances=1,
         config=dict(result.config),
         **(_figures(h, percentile) if h is not None else {}),
     )
@@ -208,14 +208,14 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
     capacity = scaling = count = None
     if winner is not None:
         ipm = winner.candidate.invocations_per_minute
-        count = fleets[winner.candidate.key].instance_count
+        count = fleets[winner.candidate.key].fleet_size
         capacity = plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target) if pricing.priced else None
         scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
                                headroom=spec.capacity.autoscaling_headroom)
     draft = Recommendation(
         experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
         threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
-        capacity=capacity, instance_count=count, scaling=scaling,
+        capacity=capacity, fleet_size=count, scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
         tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
         unstable=frozenset(r.key for r in results if _unstable(r)),
@@ -291,8 +291,8 @@ def justify(rec: Recommendation) -> str:
 
 
 def _sizing_sentence(rec: Recommendation) -> str:
-    served = f"{rec.instance_count} instance{'s' if rec.instance_count != 1 else ''} of {rec.pricing.instance_type} " \
-             f"serve{'s' if rec.instance_count == 1 else ''} {_count(rec.target_ipm)} per minute"
+    served = f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} " \
+             f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
     plan = rec.capacity

@@ -177,7 +177,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
     items = [
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
-        ("initial instance count", f"{rec.instance_count} (for {rec.target_ipm:,.0f} invocations per minute)"),
+        ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute)"),
         ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f}"),
         (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)"),
     ]
@@ -194,7 +194,7 @@ def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
     if plan is None:
         return [("cost", f"unpriced (not free): {rec.pricing.instance_type} has no price")]
     return [
-        ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.instance_count} x {plan.price_per_hour:g} USD)"),
+        ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.fleet_size} x {plan.price_per_hour:g} USD)"),
         ("cost per inference", f"{plan.cost_per_inference:.3e} USD"),
         ("cost per million inferences", f"{plan.cost_per_million:,.4f} USD"),
     ]
@@ -209,7 +209,7 @@ def _pricing_text(rec: Recommendation) -> str:
 
 def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
     fleet = rec.fleets[ranked.candidate.key]
-    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.instance_count, hourly=fleet.cost_per_hour,
+    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.fleet_size, hourly=fleet.cost_per_hour,
                 per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
                 tied=ranked.tied_with_winner, reasons=())
 

@@ -48,7 +48,7 @@ def test_card_shows_the_recommendation_of_the_stored_settings(seeded_url):
     card = metrics(at)
     assert at.subheader[0].value == f"Recommended: {rec.winner.candidate.name}".replace("-", "\\-")
     assert card["Instance type"] == "local-cpu"
-    assert card["Instances for 30,000/min"] == str(rec.instance_count)
+    assert card["Instances for 30,000/min"] == str(rec.fleet_size)
     assert card["Cost per hour"] == "unpriced"
     assert card["p95 latency at MaxInvocations"] == f"{rec.winner.candidate.latency_ms:,.1f} ms"
 

@@ -54,19 +54,19 @@ def pair() -> list[CandidateResult]:
 def test_winner_count_and_fleet_cost(pair, overrides, winner, count, fleet_usd, per_million, max_capacity) -> None:
     rec = recommend(pair, spec(**overrides), [fixed_catalog()])
     assert rec.winner.candidate.name == winner
-    assert rec.instance_count == count
+    assert rec.fleet_size == count
     assert rec.capacity.cost_per_hour == pytest.approx(fleet_usd)
     assert rec.capacity.cost_per_million == pytest.approx(per_million)
     assert rec.capacity.cost_per_inference == pytest.approx(per_million / 1e6)
     assert (rec.scaling.min_capacity, rec.scaling.max_capacity) == (1, max_capacity)
-    assert rec.fleets[f"k-{winner}"].instance_count == count
+    assert rec.fleets[f"k-{winner}"].fleet_size == count
 
 
 def test_every_candidate_is_one_instance_at_the_catalog_price(pair) -> None:
     rec = recommend(pair, spec(target={"priced_as": "ml.g4dn.xlarge"}), [fixed_catalog()])
-    assert {r.candidate.name: (r.candidate.instance_count, r.candidate.cost_per_hour) for r in rec.ranking.ranked} == {
+    assert {r.candidate.name: (r.candidate.priced_instances, r.candidate.cost_per_hour) for r in rec.ranking.ranked} == {
         "A": (1, 0.7364), "B": (1, 0.7364)}
-    assert rec.fleets["k-B"].instance_count == 75 and rec.fleets["k-B"].cost_per_hour == pytest.approx(75 * 0.7364)
+    assert rec.fleets["k-B"].fleet_size == 75 and rec.fleets["k-B"].cost_per_hour == pytest.approx(75 * 0.7364)
 
 
 def test_justification_says_what_why_and_by_how_much(pair) -> None:
@@ -83,7 +83,7 @@ def test_justification_says_what_why_and_by_how_much(pair) -> None:
 def test_unpriced_is_said_never_shown_as_free(pair) -> None:
     rec = recommend(pair, spec(target={"price_per_hour": 0.0}), [fixed_catalog()])
     assert not rec.pricing.priced and rec.capacity is None
-    assert rec.instance_count == 56  # sizing does not need a price
+    assert rec.fleet_size == 56  # sizing does not need a price
     assert all(f.cost_per_hour is None for f in rec.fleets.values())
     assert "the cost is unknown because local-cpu is unpriced (not free)" in rec.justification
     assert "USD" not in rec.justification
@@ -99,7 +99,7 @@ def test_unpriced_is_said_never_shown_as_free(pair) -> None:
 ])
 def test_no_winner_says_why(results, reason) -> None:
     rec = recommend(results, spec(), [fixed_catalog()])
-    assert rec.winner is None and rec.instance_count is None and rec.capacity is None and rec.scaling is None
+    assert rec.winner is None and rec.fleet_size is None and rec.capacity is None and rec.scaling is None
     assert reason in rec.no_winner_reason
     assert rec.justification.startswith("No recommendation: ")
     assert len(rec.ranking.excluded) == len(results)

@@ -17,9 +17,9 @@ from recommender.report import Report, build_report
 from recommender.spec import CapacitySpec, ExperimentSpec, LatencyThreshold, Objectives
 from recommender.candidates import CandidateResult
 from recommender.store.results import ExperimentInfo
+from recommender.vocabulary import PERCENTILE_NAMES
 
 LEVELS = tuple(IMPORTANCE_WEIGHTS)
-PERCENTILES = ("p50", "p90", "p95", "p99")
 PERSISTED = "setting:"  # session-state keys kept while other pages are shown
 
 
@@ -62,7 +62,7 @@ def controls(info: ExperimentInfo, spec: ExperimentSpec) -> Settings:
     sidebar.subheader("Decision settings")
     values = {name: sidebar.select_slider(f"{name.title()} importance", LEVELS, key=key + name)
               for name in ("cost", "latency", "throughput")}
-    percentile = sidebar.selectbox("Latency percentile", PERCENTILES, key=key + "percentile")
+    percentile = sidebar.selectbox("Latency percentile", PERCENTILE_NAMES, key=key + "percentile")
     threshold = sidebar.number_input("Latency threshold (ms)", min_value=0.001, key=key + "threshold_ms")
     target = sidebar.number_input("Target load (invocations per minute)", min_value=1.0, step=1000.0,
                                   key=key + "target_ipm")

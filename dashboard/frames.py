@@ -8,10 +8,10 @@ from typing import Any, Iterable
 import pandas as pd
 
 from recommender.candidates import CandidateResult
+from recommender.metrics.headline import SERVER_PARTS, Headline
+from recommender.metrics.intervals import Interval
 from recommender.store.results import ExperimentInfo
-
-LATENCY_KEYS = ("p50", "p90", "p95", "p99")
-SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
+from recommender.vocabulary import PERCENTILE_NAMES
 
 
 def first_line(text: str | None, limit: int = 200) -> str:
@@ -49,18 +49,17 @@ def candidates_table(results: list[CandidateResult]) -> pd.DataFrame:
 
 
 def candidate_row(r: CandidateResult) -> dict[str, Any]:
-    h = r.headline or {}
-    latency = h.get("latency_ms") or {}
+    h = r.headline
     row = {"configuration": r.name, "status": r.status, "reason": first_line(r.reason),
-           "duration (s)": r.duration_s, "finished": r.finished_at,
-           "invocations/min": h.get("invocations_per_minute"),
-           **{f"{p} ms": latency.get(p) for p in LATENCY_KEYS},
-           "error rate": h.get("error_rate"), "within threshold": h.get("within_threshold")}
-    for optional in ("max_invocations", "stable", "stop_reason"):
-        if optional in h:
-            row[optional.replace("_", " ")] = h[optional]
-    if h.get("notes"):
-        row["notes"] = "; ".join(map(str, h["notes"]))
+           "duration (s)": r.duration_s, "finished": r.finished_at}
+    if h is None:
+        return row | dict.fromkeys(["invocations/min", *(f"{p} ms" for p in PERCENTILE_NAMES), "error rate",
+                                    "within threshold"])
+    row |= {"invocations/min": h.invocations_per_minute, **{f"{p} ms": h.latency(p) for p in PERCENTILE_NAMES},
+            "error rate": h.error_rate, "within threshold": h.within_threshold,
+            "max invocations": h.max_invocations, "stable": h.stable, "stop reason": h.stop_reason}
+    if h.notes:
+        row["notes"] = "; ".join(map(str, h.notes))
     return row
 
 
@@ -68,22 +67,25 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
     """Metrics side by side: one column per candidate, one row per figure (headline and server statistics)."""
     columns = {}
     for r in results:
-        h, s = r.headline or {}, r.server_stats or {}
-        latency, model_latency = h.get("latency_ms") or {}, h.get("model_latency_ms")
-        values = {"status": r.status, "invocations/min": h.get("invocations_per_minute"),
-                  "max invocations": h.get("max_invocations"),
-                  **{f"{p} latency ms": latency.get(p) for p in LATENCY_KEYS},
-                  "model latency ms": model_latency,
-                  "error rate": h.get("error_rate"), "requests": h.get("requests"), "failures": h.get("failures"),
-                  "within threshold": h.get("within_threshold"), "stable": h.get("stable"),
-                  "stop reason": h.get("stop_reason"), "ipm interval": interval_text(h.get("ipm_interval")),
-                  "latency interval": interval_text(h.get("latency_interval")), "repeats": h.get("repeats"),
-                  "avg batch size": s.get("avg_batch_size"), "executions": s.get("execution_count"),
-                  **{f"server {part} us": (s.get("avg_us") or {}).get(part) for part in SERVER_PARTS},
-                  "reason": first_line(r.reason)}
-        columns[r.name] = values
+        s = r.server
+        columns[r.name] = {"status": r.status, **headline_figures(r.headline),
+                           "avg batch size": s.avg_batch_size, "executions": s.execution_count,
+                           **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
+                           "reason": first_line(r.reason)}
     frame = pd.DataFrame(columns)
     return frame.dropna(how="all").map(text_cell)  # one column mixes figures and words: show all as text
+
+
+def headline_figures(h: Headline | None) -> dict[str, Any]:
+    """The headline's rows of the Compare table (all None for a run without a headline)."""
+    if h is None:
+        return dict.fromkeys(headline_figures(Headline()))
+    return {"invocations/min": h.invocations_per_minute, "max invocations": h.max_invocations,
+            **{f"{p} latency ms": h.latency(p) for p in PERCENTILE_NAMES}, "model latency ms": h.model_latency_ms,
+            "error rate": h.error_rate, "requests": h.requests, "failures": h.failures,
+            "within threshold": h.within_threshold, "stable": h.stable, "stop reason": h.stop_reason,
+            "ipm interval": interval_text(h.ipm_interval), "latency interval": interval_text(h.latency_interval),
+            "repeats": h.repeats}
 
 
 def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
@@ -96,14 +98,11 @@ def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def interval_text(value: Any) -> str | None:
-    """'low to high (n=N)' from a stored interval ({low, high, n} or [low, high]); None when absent."""
-    if isinstance(value, dict) and value.get("low") is not None:
-        n = f" (n={value['n']})" if value.get("n") is not None else ""
-        return f"{text_cell(value['low'])} to {text_cell(value.get('high'))}{n}"
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return f"{text_cell(value[0])} to {text_cell(value[1])}"
-    return None
+def interval_text(interval: Interval | None) -> str | None:
+    """'low to high (n=N)'; None when absent."""
+    if interval is None:
+        return None
+    return f"{text_cell(interval.low)} to {text_cell(interval.high)} (n={interval.n})"
 
 
 def text_cell(value: Any) -> str:
@@ -140,7 +139,7 @@ def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
     """Long table of the server-side average time per request by part (queue, compute input/infer/output)."""
     rows = []
     for r in results:
-        parts = (r.server_stats or {}).get("avg_us") or {}
+        parts = r.server.avg_us
         rows += [{"configuration": r.name, "part": part, "ms": parts[part] / 1000}
                  for part in SERVER_PARTS if parts.get(part) is not None]
     return pd.DataFrame(rows)

@@ -7,9 +7,15 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
+from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec
+
+
+# The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
+# its configuration, so renaming the key would give every stored candidate a new key (re-measured, history lost).
+INSTANCE_GROUP_KEY = "instance_count"
 
 
 @dataclass(frozen=True)
@@ -18,7 +24,7 @@ class Candidate:
 
     optimization: str
     dynamic_batching: DynamicBatching | None
-    instance_count: int
+    instance_group_count: int  # Triton instance_group count: model instances inside one server
     max_batch_size: int
     instance_type: str
     model_fingerprint: str = field(default="", compare=True)
@@ -27,13 +33,28 @@ class Candidate:
     def name(self) -> str:
         """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off)."""
         batching = "db" if self.dynamic_batching is not None else "nodb"
-        return f"{self.optimization}-{batching}-ig{self.instance_count}-mbs{self.max_batch_size}"
+        return f"{self.optimization}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}"
 
     def config(self) -> dict:
-        """The serving configuration as plain data (stored, shown, hashed)."""
+        """The serving configuration as plain data (stored, shown, hashed); the instance-group count is stored as
+        INSTANCE_GROUP_KEY."""
         data = asdict(self)
+        data[INSTANCE_GROUP_KEY] = data.pop("instance_group_count")
         data["dynamic_batching"] = self.dynamic_batching.model_dump() if self.dynamic_batching else None
         return data
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "Candidate":
+        """The candidate back from its stored configuration (the inverse of `config()`)."""
+        batching = config.get("dynamic_batching")
+        return cls(
+            optimization=config["optimization"],
+            dynamic_batching=DynamicBatching(**batching) if batching is not None else None,
+            instance_group_count=config[INSTANCE_GROUP_KEY],
+            max_batch_size=config["max_batch_size"],
+            instance_type=config["instance_type"],
+            model_fingerprint=config.get("model_fingerprint", ""),
+        )
 
     @property
     def key(self) -> str:
@@ -51,11 +72,21 @@ class CandidateResult:
     config: dict[str, Any]
     status: str  # ok | failed | skipped | interrupted | pending
     reason: str | None
-    headline: dict[str, Any] | None
+    headline: Headline | None
     server_stats: dict[str, Any] | None
     run_id: int | None
     duration_s: float | None
     finished_at: datetime | None
+
+    @property
+    def server(self) -> ServerStats:
+        """The server-side figures of the run, read by name (empty when the run stored none)."""
+        return ServerStats.from_dict(self.server_stats)
+
+
+def instance_group_count_of(config: Mapping[str, Any]) -> int | None:
+    """The Triton instance-group count in a stored configuration (None when the configuration has none)."""
+    return config.get(INSTANCE_GROUP_KEY)
 
 
 def model_fingerprint(spec: ExperimentSpec) -> str:
@@ -76,7 +107,7 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     fingerprint = model_fingerprint(spec)
     seen: dict[str, Candidate] = {}
     for opt, batching, count, mbs in itertools.product(
-        grid.optimizations, grid.dynamic_batching, grid.instance_counts, grid.max_batch_sizes
+        grid.optimizations, grid.dynamic_batching, grid.instance_group_counts, grid.max_batch_sizes
     ):
         settings = _batching_settings(batching, mbs)
         candidate = Candidate(opt, settings, count, mbs, spec.target.instance_type, fingerprint)

@@ -24,7 +24,7 @@ from recommender.errors import ExportError
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
 from recommender.candidates import Candidate, model_fingerprint
-from recommender.spec import DynamicBatching, ExperimentSpec
+from recommender.spec import ExperimentSpec
 
 IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"
 ROLE_PLACEHOLDER = "<SAGEMAKER_EXECUTION_ROLE_ARN>"
@@ -52,7 +52,7 @@ class Deliverable:
     out_dir: Path
     repository: Path
     instance_type: str
-    instance_count: int
+    fleet_size: int  # InitialInstanceCount for the target load
     scaling: ScalingPlan
     files: tuple[Path, ...]
 
@@ -71,19 +71,6 @@ def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     return picked
 
 
-def candidate_from_config(config: dict[str, Any]) -> Candidate:
-    """Rebuild the Candidate from its stored configuration dictionary."""
-    batching = config.get("dynamic_batching")
-    return Candidate(
-        optimization=config["optimization"],
-        dynamic_batching=DynamicBatching(**batching) if batching is not None else None,
-        instance_count=config["instance_count"],
-        max_batch_size=config["max_batch_size"],
-        instance_type=config["instance_type"],
-        model_fingerprint=config.get("model_fingerprint", ""),
-    )
-
-
 def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions) -> Deliverable:
     """Export the candidate ranked `options.position` into `options.out_dir`."""
     picked = chosen(rec, options.position)
@@ -97,7 +84,7 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
                             candidate.model_fingerprint, Path(options.cache_dir))
     write_model_repository(candidate, artifact, repository, options.model_name,
                            threads_per_instance=_threads(rec, candidate), copy_artifact=True)
-    count = rec.fleets[picked.candidate.key].instance_count
+    count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
     scaling = plan_scaling(endpoint, picked.candidate.invocations_per_minute, rec.target_ipm,
                            variant_name=VARIANT_NAME, headroom=spec.capacity.autoscaling_headroom)
@@ -111,7 +98,7 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
 
 
 def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candidate:
-    candidate = candidate_from_config(picked.candidate.config)
+    candidate = Candidate.from_config(picked.candidate.config)
     if candidate.key != picked.candidate.key:
         raise ExportError(f"the stored configuration of {picked.candidate.name} does not rebuild to its key",
                           hint="the store was written by another version of recommender; run the experiment again")
@@ -127,7 +114,7 @@ def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
     hardware = rec.pricing.hardware
     if hardware is None or not hardware.vcpus:
         return None  # write_model_repository sizes for this host's cores
-    return max(1, hardware.vcpus // candidate.instance_count)
+    return max(1, hardware.vcpus // candidate.instance_group_count)
 
 
 def _request_bodies(endpoint: str, options: ExportOptions, instance_type: str, count: int,
@@ -186,7 +173,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         f"- invocations per minute per instance: {c.invocations_per_minute:,.0f}",
         f"- {rec.percentile} latency: {c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)",
-        f"- instance type: {d.instance_type}; InitialInstanceCount {d.instance_count} for "
+        f"- instance type: {d.instance_type}; InitialInstanceCount {d.fleet_size} for "
         f"{rec.target_ipm:,.0f} invocations per minute",
         f"- fleet cost: {cost}",
         f"- autoscaling: {s.min_capacity} to {s.max_capacity} instances, target tracking on "
@@ -196,7 +183,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         f"- `model_repository/{options.model_name}/`: the Triton model repository as benchmarked (config.pbtxt with "
         f"max_batch_size {d.candidate.max_batch_size}, dynamic batching "
-        f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_count} "
+        f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_group_count} "
         "KIND_CPU; the generic Python-backend `1/model.py`; a copy of the exported model file).",
         "- `sagemaker/create_model.json`, `create_endpoint_config.json`, `create_endpoint.json`: request bodies for "
         "the SageMaker API.",

@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol
 
 from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
 from recommender.load.shapes import TrafficPlan, compile_traffic
+from recommender.metrics.headline import ChosenWindow, Headline, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
 from recommender.metrics.intervals import mean_interval
 from recommender.metrics.prometheus import counter_delta, scrape
@@ -28,16 +29,11 @@ from recommender.metrics.steady import (
     phase_flags,
     window_spans,
 )
-from recommender.metrics.summary import (
-    PERCENTILES,
-    PhaseSummary,
-    WindowStats,
-    per_second_series,
-    summarize_phases,
-)
+from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
 from recommender.targets.invocation import load_endpoint
+from recommender.vocabulary import PERCENTILE_NAMES
 
 _END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
 
@@ -67,7 +63,7 @@ class Repeat:
 class Measurement:
     """Everything stored for a run (keyword arguments of ResultStore.finish_run)."""
 
-    headline: dict[str, Any]
+    headline: Headline
     server_stats: dict[str, Any]
     phases: list[PhaseSummary]
     series: list[WindowStats]
@@ -126,51 +122,56 @@ def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
     return Measurement(headline_of(repeats, rules), server_stats, first.phases, series, windows)
 
 
-def headline_of(repeats: list[Repeat], rules: Rules) -> dict[str, Any]:
-    """The stored headline: the legacy keys (invocations_per_minute, latency_ms, ...) plus MaxInvocations and friends."""
-    p = rules.percentile
+def headline_of(repeats: list[Repeat], rules: Rules) -> Headline:
+    """The run's headline: MaxInvocations and ModelLatency over the repeats, with the figures they come from."""
     passing = [r for r in repeats if r.best.within_threshold]
     ipm = mean_interval([r.best.max_invocations for r in passing]) if passing else None
     latency = mean_interval([r.best.model_latency_ms for r in passing]) if passing else None
-    pool = passing or repeats
-    chosen = [r.best.window for r in pool if r.best.window is not None]
+    chosen = [r.best.window for r in passing or repeats if r.best.window is not None]
     log = [r.result.requests for r in repeats]
-    return {
-        "phase_index": chosen[0].phase_index if chosen else None,
-        "invocations_per_minute": ipm.mean if ipm else _mean([w.ipm for w in chosen]) or 0.0,
-        "latency_ms": {name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILES},
-        "error_rate": _mean([w.stats.error_rate for w in chosen]) or 0.0,
-        "within_threshold": len(passing) == len(repeats),
-        "notes": list(dict.fromkeys(note for r in repeats for note in r.best.notes))
-        + ([f"only {len(passing)} of {len(repeats)} repeats within the threshold"] if 0 < len(passing) < len(repeats) else []),
-        "max_invocations": ipm.mean if ipm else None,
-        "model_latency_ms": latency.mean if latency else None,
-        "stable": all(r.best.stable for r in repeats),
-        "stop_reason": next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
-        "stop_reasons": [r.result.stop_reason for r in repeats],
-        "ipm_interval": ipm.to_dict() if ipm else None,
-        "latency_interval": latency.to_dict() if latency else None,
-        "repeats": len(repeats),
-        "windows": _window_summary(repeats),
-        "percentile": p,
-        "samples": chosen[0].stats.ok if chosen else 0,
-        "requests": sum(len(requests) for requests in log),
-        "failures": sum(requests.failures for requests in log),
-        "flags": list(dict.fromkeys(flag for r in repeats for phase in r.phases for flag in phase.flags)),
-    }
+    return Headline(
+        phase_index=chosen[0].phase_index if chosen else None,
+        invocations_per_minute=ipm.mean if ipm else _mean([w.ipm for w in chosen]) or 0.0,
+        latency_ms={name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILE_NAMES},
+        error_rate=_mean([w.stats.error_rate for w in chosen]) or 0.0,
+        within_threshold=len(passing) == len(repeats),
+        notes=_notes(repeats, passing),
+        max_invocations=ipm.mean if ipm else None,
+        model_latency_ms=latency.mean if latency else None,
+        stable=all(r.best.stable for r in repeats),
+        stop_reason=next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
+        stop_reasons=tuple(r.result.stop_reason for r in repeats),
+        ipm_interval=ipm,
+        latency_interval=latency,
+        repeats=len(repeats),
+        windows=_window_count(repeats),
+        percentile=rules.percentile,
+        samples=chosen[0].stats.ok if chosen else 0,
+        requests=sum(len(requests) for requests in log),
+        failures=sum(requests.failures for requests in log),
+        flags=tuple(dict.fromkeys(flag for r in repeats for phase in r.phases for flag in phase.flags)),
+    )
 
 
-def _window_summary(repeats: list[Repeat]) -> dict[str, Any]:
+def _notes(repeats: list[Repeat], passing: list[Repeat]) -> tuple[str, ...]:
+    notes = tuple(dict.fromkeys(note for r in repeats for note in r.best.notes))
+    if 0 < len(passing) < len(repeats):
+        notes += (f"only {len(passing)} of {len(repeats)} repeats within the threshold",)
+    return notes
+
+
+def _window_count(repeats: list[Repeat]) -> WindowCount:
     best = repeats[0].best.window
-    return {
-        "seconds": (best.stats.end_s - best.stats.start_s) if best else None,
-        "measured": sum(len(r.windows) for r in repeats),
-        "stable": sum(w.stable for r in repeats for w in r.windows),
-        "chosen": [None if r.best.window is None else
-                   {"phase_index": r.best.window.phase_index, "window_index": r.best.window.index,
-                    "start_s": r.best.window.stats.start_s, "end_s": r.best.window.stats.end_s,
-                    "samples": r.best.window.stats.ok} for r in repeats],
-    }
+    return WindowCount(
+        seconds=(best.stats.end_s - best.stats.start_s) if best else None,
+        measured=sum(len(r.windows) for r in repeats),
+        stable=sum(w.stable for r in repeats for w in r.windows),
+        chosen=tuple(None if r.best.window is None else _chosen(r.best.window) for r in repeats),
+    )
+
+
+def _chosen(window: Window) -> ChosenWindow:
+    return ChosenWindow(window.phase_index, window.index, window.stats.start_s, window.stats.end_s, window.stats.ok)
 
 
 def _mean(values: list[float | None], all_needed: bool = False) -> float | None:

@@ -139,7 +139,7 @@ class Job:
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                                 candidate.model_fingerprint, self.options.cache_dir)
         reserved = 1 if self.target.load_shares_host else 0
-        threads = default_threads_per_instance(candidate.instance_count, reserved)
+        threads = default_threads_per_instance(candidate.instance_group_count, reserved)
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads)
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.errors import SpecError
+from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
 
 Optimization = Literal["pt", "onnx", "trt"]
-Percentile = Literal["p50", "p90", "p95", "p99"]
 
 
 class Strict(BaseModel):
@@ -93,7 +93,10 @@ class VariantGrid(Strict):
     dynamic_batching: list[DynamicBatchingChoice] = Field(
         [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
     )
-    instance_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field([1], min_length=1, description="Triton instance_group count values.")
+    instance_group_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field(
+        [1], min_length=1, validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
+        description="Triton instance_group count values (model instances inside one server); "
+        "`instance_counts` is accepted as its former name.")
     max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
 
 
@@ -122,7 +125,10 @@ class TargetSpec(Strict):
     )
     region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
     ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model (or the SageMaker endpoint) to become ready.")
-    instance_count: int = Field(1, ge=1, le=100, description="sagemaker: instances behind the endpoint (InitialInstanceCount).")
+    endpoint_instance_count: int = Field(
+        1, ge=1, le=100, validation_alias=AliasChoices("endpoint_instance_count", "instance_count"),
+        description="sagemaker: instances behind each candidate's endpoint while it is measured (InitialInstanceCount); "
+        "`instance_count` is accepted as its former name.")
     role_arn: str | None = Field(None, description="sagemaker: the execution role SageMaker assumes (RoleArn output of infra/cloudformation.yaml).")
     bucket: str | None = Field(None, description="sagemaker: S3 bucket for model.tar.gz (BucketName output of infra/cloudformation.yaml).")
     image_uri: str | None = Field(
@@ -152,6 +158,11 @@ class TargetSpec(Strict):
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
         return self
+
+    @property
+    def instance_count(self) -> int:
+        """The former name of `endpoint_instance_count`, still read by targets/sagemaker.py."""
+        return self.endpoint_instance_count
 
 
 class Phase(Strict):
@@ -258,7 +269,7 @@ SHAPES = ("phases", "stairs", "concurrency", "rate")
 class LatencyThreshold(Strict):
     """The latency a recommendation must respect."""
 
-    percentile: Percentile = Field("p95", description="Which latency percentile is checked.")
+    percentile: Percentile = Field(DEFAULT_PERCENTILE, description="Which latency percentile is checked.")
     ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
 
 

@@ -9,8 +9,7 @@ import streamlit as st
 from dashboard import charts, frames, source
 from dashboard.selection import in_view, measured, nothing_measured
 from recommender.candidates import CandidateResult
-
-PERCENTILES = ("p50", "p90", "p95", "p99")
+from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 
 def pick(info_name: str, candidates: list[CandidateResult]) -> list[CandidateResult]:
@@ -39,8 +38,9 @@ def frontier(picked: list[CandidateResult], default_percentile: str) -> None:
     if phases.empty:
         st.info("No phase summaries stored for these runs.")
         return
-    index = PERCENTILES.index(default_percentile) if default_percentile in PERCENTILES else 2
-    percentile = st.selectbox("Percentile", PERCENTILES, index=index, key="curves-percentile")
+    shown = default_percentile if default_percentile in PERCENTILE_NAMES else DEFAULT_PERCENTILE
+    index = PERCENTILE_NAMES.index(shown)
+    percentile = st.selectbox("Percentile", PERCENTILE_NAMES, index=index, key="curves-percentile")
     st.altair_chart(charts.frontier(phases, percentile), width="stretch")
 
 
@@ -67,7 +67,7 @@ def main() -> None:
         st.info("Pick at least one candidate.")
         return
     over_time(picked)
-    frontier(picked, (info.spec.get("latency_threshold") or {}).get("percentile", "p95"))
+    frontier(picked, (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE))
     server_time(picked)
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from dashboard import charts, frames, source
 from dashboard.selection import selected
 from dashboard.text import escape
+from recommender.vocabulary import DEFAULT_PERCENTILE
 
 
 def points(key: str, percentile: str) -> list[dict]:
@@ -16,11 +17,11 @@ def points(key: str, percentile: str) -> list[dict]:
         for r in source.results(info.name):
             if r.key != key:
                 continue
-            h = r.headline or {}
+            h = r.headline
             rows.append({"experiment": info.name, "finished": r.finished_at, "status": r.status,
-                         "invocations/min": h.get("invocations_per_minute"),
-                         f"{percentile} ms": (h.get("latency_ms") or {}).get(percentile),
-                         "error rate": h.get("error_rate"), "reason": frames.first_line(r.reason)})
+                         "invocations/min": h.invocations_per_minute if h else None,
+                         f"{percentile} ms": h.latency(percentile) if h else None,
+                         "error rate": h.error_rate if h else None, "reason": frames.first_line(r.reason)})
     return sorted(rows, key=lambda row: (row["finished"] is None, row["finished"] or 0))
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     labels = {f"{r.name} ({r.key})": r for r in results}
     label = st.selectbox("Candidate", list(labels), key=f"history:{info.name}")
     candidate = labels[label]
-    percentile = (info.spec.get("latency_threshold") or {}).get("percentile", "p95")
+    percentile = (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE)
     table = frames.history_table(points(candidate.key, percentile))
     st.dataframe(table, hide_index=True, width="stretch")
     ok = table[table["status"] == "ok"].dropna(subset=["finished"])

@@ -37,7 +37,7 @@ def card(rec: Recommendation) -> None:
         st.subheader(f"Recommended: {escape(c.name)}")
         cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
         metrics = [("Instance type", rec.pricing.instance_type),
-                   (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.instance_count)),
+                   (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
                    ("Cost per hour", cost),
                    (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
                    ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min"))]

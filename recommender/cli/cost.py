@@ -43,7 +43,7 @@ def _plan_table(plan: CapacityPlan, region: str, source: str) -> Table:
         ("price source", source),
         ("MaxInvocations per instance", f"{plan.ipm_per_instance:g} /min"),
         ("target load", f"{plan.target_ipm:g} /min"),
-        ("instance count", str(plan.instance_count)),
+        ("instance count", str(plan.fleet_size)),
         ("cost per hour", f"{plan.cost_per_hour:.4f} USD"),
         ("cost per inference", f"{plan.cost_per_inference:.4e} USD"),
         ("cost per million inferences", f"{plan.cost_per_million:.4f} USD"),

@@ -31,7 +31,7 @@ def export_command(
     deliverable = write_deliverable(rec, spec, options)
     console = Console()
     console.print(f"[green]ok[/] {deliverable.ranked.candidate.name} (rank {deliverable.ranked.rank}) exported to {out}: "
-                  f"{deliverable.instance_count} x {deliverable.instance_type}, autoscaling "
+                  f"{deliverable.fleet_size} x {deliverable.instance_type}, autoscaling "
                   f"{deliverable.scaling.min_capacity}-{deliverable.scaling.max_capacity}", highlight=False)
     for path in (deliverable.repository, *deliverable.files):
         console.print(f"  {path}", highlight=False)

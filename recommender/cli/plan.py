@@ -40,7 +40,7 @@ def plan(
         console.print(f"estimated duration: {estimate.minutes_per_candidate * estimate.candidates:.0f} min "
                       f"({estimate.candidates} x {estimate.minutes_per_candidate:.1f} min, deploy and teardown included)", highlight=False)
         console.print(f"estimated cost: ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours of "
-                      f"{spec.target.instance_type} x {estimate.instance_count} at ${estimate.price_per_hour:.4f}/h)"
+                      f"{spec.target.instance_type} x {estimate.endpoint_instance_count} at ${estimate.price_per_hour:.4f}/h)"
                       + (f"; budget ${budget:.2f}" if budget is not None else "; no budget set"), highlight=False)
     check_budget(estimate, budget)  # exit 1 with the budget message when a run would refuse to start
 
@@ -55,7 +55,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
     for c in candidates:
         db = c.dynamic_batching
         batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
-        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_count), str(c.max_batch_size), c.instance_type)
+        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
     table.caption = describe(spec.model)
     return table
 

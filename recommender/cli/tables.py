@@ -7,12 +7,11 @@ Candidates whose intervals overlap the best one's are shown as tied: no "X % low
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
+from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval, compare
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, instance_group_count_of
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
 COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",
@@ -25,9 +24,9 @@ def order(results: list[CandidateResult]) -> list[CandidateResult]:
     """Candidates within the latency threshold first (highest invocations per minute first), then the rest."""
 
     def sort_key(r: CandidateResult):
-        h = r.headline or {}
-        return (STATUS_ORDER.get(r.status, 9), not h.get("within_threshold", False),
-                -(h.get("invocations_per_minute") or 0.0), r.name)
+        h = r.headline
+        return (STATUS_ORDER.get(r.status, 9), not (h and h.within_threshold),
+                -(h.invocations_per_minute if h else 0.0), r.name)
 
     return sorted(results, key=sort_key)
 
@@ -49,7 +48,7 @@ def results_table(results: list[CandidateResult], percentile: str, title: str, w
         table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right",
                          no_wrap=column in NO_WRAP, overflow="ellipsis")
     ranked = order(results)
-    best = next((_interval(r) for r in ranked if r.status == "ok" and (r.headline or {}).get("within_threshold")), None)
+    best = next((_interval(r) for r in ranked if r.status == "ok" and r.headline and r.headline.within_threshold), None)
     rank = 0
     for r in ranked:
         ok = r.status == "ok"
@@ -63,18 +62,18 @@ def results_table(results: list[CandidateResult], percentile: str, title: str, w
 
 
 def _row(r: CandidateResult, rank: int | None, percentile: str, best: Interval | None) -> list[str]:
-    h, c = r.headline or {}, r.config
+    h, c = r.headline or Headline(), r.config
     ok = rank is not None
-    within = ok and h.get("within_threshold")
+    within = ok and h.within_threshold
     batching = "on" if c.get("dynamic_batching") else "off"
-    avg_batch = _at_max(r).get("avg_batch_size") or (r.server_stats or {}).get("avg_batch_size")
+    avg_batch = r.server.batch_size()
     return [
-        str(rank) if ok else "-", r.name, c["optimization"], batching, str(c["instance_count"]), str(c["max_batch_size"]),
+        str(rank) if ok else "-", r.name, c["optimization"], batching, str(instance_group_count_of(c)), str(c["max_batch_size"]),
         _max_invocations(h) if ok else "-",
         _latency(h, percentile) if ok else "-",
-        f"{h.get('error_rate', 0):.2%}" if ok else "-",
-        ("yes" if h.get("stable") else "unstable") if ok and "stable" in h else "-",
-        (h.get("stop_reason") or "end of traffic").split(":")[0] if ok else "-",
+        f"{h.error_rate:.2%}" if ok else "-",
+        ("yes" if h.stable else "unstable") if ok and h.stable is not None else "-",
+        (h.stop_reason or "end of traffic").split(":")[0] if ok else "-",
         _server_split(r) if ok else "-",
         f"{avg_batch:.2f}" if avg_batch else "-",
         ("best" if rank == 1 else compare(best, _interval(r))) if within else "-",
@@ -82,45 +81,39 @@ def _row(r: CandidateResult, rank: int | None, percentile: str, best: Interval |
     ]
 
 
-def _max_invocations(h: dict[str, Any]) -> str:
-    interval = Interval.from_dict(h.get("ipm_interval"))
-    value = h.get("max_invocations", h.get("invocations_per_minute"))
+def _max_invocations(h: Headline) -> str:
+    interval, value = h.ipm_interval, h.max_invocations
     if value is None:
-        return f"none ({h.get('invocations_per_minute', 0):.0f} over)"
+        return f"none ({h.invocations_per_minute:.0f} over)"
     if interval is not None and interval.known:
         return f"{interval.mean:.0f} +- {(interval.high - interval.low) / 2:.0f}"
     return f"{value:.0f}"
 
 
-def _latency(h: dict[str, Any], percentile: str) -> str:
-    latency = h.get("model_latency_ms") or (h.get("latency_ms") or {}).get(percentile)
-    samples = h.get("samples")
+def _latency(h: Headline, percentile: str) -> str:
+    latency = h.model_latency_ms or h.latency(percentile)
+    samples = h.samples
     return _ms(latency) + (f" (n={samples})" if samples else "")
-
-
-def _at_max(r: CandidateResult) -> dict[str, Any]:
-    return (r.server_stats or {}).get("at_max_invocations") or {}
 
 
 def _server_split(r: CandidateResult) -> str:
     """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
-    at = _at_max(r)
-    parts = at if "queue_us" in at else {f"{k}_us": v for k, v in ((r.server_stats or {}).get("avg_us") or {}).items()}
-    queue = parts.get("queue_us")
-    compute = [parts.get(f"compute_{name}_us") for name in ("input", "infer", "output")]
+    parts = r.server.time_per_request_us()
+    queue = parts["queue"]
+    compute = [parts[f"compute_{name}"] for name in ("input", "infer", "output")]
     if queue is None or any(v is None for v in compute):
         return "n/a"
     return f"{queue / 1000:.1f} / {sum(compute) / 1000:.1f}"
 
 
 def _interval(r: CandidateResult) -> Interval | None:
-    return Interval.from_dict((r.headline or {}).get("ipm_interval"))
+    return r.headline.ipm_interval if r.headline else None
 
 
 def _status_text(r: CandidateResult) -> str:
     """A short status: the first reason only (`recommender rank` lists every reason in full)."""
     if r.status == "ok":
-        notes = (r.headline or {}).get("notes") or ["no window within the threshold"]
+        notes = (r.headline.notes if r.headline else ()) or ("no window within the threshold",)
         return "over threshold: " + _first_clause(notes[-1])
     return f"{r.status}: {_first_clause(r.reason)}" if r.reason else r.status
 

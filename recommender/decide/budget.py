@@ -27,20 +27,21 @@ class CostEstimate:
 
     candidates: int
     minutes_per_candidate: float  # traffic duration plus deploy overhead
-    instance_count: int
+    endpoint_instance_count: int  # instances behind each candidate's endpoint
     price_per_hour: float
     instance_hours: float
     usd: float
 
 
-def estimate_cost(candidates: int, traffic_seconds: float, instance_count: int, price_per_hour: float,
+def estimate_cost(candidates: int, traffic_seconds: float, endpoint_instance_count: int, price_per_hour: float,
                   deploy_overhead_minutes: float = DEFAULT_DEPLOY_OVERHEAD_MINUTES) -> CostEstimate:
-    """candidates x (traffic + deploy overhead) x instance count x price."""
-    if candidates < 0 or traffic_seconds < 0 or instance_count < 1 or price_per_hour < 0 or deploy_overhead_minutes < 0:
-        raise ValueError("candidates, durations and price must be >= 0 and instance_count >= 1")
+    """candidates x (traffic + deploy overhead) x endpoint instance count x price."""
+    instances = endpoint_instance_count
+    if candidates < 0 or traffic_seconds < 0 or instances < 1 or price_per_hour < 0 or deploy_overhead_minutes < 0:
+        raise ValueError("candidates, durations and price must be >= 0 and endpoint_instance_count >= 1")
     minutes = traffic_seconds / 60 + deploy_overhead_minutes
-    instance_hours = candidates * minutes / 60 * instance_count
-    return CostEstimate(candidates, minutes, instance_count, price_per_hour, instance_hours, instance_hours * price_per_hour)
+    instance_hours = candidates * minutes / 60 * instances
+    return CostEstimate(candidates, minutes, instances, price_per_hour, instance_hours, instance_hours * price_per_hour)
 
 
 def check_budget(estimate: CostEstimate, budget_usd: float | None) -> None:
@@ -51,7 +52,7 @@ def check_budget(estimate: CostEstimate, budget_usd: float | None) -> None:
     affordable = int(budget_usd // per_candidate) if per_candidate else 0
     raise BudgetExceeded(
         f"estimated cost ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours for {estimate.candidates} "
-        f"candidates x {estimate.minutes_per_candidate:.1f} min x {estimate.instance_count} instance(s) at "
+        f"candidates x {estimate.minutes_per_candidate:.1f} min x {estimate.endpoint_instance_count} instance(s) at "
         f"${estimate.price_per_hour:.4f}/h) is above the budget of ${budget_usd:.2f}",
         hint=f"The budget covers about {affordable} candidate(s): shrink the variant grid or the traffic phases, "
         "or raise the budget.",
@@ -117,7 +118,7 @@ def estimate_plan(spec: Any, candidates: int) -> CostEstimate:
     overhead = DEFAULT_DEPLOY_OVERHEAD_MINUTES if target.kind == "sagemaker" else LOCAL_DEPLOY_OVERHEAD_MINUTES
     if target.kind == "remote":
         overhead = 0.0
-    count = target.instance_count if target.kind == "sagemaker" else 1
+    count = target.endpoint_instance_count if target.kind == "sagemaker" else 1
     return estimate_cost(candidates, traffic_s, count, target_price(target), overhead)
 
 
@@ -128,8 +129,9 @@ class RunBudget:
     budget, so the caller leaves its `with deployment` block and the endpoint is torn down.
     """
 
-    def __init__(self, guard: BudgetGuard | None, instance_count: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.guard, self.instance_count, self.clock = guard, instance_count, clock
+    def __init__(self, guard: BudgetGuard | None, endpoint_instance_count: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.guard, self.endpoint_instance_count, self.clock = guard, endpoint_instance_count, clock
         self._since: float | None = None
 
     @classmethod
@@ -140,7 +142,7 @@ class RunBudget:
             return cls(None, 1)
         estimate = estimate_plan(spec, candidates)
         check_budget(estimate, budget)
-        return cls(BudgetGuard(budget, estimate.price_per_hour), estimate.instance_count)
+        return cls(BudgetGuard(budget, estimate.price_per_hour), estimate.endpoint_instance_count)
 
     @contextlib.contextmanager
     def billed(self) -> Iterator[None]:
@@ -162,5 +164,5 @@ class RunBudget:
         if self.guard is None or self._since is None:
             return
         now = self.clock()
-        self.guard.add((now - self._since) * self.instance_count)
+        self.guard.add((now - self._since) * self.endpoint_instance_count)
         self._since = now

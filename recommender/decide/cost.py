@@ -80,7 +80,7 @@ class CapacityPlan:
     price_per_hour: float
     ipm_per_instance: float
     target_ipm: float
-    instance_count: int
+    fleet_size: int  # InitialInstanceCount
     cost_per_hour: float
     cost_per_inference: float
     cost_per_million: float
@@ -89,7 +89,8 @@ class CapacityPlan:
     currency: str = "USD"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data; the fleet size under SageMaker's word, `instance_count` (the --json key)."""
+        return {("instance_count" if name == "fleet_size" else name): value for name, value in asdict(self).items()}
 
 
 def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: float, target_ipm: float) -> CapacityPlan:
@@ -101,7 +102,7 @@ def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: f
         price_per_hour=price_per_hour,
         ipm_per_instance=ipm_per_instance,
         target_ipm=target_ipm,
-        instance_count=count,
+        fleet_size=count,
         cost_per_hour=fleet,
         cost_per_inference=cost_per_inference(fleet, ipm_per_instance * count),
         cost_per_million=cost_per_million(fleet, ipm_per_instance * count),

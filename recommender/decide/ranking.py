@@ -59,7 +59,7 @@ class RankInput:
     cost_per_hour: float | None = None
     cost_per_million: float | None = None
     instance_type: str = ""
-    instance_count: int = 1
+    priced_instances: int = 1  # instances cost_per_hour is the price of (one serving instance, as measured)
     config: dict[str, Any] = field(default_factory=dict)
 
 

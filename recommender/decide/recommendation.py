@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
 from recommender.errors import CostError
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
 from recommender.spec import ExperimentSpec, TargetSpec
@@ -45,7 +47,7 @@ class Pricing:
 class Fleet:
     """A candidate sized for the target load: instances needed and, when priced, what they cost per hour."""
 
-    instance_count: int
+    fleet_size: int  # InitialInstanceCount
     cost_per_hour: float | None
 
 
@@ -63,7 +65,7 @@ class Recommendation:
     target_ipm: float
     fleets: Mapping[str, Fleet]  # by candidate key, for every ranked candidate
     capacity: CapacityPlan | None  # the winner's, when priced
-    instance_count: int | None  # the winner's InitialInstanceCount
+    fleet_size: int | None  # the winner's InitialInstanceCount
     scaling: ScalingPlan | None
     no_winner_reason: str | None
     tie_notice: str | None
@@ -88,7 +90,7 @@ class Recommendation:
             "weights": dict(self.ranking.weights),
             "recommended": self.winner.candidate.name if self.winner else None,
             "no_winner_reason": self.no_winner_reason,
-            "instance_count": self.instance_count,
+            "instance_count": self.fleet_size,
             "capacity": self.capacity.to_dict() if self.capacity else None,
             "autoscaling": _scaling_document(self.scaling),
             "tie_notice": self.tie_notice,
@@ -108,7 +110,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
     c = r.candidate
     return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
             "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
-            "initial_instance_count": fleet.instance_count, "fleet_cost_per_hour": fleet.cost_per_hour,
+            "initial_instance_count": fleet.fleet_size, "fleet_cost_per_hour": fleet.cost_per_hour,
             "pareto": r.pareto, "tied_with_winner": r.tied_with_winner, "comparison": r.comparison, "config": c.config}
 
 
@@ -147,36 +149,39 @@ def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None
 # --- rank inputs ----------------------------------------------------------------------------------
 
 def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> RankInput:
-    """One stored candidate as ranking needs it; headline fields read with .get() (old and new shapes)."""
-    headline = result.headline or {}
-    ipm = headline.get("invocations_per_minute")
+    """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
+    h = result.headline
     hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
     status, reason = result.status, result.reason
-    if status == "ok" and headline.get("within_threshold") is False:  # the measurement's verdict (e.g. some repeats over)
-        status, reason = "over threshold", "; ".join(headline.get("notes") or []) or None
+    if status == "ok" and h is not None and not h.within_threshold:  # the measurement's verdict (some repeats over)
+        status, reason = "over threshold", "; ".join(h.notes) or None
     return RankInput(
         key=result.key,
         name=result.name,
         status=status,
         reason=reason,
-        invocations_per_minute=ipm,
-        ipm_interval=_interval(headline.get("ipm_interval")),
-        latency_ms=(headline.get("latency_ms") or {}).get(percentile),
-        latency_interval=_interval(headline.get("latency_interval")),
-        error_rate=headline.get("error_rate") or 0.0,
         cost_per_hour=hourly,
         instance_type=pricing.instance_type,
-        instance_count=1,
+        priced_instances=1,
         config=dict(result.config),
+        **(_figures(h, percentile) if h is not None else {}),
     )
 
 
-def _interval(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, Mapping):
-        value = (value.get("low"), value.get("high"))
-    if isinstance(value, (list, tuple)) and len(value) == 2 and None not in value:
-        return float(value[0]), float(value[1])
-    return None
+def _figures(h: Headline, percentile: str) -> dict[str, Any]:
+    """The measured figures a RankInput takes from a headline, at the decision's percentile."""
+    return {"invocations_per_minute": h.invocations_per_minute, "ipm_interval": _bounds(h.ipm_interval),
+            "latency_ms": h.latency(percentile), "latency_interval": _bounds(h.latency_interval),
+            "error_rate": h.error_rate}
+
+
+def _bounds(interval: Interval | None) -> tuple[float, float] | None:
+    return None if interval is None else (float(interval.low), float(interval.high))
+
+
+def _unstable(result: CandidateResult) -> bool:
+    """The measurement judged the steady-state windows and they disagreed (not judged is not unstable)."""
+    return result.headline is not None and result.headline.stable is False
 
 
 def constraints_of(spec: ExperimentSpec) -> Constraints:
@@ -203,17 +208,17 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
     capacity = scaling = count = None
     if winner is not None:
         ipm = winner.candidate.invocations_per_minute
-        count = fleets[winner.candidate.key].instance_count
+        count = fleets[winner.candidate.key].fleet_size
         capacity = plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target) if pricing.priced else None
         scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
                                headroom=spec.capacity.autoscaling_headroom)
     draft = Recommendation(
         experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
         threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
-        capacity=capacity, instance_count=count, scaling=scaling,
+        capacity=capacity, fleet_size=count, scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
         tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
-        unstable=frozenset(r.key for r in results if (r.headline or {}).get("stable") is False),
+        unstable=frozenset(r.key for r in results if _unstable(r)),
     )
     return _with_justification(draft)
 
@@ -256,7 +261,7 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
     if pricing.priced and pricing.measured_on != pricing.instance_type:
         notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
                      f"{pricing.instance_type} serves as fast as the measured hardware")
-    unstable = sorted(r.name for r in results if (r.headline or {}).get("stable") is False)
+    unstable = sorted(r.name for r in results if _unstable(r))
     if unstable:
         notes.append(f"measured as unstable (steady-state windows disagreed by more than 10 %): {', '.join(unstable)}")
     return tuple(notes)
@@ -286,8 +291,8 @@ def justify(rec: Recommendation) -> str:
 
 
 def _sizing_sentence(rec: Recommendation) -> str:
-    served = f"{rec.instance_count} instance{'s' if rec.instance_count != 1 else ''} of {rec.pricing.instance_type} " \
-             f"serve{'s' if rec.instance_count == 1 else ''} {_count(rec.target_ipm)} per minute"
+    served = f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} " \
+             f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
     plan = rec.capacity

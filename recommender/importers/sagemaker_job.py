@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 
 from recommender.errors import SpecError
+from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 OPERATION = "CreateInferenceRecommendationsJob"
-PERCENTILES = ("p50", "p90", "p95", "p99")
 MAX_PHASE_SECONDS = 7200  # the experiment file's limit per phase
 
 
@@ -100,7 +100,7 @@ def _target(configurations: list[dict[str, Any]], notes: list[str], request: dic
         for parameter in configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", []):
             notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for "
                          f"{configuration.get('InstanceType', 'an endpoint configuration')}) is not a variant axis here; "
-                         "the closest knobs are variants.instance_counts and variants.max_batch_sizes.")
+                         "the closest knobs are variants.instance_group_counts and variants.max_batch_sizes.")
         if "ServerlessConfig" in configuration:
             notes.append("ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked.")
         if "InferenceSpecificationName" in configuration:
@@ -151,9 +151,10 @@ def _latency_threshold(stopping: dict[str, Any], notes: list[str]) -> dict[str, 
     if not thresholds:
         return {}
     percentile = str(thresholds[0].get("Percentile", "P95")).lower()
-    if percentile not in PERCENTILES:
-        notes.append(f"latency percentile {thresholds[0]['Percentile']} is not one of {', '.join(PERCENTILES)}; p95 used.")
-        percentile = "p95"
+    if percentile not in PERCENTILE_NAMES:
+        notes.append(f"latency percentile {thresholds[0]['Percentile']} is not one of {', '.join(PERCENTILE_NAMES)}; "
+                     f"{DEFAULT_PERCENTILE} used.")
+        percentile = DEFAULT_PERCENTILE
     threshold: dict[str, Any] = {"percentile": percentile}
     if thresholds[0].get("ValueInMilliseconds"):
         threshold["ms"] = thresholds[0]["ValueInMilliseconds"]

@@ -88,18 +88,25 @@ class Headline:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Headline | None":
-        """The record from stored JSON (None for a run without a headline); older rows get the field defaults."""
+        """The record from stored JSON (None for a run without a headline); older rows get the field defaults.
+
+        Rows stored before MaxInvocations existed held only `invocations_per_minute` and `latency_ms`: within the
+        threshold those were MaxInvocations and ModelLatency, so they are read as such (else None, as today).
+        """
         if not data:
             return None
         latency = dict(data.get("latency_ms") or {})
+        percentile = data.get("percentile") or DEFAULT_PERCENTILE
+        within = bool(data.get("within_threshold", False))
+        legacy = "max_invocations" not in data and within
         return cls(
-            percentile=data.get("percentile") or DEFAULT_PERCENTILE,
+            percentile=percentile,
             invocations_per_minute=float(data.get("invocations_per_minute") or 0.0),
-            max_invocations=data.get("max_invocations"),
+            max_invocations=data.get("invocations_per_minute") if legacy else data.get("max_invocations"),
             latency_ms={name: latency.get(name) for name in PERCENTILE_NAMES},
-            model_latency_ms=data.get("model_latency_ms"),
+            model_latency_ms=latency.get(percentile) if legacy else data.get("model_latency_ms"),
             error_rate=float(data.get("error_rate") or 0.0),
-            within_threshold=bool(data.get("within_threshold", False)),
+            within_threshold=within,
             stable=data.get("stable"),
             ipm_interval=Interval.from_dict(data.get("ipm_interval")),
             latency_interval=Interval.from_dict(data.get("latency_interval")),
@@ -114,3 +121,38 @@ class Headline:
             flags=tuple(data.get("flags") or ()),
             windows=WindowCount.from_dict(data.get("windows")),
         )
+
+
+SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")  # a request's server time, by part
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """The server side of a run, read by name from the stored `Run.server_stats` JSON (kept as a dict).
+
+    Run-wide Triton statistics deltas (`avg_batch_size`, `execution_count`, `avg_us` by part) and the figures of
+    the window MaxInvocations came from (`at_max_invocations`: `queue_us`, `compute_*_us`, `avg_batch_size`, ...).
+    The Prometheus, GPU and CloudWatch records stay in the dict: nothing reads them back yet.
+    """
+
+    avg_batch_size: float | None = None
+    execution_count: int | None = None
+    avg_us: Mapping[str, float | None] = field(default_factory=dict)
+    at_max_invocations: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "ServerStats":
+        data = data or {}
+        return cls(data.get("avg_batch_size"), data.get("execution_count"), dict(data.get("avg_us") or {}),
+                   dict(data.get("at_max_invocations") or {}))
+
+    def batch_size(self) -> float | None:
+        """Inferences per model execution at MaxInvocations when measured there, else over the run."""
+        return self.at_max_invocations.get("avg_batch_size") or self.avg_batch_size
+
+    def time_per_request_us(self) -> dict[str, float | None]:
+        """Average server time per request by part, at MaxInvocations when measured there, else over the run."""
+        at = self.at_max_invocations
+        if "queue_us" in at:
+            return {part: at.get(f"{part}_us") for part in SERVER_PARTS}
+        return {part: self.avg_us.get(part) for part in SERVER_PARTS}

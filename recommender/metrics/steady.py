@@ -19,6 +19,7 @@ import numpy as np
 
 from recommender.records import RequestLog, Timeline
 from recommender.metrics.summary import WindowStats, completions_between, min_samples, window_stats
+from recommender.vocabulary import DEFAULT_PERCENTILE
 
 if TYPE_CHECKING:
     from recommender.spec import ExperimentSpec
@@ -31,7 +32,7 @@ GENERATOR_BOUND_CPU = 70.0  # % of one core: above it the generator's own latenc
 class Rules:
     """How windows are cut, judged and when load stops; plain data so the load child gets it as JSON."""
 
-    percentile: str = "p95"
+    percentile: str = DEFAULT_PERCENTILE
     threshold_ms: float = 500.0
     max_error_rate: float = 0.01
     warmup_s: float = 5.0

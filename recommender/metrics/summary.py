@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recommender.records import RequestLog
-
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+from recommender.vocabulary import PERCENTILES
 
 
 def percentile_ms(latency_us: np.ndarray, name: str) -> float | None:

@@ -31,14 +31,14 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
-def default_threads_per_instance(instance_count: int, reserved_cores: int = 0) -> int:
+def default_threads_per_instance(instance_group_count: int, reserved_cores: int = 0) -> int:
     """Intra-op threads per instance so that all instances together do not oversubscribe the cores.
 
     `reserved_cores` are left to something else on the same host (the load generator, for the local target):
     on a 2-core host, 2 intra-op threads competing with Locust made a small BERT 15-100x slower
     (docs/benchmarks.md), while 1 thread ran at its normal speed.
     """
-    return max(1, (available_cores() - reserved_cores) // max(1, instance_count))
+    return max(1, (available_cores() - reserved_cores) // max(1, instance_group_count))
 
 
 def render_config(
@@ -57,7 +57,7 @@ def render_config(
         _render_tensors("input", artifact.inputs),
         _render_tensors("output", artifact.outputs),
         _render_dynamic_batching(candidate),
-        _render_instance_group(candidate.instance_count, instance_kind),
+        _render_instance_group(candidate.instance_group_count, instance_kind),
         _render_parameters(
             {
                 "artifact_file": artifact.path.name,
@@ -83,7 +83,7 @@ def write_model_repository(
     The artifact is symlinked by default (cheap, one export shared by many candidates) and copied
     when `copy_artifact` is set (a self-contained, deployable repository: the deliverable export).
     """
-    threads = threads_per_instance or default_threads_per_instance(candidate.instance_count)
+    threads = threads_per_instance or default_threads_per_instance(candidate.instance_group_count)
     config = render_config(candidate, artifact, model_name, threads, instance_kind)
     if not artifact.path.is_file():
         raise BuildError(f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 
@@ -176,7 +177,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
     items = [
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
-        ("initial instance count", f"{rec.instance_count} (for {rec.target_ipm:,.0f} invocations per minute)"),
+        ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute)"),
         ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f}"),
         (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)"),
     ]
@@ -193,7 +194,7 @@ def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
     if plan is None:
         return [("cost", f"unpriced (not free): {rec.pricing.instance_type} has no price")]
     return [
-        ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.instance_count} x {plan.price_per_hour:g} USD)"),
+        ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.fleet_size} x {plan.price_per_hour:g} USD)"),
         ("cost per inference", f"{plan.cost_per_inference:.3e} USD"),
         ("cost per million inferences", f"{plan.cost_per_million:,.4f} USD"),
     ]
@@ -208,7 +209,7 @@ def _pricing_text(rec: Recommendation) -> str:
 
 def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
     fleet = rec.fleets[ranked.candidate.key]
-    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.instance_count, hourly=fleet.cost_per_hour,
+    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.fleet_size, hourly=fleet.cost_per_hour,
                 per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
                 tied=ranked.tied_with_winner, reasons=())
 
@@ -225,7 +226,7 @@ def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | No
         key=c.key, name=c.name, rank=rank, status=c.status,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
-        instance_group=config.get("instance_count"), max_batch_size=config.get("max_batch_size"),
+        instance_group=instance_group_count_of(config), max_batch_size=config.get("max_batch_size"),
         instance_type=rec.pricing.instance_type,
         vcpus=hardware.vcpus if hardware else None, gpus=hardware.gpus if hardware else None,
         gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,

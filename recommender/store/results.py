@@ -11,14 +11,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from recommender.errors import StoreError
+from recommender.metrics.headline import Headline
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
+from recommender.vocabulary import PERCENTILE_NAMES
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
+SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,15 @@ class ResultStore:
 
         return self._write(work)
 
-    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: dict | None = None,
+    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: Headline | None = None,
                    server_stats: dict | None = None, phases: list[PhaseSummary] = (),
                    series: list[WindowStats] = (), windows: list[tuple[int, Window]] = ()) -> None:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id)
-            run.status, run.reason, run.headline, run.server_stats = status, reason, headline, server_stats
+            run.status, run.reason, run.server_stats = status, reason, server_stats
+            run.headline = headline.to_dict() if headline else None
             run.finished_at = utcnow()
             run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
@@ -176,8 +180,8 @@ def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
         return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None)
-    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, run.headline, run.server_stats,
-                           run.id, run.duration_s, run.finished_at)
+    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
+                           run.server_stats, run.id, run.duration_s, run.finished_at)
 
 
 def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
@@ -185,12 +189,12 @@ def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
     return PhaseRow(run_id=run_id, phase_index=phase.index, window_start_s=s.start_s, window_end_s=s.end_s,
                     users_min=s.users_min, users_max=s.users_max, requests=s.requests, errors=s.errors,
                     invocations_per_minute=s.invocations_per_minute, stable=phase.stable, flags=list(phase.flags),
-                    **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+                    **_latency_columns(s, PERCENTILE_NAMES))
 
 
 def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
     return SecondRow(run_id=run_id, second=second, users=s.users_max, ok=s.ok, errors=s.errors,
-                     **_latency_columns(s, ("p50", "p95", "p99")))
+                     **_latency_columns(s, SECOND_PERCENTILES))
 
 
 _SERVER_COLUMNS = ("server_cpu_percent", "server_rss_mb", "gpu_utilization_percent", "gpu_memory_mb", "queue_us",
@@ -203,7 +207,7 @@ def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
                      end_s=s.end_s, load=w.load, requests=s.requests, errors=s.errors, samples=s.ok,
                      invocations_per_minute=s.invocations_per_minute, stable=w.stable, late_share=w.late_share,
                      generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in _SERVER_COLUMNS},
-                     **_latency_columns(s, ("p50", "p90", "p95", "p99")))
+                     **_latency_columns(s, PERCENTILE_NAMES))
 
 
 def _latency_columns(stats: WindowStats, names: tuple[str, ...]) -> dict[str, float | None]:

@@ -98,8 +98,8 @@ def test_run_on_sagemaker_measures_through_invoke_endpoint_and_leaves_nothing(aw
     results = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").results("cloud-micro")
     assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
     for result in results:
-        assert result.headline["requests"] > 0 and result.headline["failures"] == 0
-        assert result.headline["invocations_per_minute"] > 0
+        assert result.headline.requests > 0 and result.headline.failures == 0
+        assert result.headline.invocations_per_minute > 0
         cloudwatch = result.server_stats["cloudwatch"]
         assert cloudwatch["source"] == "cloudwatch" and "ModelLatency" in cloudwatch["metrics"]
     assert leftovers(aws) == {"endpoints": [], "configs": [], "models": [], "objects": []}

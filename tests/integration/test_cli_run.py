@@ -77,9 +77,9 @@ def test_run_measures_stores_ranks_and_resumes(workdir):
         "pt-nodb-ig1-mbs4": "ok", "onnx-nodb-ig1-mbs4": "ok", "trt-nodb-ig1-mbs4": "skipped"}
     for name in ("pt-nodb-ig1-mbs4", "onnx-nodb-ig1-mbs4"):
         headline = results[name].headline
-        assert headline["invocations_per_minute"] > 0
-        assert headline["max_invocations"] == headline["invocations_per_minute"] and headline["repeats"] == 1
-        assert headline["model_latency_ms"] > 0 and headline["stop_reason"] is None
+        assert headline.invocations_per_minute > 0
+        assert headline.max_invocations == headline.invocations_per_minute and headline.repeats == 1
+        assert headline.model_latency_ms > 0 and headline.stop_reason is None
         assert results[name].server_stats["execution_count"] > 0
     assert "MaxInvocations/min" in first.stdout and "end of traffic" in first.stdout
     store = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}")

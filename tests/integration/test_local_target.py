@@ -56,10 +56,10 @@ def deploy(tmp_path: Path, repository_for):
     """Deploy a repository for an optimization; every deployment is torn down at the end of the test."""
     started: list[LocalDeployment] = []
 
-    def start(optimization: str, instance_count: int = 1, **settings) -> LocalDeployment:
+    def start(optimization: str, instance_group_count: int = 1, **settings) -> LocalDeployment:
         target = get_target("local", ready_timeout=90)
         target.preflight()
-        repository = repository_for(optimization, instance_count, **settings)
+        repository = repository_for(optimization, instance_group_count, **settings)
         deployment = target.deploy(repository, "model", tmp_path / f"run-{optimization}")
         started.append(deployment)
         return deployment
@@ -69,13 +69,13 @@ def deploy(tmp_path: Path, repository_for):
         deployment.teardown()
 
 
-@pytest.mark.parametrize(("optimization", "instance_count"), [("pt", 2), ("onnx", 1)])
-def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids, optimization: str, instance_count: int) -> None:
+@pytest.mark.parametrize(("optimization", "instance_group_count"), [("pt", 2), ("onnx", 1)])
+def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids, optimization: str, instance_group_count: int) -> None:
     import torch
 
-    with deploy(optimization, instance_count) as deployment:
+    with deploy(optimization, instance_group_count) as deployment:
         pids = deployment.server_pids()
-        assert len(pids) == 1 + instance_count  # the server and one stub process per instance
+        assert len(pids) == 1 + instance_group_count  # the server and one stub process per instance
         status, body = infer(deployment.endpoint, "model", token_ids)
         assert status == 200, body
         (output,) = body["outputs"]

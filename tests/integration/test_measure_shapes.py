@@ -43,10 +43,10 @@ def test_stairs_measure_windows_per_step_with_server_figures(deployment, tmp_pat
     assert all(w.server["server_cpu_percent"] is not None and w.server["server_rss_mb"] > 0 for w in windows)
     assert any(w.server.get("queue_us") is not None for w in windows)
     h = m.headline
-    assert h["max_invocations"] > 0 and h["within_threshold"] and h["stop_reason"] is None
+    assert h.max_invocations > 0 and h.within_threshold and h.stop_reason is None
     pool = [w for w in windows if w.stable] or windows
-    assert h["max_invocations"] == max(w.ipm for w in pool)
-    assert h["windows"]["measured"] == 4 and h["repeats"] == 1
+    assert h.max_invocations == max(w.ipm for w in pool)
+    assert h.windows.measured == 4 and h.repeats == 1
     prometheus = m.server_stats["prometheus"]
     assert prometheus["available"] and prometheus["nv_inference_request_success"] >= sum(w.stats.ok for w in windows)
     assert isinstance(m.server_stats["gpu"], str)  # "pynvml not installed" here: recorded, not fatal
@@ -56,7 +56,7 @@ def test_stairs_measure_windows_per_step_with_server_figures(deployment, tmp_pat
 def test_concurrency_stops_early_on_max_invocations(deployment, tmp_path: Path) -> None:
     m = measure(deployment, spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 6},
                                        "stopping": {"max_invocations": 1}}), BODIES, tmp_path)
-    assert m.headline["stop_reason"].startswith("max invocations: a window reached")
+    assert m.headline.stop_reason.startswith("max invocations: a window reached")
     assert [w.phase_index for _, w in m.windows] == [0]  # stopped after the first window
     assert len(m.phases) == 1
 
@@ -76,7 +76,7 @@ def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
 
 def test_repeats_give_an_interval(deployment, tmp_path: Path) -> None:
     m = measure(deployment, spec_with({"concurrency": {"users": [1], "duration_seconds": 4}, "repeats": 2}), BODIES, tmp_path)
-    interval = m.headline["ipm_interval"]
-    assert m.headline["repeats"] == 2 and interval["n"] == 2 and interval["low"] <= interval["mean"] <= interval["high"]
+    interval = m.headline.ipm_interval
+    assert m.headline.repeats == 2 and interval.n == 2 and interval.low <= interval.mean <= interval.high
     assert {repeat for repeat, _ in m.windows} == {0, 1}
     assert (tmp_path / "repeat-1" / "load.npz").exists() and (tmp_path / "repeat-2" / "load.npz").exists()

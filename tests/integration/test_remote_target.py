@@ -30,7 +30,7 @@ def test_run_against_an_existing_endpoint(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     (result,) = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}").results("remote-micro")
     assert result.status == "ok", result.reason
-    assert result.headline["requests"] > 0 and result.headline["failures"] == 0
+    assert result.headline.requests > 0 and result.headline.failures == 0
     assert not list(tmp_path.glob(".recommender/runs/remote-micro/*/repository"))  # nothing built
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from recommender.decide.prices import Catalog, InstancePrice
+from recommender.metrics.headline import Headline
 from recommender.candidates import Candidate, expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
@@ -31,7 +32,7 @@ SPEC: dict[str, Any] = {
     "variants": {
         "optimizations": ["pt", "onnx"],
         "dynamic_batching": [False, {"max_queue_delay_microseconds": 2000, "preferred_batch_size": [4, 8]}],
-        "instance_counts": [1, 2],
+        "instance_group_counts": [1, 2],
         "max_batch_sizes": [8],
     },
     "target": {"instance_type": "local-cpu", "priced_as": "ml.g4dn.xlarge", "region": "us-east-1"},
@@ -59,13 +60,13 @@ def fixed_catalog() -> Catalog:
     return Catalog(region="us-east-1", source="test catalog", retrieved="2026-01-01", instances={g4dn.instance_type: g4dn})
 
 
-def headline(ipm: float, p95: float, error_rate: float, threshold_ms: float = 500) -> dict[str, Any]:
-    """A headline in the shape the pipeline stores (metrics.summary.Headline plus request counts)."""
+def headline(ipm: float, p95: float, error_rate: float, threshold_ms: float = 500) -> Headline:
+    """A headline as a single-repeat measurement without stability judgement would store it."""
     latency = {"p50": round(p95 * 0.6, 3), "p90": round(p95 * 0.9, 3), "p95": p95, "p99": round(p95 * 1.2, 3)}
     within = p95 <= threshold_ms and error_rate <= 0.01
-    return {"phase_index": 1, "invocations_per_minute": ipm, "latency_ms": latency, "error_rate": error_rate,
-            "within_threshold": within, "notes": [] if within else ["over the limits"], "requests": 1000,
-            "failures": int(1000 * error_rate), "percentile": "p95"}
+    return Headline(phase_index=1, invocations_per_minute=ipm, latency_ms=latency, error_rate=error_rate,
+                    within_threshold=within, notes=() if within else ("over the limits",), requests=1000,
+                    failures=int(1000 * error_rate), percentile="p95")
 
 
 def seed_study(url: str, spec_document: dict[str, Any] | None = None,

@@ -10,7 +10,7 @@ from recommender.errors import RecommenderError
 
 def test_estimate_multiplies_candidates_duration_instances_and_price() -> None:
     # 12 candidates x (5 min traffic + 10 min overhead) x 2 instances = 6 instance-hours; at $0.736/h = $4.416
-    estimate = estimate_cost(candidates=12, traffic_seconds=300, instance_count=2, price_per_hour=0.736,
+    estimate = estimate_cost(candidates=12, traffic_seconds=300, endpoint_instance_count=2, price_per_hour=0.736,
                              deploy_overhead_minutes=10)
     assert estimate.minutes_per_candidate == pytest.approx(15)
     assert estimate.instance_hours == pytest.approx(6.0)
@@ -40,8 +40,8 @@ def test_guard_reports_exhaustion_when_spend_reaches_budget() -> None:
         guard.check()
 
 
-@pytest.mark.parametrize("kwargs", [{"candidates": -1}, {"instance_count": 0}, {"price_per_hour": -1.0}])
+@pytest.mark.parametrize("kwargs", [{"candidates": -1}, {"endpoint_instance_count": 0}, {"price_per_hour": -1.0}])
 def test_estimate_rejects_nonsense(kwargs: dict) -> None:
-    args = {"candidates": 1, "traffic_seconds": 60, "instance_count": 1, "price_per_hour": 1.0} | kwargs
+    args = {"candidates": 1, "traffic_seconds": 60, "endpoint_instance_count": 1, "price_per_hour": 1.0} | kwargs
     with pytest.raises(ValueError):
         estimate_cost(**args)

@@ -1,10 +1,11 @@
 """Candidate expansion and the stable resume key."""
 
 import hashlib
+import json
 
 import pytest
 
-from recommender.candidates import Candidate, expand_candidates
+from recommender.candidates import Candidate, expand_candidates, instance_group_count_of
 from recommender.spec import DynamicBatching, ExperimentSpec
 
 
@@ -14,14 +15,14 @@ def spec(**variants) -> ExperimentSpec:
 
 def test_grid_is_the_full_product_in_stable_order():
     candidates = expand_candidates(spec(optimizations=["pt", "onnx"], dynamic_batching=[False, True],
-                                        instance_counts=[1, 2], max_batch_sizes=[4, 8]))
+                                        instance_group_counts=[1, 2], max_batch_sizes=[4, 8]))
     assert len(candidates) == 16
     assert [c.name for c in candidates[:4]] == ["pt-nodb-ig1-mbs4", "pt-nodb-ig1-mbs8", "pt-nodb-ig2-mbs4", "pt-nodb-ig2-mbs8"]
     assert len({c.key for c in candidates}) == 16
 
 
 def test_identical_configurations_are_expanded_once():
-    candidates = expand_candidates(spec(dynamic_batching=[True, {"max_queue_delay_microseconds": 100}], instance_counts=[1, 1]))
+    candidates = expand_candidates(spec(dynamic_batching=[True, {"max_queue_delay_microseconds": 100}], instance_group_counts=[1, 1]))
     assert len(candidates) == 1
 
 
@@ -51,3 +52,25 @@ def test_key_is_stable_and_depends_on_every_setting():
 @pytest.mark.parametrize(("db", "expected"), [(None, "pt-nodb-ig2-mbs8"), (DynamicBatching(), "pt-db-ig2-mbs8")])
 def test_names_read_like_the_published_study(db, expected):
     assert Candidate("pt", db, 2, 8, "local-cpu").name == expected
+
+
+def test_stored_keys_do_not_change():
+    # Pinned values, computed on the code before `instance_count` was renamed to `instance_group_count`
+    # (commit 378cdce). Candidates already stored are found again (resume, reuse) by this key: a refactor that
+    # changes it would silently re-measure every stored candidate. Never update these values to make a test pass.
+    batching = DynamicBatching(max_queue_delay_microseconds=500, preferred_batch_size=[4, 8])
+    assert Candidate("pt", batching, 2, 8, "ml.g4dn.xlarge", "f00dfeed").key == "4eb4e7df522e70da"
+    assert Candidate("onnx", None, 1, 4, "local", "").key == "2973708f5affb590"
+    assert Candidate("pt", DynamicBatching(), 2, 8, "ml.c5.xlarge", "abc123").config()["instance_count"] == 2
+
+
+def test_a_stored_configuration_rebuilds_the_same_candidate():
+    candidate = Candidate("pt", DynamicBatching(preferred_batch_size=[4]), 2, 8, "local-cpu", "abc")
+    stored = json.loads(json.dumps(candidate.config()))
+    assert Candidate.from_config(stored) == candidate and Candidate.from_config(stored).key == candidate.key
+    assert instance_group_count_of(stored) == 2
+
+
+@pytest.mark.parametrize("axis", ["instance_group_counts", "instance_counts"])  # the former name still validates
+def test_the_instance_group_axis_accepts_its_former_name(axis):
+    assert [c.instance_group_count for c in expand_candidates(spec(**{axis: [1, 3]}))] == [1, 3, 1, 3]

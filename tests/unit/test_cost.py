@@ -26,7 +26,7 @@ def published_plan() -> CapacityPlan:
 
 def test_published_plan_needs_62_instances(published_plan: CapacityPlan) -> None:
     # 30000 / 490 = 61.22... -> 62
-    assert published_plan.instance_count == 62
+    assert published_plan.fleet_size == 62
 
 
 def test_published_plan_costs_45_6568_per_hour(published_plan: CapacityPlan) -> None:

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 
 from recommender.cli import build_app
 from recommender.decide.recommendation import recommend
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
 
@@ -46,7 +48,7 @@ def test_card_shows_the_recommendation_of_the_stored_settings(seeded_url):
     card = metrics(at)
     assert at.subheader[0].value == f"Recommended: {rec.winner.candidate.name}".replace("-", "\\-")
     assert card["Instance type"] == "local-cpu"
-    assert card["Instances for 30,000/min"] == str(rec.instance_count)
+    assert card["Instances for 30,000/min"] == str(rec.fleet_size)
     assert card["Cost per hour"] == "unpriced"
     assert card["p95 latency at MaxInvocations"] == f"{rec.winner.candidate.latency_ms:,.1f} ms"
 
@@ -61,7 +63,7 @@ def test_table_lists_ranked_then_excluded_with_reasons(seeded_url):
 
 def test_a_tighter_threshold_excludes_the_slow_candidates_with_the_reason(seeded_url):
     results = ResultStore.open(seeded_url).results("micro")
-    slow = {r.name for r in results if r.status == "ok" and r.headline["latency_ms"]["p95"] > 30}
+    slow = {r.name for r in results if r.status == "ok" and r.headline.latency("p95") > 30}
     assert slow  # the fixture has candidates on both sides of 30 ms
     at = page("ranking")
     at.sidebar.number_input(key="setting:micro:threshold_ms").set_value(30.0).run()
@@ -125,9 +127,10 @@ def test_overlapping_intervals_show_the_tie_notice(seeded_url):
     experiment_id = store.save_experiment(spec, status="done")
     for candidate, ipm, latency in zip(expand_candidates(spec), (1000.0, 990.0), (20.0, 21.0)):
         run_id = store.start_run(store.save_candidate(experiment_id, candidate), "proto", None)
-        store.finish_run(run_id, "ok", headline={"invocations_per_minute": ipm, "latency_ms": {"p95": latency},
-                                                 "error_rate": 0.0, "ipm_interval": [950.0, 1050.0],
-                                                 "latency_interval": [18.0, 23.0], "stable": True})
+        headline = Headline(invocations_per_minute=ipm, latency_ms={"p95": latency}, within_threshold=True,
+                            stable=True, ipm_interval=Interval(1000.0, 950.0, 1050.0, 3),
+                            latency_interval=Interval(20.5, 18.0, 23.0, 3))
+        store.finish_run(run_id, "ok", headline=headline)
     at = page("ranking", experiment="noisy")
     assert any("indistinguishable" in w.value for w in at.warning)
     notes = at.dataframe[0].value.set_index("name")["notes"]

@@ -8,11 +8,14 @@ import altair as alt
 
 from dashboard import charts, frames
 from recommender.candidates import CandidateResult
+from recommender.metrics.headline import Headline
 
 
 def result(name: str, headline: dict | None = None, status: str = "ok", config: dict | None = None) -> CandidateResult:
+    """A result whose headline is read from stored JSON (`headline`), as the store reads it."""
     return CandidateResult(key=name, name=name, config=config or {"optimization": "onnx", "max_batch_size": 4},
-                           status=status, reason=None, headline=headline, server_stats=None, run_id=1, duration_s=1.0,
+                           status=status, reason=None, headline=Headline.from_dict(headline), server_stats=None,
+                           run_id=1, duration_s=1.0,
                            finished_at=datetime(2025, 1, 1, tzinfo=timezone.utc))
 
 
@@ -23,12 +26,13 @@ def test_new_headline_fields_appear_only_when_present():
     old = frames.metrics_table([result("a", BASE)])
     assert "max invocations" not in old.index and "stable" not in old.index
     new = frames.metrics_table([result("a", BASE | {"max_invocations": 1500.0, "stable": False,
-                                                     "stop_reason": "latency threshold", "ipm_interval": [1100, 1300],
+                                                     "stop_reason": "latency threshold",
+                                                     "ipm_interval": {"mean": 1200, "low": 1100, "high": 1300, "n": 3},
                                                      "latency_interval": {"mean": 9.0, "low": 8.5, "high": 9.5, "n": 3}})])
     assert new.loc["max invocations", "a"] == "1,500"
     assert new.loc["stable", "a"] == "no"
     assert new.loc["stop reason", "a"] == "latency threshold"
-    assert new.loc["ipm interval", "a"] == "1,100 to 1,300"
+    assert new.loc["ipm interval", "a"] == "1,100 to 1,300 (n=3)"
     assert new.loc["latency interval", "a"] == "8.5 to 9.5 (n=3)"
     assert frames.candidate_row(result("a", BASE | {"stable": True}))["stable"] is True
 
@@ -52,7 +56,7 @@ def test_windows_are_labelled_and_drawn_as_bands():
 
 
 def test_server_breakdown_is_in_milliseconds():
-    r = CandidateResult("k", "a", {}, "ok", None, BASE, {"avg_us": {"queue": 1500.0, "compute_infer": 500.0}}, 1, 1.0, None)
+    r = CandidateResult("k", "a", {}, "ok", None, Headline.from_dict(BASE), {"avg_us": {"queue": 1500.0, "compute_infer": 500.0}}, 1, 1.0, None)
     table = frames.server_breakdown([r])
     assert table.set_index("part")["ms"].to_dict() == {"queue": 1.5, "compute_infer": 0.5}
     assert isinstance(charts.server_time(table), alt.Chart)

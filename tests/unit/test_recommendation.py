@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from recommender.errors import CostError
+from recommender.metrics.intervals import Interval
 from recommender.decide.recommendation import endpoint_name_for, recommend, resolve_pricing
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
@@ -22,10 +24,14 @@ def spec(**overrides: Any) -> ExperimentSpec:
 
 
 def result(name: str, ipm: float, p95: float, status: str = "ok", error_rate: float = 0.0, **extra: Any) -> CandidateResult:
-    line = headline(ipm, p95, error_rate) | extra if status == "ok" else None
+    line = dataclasses.replace(headline(ipm, p95, error_rate), **extra) if status == "ok" else None
     config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 8,
               "instance_type": "local-cpu", "model_fingerprint": "f"}
     return CandidateResult(f"k-{name}", name, config, status, None if status == "ok" else "it broke", line, None, 1, 1.0, None)
+
+
+def interval(low: float, high: float) -> Interval:
+    return Interval((low + high) / 2, low, high, 3)
 
 
 @pytest.fixture
@@ -48,19 +54,19 @@ def pair() -> list[CandidateResult]:
 def test_winner_count_and_fleet_cost(pair, overrides, winner, count, fleet_usd, per_million, max_capacity) -> None:
     rec = recommend(pair, spec(**overrides), [fixed_catalog()])
     assert rec.winner.candidate.name == winner
-    assert rec.instance_count == count
+    assert rec.fleet_size == count
     assert rec.capacity.cost_per_hour == pytest.approx(fleet_usd)
     assert rec.capacity.cost_per_million == pytest.approx(per_million)
     assert rec.capacity.cost_per_inference == pytest.approx(per_million / 1e6)
     assert (rec.scaling.min_capacity, rec.scaling.max_capacity) == (1, max_capacity)
-    assert rec.fleets[f"k-{winner}"].instance_count == count
+    assert rec.fleets[f"k-{winner}"].fleet_size == count
 
 
 def test_every_candidate_is_one_instance_at_the_catalog_price(pair) -> None:
     rec = recommend(pair, spec(target={"priced_as": "ml.g4dn.xlarge"}), [fixed_catalog()])
-    assert {r.candidate.name: (r.candidate.instance_count, r.candidate.cost_per_hour) for r in rec.ranking.ranked} == {
+    assert {r.candidate.name: (r.candidate.priced_instances, r.candidate.cost_per_hour) for r in rec.ranking.ranked} == {
         "A": (1, 0.7364), "B": (1, 0.7364)}
-    assert rec.fleets["k-B"].instance_count == 75 and rec.fleets["k-B"].cost_per_hour == pytest.approx(75 * 0.7364)
+    assert rec.fleets["k-B"].fleet_size == 75 and rec.fleets["k-B"].cost_per_hour == pytest.approx(75 * 0.7364)
 
 
 def test_justification_says_what_why_and_by_how_much(pair) -> None:
@@ -77,7 +83,7 @@ def test_justification_says_what_why_and_by_how_much(pair) -> None:
 def test_unpriced_is_said_never_shown_as_free(pair) -> None:
     rec = recommend(pair, spec(target={"price_per_hour": 0.0}), [fixed_catalog()])
     assert not rec.pricing.priced and rec.capacity is None
-    assert rec.instance_count == 56  # sizing does not need a price
+    assert rec.fleet_size == 56  # sizing does not need a price
     assert all(f.cost_per_hour is None for f in rec.fleets.values())
     assert "the cost is unknown because local-cpu is unpriced (not free)" in rec.justification
     assert "USD" not in rec.justification
@@ -93,15 +99,15 @@ def test_unpriced_is_said_never_shown_as_free(pair) -> None:
 ])
 def test_no_winner_says_why(results, reason) -> None:
     rec = recommend(results, spec(), [fixed_catalog()])
-    assert rec.winner is None and rec.instance_count is None and rec.capacity is None and rec.scaling is None
+    assert rec.winner is None and rec.fleet_size is None and rec.capacity is None and rec.scaling is None
     assert reason in rec.no_winner_reason
     assert rec.justification.startswith("No recommendation: ")
     assert len(rec.ranking.excluded) == len(results)
 
 
 def test_tie_makes_no_better_claim() -> None:
-    tied = [result("A", 540, 38, ipm_interval=[500, 580], latency_interval=[35, 41]),
-            result("B", 520, 39, ipm_interval=[490, 560], latency_interval=[36, 43])]
+    tied = [result("A", 540, 38, ipm_interval=interval(500, 580), latency_interval=interval(35, 41)),
+            result("B", 520, 39, ipm_interval=interval(490, 560), latency_interval=interval(36, 43))]
     rec = recommend(tied, spec(), [fixed_catalog()])
     assert rec.winner.candidate.name == "A"
     assert rec.ranking.ranked[1].tied_with_winner
@@ -111,7 +117,7 @@ def test_tie_makes_no_better_claim() -> None:
 
 
 def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
-    rec = recommend([result("A", 540, 38, ipm_interval=[500.0, 580.0], stable=False), result("B", 400, 30)], spec(),
+    rec = recommend([result("A", 540, 38, ipm_interval=interval(500.0, 580.0), stable=False), result("B", 400, 30)], spec(),
                     [fixed_catalog()])
     inputs = {r.candidate.name: r.candidate for r in rec.ranking.ranked}
     assert inputs["A"].ipm_interval == (500.0, 580.0) and inputs["A"].latency_interval is None

@@ -6,7 +6,9 @@ import time
 import pytest
 from rich.console import Console
 
+from recommender.metrics.headline import Headline
 from recommender.metrics.host import Sample, ServerSampler, gpu_probe, window_figures
+from recommender.metrics.intervals import Interval
 from recommender.metrics.prometheus import counter_delta, parse_counters
 from recommender.cli.tables import results_table
 from recommender.candidates import CandidateResult
@@ -87,10 +89,9 @@ def test_prometheus_counters_are_summed_over_labels_and_differenced():
 
 
 def result(name: str, ipm: float, interval: tuple[float, float] | None, stop: str | None = None) -> CandidateResult:
-    headline = {"invocations_per_minute": ipm, "max_invocations": ipm, "model_latency_ms": 12.5, "latency_ms": {"p95": 12.5},
-                "error_rate": 0.0, "within_threshold": True, "notes": [], "stable": interval is not None,
-                "stop_reason": stop, "samples": 240, "repeats": 3 if interval else 1,
-                "ipm_interval": {"mean": ipm, "low": interval[0], "high": interval[1], "n": 3} if interval else None}
+    headline = Headline(invocations_per_minute=ipm, max_invocations=ipm, model_latency_ms=12.5, latency_ms={"p95": 12.5},
+                        within_threshold=True, stable=interval is not None, stop_reason=stop, samples=240,
+                        repeats=3 if interval else 1, ipm_interval=Interval(ipm, *interval, 3) if interval else None)
     server = {"avg_batch_size": 1.0, "at_max_invocations": {"queue_us": 100.0, "compute_input_us": 10.0,
                                                             "compute_infer_us": 900.0, "compute_output_us": 5.0}}
     config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 4}

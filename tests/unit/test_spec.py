@@ -37,6 +37,8 @@ def test_minimal_spec_gets_documented_defaults(tmp_path):
          "traffic.phases.0.spwan_rate: unknown key (did you mean `spawn_rate`?)"),
         ("name: x\nlatency_treshold: {ms: 3}\n", "latency_treshold: unknown key (did you mean `latency_threshold`?)"),
         ("name: x\nvariants:\n  instance_counts: [0]\n", "variants.instance_counts.0: Input should be greater than or equal to 1"),
+        ("name: x\nvariants:\n  instance_group_counts: [0]\n",
+         "variants.instance_group_counts.0: Input should be greater than or equal to 1"),
         ("name: x\nlatency_threshold: {percentile: p97}\n", "latency_threshold.percentile: Input should be 'p50', 'p90', 'p95' or 'p99'"),
     ],
 )
@@ -48,7 +50,8 @@ def test_errors_name_file_field_and_fix(tmp_path, text, expected):
 def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
-    keys = "bucket, budget_usd, endpoint, endpoint_url, gpus, image_uri, instance_count, instance_type, kind, price_per_hour, priced_as, ready_timeout_seconds, region, role_arn"
+    keys = ("bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, instance_type, kind, "
+            "price_per_hour, priced_as, ready_timeout_seconds, region, role_arn")
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 
 
@@ -92,7 +95,13 @@ SAGEMAKER_TARGET = ("target: {kind: sagemaker, instance_type: ml.g5.xlarge, role
 
 def test_sagemaker_target_fields(tmp_path):
     spec = load_spec(write(tmp_path, "name: x\n" + SAGEMAKER_TARGET))
-    assert (spec.target.kind, spec.target.instance_count, spec.target.budget_usd) == ("sagemaker", 1, 20)
+    assert (spec.target.kind, spec.target.endpoint_instance_count, spec.target.budget_usd) == ("sagemaker", 1, 20)
+
+
+@pytest.mark.parametrize("key", ["endpoint_instance_count", "instance_count"])  # the former name still validates
+def test_endpoint_instance_count_accepts_its_former_name(tmp_path, key):
+    spec = load_spec(write(tmp_path, "name: x\n" + SAGEMAKER_TARGET.replace("budget_usd: 20", f"budget_usd: 20, {key}: 3")))
+    assert spec.target.endpoint_instance_count == 3 and "endpoint_instance_count" in spec.model_dump()["target"]
 
 
 @pytest.mark.parametrize(("target", "fragment"), [

@@ -5,6 +5,8 @@ import pytest
 from sqlalchemy import inspect
 
 from recommender.errors import StoreError
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
 from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.candidates import expand_candidates
@@ -42,10 +44,12 @@ def test_run_round_trip_with_phases_and_series(store, spec):
     run_id = store.start_run(candidate_id, "proto", "/tmp/run")
     phases = summarize_phases(a_log(), [(0, 4)], warmup_s=1)
     series = per_second_series(a_log(), 4)
-    store.finish_run(run_id, "ok", headline={"invocations_per_minute": 6000.0}, phases=phases, series=series)
+    headline = Headline(invocations_per_minute=6000.0, latency_ms={"p50": 5.0, "p90": 9.0, "p95": 12.0, "p99": None},
+                        ipm_interval=Interval(6000.0, 5900.0, 6100.0, 3), stable=True, notes=("a note",))
+    store.finish_run(run_id, "ok", headline=headline, phases=phases, series=series)
 
     (result, *others) = store.results("roundtrip")
-    assert (result.name, result.status, result.headline) == (candidate.name, "ok", {"invocations_per_minute": 6000.0})
+    assert (result.name, result.status, result.headline) == (candidate.name, "ok", headline)
     assert [o.status for o in others] == ["pending"] * len(rest)
     assert [round(p.invocations_per_minute) for p in store.phases(run_id)] == [6000]
     assert [s.ok for s in store.series(run_id)] == [100, 100, 100, 100]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from recommender import paths
 from recommender.cli import options
 from recommender.cli.plan import plan_table
 from recommender.cli.progress import ProgressReporter
-from recommender.cli.tables import results_table
+from recommender.cli.tables import print_decision
 from recommender.pipeline import Job, JobOptions
 from recommender.decide.recommendation import recommend
 from recommender.candidates import expand_candidates
@@ -28,15 +29,17 @@ def run(
     fresh: bool = typer.Option(False, "--fresh", help="Measure every candidate again, even those already stored."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the candidates and the expected duration; deploy nothing."),
     run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where server logs and model repositories go."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ranked result as JSON on stdout (the same document "
+                                 "as `recommender rank --json`); progress goes to stderr."),
 ) -> None:
     """Deploy every serving variant of the experiment on a real Triton server, drive phased Locust traffic at it,
-    store the measurements, and print the candidates ranked.
+    store the measurements, and print the candidates ranked (the same view as `recommender rank`).
 
     Candidates already stored (same configuration, same traffic) are not measured again: an interrupted run
     resumes where it stopped. Use --fresh to re-measure.
     """
-    console = Console()
     spec = load_spec(spec_file)
+    console = Console(stderr=as_json)  # with --json, stdout holds only the JSON document
     if dry_run:
         console.print(plan_table(spec))
         return
@@ -46,21 +49,15 @@ def run(
     started = time.monotonic()
     with ProgressReporter(console) as reporter:
         results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh), reporter).run()
-    console.print(results_table(results, spec.latency_threshold.percentile,
-                                f"{spec.name}: measured, ordered by MaxInvocations within "
-                                f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms", console.width))
-    recommendation = recommend(results, spec)
-    console.print(f"[bold]recommendation[/] ({_weights(recommendation)}): ", end="")
-    console.print(recommendation.justification, highlight=False, markup=False, soft_wrap=True)
+    rec = recommend(results, spec)
+    if as_json:
+        typer.echo(json.dumps(rec.to_document(), indent=2))
+        return
+    print_decision(console, rec, results)
     console.print(f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
-                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False, soft_wrap=True)
+                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False)
     console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
                   highlight=False)
-
-
-def _weights(recommendation) -> str:
-    weights = recommendation.ranking.weights
-    return "weights " + ", ".join(f"{name} {weight:.0%}" for name, weight in weights.items())
 
 
 def register(app: typer.Typer) -> None:

@@ -1,123 +1,252 @@
-"""The ranked results table printed at the end of a run (the same order as `recommender rank`).
+"""The ranking as `recommender run` and `recommender rank` print it: one view, in the recommendation's order.
 
-Per candidate: MaxInvocations with its 95 % interval (when measured more than once), the latency at it, stability,
-why the load stopped, and the server-side split of a request's time (queue vs compute) at MaxInvocations.
-Candidates whose intervals overlap the best one's are shown as tied: no "X % lower" inside the noise.
+On a terminal: a table whose columns are dropped, least useful first, until it fits the width; figures never wrap
+and are never cut. On a terminal too narrow for the essential columns, or when the output is not a terminal (a log
+file, a pipe): one card per candidate, plain lines wrapped between fields, never inside one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from recommender.metrics.headline import Headline
-from recommender.metrics.intervals import Interval, compare
-from recommender.candidates import CandidateResult, instance_group_count_of
+from recommender.candidates import CandidateResult
+from recommender.decide.ranking import RankedCandidate, RankInput
+from recommender.decide.recommendation import Recommendation
+from recommender.metrics.headline import Headline, ServerStats
+from recommender.metrics.intervals import Interval, tied
 
-STATUS_ORDER = {"ok": 0, "failed": 1, "interrupted": 2, "skipped": 3, "pending": 4}
-COLUMNS = ("rank", "configuration", "opt", "batching", "inst", "mbs", "MaxInvocations/min",
-           "{p} ms", "errors", "stable", "stopped", "queue / compute ms", "avg batch", "vs best", "status")
-NO_WRAP = {"configuration"}
-LEFT = {"configuration", "opt", "stable", "stopped", "vs best", "status"}
-
-
-def order(results: list[CandidateResult]) -> list[CandidateResult]:
-    """Candidates within the latency threshold first (highest invocations per minute first), then the rest."""
-
-    def sort_key(r: CandidateResult):
-        h = r.headline
-        return (STATUS_ORDER.get(r.status, 9), not (h and h.within_threshold),
-                -(h.invocations_per_minute if h else 0.0), r.name)
-
-    return sorted(results, key=sort_key)
+CARD_INDENT = "   "
+VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
+LEGEND = ("configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
+          "Triton instance group 2, max batch size 8. MaxInvocations: highest invocations/min of a steady-state window "
+          "within the threshold; ± is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at "
+          "this noise level).")
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
+@dataclass(frozen=True)
+class Row:
+    """One candidate as printed: where the ranking put it, and what its run measured."""
+
+    rank: int | None  # None: excluded
+    entry: RankInput
+    ranked: RankedCandidate | None
+    reasons: tuple[str, ...]
+    headline: Headline
+    server: ServerStats
 
 
-CONFIGURATION_PARTS = ("opt", "batching", "inst", "mbs")  # also spelled out by the name, e.g. pt-db-ig2-mbs8
-COMPACT_BELOW = 170  # terminal columns under which the configuration parts are left to the name
+@dataclass(frozen=True)
+class Column:
+    label: str
+    priority: int  # 1 is always shown; the highest numbers are dropped first when the width is short
+    cell: Callable[[Row, "Context"], str]
+    wraps: bool = False  # only text wraps; a figure never does
 
 
-def results_table(results: list[CandidateResult], percentile: str, title: str, width: int = 200) -> Table:
-    table = Table(title=title, title_justify="left")
-    compact = width < COMPACT_BELOW
-    shown = [i for i, column in enumerate(COLUMNS) if not (compact and column in CONFIGURATION_PARTS)]
-    for i in shown:
-        column = COLUMNS[i]
-        table.add_column(column.format(p=percentile), justify="left" if column in LEFT else "right",
-                         no_wrap=column in NO_WRAP, overflow="ellipsis")
-    ranked = order(results)
-    best = next((_interval(r) for r in ranked if r.status == "ok" and r.headline and r.headline.within_threshold), None)
-    rank = 0
-    for r in ranked:
-        ok = r.status == "ok"
-        rank += ok
-        row = _row(r, rank if ok else None, percentile, best)
-        table.add_row(*(row[i] for i in shown))
-    table.caption = ("configuration pt-db-ig2-mbs8 = PyTorch (pt / onnx / trt), dynamic batching on (db / nodb), "
-                     "instance group 2, max batch size 8. MaxInvocations: highest invocations/min of a steady-state window within the threshold; "
-                     "+- is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at this noise level)")
+@dataclass(frozen=True)
+class Context:
+    percentile: str
+    best: Interval | None  # the winner's MaxInvocations interval, for "vs best"
+
+
+def rows_of(rec: Recommendation, results: list[CandidateResult]) -> list[Row]:
+    """Ranked candidates in rank order, then the excluded ones, each with its stored measurement."""
+    by_key = {r.key: r for r in results}
+    rows = [_row(r.rank, r.candidate, r, (), by_key) for r in rec.ranking.ranked]
+    return rows + [_row(None, e.candidate, None, e.reasons, by_key) for e in rec.ranking.excluded]
+
+
+def _row(rank: int | None, entry: RankInput, ranked: RankedCandidate | None, reasons: tuple[str, ...],
+         by_key: dict[str, CandidateResult]) -> Row:
+    result = by_key.get(entry.key)
+    headline = (result.headline if result else None) or Headline()
+    return Row(rank, entry, ranked, reasons, headline, result.server if result else ServerStats())
+
+
+# --- cells ---------------------------------------------------------------------------------------------------------
+
+def _rank(row: Row, _: Context) -> str:
+    return str(row.rank) if row.rank else "-"
+
+
+def _max_invocations(row: Row, _: Context) -> str:
+    """What the ranking used (ranked), or why there is none (excluded): `none (X over)` = X/min only above the limits."""
+    h, value = row.headline, row.entry.invocations_per_minute
+    if row.ranked is None and h.max_invocations is None:
+        return f"none ({value:,.0f} over)" if value else "-"
+    interval = h.ipm_interval
+    if interval is not None and interval.known:
+        return f"{interval.mean:,.0f} ± {(interval.high - interval.low) / 2:,.0f}"
+    return f"{value:,.0f}" if value else "-"
+
+
+def _latency(row: Row, ctx: Context) -> str:
+    value, samples = row.entry.latency_ms, row.headline.samples
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" + (f" (n={samples:,})" if samples else "")
+
+
+def _errors(row: Row, _: Context) -> str:
+    return f"{row.headline.error_rate:.2%}" if row.headline.requests or row.rank else "-"
+
+
+def _stable(row: Row, _: Context) -> str:
+    return {True: "yes", False: "no", None: "-"}[row.headline.stable]
+
+
+def _stopped(row: Row, _: Context) -> str:
+    return (row.headline.stop_reason or "end of traffic").split(":")[0] if row.headline.requests else "-"
+
+
+def _server_split(row: Row, _: Context) -> str:
+    """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
+    parts = row.server.time_per_request_us()
+    compute = [parts[f"compute_{name}"] for name in ("input", "infer", "output")]
+    if parts["queue"] is None or any(v is None for v in compute):
+        return "-"
+    return f"{parts['queue'] / 1000:.1f} / {sum(compute) / 1000:.1f}"
+
+
+def _batch(row: Row, _: Context) -> str:
+    size = row.server.batch_size()
+    return f"{size:.2f}" if size else "-"
+
+
+def _score(row: Row, _: Context) -> str:
+    return f"{row.ranked.score:.3f}" if row.ranked else "-"
+
+
+def _cost(row: Row, _: Context) -> str:
+    if row.ranked is None:
+        return "-"
+    return "unpriced" if row.ranked.cost_per_million is None else f"{row.ranked.cost_per_million:,.4f} USD"
+
+
+def _pareto(row: Row, _: Context) -> str:
+    return "yes" if row.ranked and row.ranked.pareto else "-"
+
+
+def _verdict(row: Row, ctx: Context) -> str:
+    """recommended / tied / how far below the best (only where intervals separate) / why excluded."""
+    if row.ranked is None:
+        return "excluded: " + "; ".join(row.reasons or ("not ranked",))
+    if row.rank == 1:
+        return "recommended"
+    if row.ranked.tied_with_winner:
+        return "tied with #1"
+    separate = tied(ctx.best, row.headline.ipm_interval)
+    if separate is None:
+        return "no noise estimate (repeats: 1)"
+    return "tied with #1" if separate else f"{row.headline.ipm_interval.mean / ctx.best.mean - 1:+.0%} vs #1"
+
+
+COLUMNS = (
+    Column("rank", 1, _rank),
+    Column("configuration", 1, lambda row, _: row.entry.name),
+    Column("MaxInvocations/min", 1, _max_invocations),
+    Column("{p} ms", 1, _latency),
+    Column("verdict", 1, _verdict, wraps=True),
+    Column("score", 2, _score),
+    Column("cost per million", 2, _cost),
+    Column("errors", 3, _errors),
+    Column("stable", 3, _stable),
+    Column("queue / compute ms", 4, _server_split),
+    Column("avg batch", 4, _batch),
+    Column("stopped", 5, _stopped),
+    Column("pareto", 5, _pareto),
+)
+
+
+# --- layout --------------------------------------------------------------------------------------------------------
+
+def ranking_view(rec: Recommendation, results: list[CandidateResult], console: Console) -> Table | Text:
+    """The table when the console is a terminal wide enough for its essential columns, else the cards."""
+    rows = rows_of(rec, results)
+    winner = rows[0].headline.ipm_interval if rows and rows[0].ranked else None
+    ctx = Context(rec.percentile, winner)
+    cells = {column.label: [column.cell(row, ctx) for row in rows] for column in COLUMNS}
+    shown = fitting_columns(cells, ctx, console.width) if console.is_terminal else None
+    if shown is None:
+        return cards(rows, cells, ctx, console.width)
+    return _table(rec, rows, cells, shown, ctx)
+
+
+def fitting_columns(cells: dict[str, list[str]], ctx: Context, width: int) -> list[Column] | None:
+    """The columns that fit `width`, dropping the highest priority numbers first; None when even priority 1 does not."""
+    shown = list(COLUMNS)
+    while _table_width(shown, cells, ctx) > width:
+        droppable = [c for c in shown if c.priority > 1]
+        if not droppable:
+            return None
+        shown.remove(max(reversed(droppable), key=lambda c: c.priority))
+    return shown
+
+
+def _table_width(columns: list[Column], cells: dict[str, list[str]], ctx: Context) -> int:
+    """A rich table's width: every column's content plus one space of padding each side and a border per column."""
+    return sum(_column_width(c, cells[c.label], ctx) + 3 for c in columns) + 1
+
+
+def _column_width(column: Column, values: list[str], ctx: Context) -> int:
+    header = max(len(word) for word in column.label.format(p=ctx.percentile).split())
+    if column.wraps:
+        return max(header, VERDICT_MIN_WIDTH)
+    return max([header, *(len(v) for v in values)])
+
+
+def _table(rec: Recommendation, rows: list[Row], cells: dict[str, list[str]], shown: list[Column], ctx: Context) -> Table:
+    table = Table(title=_title(rec), title_justify="left")
+    for column in shown:
+        table.add_column(column.label.format(p=ctx.percentile), justify="left" if column.wraps or column.label ==
+                         "configuration" else "right", no_wrap=not column.wraps, overflow="fold")
+    for index in range(len(rows)):
+        table.add_row(*(Text(cells[c.label][index]) for c in shown))  # Text: a reason is never read as markup
     return table
 
 
-def _row(r: CandidateResult, rank: int | None, percentile: str, best: Interval | None) -> list[str]:
-    h, c = r.headline or Headline(), r.config
-    ok = rank is not None
-    within = ok and h.within_threshold
-    batching = "on" if c.get("dynamic_batching") else "off"
-    avg_batch = r.server.batch_size()
-    return [
-        str(rank) if ok else "-", r.name, c["optimization"], batching, str(instance_group_count_of(c)), str(c["max_batch_size"]),
-        _max_invocations(h) if ok else "-",
-        _latency(h, percentile) if ok else "-",
-        f"{h.error_rate:.2%}" if ok else "-",
-        ("yes" if h.stable else "unstable") if ok and h.stable is not None else "-",
-        (h.stop_reason or "end of traffic").split(":")[0] if ok else "-",
-        _server_split(r) if ok else "-",
-        f"{avg_batch:.2f}" if avg_batch else "-",
-        ("best" if rank == 1 else compare(best, _interval(r))) if within else "-",
-        r.status if within else _status_text(r),
-    ]
+def cards(rows: list[Row], cells: dict[str, list[str]], ctx: Context, width: int) -> Text:
+    """One card per candidate: a heading line, then `label value` fields wrapped between fields."""
+    lines = []
+    for index, row in enumerate(rows):
+        lines.append(f"{'#' + cells['rank'][index] if row.rank else '-'} {row.entry.name}: {cells['verdict'][index]}")
+        fields = [f"{c.label.format(p=ctx.percentile)} {cells[c.label][index]}" for c in COLUMNS
+                  if c.label not in ("rank", "configuration", "verdict") and cells[c.label][index] != "-"]
+        lines += _wrapped(fields, max(width, 40) - len(CARD_INDENT))
+    return Text("\n".join(lines))
 
 
-def _max_invocations(h: Headline) -> str:
-    interval, value = h.ipm_interval, h.max_invocations
-    if value is None:
-        return f"none ({h.invocations_per_minute:.0f} over)"
-    if interval is not None and interval.known:
-        return f"{interval.mean:.0f} +- {(interval.high - interval.low) / 2:.0f}"
-    return f"{value:.0f}"
+def _wrapped(fields: list[str], width: int) -> list[str]:
+    lines, current = [], ""
+    for field in fields:
+        candidate = f"{current} · {field}" if current else field
+        if current and len(candidate) > width:
+            lines.append(CARD_INDENT + current)
+            candidate = field
+        current = candidate
+    return lines + ([CARD_INDENT + current] if current else [])
 
 
-def _latency(h: Headline, percentile: str) -> str:
-    latency = h.model_latency_ms or h.latency(percentile)
-    samples = h.samples
-    return _ms(latency) + (f" (n={samples})" if samples else "")
+def _title(rec: Recommendation) -> str:
+    return (f"{rec.experiment}: ranked within {rec.percentile} <= {rec.threshold_ms:g} ms, "
+            f"error rate <= {rec.max_error_rate:.2%}")
 
 
-def _server_split(r: CandidateResult) -> str:
-    """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
-    parts = r.server.time_per_request_us()
-    queue = parts["queue"]
-    compute = [parts[f"compute_{name}"] for name in ("input", "infer", "output")]
-    if queue is None or any(v is None for v in compute):
-        return "n/a"
-    return f"{queue / 1000:.1f} / {sum(compute) / 1000:.1f}"
-
-
-def _interval(r: CandidateResult) -> Interval | None:
-    return r.headline.ipm_interval if r.headline else None
-
-
-def _status_text(r: CandidateResult) -> str:
-    """A short status: the first reason only (`recommender rank` lists every reason in full)."""
-    if r.status == "ok":
-        notes = (r.headline.notes if r.headline else ()) or ("no window within the threshold",)
-        return "over threshold: " + _first_clause(notes[-1])
-    return f"{r.status}: {_first_clause(r.reason)}" if r.reason else r.status
-
-
-def _first_clause(text: str) -> str:
-    clause = text.strip().splitlines()[0].split("; ")[0]
-    return clause if len(clause) <= 90 else clause[:89] + "…"
+def print_decision(console: Console, rec: Recommendation, results: list[CandidateResult]) -> None:
+    """What `run` and `rank` print: the ranking, the legend, the recommendation in words and its notes (sentences
+    are soft-wrapped: one line each in a log file, wrapped by the terminal on screen)."""
+    view = ranking_view(rec, results, console)
+    if isinstance(view, Text):
+        console.print(_title(rec), highlight=False, markup=False, soft_wrap=True)
+    console.print(view, highlight=False, soft_wrap=isinstance(view, Text))
+    console.print(LEGEND, highlight=False, markup=False, style="dim", soft_wrap=True)
+    weights = ", ".join(f"{name} {weight:.0%}" for name, weight in rec.ranking.weights.items())
+    console.print(f"recommendation (weights {weights}): {rec.justification}", highlight=False, markup=False,
+                  soft_wrap=True)
+    for line in ([rec.tie_notice] if rec.tie_notice else []) + list(rec.notes):
+        console.print(f"note: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -92,6 +93,13 @@ def test_run_measures_stores_ranks_and_resumes(workdir):
     second = recommender(workdir, "run", "micro.yaml")
     assert second.returncode == 0
     assert second.stdout.count("stored, not measured again") == 3
+
+    as_json = recommender(workdir, "run", "micro.yaml", "--json")  # stdout: the document alone; progress on stderr
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert document["recommended"] in ("pt-nodb-ig1-mbs4", "onnx-nodb-ig1-mbs4")
+    assert [e["name"] for e in document["excluded"]] == ["trt-nodb-ig1-mbs4"]
+    assert as_json.stderr.count("stored, not measured again") == 3
 
 
 def statuses(workdir: Path) -> list[str]:

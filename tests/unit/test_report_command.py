@@ -66,8 +66,9 @@ def test_rank_prints_the_ranking_with_reasons(runner: CliRunner, db: str) -> Non
     result = invoke(runner, "rank", "seed-study", "--db", db)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    first = next(line for line in lines if "pt-db-ig2-mbs8" in line and "│" in line)
-    assert "1.000" in first and "540" in first and "38.0" in first and "22.7284 USD" in first and "yes" in first
+    card = "\n".join(lines[lines.index("#1 pt-db-ig2-mbs8: recommended"):][:4])  # not a terminal: one card each
+    assert "score 1.000" in card and "MaxInvocations/min 540" in card and "p95 ms 38.0" in card
+    assert "cost per million 22.7284 USD" in card and "pareto yes" in card
     assert 'failed: tritonserver exited: <script>alert("x")</script> & load failed' in result.output
     assert "p95 latency 520 ms is above the 500 ms threshold" in result.output
     assert "56 instances of ml.g4dn.xlarge serve 30,000 per minute at 41.24 USD/hour" in result.output

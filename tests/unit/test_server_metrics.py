@@ -1,17 +1,12 @@
-"""Server-side sampling (fake deployment at the process boundary), Prometheus parsing, the results table."""
+"""Server-side sampling (fake deployment at the process boundary) and Prometheus parsing."""
 
 import os
 import time
 
 import pytest
-from rich.console import Console
 
-from recommender.metrics.headline import Headline
 from recommender.metrics.host import Sample, ServerSampler, gpu_probe, window_figures
-from recommender.metrics.intervals import Interval
 from recommender.metrics.prometheus import counter_delta, parse_counters
-from recommender.cli.tables import results_table
-from recommender.candidates import CandidateResult
 
 
 def snapshot(success: int, queue_ns: int, infer_ns: int, executions: int) -> dict:
@@ -86,33 +81,3 @@ def test_prometheus_counters_are_summed_over_labels_and_differenced():
     assert delta["nv_inference_request_success"] == 100 and delta["avg_queue_duration_us"] == 50
     assert delta["avg_compute_infer_duration_us"] == 1000
     assert counter_delta(None, after) == {"available": False}
-
-
-def result(name: str, ipm: float, interval: tuple[float, float] | None, stop: str | None = None) -> CandidateResult:
-    headline = Headline(invocations_per_minute=ipm, max_invocations=ipm, model_latency_ms=12.5, latency_ms={"p95": 12.5},
-                        within_threshold=True, stable=interval is not None, stop_reason=stop, samples=240,
-                        repeats=3 if interval else 1, ipm_interval=Interval(ipm, *interval, 3) if interval else None)
-    server = {"avg_batch_size": 1.0, "at_max_invocations": {"queue_us": 100.0, "compute_input_us": 10.0,
-                                                            "compute_infer_us": 900.0, "compute_output_us": 5.0}}
-    config = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 4}
-    return CandidateResult("k" + name, name, config, "ok", None, headline, server, 1, 10.0, None)
-
-
-def test_table_shows_intervals_ties_stability_stop_reason_and_server_split():
-    rows = [result("a", 1000, (950, 1050)), result("b", 980, (940, 1020), stop="latency: p95 above"),
-            result("c", 700, (690, 710))]
-    console = Console(record=True, width=300)
-    console.print(results_table(rows, "p95", "t"))
-    text = console.export_text()
-    line_a, line_b, line_c = (next(line for line in text.splitlines() if f" {n} " in line) for n in "abc")
-    assert "1000 +- 50" in line_a and "12.5 (n=240)" in line_a and "0.1 / 0.9" in line_a and "end of traffic" in line_a
-    assert "tied (indistinguishable at this noise level)" in line_b and "latency" in line_b
-    assert "-30%" in line_c and "tied" not in line_c
-
-
-def test_table_without_repeats_claims_no_difference():
-    console = Console(record=True, width=300)
-    console.print(results_table([result("a", 1000, None), result("b", 900, None)], "p95", "t"))
-    text = console.export_text()
-    line_b = next(line for line in text.splitlines() if " b " in line)
-    assert "n/a (repeats: 1, no noise estimate)" in line_b and "-10%" not in line_b

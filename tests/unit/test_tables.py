@@ -1,0 +1,97 @@
+"""The ranking view `run` and `rank` print: the recommendation's order, columns that fit, cards, no cut figure."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rich.console import Console
+
+from recommender.candidates import CandidateResult
+from recommender.cli.tables import COLUMNS, print_decision, ranking_view
+from recommender.decide.recommendation import recommend
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
+from recommender.spec import ExperimentSpec
+
+SPEC = ExperimentSpec.model_validate({"name": "t", "target": {"instance_type": "local-cpu"},
+                                      "latency_threshold": {"percentile": "p95", "ms": 500}})
+CONFIG = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 4}
+SERVER = {"avg_batch_size": 1.0, "at_max_invocations": {"queue_us": 100.0, "compute_input_us": 10.0,
+                                                        "compute_infer_us": 900.0, "compute_output_us": 5.0}}
+
+
+def result(name: str, ipm: float, interval: tuple[float, float] | None, latency: float = 12.5,
+           stop: str | None = None) -> CandidateResult:
+    headline = Headline(invocations_per_minute=ipm, max_invocations=ipm, model_latency_ms=latency,
+                        latency_ms={"p95": latency}, within_threshold=latency <= 500, stable=interval is not None,
+                        stop_reason=stop, samples=240, requests=300, repeats=3 if interval else 1,
+                        ipm_interval=Interval(ipm, *interval, 3) if interval else None,
+                        latency_interval=Interval(latency, latency - 1, latency + 1, 3) if interval else None)
+    return CandidateResult("k" + name, name, CONFIG, "ok", None, headline, SERVER, 1, 10.0, None)
+
+
+def rendered(results: list[CandidateResult], width: int, terminal: bool) -> str:
+    console = Console(record=True, width=width, force_terminal=terminal, color_system=None)
+    console.print(ranking_view(recommend(results, SPEC), results, console))
+    return console.export_text()
+
+
+def line_of(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if re.search(rf"\b{re.escape(name)}\b", line))
+
+
+STUDY = [result("alpha", 1000, (950, 1050)), result("bravo", 980, (940, 1020), stop="latency: p95 above"),
+         result("charlie", 700, (690, 710)), result("delta", 900, (880, 920), latency=620.0)]
+
+
+def test_wide_terminal_shows_every_column_in_the_ranking_order() -> None:
+    text = rendered(STUDY, 250, terminal=True)
+    assert all(column.label.format(p="p95").split()[0] in text for column in COLUMNS)
+    alpha, bravo, charlie = (line_of(text, n) for n in ("alpha", "bravo", "charlie"))
+    assert "1,000 ± 50" in alpha and "12.5 (n=240)" in alpha and "0.1 / 0.9" in alpha and "recommended" in alpha
+    assert "tied with #1" in bravo and "latency" in bravo
+    assert "-30% vs #1" in charlie
+    assert text.index("alpha") < text.index("bravo") < text.index("charlie") < text.index("delta")
+    assert "excluded: status is over threshold" in line_of(text, "delta")
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_narrow_terminal_drops_columns_and_never_cuts_a_figure(width: int) -> None:
+    text = rendered(STUDY, width, terminal=True)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "…" not in text and "..." not in text
+    for figure in ("1,000 ± 50", "980 ± 40", "700 ± 10", "12.5 (n=240)"):
+        assert figure in text
+    assert "rank" in text and "verdict" in text
+
+
+def test_not_a_terminal_prints_one_card_per_candidate_with_every_field() -> None:
+    text = rendered(STUDY, 80, terminal=False)
+    assert "│" not in text and "┃" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.splitlines()[0] == "#1 alpha: recommended"
+    card = text[text.index("#1 alpha"):text.index("#2 ")]
+    for field in ("MaxInvocations/min 1,000 ± 50", "p95 ms 12.5 (n=240)", "queue / compute ms 0.1 / 0.9",
+                  "avg batch 1.00", "stable yes", "stopped end of traffic", "errors 0.00%"):
+        assert field in card
+
+
+def test_one_repeat_claims_no_difference() -> None:
+    text = rendered([result("alpha", 1000, None), result("bravo", 900, None)], 200, terminal=True)
+    bravo = line_of(text, "bravo")
+    assert "no noise estimate (repeats: 1)" in bravo and "-10%" not in bravo
+
+
+def test_a_reason_is_printed_as_text_never_as_markup() -> None:
+    failed = CandidateResult("kx", "xray", CONFIG, "failed", "exited: [bold]<b>boom</b>[/bold]", None, None, 2, 1.0, None)
+    text = rendered([result("alpha", 1000, None), failed], 200, terminal=False)
+    assert "[bold]<b>boom</b>[/bold]" in text
+
+
+def test_print_decision_adds_the_legend_and_the_recommendation_in_words() -> None:
+    console = Console(record=True, width=80, force_terminal=False)
+    print_decision(console, recommend(STUDY, SPEC), STUDY)
+    text = " ".join(console.export_text().split())
+    assert "configuration pt-db-ig2-mbs8 =" in text and "recommendation (weights" in text
+    assert "alpha sustains 1,000 invocations per minute" in text

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from recommender.decide.budget import RunBudget
@@ -58,7 +59,8 @@ def test_import_writes_the_experiment_and_prints_notes(tmp_path) -> None:
     done = CliRunner().invoke(build_app(), ["import", "sagemaker-job", str(DATA / "sagemaker_job.json"), "--out", str(out)])
     assert done.exit_code == 0, done.output
     assert str(out) in done.output.replace("\n", "") and "note:" in done.output
-    assert out.read_text().startswith("# Imported from a SageMaker")
+    notes = yaml.safe_load(out.read_text())["notes"]  # through the YAML emitter, not as comments
+    assert notes[0].startswith("Imported from a SageMaker") and len(notes) > 1
 
 
 def test_docker_preflight_says_when_no_engine_is_reachable(tmp_path, monkeypatch) -> None:

@@ -49,6 +49,10 @@ def run(
     console.print(results_table(results, spec.latency_threshold.percentile,
                                 f"{spec.name}: measured, ordered by MaxInvocations within "
                                 f"{spec.latency_threshold.percentile} <= {spec.latency_threshold.ms:g} ms", console.width))
+    if store.experiment(spec.name).status == "budget-exhausted":
+        console.print(f"[yellow]budget exhausted[/]: ${store.spent(spec.name):.2f} of ${spec.target.budget_usd:.2f} spent over "
+                      "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "
+                      "target.budget_usd and run again to measure them.", highlight=False)
     recommendation = recommend(results, spec)
     console.print(f"[bold]recommendation[/] ({_weights(recommendation)}): ", end="")
     console.print(recommendation.justification, highlight=False, markup=False, soft_wrap=True)

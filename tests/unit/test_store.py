@@ -9,6 +9,7 @@ from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
+from recommender.store.database import resolve_url
 from recommender.store.results import ResultStore
 
 
@@ -134,3 +135,14 @@ def test_a_skip_for_budget_is_not_final_other_skips_are(store, spec):
     store.finish_run(store.start_run(second, "p", None), "skipped", reason="TensorRT needs an NVIDIA GPU")
     assert store.final_run(first, "p") is None  # measured once the budget is raised
     assert store.final_run(second, "p").reason == "TensorRT needs an NVIDIA GPU"
+
+
+def test_the_url_can_come_from_a_file_and_explicit_urls_win(tmp_path, monkeypatch):
+    (tmp_path / "db-url").write_text(f"  sqlite:///{tmp_path / 'from-file.db'}\n")
+    monkeypatch.setenv("RECOMMENDER_DB_URL_FILE", str(tmp_path / "db-url"))
+    monkeypatch.delenv("RECOMMENDER_DB_URL", raising=False)
+    assert resolve_url(None) == f"sqlite:///{tmp_path / 'from-file.db'}"
+    assert ResultStore.open().engine.url.database == str(tmp_path / "from-file.db")
+    monkeypatch.setenv("RECOMMENDER_DB_URL", "sqlite:///from-env.db")
+    assert resolve_url(None) == "sqlite:///from-env.db"
+    assert resolve_url("sqlite:///from-flag.db") == "sqlite:///from-flag.db"

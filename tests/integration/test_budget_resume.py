@@ -42,8 +42,11 @@ def test_budget_caps_the_total_and_a_raised_budget_resumes(tmp_path: Path, monke
         store.add_spend("budgeted", 1.0 - 1.5 * per_candidate)  # earlier runs: room for one candidate's estimate
         assert run(tmp_path / "one.yaml", db) == 0, capsys.readouterr()
         first = {r.name: r for r in store.results("budgeted")}
-        assert [r.status for r in first.values()] == ["ok", "skipped"]
-        assert first["pt-db-ig1-mbs8"].reason.startswith("budget: $1.")
+        # the first candidate was admitted; its billed time (start-up included) may pass the budget before its load
+        # ends on a busy host, and then the guard stops it (interrupted, not final). Either way the second is refused.
+        measured, refused = first["pt-nodb-ig1-mbs8"], first["pt-db-ig1-mbs8"]
+        assert measured.status == "ok" or (measured.status, measured.reason[:8]) == ("interrupted", "budget: "), measured
+        assert (refused.status, refused.reason[:10]) == ("skipped", "budget: $1")
         assert store.experiment("budgeted").status == "budget-exhausted"
         spent = store.spent("budgeted")
         assert spent > 1.0 - per_candidate  # the measured candidate's billed time was stored
@@ -53,6 +56,7 @@ def test_budget_caps_the_total_and_a_raised_budget_resumes(tmp_path: Path, monke
         assert run(tmp_path / "two.yaml", db) == 0, capsys.readouterr()
     second = {r.name: r for r in store.results("budgeted")}
     assert [r.status for r in second.values()] == ["ok", "ok"]
-    assert second["pt-nodb-ig1-mbs8"].run_id == first["pt-nodb-ig1-mbs8"].run_id  # reused, not measured again
+    if measured.status == "ok":
+        assert second["pt-nodb-ig1-mbs8"].run_id == measured.run_id  # reused, not measured again
     assert store.experiment("budgeted").status == "done"
     assert store.spent("budgeted") > spent

@@ -12,11 +12,13 @@ Nothing here talks to AWS: the JSON files are request bodies for `aws ... --cli-
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from recommender import paths
+from recommender.destination import claim_folder, plain_name
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import write_model_repository
@@ -41,6 +43,7 @@ class ExportOptions:
     image: str | None = None
     endpoint_name: str | None = None
     model_name: str = "model"
+    force: bool = False  # write into a non-empty out_dir, replacing an earlier export there
 
 
 @dataclass(frozen=True)
@@ -75,11 +78,9 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
     """Export the candidate ranked `options.position` into `options.out_dir`."""
     picked = chosen(rec, options.position)
     candidate = _checked_candidate(picked, spec)
-    out = Path(options.out_dir)
-    repository = out / "model_repository"
-    if repository.exists() and any(repository.iterdir()):
-        raise ExportError(f"{repository} already holds a model repository",
-                          hint="export into a new or empty folder (--out), or remove the old export first")
+    plain_name(options.model_name, "model name")
+    out = claim_folder(options.out_dir, options.force)
+    repository = _emptied(out / "model_repository")
     artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                             candidate.model_fingerprint, Path(options.cache_dir))
     write_model_repository(candidate, artifact, repository, options.model_name,
@@ -95,6 +96,15 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
     readme = out / "README.md"
     readme.write_text(readme_text(rec, deliverable, options))
     return replace(deliverable, files=(*files, readme))
+
+
+def _emptied(repository: Path) -> Path:
+    """The repository folder of an earlier export removed (out_dir was claimed with --force, or is empty)."""
+    if repository.is_symlink() or repository.is_file():
+        repository.unlink()
+    elif repository.is_dir():
+        shutil.rmtree(repository)
+    return repository
 
 
 def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candidate:

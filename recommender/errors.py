@@ -14,10 +14,22 @@ class RecommenderError(Exception):
         self.hint = hint
 
 
-class SpecError(RecommenderError):
-    """An experiment file is missing, unreadable or invalid. `problems` holds one line per field."""
+class InputError(RecommenderError):
+    """A file the user named (an experiment, a job request, a price list, a model, a database URL file) is missing,
+    unreadable, too big, binary, not UTF-8 or not parseable. The message names the file and the reason."""
 
     exit_code = 2
+
+
+class UsageError(RecommenderError):
+    """The command line asks for something unsafe: writing over an existing output without --force, or a cleanup
+    with no scope. The message names the path or the flag."""
+
+    exit_code = 2
+
+
+class SpecError(InputError):
+    """An experiment file is missing, unreadable or invalid. `problems` holds one line per field."""
 
     def __init__(self, message: str, problems: list[str] | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint)
@@ -42,6 +54,10 @@ class StoreError(RecommenderError):
 
 class CostError(RecommenderError):
     """A price is unknown, a price list could not be read or refreshed, or a cost or capacity input is impossible."""
+
+
+class CatalogError(CostError, InputError):
+    """A price catalog file cannot be read or is malformed: a cost error and the user's input (exit 2)."""
 
 
 class RankingError(RecommenderError):

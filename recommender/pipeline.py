@@ -24,7 +24,7 @@ from recommender.payload import inference_bodies
 from recommender.candidates import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
-from recommender.store.results import ResultStore
+from recommender.store.results import BUDGET_SKIP, ResultStore
 from recommender.targets import target_for
 from recommender.targets.invocation import probe
 
@@ -60,7 +60,9 @@ class Job:
     def run(self) -> list[CandidateResult]:
         """Measure every candidate not yet stored; returns the experiment's results."""
         candidates = expand_candidates(self.spec)
-        self.budget = RunBudget.for_spec(self.spec, len(candidates))  # refuses a plan estimated above budget_usd
+        # refuses a plan estimated above budget_usd; counts what earlier runs of the experiment spent
+        self.budget = RunBudget.for_spec(self.spec, len(candidates), self.store.spent(self.spec.name),
+                                         record=lambda usd: self.store.add_spend(self.spec.name, usd))
         self.run_id = new_run_id()
         experiment_id = self.store.save_experiment(self.spec)
         target = target_for(self.spec.target, self.spec.name, self.run_id)
@@ -69,16 +71,12 @@ class Job:
         self.bodies = inference_bodies(self.spec.payload)
         try:
             for index, candidate in enumerate(candidates):
-                self.budget.check()
                 candidate_id = self.store.save_candidate(experiment_id, candidate)
                 self._run_candidate(candidate, candidate_id, index, len(candidates))
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
-        except BudgetExceeded:
-            self.store.set_experiment_status(self.spec.name, "budget-exhausted")
-            raise
-        self.store.set_experiment_status(self.spec.name, "done")
+        self.store.set_experiment_status(self.spec.name, "budget-exhausted" if self.budget.stopped else "done")
         return self.store.results(self.spec.name, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
@@ -90,13 +88,16 @@ class Job:
             return
         run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
         run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()))
+        refusal = self.budget.refusal()
+        if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
+            self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
+            return
         try:
             outcome = self._measure(candidate, run_dir)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
-        except BudgetExceeded as exc:  # stop the job: the deployment was torn down on the way out
-            self._finish(candidate, run_id, "interrupted", exc.message)
-            raise
+        except BudgetExceeded as exc:  # the deployment was torn down on the way out; later candidates are refused
+            self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
         except KeyboardInterrupt:

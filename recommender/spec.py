@@ -10,12 +10,14 @@ import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recommender.document import check_binary, load_yaml
 from recommender.errors import SpecError
 from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
 
+MAX_GRID = 10_000  # combinations of a variant grid: far above any study, below a hostile file's billions
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # experiment names; also safe as a file or folder name
 Optimization = Literal["pt", "onnx", "trt"]
 
 
@@ -98,6 +100,13 @@ class VariantGrid(Strict):
         description="Triton instance_group count values (model instances inside one server); "
         "`instance_counts` is accepted as its former name.")
     max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "VariantGrid":
+        size = len(self.optimizations) * len(self.dynamic_batching) * len(self.instance_group_counts) * len(self.max_batch_sizes)
+        if size > MAX_GRID:
+            raise ValueError(f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)")
+        return self
 
 
 TargetKind = Literal["local", "docker", "sagemaker", "remote"]
@@ -298,8 +307,9 @@ class CapacitySpec(Strict):
 class ExperimentSpec(Strict):
     """One experiment: a model, a payload, a grid of serving variants, a target and a traffic pattern."""
 
-    name: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Experiment name (letters, digits, . _ -).")
+    name: str = Field(..., min_length=1, max_length=120, pattern=NAME_PATTERN, description="Experiment name (letters, digits, . _ -).")
     description: str = Field("", description="Free text shown in reports.")
+    notes: list[str] = Field(default_factory=list, description="Remarks kept with the file (an import lists what it could not map); not used by runs.")
     model: ModelSpec = Field(default_factory=ModelSpec, description="The model to serve.")
     payload: PayloadSpec = Field(default_factory=PayloadSpec, description="The request payload.")
     variants: VariantGrid = Field(default_factory=VariantGrid, description="The serving-configuration grid.")
@@ -317,9 +327,12 @@ class ExperimentSpec(Strict):
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read and validate an experiment file; relative model paths resolve against the file's folder."""
+    """Read and validate an experiment file; relative model paths resolve against the file's folder, and a model
+    file must be there and look like its `source` (a zip archive for torchscript, a protobuf for onnx)."""
     path = Path(path)
-    raw = _read_yaml(path)
+    raw = load_yaml(path, "experiment file", SpecError)
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the top level must be a mapping with at least `name:`", hint="Start the file with `name: my-experiment`.")
     try:
         spec = ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
@@ -328,22 +341,23 @@ def load_spec(path: str | Path) -> ExperimentSpec:
                         hint="Fix the fields above; `recommender schema` prints every field with its description.") from None
     if spec.model.path is not None and not spec.model.path.is_absolute():
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})})
+    if spec.model.path is not None:
+        _check_model_file(spec.model, path)
     return spec
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise SpecError(f"{path}: no such experiment file", hint="Give the path of a YAML file, e.g. experiments/quickstart.yaml.")
+# what the first bytes of a model file are, per source (torch.jit.save writes a zip; ONNX opens with ir_version)
+MODEL_MAGIC = {"torchscript": (b"PK\x03\x04", "a TorchScript file is a zip archive"),
+               "onnx": (b"\x08", "an ONNX file is a protobuf opening with its ir_version")}
+
+
+def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
+    magic, looks_like = MODEL_MAGIC[model.source]
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})",
-                        hint="Check indentation and quoting around that line.") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"{path}: the top level must be a mapping with at least `name:`", hint="Start the file with `name: my-experiment`.")
-    return raw
+        check_binary(model.path, f"{model.source} model file", SpecError, magic, looks_like)
+    except SpecError as exc:
+        raise SpecError(f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"],
+                        hint=exc.hint) from None
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:

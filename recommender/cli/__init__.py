@@ -44,40 +44,22 @@ def report_error(error: RecommenderError, console: Console | None = None) -> int
     return error.exit_code
 
 
-def _click_modules() -> list:
-    """click itself, plus the copy typer >= 0.26 vendors (its exceptions are distinct classes)."""
-    import click
-
-    modules = [click]
+def main(args: list[str] | None = None) -> None:
+    """The console entry point. Typer runs in standalone mode: a usage error prints click's message and exits 2,
+    Ctrl-C exits 130. A RecommenderError leaving a command is printed here (message, problems, hint) and exits with
+    its code. Only public APIs: no private click or typer modules."""
     try:
-        from typer import _click
-
-        modules.append(_click)
-    except ImportError:
-        pass
-    return modules
-
-
-def main() -> None:
-    app = build_app()
-    try:
-        code = app(standalone_mode=False)  # click returns the exit code of Exit / Abort (130 on Ctrl-C)
+        build_app()(args=args, prog_name="recommender")
     except RecommenderError as error:
         sys.exit(report_error(error))
-    except KeyboardInterrupt:
-        Console(stderr=True).print(INTERRUPTED)
-        sys.exit(130)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except Exception as exc:  # usage errors and aborts from (typer's vendored) click
-        clicks = _click_modules()
-        if isinstance(exc, tuple(m.exceptions.ClickException for m in clicks)):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, tuple(m.exceptions.Abort for m in clicks)):
-            Console(stderr=True).print(INTERRUPTED)
-            sys.exit(130)
+    except KeyboardInterrupt:  # before a command ran (while modules were importing)
+        sys.exit(_interrupted())
+    except SystemExit as done:
+        if done.code == 130:
+            _interrupted()
         raise
-    if code == 130:
-        Console(stderr=True).print(INTERRUPTED)
-    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted() -> int:
+    Console(stderr=True).print(INTERRUPTED)
+    return 130

@@ -8,7 +8,7 @@ from datetime import timedelta
 import typer
 from rich.console import Console
 
-from recommender.errors import RecommenderError
+from recommender.errors import UsageError
 from recommender.targets.aws import AwsClients
 from recommender.targets.sagemaker import cleanup as delete_tagged
 
@@ -20,20 +20,25 @@ def parse_duration(text: str) -> timedelta:
     """'90s', '30m', '2h', '1.5d' -> timedelta."""
     match = _DURATION.match(text.strip())
     if not match:
-        raise RecommenderError(f"{text!r} is not a duration", hint="Use a number and a unit: 90s, 30m, 2h, 1d.")
+        raise UsageError(f"--older-than {text!r} is not a duration", hint="Use a number and a unit: 90s, 30m, 2h, 1d.")
     return timedelta(seconds=float(match["amount"]) * _SECONDS[match["unit"]])
 
 
 def cleanup(
-    older_than: str = typer.Option("0s", "--older-than", help="Only resources created longer ago than this (30m, 2h, 1d)."),
+    older_than: str = typer.Option(None, "--older-than", help="Only resources created longer ago than this (30m, 2h, 1d)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
     run_id: str = typer.Option(None, "--run-id", help="Only this run's resources (the recommender:run-id tag)."),
     region: str = typer.Option("us-east-1", "--region", help="AWS region."),
     endpoint_url: str = typer.Option(None, "--endpoint-url", help="AWS API URL override (an emulator)."),
 ) -> None:
-    """Delete SageMaker endpoints, endpoint configs and models tagged recommender:run-id. Untagged resources are never touched."""
-    report = delete_tagged(AwsClients(region, endpoint_url=endpoint_url), older_than=parse_duration(older_than),
-                           dry_run=dry_run, run_id=run_id)
+    """Delete SageMaker endpoints, endpoint configs and models tagged recommender:run-id. Untagged resources are never
+    touched, and a scope is required: --older-than (any run's leftovers of that age), --run-id (one run's), or both."""
+    if older_than is None and run_id is None:
+        raise UsageError("cleanup needs --older-than or --run-id: it never deletes every tagged resource at once",
+                         hint="e.g. `recommender cleanup --older-than 2h --dry-run` (a run in progress is younger), "
+                              "or --run-id with the id a run printed (the recommender:run-id tag).")
+    age = parse_duration(older_than) if older_than is not None else None
+    report = delete_tagged(AwsClients(region, endpoint_url=endpoint_url), older_than=age, dry_run=dry_run, run_id=run_id)
     console, verb = Console(), "would delete" if dry_run else "deleted"
     for kind, names in (("endpoint", report.endpoints), ("endpoint config", report.endpoint_configs), ("model", report.models)):
         for name in names:

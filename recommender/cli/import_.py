@@ -7,19 +7,22 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from recommender.importers.sagemaker_job import import_job, read_job, write_experiment
+from recommender.cli import options
+from recommender.importers.sagemaker_job import experiment_path, import_job, read_job, write_experiment
 
 import_app = typer.Typer(help="Turn other tools' job definitions into experiment files.", no_args_is_help=True)
 
 
 @import_app.command("sagemaker-job")
 def sagemaker_job(
-    job_file: Path = typer.Argument(..., help="CreateInferenceRecommendationsJob request JSON (as for --cli-input-json)."),
-    out: Path = typer.Option(None, "--out", help="Experiment file to write (default: <JobName>.yaml here)."),
+    job_file: Path = typer.Argument(..., readable=False, help="CreateInferenceRecommendationsJob request JSON (as for --cli-input-json)."),
+    out: Path = typer.Option(None, "--out", help="Experiment file to write, or a folder for <JobName>.yaml "
+                             "(default: <JobName>.yaml here)."),
+    force: bool = options.FORCE,
 ) -> None:
-    """Write the experiment file and print the notes on what could not be mapped."""
+    """Write the experiment file and print the notes on what could not be mapped (they are kept in its `notes:`)."""
     imported = import_job(read_job(job_file))
-    path = write_experiment(imported, out or Path(f"{imported.experiment['name']}.yaml"))
+    path = write_experiment(imported, experiment_path(imported, out), force)
     console = Console()
     console.print(f"wrote {path}", highlight=False)
     for note in imported.notes:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from recommender.cli import options
+from recommender.destination import claim_file, write_text
 from recommender.report import RENDERERS, build_report
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
@@ -24,18 +25,20 @@ class Format(str, Enum):
 def report_command(
     experiment: str = options.EXPERIMENT,
     format_: Format = typer.Option(Format.md, "--format", help="md (Markdown), html (one self-contained file) or csv."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write to this file; stdout when left out."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write to this file (a new one, unless --force); stdout when left out."),
     db: str = options.DB,
+    force: bool = options.FORCE,
 ) -> None:
     """A cost report for a deployment decision: the recommendation in plain words, every configuration with the
     published study's columns, the excluded candidates with their reasons (HTML adds the charts)."""
+    if out is not None:
+        claim_file(out, force)  # before the report is built: a refusal costs nothing
     rec, _, _ = recommend_from_store(ResultStore.open(db), experiment)
     text = RENDERERS[format_.value](build_report(rec))
     if out is None:
         typer.echo(text, nl=False)
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_text(out, text, force)
     Console(stderr=True).print(f"[green]ok[/] {format_.value} report written to {out}", highlight=False)
 
 

@@ -54,6 +54,10 @@ def run(
         typer.echo(json.dumps(rec.to_document(), indent=2))
         return
     print_decision(console, rec, results)
+    if store.experiment(spec.name).status == "budget-exhausted":
+        console.print(f"[yellow]budget exhausted[/]: ${store.spent(spec.name):.2f} of ${spec.target.budget_usd:.2f} spent over "
+                      "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "
+                      "target.budget_usd and run again to measure them.", highlight=False)
     console.print(f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
                   f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False)
     console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",

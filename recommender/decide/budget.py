@@ -1,6 +1,8 @@
 """What a cloud plan will cost before it runs, and a guard that stops it when the spend reaches the budget.
 
-Pure functions and one small accumulator; prices are USD per instance-hour.
+The budget caps an experiment's cumulative spend: what earlier runs spent (kept by the store) counts, and a
+candidate starts only when what is left covers its estimate. Pure functions and one small accumulator; prices
+are USD per instance-hour.
 """
 
 from __future__ import annotations
@@ -59,14 +61,22 @@ def check_budget(estimate: CostEstimate, budget_usd: float | None) -> None:
     )
 
 
-class BudgetGuard:
-    """Accumulates billed instance-seconds; `exhausted` turns true once the spend reaches the budget."""
+def admits(spent_usd: float, budget_usd: float | None, estimate_usd: float) -> bool:
+    """Whether a candidate estimated at `estimate_usd` may start: no budget, or the budget is not spent and what is
+    left covers the estimate."""
+    return budget_usd is None or (spent_usd < budget_usd and budget_usd - spent_usd >= estimate_usd)
 
-    def __init__(self, budget_usd: float, price_per_hour: float) -> None:
-        if budget_usd < 0 or price_per_hour < 0:
-            raise ValueError("budget and price must be >= 0")
+
+class BudgetGuard:
+    """Accumulates billed instance-seconds on top of earlier runs' spend; `exhausted` turns true once the total
+    reaches the budget."""
+
+    def __init__(self, budget_usd: float, price_per_hour: float, spent_before_usd: float = 0.0) -> None:
+        if budget_usd < 0 or price_per_hour < 0 or spent_before_usd < 0:
+            raise ValueError("budget, price and spend must be >= 0")
         self.budget_usd = budget_usd
         self.price_per_hour = price_per_hour
+        self.spent_before_usd = spent_before_usd
         self.instance_seconds = 0.0
 
     def add(self, instance_seconds: float) -> bool:
@@ -78,7 +88,7 @@ class BudgetGuard:
 
     @property
     def spent_usd(self) -> float:
-        return self.instance_seconds / 3600 * self.price_per_hour
+        return self.spent_before_usd + self.instance_seconds / 3600 * self.price_per_hour
 
     @property
     def remaining_usd(self) -> float:
@@ -125,39 +135,60 @@ def estimate_plan(spec: Any, candidates: int) -> CostEstimate:
 class RunBudget:
     """A run's spend against its budget, by the clock: instance time is billed from deploy until teardown ends.
 
-    `check()` (called while load runs and between candidates) raises BudgetExceeded once the spend reaches the
-    budget, so the caller leaves its `with deployment` block and the endpoint is torn down.
+    `refusal()` (before a candidate starts) says why it may not start when what is left of the budget does not
+    cover its estimate; `check()` (called while load runs) raises BudgetExceeded once the spend reaches the budget,
+    so the caller leaves its `with deployment` block and the endpoint is torn down. `record` receives the USD each
+    billed block cost (the caller stores it); `stopped` tells whether either happened.
     """
 
     def __init__(self, guard: BudgetGuard | None, endpoint_instance_count: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, candidate_usd: float = 0.0,
+                 record: Callable[[float], None] | None = None) -> None:
         self.guard, self.endpoint_instance_count, self.clock = guard, endpoint_instance_count, clock
+        self.candidate_usd, self.record = candidate_usd, record
+        self.stopped = False
         self._since: float | None = None
 
     @classmethod
-    def for_spec(cls, spec: Any, candidates: int) -> "RunBudget":
-        """Refuse (BudgetExceeded) when the plan's estimate is above target.budget_usd; else a guard for the run."""
+    def for_spec(cls, spec: Any, candidates: int, spent_usd: float = 0.0,
+                 record: Callable[[float], None] | None = None) -> "RunBudget":
+        """Refuse (BudgetExceeded) when the plan's estimate is above target.budget_usd; else a guard for the run that
+        counts `spent_usd` (earlier runs) against the budget."""
         budget = spec.target.budget_usd
         if budget is None:
             return cls(None, 1)
         estimate = estimate_plan(spec, candidates)
         check_budget(estimate, budget)
-        return cls(BudgetGuard(budget, estimate.price_per_hour), estimate.endpoint_instance_count)
+        return cls(BudgetGuard(budget, estimate.price_per_hour, spent_usd), estimate.endpoint_instance_count,
+                   candidate_usd=estimate_plan(spec, 1).usd, record=record)
+
+    def refusal(self) -> str | None:
+        """Why the next candidate may not start, or None when the budget left covers its estimate."""
+        guard = self.guard
+        if guard is None or admits(guard.spent_usd, guard.budget_usd, self.candidate_usd):
+            return None
+        self.stopped = True
+        return (f"${guard.spent_usd:.2f} of the ${guard.budget_usd:.2f} budget spent, ${guard.remaining_usd:.2f} left, "
+                f"a candidate is estimated at ${self.candidate_usd:.2f}; raise target.budget_usd and run again to measure it")
 
     @contextlib.contextmanager
     def billed(self) -> Iterator[None]:
         """Bill instance time while the block runs (wrap the deployment's `with`, so teardown is billed too)."""
         self._since = self.clock()
+        before = self.guard.spent_usd if self.guard is not None else 0.0
         try:
             yield
         finally:
             self._add_elapsed()
             self._since = None
+            if self.guard is not None and self.record is not None:
+                self.record(self.guard.spent_usd - before)
 
     def check(self) -> None:
         """Bring the spend up to now; raise BudgetExceeded once it reaches the budget."""
         self._add_elapsed()
-        if self.guard is not None:
+        if self.guard is not None and self.guard.exhausted:
+            self.stopped = True
             self.guard.check()
 
     def _add_elapsed(self) -> None:

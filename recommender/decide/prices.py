@@ -19,7 +19,8 @@ import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
 from recommender import paths
-from recommender.errors import CostError
+from recommender.document import load_yaml
+from recommender.errors import CatalogError, CostError
 
 REFRESHED_PATH = paths.REFRESHED_PRICES
 SERVICE_CODE = "AmazonSageMaker"
@@ -80,24 +81,26 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     if path is None:
         path = REFRESHED_PATH if REFRESHED_PATH.is_file() else packaged_catalog_path()
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CostError(f"cannot read price catalog {path}: {exc}",
-                        hint="run `recommender prices refresh` to rewrite it, or delete it to use the packaged prices") from exc
-    return _catalog_from_document(document, path)
+    return _catalog_from_document(load_yaml(path, "price catalog", CatalogError), path)
 
 
 def _catalog_from_document(document: Any, path: Path) -> Catalog:
     try:
-        instances = {
-            name: InstancePrice(instance_type=name, **fields) for name, fields in document["instances"].items()
-        }
+        instances = {str(name): _priced(InstancePrice(instance_type=str(name), **fields))
+                     for name, fields in document["instances"].items()}
         return Catalog(region=document["region"], source=document["source"], retrieved=str(document["retrieved"]),
                        instances=instances, currency=document.get("currency", "USD"), path=path)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise CostError(f"price catalog {path} is malformed ({exc!r})",
-                        hint="it needs region, source, retrieved and instances.<type>.usd_per_hour") from exc
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CatalogError(f"{path}: price catalog is malformed ({exc!r})",
+                           hint="it needs region, source, retrieved and instances.<type>.usd_per_hour; "
+                                "`recommender prices refresh` rewrites it, deleting it brings back the packaged prices") from exc
+
+
+def _priced(item: InstancePrice) -> InstancePrice:
+    price = item.usd_per_hour
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < float("inf"):
+        raise ValueError(f"{item.instance_type}: usd_per_hour must be a number >= 0, not {price!r}")
+    return item
 
 
 def candidate_catalogs() -> list[Catalog]:

@@ -7,13 +7,14 @@ the SageMaker API model that ships with botocore (types, required members), offl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from recommender.destination import inside, plain_name, write_text
+from recommender.document import load_json
 from recommender.errors import SpecError
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
@@ -31,15 +32,11 @@ class ImportedJob:
 
 def read_job(path: str | Path) -> dict[str, Any]:
     """Load a request JSON file (as for `aws sagemaker create-inference-recommendations-job --cli-input-json`)."""
-    path = Path(path)
-    try:
-        request = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such job request file") from None
-    except json.JSONDecodeError as error:
-        raise SpecError(f"{path}: line {error.lineno}, column {error.colno}: not valid JSON ({error.msg})") from None
+    request = load_json(path, "job request file", SpecError)
     if not isinstance(request, dict):
-        raise SpecError(f"{path}: the top level must be a JSON object with JobName, JobType, RoleArn and InputConfig")
+        raise SpecError(f"{path}: the top level must be a JSON object with JobName, JobType, RoleArn and InputConfig",
+                        hint="Write the request as `aws sagemaker create-inference-recommendations-job "
+                             "--generate-cli-skeleton` shows it.")
     return request
 
 
@@ -59,6 +56,7 @@ def validate_request(request: dict[str, Any]) -> None:
 def import_job(request: dict[str, Any]) -> ImportedJob:
     """Convert a validated request into an experiment mapping plus notes for what did not map."""
     validate_request(request)
+    plain_name(request["JobName"], "JobName")  # it names the experiment and, by default, its file
     config = request["InputConfig"]
     notes: list[str] = []
     experiment: dict[str, Any] = {
@@ -76,13 +74,19 @@ def import_job(request: dict[str, Any]) -> ImportedJob:
     return ImportedJob(experiment, notes)
 
 
-def write_experiment(imported: ImportedJob, path: str | Path) -> Path:
-    """Write the experiment as YAML, the notes as comments at the top."""
-    path = Path(path)
-    header = "".join(f"# NOTE: {note}\n" for note in imported.notes)
-    path.write_text(f"# Imported from a SageMaker {OPERATION} request.\n{header}"
-                    + yaml.safe_dump(imported.experiment, sort_keys=False, allow_unicode=True))
-    return path
+def write_experiment(imported: ImportedJob, path: str | Path, force: bool = False) -> Path:
+    """Write the experiment as YAML through the emitter, the notes as its `notes:` list (never concatenated text);
+    an existing file is replaced only with `force`."""
+    document = {**imported.experiment, "notes": [f"Imported from a SageMaker {OPERATION} request.", *imported.notes]}
+    return write_text(Path(path), yaml.safe_dump(document, sort_keys=False, allow_unicode=True), force)
+
+
+def experiment_path(imported: ImportedJob, out: Path | None) -> Path:
+    """Where the experiment goes: `out`, or <JobName>.yaml inside `out` when it is a folder (the working folder
+    when `out` is None); the name never leaves that folder."""
+    if out is not None and not out.is_dir():
+        return out
+    return inside(out or Path("."), f"{imported.experiment['name']}.yaml", "JobName")
 
 
 def _target(configurations: list[dict[str, Any]], notes: list[str], request: dict[str, Any]) -> dict[str, Any]:

@@ -12,20 +12,33 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from recommender import paths
-from recommender.errors import StoreError
+from recommender.document import read_text
+from recommender.errors import InputError, StoreError
 
 DEFAULT_DB_PATH = paths.RESULTS_DB
 MIGRATIONS = Path(__file__).parent / "migrations"
+URL_FILE_VARIABLE = "RECOMMENDER_DB_URL_FILE"
 MIGRATION_LOCK_KEY = 0x7265636F  # "reco": the PostgreSQL advisory lock taken while migrating
 
 
 def resolve_url(url: str | None) -> str:
-    """--db beats RECOMMENDER_DB_URL beats the default SQLite file in the working directory."""
-    url = url or os.environ.get("RECOMMENDER_DB_URL")
+    """--db beats RECOMMENDER_DB_URL beats RECOMMENDER_DB_URL_FILE (a file holding the URL, so that a password is
+    never on a command line nor in the environment) beats the default SQLite file in the working directory."""
+    url = url or os.environ.get("RECOMMENDER_DB_URL") or _url_from_file(os.environ.get(URL_FILE_VARIABLE))
     if url:
         return url
     DEFAULT_DB_PATH.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{DEFAULT_DB_PATH}"
+
+
+def _url_from_file(path: str | None) -> str | None:
+    if not path:
+        return None
+    url = read_text(path, f"database URL file ({URL_FILE_VARIABLE})").strip()
+    if not url or "\n" in url:
+        raise InputError(f"{path}: a database URL file ({URL_FILE_VARIABLE}) holds exactly one line, the URL",
+                         hint="e.g. postgresql+psycopg://user:password@host:5432/recommender; keep the file mode 600.")
+    return url
 
 
 def open_engine(url: str | None = None, migrate: bool = True) -> Engine:

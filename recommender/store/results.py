@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, and_, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -20,7 +20,8 @@ from recommender.store.database import open_engine
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
 
-FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
+FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh...
+BUDGET_SKIP = "budget: "  # ...except a candidate skipped for budget (reason starts so): a raised budget measures it
 SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
 
@@ -96,8 +97,24 @@ class ResultStore:
         """The newest ok or skipped run of a candidate under this protocol (so it need not be measured again)."""
         with self._session() as session:
             query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key,
-                                       Run.status.in_(FINAL)).order_by(Run.id.desc()).limit(1))
+                                       Run.status.in_(FINAL), ~_skipped_for_budget()).order_by(Run.id.desc()).limit(1))
             return session.scalar(query)
+
+    def add_spend(self, experiment: str, usd: float) -> None:
+        """Add cloud spend to the experiment's total (one UPDATE: concurrent writers never lose an amount)."""
+        if usd < 0:
+            raise ValueError("spend must be >= 0")
+
+        def work(session: Session) -> None:
+            session.execute(update(Experiment).where(Experiment.name == experiment)
+                            .values(spent_usd=Experiment.spent_usd + usd, updated_at=utcnow()))
+
+        self._write(work)
+
+    def spent(self, experiment: str) -> float:
+        """The experiment's cloud spend over every run so far, in USD (0 for an experiment not stored yet)."""
+        with self._session() as session:
+            return session.scalar(select(Experiment.spent_usd).where(Experiment.name == experiment)) or 0.0
 
     def start_run(self, candidate_id: int, protocol_key: str, artifacts_dir: str | None) -> int:
         def work(session: Session) -> int:
@@ -167,6 +184,10 @@ class ResultStore:
         with self._session() as session:
             query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
             yield from session.scalars(query)
+
+
+def _skipped_for_budget():
+    return and_(Run.status == "skipped", func.coalesce(Run.reason, "").startswith(BUDGET_SKIP, autoescape=True))
 
 
 def _aware(moment: datetime) -> datetime:

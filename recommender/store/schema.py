@@ -22,7 +22,8 @@ class Experiment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(120), unique=True)
     spec: Mapped[dict] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(20), default="created")  # created | running | done | interrupted
+    status: Mapped[str] = mapped_column(String(20), default="created")  # created | running | done | interrupted | budget-exhausted
+    spent_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # migration 0003: every run's cloud spend
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     candidates: Mapped[list["CandidateRow"]] = relationship(back_populates="experiment", cascade="all, delete-orphan")

@@ -34,7 +34,7 @@ def test_cleanup_dry_run_then_delete_tagged_only(aws, credentials) -> None:
     _endpoint(aws, "leftover", [{"Key": TAG_RUN_ID, "Value": "r1"}])
     _endpoint(aws, "production", [{"Key": "team", "Value": "search"}])
     app, runner = build_app(), CliRunner()
-    preview = runner.invoke(app, ["cleanup", "--dry-run", "--endpoint-url", aws.url])
+    preview = runner.invoke(app, ["cleanup", "--older-than", "0s", "--dry-run", "--endpoint-url", aws.url])
     assert preview.exit_code == 0, preview.output
     assert "would delete endpoint leftover" in preview.output and "3 resource(s) would delete" in preview.output
     assert len(aws.client("sagemaker").list_endpoints()["Endpoints"]) == 2

@@ -47,6 +47,27 @@ def test_template_declares_the_hardening_moto_cannot_show(template: dict) -> Non
     assert template["Resources"]["ServingRepository"]["Properties"]["ImageScanningConfiguration"] == {"ScanOnPush": True}
 
 
+def _actions(statement: dict) -> list[str]:
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+
+
+def test_operator_policy_creates_and_deletes_only_tagged_recommender_resources(template: dict) -> None:
+    """Creates carry the recommender:run-id tag (aws:RequestTag), deletes find it (aws:ResourceTag), both only on
+    rec-* names; what stays unconditioned only reads or invokes."""
+    statements = template["Resources"]["OperatorPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in _actions(s))]
+    by_action = {action: s for s in sagemaker for action in _actions(s)}
+    for action in ("sagemaker:CreateEndpoint", "sagemaker:CreateEndpointConfig", "sagemaker:CreateModel", "sagemaker:AddTags"):
+        assert by_action[action]["Condition"] == {"Null": {"aws:RequestTag/recommender:run-id": "false"}}, action
+    for action in ("sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"):
+        assert by_action[action]["Condition"] == {"Null": {"aws:ResourceTag/recommender:run-id": "false"}}, action
+    for action in (a for a in by_action if a.split(":")[1].startswith(("Create", "Delete", "Add", "Update"))):
+        assert all(next(iter(r.values())).endswith("/rec-*") for r in by_action[action]["Resource"]), action
+    unconditioned = {a for s in sagemaker if "Condition" not in s for a in _actions(s) if a.startswith("sagemaker:")}
+    assert unconditioned == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint", "sagemaker:ListTags",
+                             "sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels"}
+
+
 def _document(document: dict | str) -> dict:
     """moto 5.2.1 returns inline policies created by CloudFormation as a Python repr string, not JSON."""
     if isinstance(document, dict):

@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from recommender.decide.budget import RunBudget
-from recommender.cli import build_app
+from recommender.cli import build_app, main
 from recommender.errors import TargetError
 from recommender.spec import ExperimentSpec
 from recommender.targets.docker import DockerTarget
@@ -58,7 +59,8 @@ def test_import_writes_the_experiment_and_prints_notes(tmp_path) -> None:
     done = CliRunner().invoke(build_app(), ["import", "sagemaker-job", str(DATA / "sagemaker_job.json"), "--out", str(out)])
     assert done.exit_code == 0, done.output
     assert str(out) in done.output.replace("\n", "") and "note:" in done.output
-    assert out.read_text().startswith("# Imported from a SageMaker")
+    notes = yaml.safe_load(out.read_text())["notes"]  # through the YAML emitter, not as comments
+    assert notes[0].startswith("Imported from a SageMaker") and len(notes) > 1
 
 
 def test_docker_preflight_says_when_no_engine_is_reachable(tmp_path, monkeypatch) -> None:
@@ -82,3 +84,17 @@ def test_docker_preflight_on_this_host() -> None:
         assert "docker" in error.message.lower() and error.hint
     else:
         assert os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "cleanup needs --older-than or --run-id: it never deletes every tagged resource at once"),
+    (["--dry-run"], "cleanup needs --older-than or --run-id"),
+    (["--older-than", "soon"], "--older-than 'soon' is not a duration"),
+])
+def test_cleanup_requires_a_scope(capsys, monkeypatch, args, message) -> None:
+    """Refused before any AWS call (no credentials or endpoint needed)."""
+    monkeypatch.setenv("COLUMNS", "500")
+    with pytest.raises(SystemExit) as done:
+        main(["cleanup", *args, "--endpoint-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and f"error: {message}" in err and "hint:" in err

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from recommender.cli import build_app
-from recommender.errors import ExportError, StoreError
+from recommender.errors import ExportError, StoreError, UsageError
 from tests.unit.seeded_study import SPEC, seed_study
 
 
@@ -151,7 +151,12 @@ def test_export_writes_repository_requests_and_readme(runner: CliRunner, export_
     assert "pt-db-ig2-mbs8" in readme and "<SAGEMAKER_EXECUTION_ROLE_ARN>" in readme
     assert "<TRITON_SERVING_IMAGE_URI>" not in readme  # --image was given
     again = invoke(runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache"))
-    assert isinstance(again.exception, ExportError) and "already holds a model repository" in again.exception.message
+    assert isinstance(again.exception, UsageError)
+    assert again.exception.message == f"{out} is not empty; not writing into it without --force"
+    forced = invoke(runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+                    "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "<TRITON_SERVING_IMAGE_URI>" in (out / "README.md").read_text()  # replaced by the second export
 
 
 def test_export_of_a_lower_rank_uses_its_own_sizing(runner: CliRunner, export_db: str, tmp_path: Path) -> None:

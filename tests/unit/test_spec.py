@@ -80,6 +80,7 @@ def test_missing_file_is_a_spec_error(tmp_path):
 
 
 def test_relative_model_path_resolves_against_the_file(tmp_path):
+    (tmp_path / "m.onnx").write_bytes(b"\x08\x07")  # ONNX opens with its ir_version field
     spec = load_spec(write(tmp_path, "name: x\nmodel: {source: onnx, path: m.onnx}\n"))
     assert spec.model.path == (tmp_path / "m.onnx").resolve()
 

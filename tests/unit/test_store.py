@@ -11,6 +11,7 @@ from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
+from recommender.store.database import resolve_url
 from recommender.store.results import ResultStore
 
 
@@ -91,3 +92,61 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     children = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outcomes = [(child.wait(timeout=60), child.stderr.read()) for child in children]
     assert [rc for rc, _ in outcomes] == [0, 0, 0, 0], [err for _, err in outcomes]
+
+
+def test_spend_adds_up_and_survives_reopening(tmp_path, spec):
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    first = ResultStore.open(url)
+    assert first.spent("roundtrip") == 0.0  # not stored yet
+    first.save_experiment(spec)
+    first.add_spend("roundtrip", 0.25)
+    first.add_spend("roundtrip", 0.5)
+    first.engine.dispose()
+    again = ResultStore.open(url)
+    assert again.spent("roundtrip") == pytest.approx(0.75)
+    again.save_experiment(spec)  # a resumed run keeps the total
+    assert again.spent("roundtrip") == pytest.approx(0.75)
+    with pytest.raises(ValueError):
+        again.add_spend("roundtrip", -1.0)
+
+
+def test_migration_0003_adds_spend_to_an_existing_database(tmp_path, spec):
+    """A database created at revision 0002 (before spend existed) keeps its experiments, each at $0 spent."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from recommender.store.database import MIGRATIONS
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+        connection.exec_driver_sql("INSERT INTO experiments (name, spec, status, created_at, updated_at) "
+                                   "VALUES ('old', '{}', 'done', '2025-01-01', '2025-01-01')")
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'old.db'}")
+    assert store.spent("old") == 0.0
+    store.add_spend("old", 1.5)
+    assert store.spent("old") == 1.5
+
+
+def test_a_skip_for_budget_is_not_final_other_skips_are(store, spec):
+    experiment_id = store.save_experiment(spec)
+    first, second, *_ = (store.save_candidate(experiment_id, c) for c in expand_candidates(spec))
+    store.finish_run(store.start_run(first, "p", None), "skipped", reason="budget: $1.00 of the $1.00 budget spent")
+    store.finish_run(store.start_run(second, "p", None), "skipped", reason="TensorRT needs an NVIDIA GPU")
+    assert store.final_run(first, "p") is None  # measured once the budget is raised
+    assert store.final_run(second, "p").reason == "TensorRT needs an NVIDIA GPU"
+
+
+def test_the_url_can_come_from_a_file_and_explicit_urls_win(tmp_path, monkeypatch):
+    (tmp_path / "db-url").write_text(f"  sqlite:///{tmp_path / 'from-file.db'}\n")
+    monkeypatch.setenv("RECOMMENDER_DB_URL_FILE", str(tmp_path / "db-url"))
+    monkeypatch.delenv("RECOMMENDER_DB_URL", raising=False)
+    assert resolve_url(None) == f"sqlite:///{tmp_path / 'from-file.db'}"
+    assert ResultStore.open().engine.url.database == str(tmp_path / "from-file.db")
+    monkeypatch.setenv("RECOMMENDER_DB_URL", "sqlite:///from-env.db")
+    assert resolve_url(None) == "sqlite:///from-env.db"
+    assert resolve_url("sqlite:///from-flag.db") == "sqlite:///from-flag.db"

@@ -16,7 +16,8 @@ from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
-from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
+from recommender.store.lease import Lease, live_holder
+from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh
 
@@ -40,6 +41,14 @@ class ResultStore:
     def open(cls, url: str | None = None) -> "ResultStore":
         return cls(open_engine(url))
 
+    def lease(self, experiment: str, wait: bool = False) -> Lease:
+        """The experiment's lease for this process (a context manager): one job measures an experiment at a time."""
+        return Lease(self.engine, experiment, wait=wait)
+
+    def lease_holder(self, experiment: str) -> str | None:
+        """Who is measuring the experiment now, described; None when nobody is."""
+        return live_holder(self.engine, experiment)
+
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
@@ -53,7 +62,7 @@ class ResultStore:
     # --- writing -------------------------------------------------------------------------------------------
 
     def save_experiment(self, spec: ExperimentSpec, status: str = "running") -> int:
-        """Create or update the experiment row; runs left 'running' by an interrupted job become 'interrupted'."""
+        """Create or update the experiment row (runs a gone job left 'running' are interrupted by taking the lease)."""
 
         def work(session: Session) -> int:
             row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
@@ -62,9 +71,6 @@ class ResultStore:
                 session.add(row)
             row.spec, row.status, row.updated_at = spec.model_dump(mode="json"), status, utcnow()
             session.flush()
-            stale = select(Run).join(CandidateRow).where(CandidateRow.experiment_id == row.id, Run.status == "running")
-            for run in session.scalars(stale):
-                run.status, run.reason = "interrupted", "the job stopped before this run finished"
             return row.id
 
         return self._write(work)
@@ -111,10 +117,13 @@ class ResultStore:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
-            run = session.get(Run, run_id)
+            run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
+            if run.status == "interrupted" and status != "interrupted":
+                raise StoreError(f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
+                                 hint="Another job took this experiment's lease over; it measures this candidate again.")
             run.status, run.reason, run.headline, run.server_stats = status, reason, headline, server_stats
             run.finished_at = utcnow()
-            run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
+            run.duration_s = (run.finished_at - as_utc(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
             session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
             session.add_all(_window_row(run_id, repeat, w) for repeat, w in windows)
@@ -163,12 +172,6 @@ class ResultStore:
         with self._session() as session:
             query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
             yield from session.scalars(query)
-
-
-def _aware(moment: datetime) -> datetime:
-    from datetime import timezone
-
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:

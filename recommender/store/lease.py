@@ -55,6 +55,8 @@ class Holder:
             return process.status() == psutil.STATUS_ZOMBIE or abs(process.create_time() - self.started) > 1.0
         except psutil.NoSuchProcess:
             return True
+        except psutil.AccessDenied:
+            return False  # alive, run by another user: its heartbeat tells
 
 
 class Lease:

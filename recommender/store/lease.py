@@ -79,7 +79,7 @@ class Lease:
 
     def __exit__(self, *_exc) -> None:
         self._stop.set()
-        self._beat.join()
+        self._beat.join(timeout=10)  # a renewal stuck on an unreachable database must not hold the job's exit
         self.release()
 
     def acquire(self) -> None:

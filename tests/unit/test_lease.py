@@ -102,18 +102,18 @@ def test_a_reused_pid_is_not_the_holder(store):
 
 
 def test_an_expired_heartbeat_on_another_host_is_taken_over(store):
-    Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=0.2).acquire()
+    Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=1.5).acquire()
     with pytest.raises(ExperimentLeased):
         Lease(store.engine, "micro").acquire()
-    time.sleep(0.3)
+    time.sleep(1.6)
     with Lease(store.engine, "micro") as lease:
         assert lease_row(store).holder == lease.holder.id
 
 
 def test_the_heartbeat_keeps_a_lease_alive_past_its_ttl(store):
-    with Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=0.4):
+    with Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=1.0):
         first = lease_row(store).heartbeat_at
-        time.sleep(1.0)  # 2.5 lease lifetimes: only renewals keep it
+        time.sleep(2.0)  # two lease lifetimes: only renewals (every 0.25 s) keep it
         with pytest.raises(ExperimentLeased):
             Lease(store.engine, "micro").acquire()
         assert lease_row(store).heartbeat_at > first
@@ -171,16 +171,29 @@ def test_a_second_run_of_a_leased_experiment_exits_2_naming_the_holder(tmp_path,
     assert store.experiments() == []  # refused before writing anything
 
 
+def read_until(stream, word: str) -> str:
+    """The lines of `stream` up to the first one holding `word` (all of them if none does)."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if word in line:
+            break
+    return "".join(seen)
+
+
 REMOTE_DOWN = "name: micro\ntarget: {kind: remote, endpoint: 'http://127.0.0.1:9'}\n"
 
 
 def test_run_wait_waits_for_the_holder_then_runs_and_releases(tmp_path, store, url):
     (tmp_path / "micro.yaml").write_text(REMOTE_DOWN)
-    Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=2).acquire()  # no heartbeat: expires in 2 s
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url, "--wait"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=cli_env())
-    assert "waiting" in done.stdout and "another-host" in done.stdout, done.stdout + done.stderr
-    assert done.returncode == 1 and "does not answer" in done.stderr  # it took the lease, then the target failed
-    assert time.monotonic() - started >= 2
+    child = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url, "--wait"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    safety = threading.Timer(120, child.kill)
+    safety.start()
+    with Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=1.0):  # live: its heartbeat renews it meanwhile
+        said = read_until(child.stdout, "waiting")
+    out, err = child.communicate(timeout=120)
+    safety.cancel()
+    assert "waiting for the job measuring micro: pid 4242 on host another-host" in said + out, said + out + err
+    assert child.returncode == 1 and "does not answer" in err  # it took the lease once released, then the target failed
     assert lease_row(store) is None  # released on the error path

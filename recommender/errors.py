@@ -52,6 +52,12 @@ class StoreError(RecommenderError):
     """The results database could not be opened, migrated, read or written."""
 
 
+class ExperimentLeased(StoreError):
+    """Another live job holds the experiment's lease: it is measuring that experiment now."""
+
+    exit_code = 2
+
+
 class CostError(RecommenderError):
     """A price is unknown, a price list could not be read or refreshed, or a cost or capacity input is impossible."""
 

@@ -48,6 +48,7 @@ class JobOptions:
     run_root: Path = paths.RUNS
     cache_dir: Path = paths.ARTIFACTS
     fresh: bool = False
+    wait: bool = False  # wait for another job holding the experiment's lease instead of refusing
 
 
 @dataclass
@@ -58,7 +59,11 @@ class Job:
     reporter: Reporter
 
     def run(self) -> list[CandidateResult]:
-        """Measure every candidate not yet stored; returns the experiment's results."""
+        """Measure every candidate not yet stored, holding the experiment's lease; returns the experiment's results."""
+        with self.store.lease(self.spec.name, wait=self.options.wait):
+            return self._run()
+
+    def _run(self) -> list[CandidateResult]:
         candidates = expand_candidates(self.spec)
         # refuses a plan estimated above budget_usd; counts what earlier runs of the experiment spent
         self.budget = RunBudget.for_spec(self.spec, len(candidates), self.store.spent(self.spec.name),

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Debian packages the test suite drives for real: Chromium (the dashboard's browser test, driven by
-# Playwright through /usr/bin/chromium) and wrk (the generator benchmark's smoke test compares against it).
+# Playwright through /usr/bin/chromium), wrk (the generator benchmark's smoke test compares against it) and
+# PostgreSQL (the postgres tier starts its own server with initdb / pg_ctl from /usr/lib/postgresql/*/bin).
 # Idempotent and quiet: installs only what is missing.
 set -euo pipefail
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

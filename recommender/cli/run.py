@@ -31,12 +31,15 @@ def run(
     run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where server logs and model repositories go."),
     as_json: bool = typer.Option(False, "--json", help="Print the ranked result as JSON on stdout (the same document "
                                  "as `recommender rank --json`); progress goes to stderr."),
+    wait: bool = typer.Option(False, "--wait", help="If another job is measuring this experiment, wait for it to "
+                              "finish instead of refusing (exit 2)."),
 ) -> None:
     """Deploy every serving variant of the experiment on a real Triton server, drive phased Locust traffic at it,
     store the measurements, and print the candidates ranked (the same view as `recommender rank`).
 
     Candidates already stored (same configuration, same traffic) are not measured again: an interrupted run
-    resumes where it stopped. Use --fresh to re-measure.
+    resumes where it stopped. Use --fresh to re-measure. One job measures an experiment at a time (a lease in the
+    store); a second one refuses with exit 2, or waits with --wait.
     """
     spec = load_spec(spec_file)
     console = Console(stderr=as_json)  # with --json, stdout holds only the JSON document
@@ -46,9 +49,11 @@ def run(
     store = ResultStore.open(db)
     console.print(f"[bold]{spec.name}[/]: {describe(spec.model)}; {len(expand_candidates(spec))} candidates "
                   f"on target {spec.target.kind} ({spec.target.instance_type})", highlight=False)
+    if wait and (holder := store.lease_holder(spec.name)):
+        console.print(f"waiting for the job measuring {spec.name}: {holder}", highlight=False, soft_wrap=True)
     started = time.monotonic()
     with ProgressReporter(console) as reporter:
-        results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh), reporter).run()
+        results = Job(spec, store, JobOptions(run_root=run_dir, fresh=fresh, wait=wait), reporter).run()
     rec = recommend(results, spec)
     if as_json:
         typer.echo(json.dumps(rec.to_document(), indent=2))

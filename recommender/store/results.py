@@ -17,7 +17,8 @@ from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import open_engine
-from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, utcnow
+from recommender.store.lease import Lease, live_holder
+from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
 
 FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh...
@@ -44,6 +45,14 @@ class ResultStore:
     def open(cls, url: str | None = None) -> "ResultStore":
         return cls(open_engine(url))
 
+    def lease(self, experiment: str, wait: bool = False) -> Lease:
+        """The experiment's lease for this process (a context manager): one job measures an experiment at a time."""
+        return Lease(self.engine, experiment, wait=wait)
+
+    def lease_holder(self, experiment: str) -> str | None:
+        """Who is measuring the experiment now, described; None when nobody is."""
+        return live_holder(self.engine, experiment)
+
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
@@ -57,7 +66,7 @@ class ResultStore:
     # --- writing -------------------------------------------------------------------------------------------
 
     def save_experiment(self, spec: ExperimentSpec, status: str = "running") -> int:
-        """Create or update the experiment row; runs left 'running' by an interrupted job become 'interrupted'."""
+        """Create or update the experiment row (runs a gone job left 'running' are interrupted by taking the lease)."""
 
         def work(session: Session) -> int:
             row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
@@ -66,9 +75,6 @@ class ResultStore:
                 session.add(row)
             row.spec, row.status, row.updated_at = spec.model_dump(mode="json"), status, utcnow()
             session.flush()
-            stale = select(Run).join(CandidateRow).where(CandidateRow.experiment_id == row.id, Run.status == "running")
-            for run in session.scalars(stale):
-                run.status, run.reason = "interrupted", "the job stopped before this run finished"
             return row.id
 
         return self._write(work)
@@ -131,11 +137,14 @@ class ResultStore:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
-            run = session.get(Run, run_id)
+            run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
+            if run.status == "interrupted" and status != "interrupted":
+                raise StoreError(f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
+                                 hint="Another job took this experiment's lease over; it measures this candidate again.")
             run.status, run.reason, run.server_stats = status, reason, server_stats
             run.headline = headline.to_dict() if headline else None
             run.finished_at = utcnow()
-            run.duration_s = (run.finished_at - _aware(run.started_at)).total_seconds()
+            run.duration_s = (run.finished_at - as_utc(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
             session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
             session.add_all(_window_row(run_id, repeat, w) for repeat, w in windows)
@@ -188,12 +197,6 @@ class ResultStore:
 
 def _skipped_for_budget():
     return and_(Run.status == "skipped", func.coalesce(Run.reason, "").startswith(BUDGET_SKIP, autoescape=True))
-
-
-def _aware(moment: datetime) -> datetime:
-    from datetime import timezone
-
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:

@@ -12,6 +12,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """A stored time as an aware UTC datetime (SQLite hands them back naive)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -135,3 +140,21 @@ class WindowRow(Base):
     executions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     inferences: Mapped[int | None] = mapped_column(Integer, nullable=True)
     avg_batch_size: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class LeaseRow(Base):
+    """The job measuring an experiment now (migration 0004): one row per experiment while a job holds it.
+
+    Keyed by the experiment's name, not its id: a job takes the lease before it writes the experiment row, so a
+    refused job changes nothing. `holder` is host:pid:process start time (a reused pid is not the holder)."""
+
+    __tablename__ = "experiment_leases"
+
+    experiment: Mapped[str] = mapped_column(String(120), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    process_started: Mapped[float] = mapped_column(Float)  # the holder process's start time, seconds since the epoch
+    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # heartbeat_at + the holder's ttl

@@ -37,3 +37,33 @@ def test_locust_master_and_workers_are_wired(services: dict) -> None:
     assert "--worker" in worker["command"] and "--master-host locust-master" in worker["command"]
     assert master["profiles"] == worker["profiles"] == ["load"]
     assert all(port.startswith("127.0.0.1:") for port in master["ports"])
+
+
+def compose_database_url(services: dict, password: str = "pw") -> str:
+    """The URL the dashboard service is given, with infra/.env's POSTGRES_PASSWORD filled in."""
+    return services["dashboard"]["command"][3].replace("${POSTGRES_PASSWORD}", password)
+
+
+def test_the_dashboard_url_names_the_postgres_service_user_database_and_driver(services: dict) -> None:
+    from sqlalchemy.engine import make_url
+
+    url, postgres = make_url(compose_database_url(services)), services["postgres"]
+    assert url.drivername == "postgresql+psycopg"  # the driver infra/Dockerfile installs (psycopg[binary])
+    assert (url.username, url.password, url.database) == (postgres["environment"]["POSTGRES_USER"], "pw",
+                                                            postgres["environment"]["POSTGRES_DB"])
+    assert (url.host, url.port) == ("postgres", int(postgres["ports"][0].rsplit(":", 1)[1]))
+    assert "psycopg" in (COMPOSE.parent / "Dockerfile").read_text()
+
+
+def test_the_url_the_compose_file_passes_is_the_one_the_store_and_dashboard_read(services: dict, monkeypatch) -> None:
+    """`recommender dashboard --db URL` hands URL to Streamlit as RECOMMENDER_DB_URL, which the store reads."""
+    from dashboard import source
+    from recommender.cli.dashboard import dashboard_env
+    from recommender.store.database import resolve_url
+
+    url = compose_database_url(services)
+    assert dashboard_env(url)[source.DB_ENV] == url
+    monkeypatch.setenv(source.DB_ENV, url)
+    assert resolve_url(None) == source.database_url() == url
+    documented = f"export {source.DB_ENV}=postgresql+psycopg://recommender:$POSTGRES_PASSWORD@127.0.0.1:5432/recommender"
+    assert documented in COMPOSE.read_text()

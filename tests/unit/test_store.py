@@ -13,6 +13,7 @@ from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.database import resolve_url
 from recommender.store.results import ResultStore
+from tests import store_contention
 
 
 @pytest.fixture
@@ -30,9 +31,26 @@ def a_log() -> RequestLog:
     return RequestLog(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
 
 
+def assert_migrated(engine) -> None:
+    """Every table exists, the database is at the newest migration, and the migrations build what schema.py declares."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from recommender.store.database import MIGRATIONS
+    from recommender.store.schema import Base
+
+    tables = set(inspect(engine).get_table_names())
+    assert set(Base.metadata.tables) | {"alembic_version"} == tables
+    assert {"experiments", "candidates", "runs", "phase_summaries", "series", "windows", "experiment_leases"} <= tables
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection)
+        assert context.get_current_revision() == ScriptDirectory(str(MIGRATIONS)).get_current_head()
+        assert compare_metadata(context, Base.metadata) == []
+
+
 def test_migration_creates_every_table(store):
-    tables = set(inspect(store.engine).get_table_names())
-    assert {"experiments", "candidates", "runs", "phase_summaries", "series", "alembic_version"} <= tables
+    assert_migrated(store.engine)
 
 
 def test_run_round_trip_with_phases_and_series(store, spec):
@@ -65,8 +83,10 @@ def test_failed_runs_are_not_final_and_running_runs_become_interrupted(store, sp
     store.finish_run(failed, "failed", reason="model did not load")
     assert store.final_run(candidate_id, "p") is None
     store.start_run(candidate_id, "p", None)  # the job dies here
-    store.save_experiment(spec)  # the next job starts
-    assert [r.status for r in store.runs("roundtrip")] == ["failed", "interrupted"]
+    store.save_experiment(spec)  # writing the experiment row alone leaves its runs as they are
+    assert [r.status for r in store.runs("roundtrip")] == ["failed", "running"]
+    with store.lease("roundtrip"):  # the next job takes the lease: nobody else is measuring
+        assert [r.status for r in store.runs("roundtrip")] == ["failed", "interrupted"]
 
 
 def test_unknown_experiment_lists_known_ones(store, spec):
@@ -84,15 +104,8 @@ def test_unreachable_database_is_a_store_error_with_hint():
 
 def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     """A run and a dashboard (or a test polling the store) may create the schema at the same moment."""
-    import subprocess
-    import sys
-
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    code = f"from recommender.store.results import ResultStore; ResultStore.open({url!r})"
-    children = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    outcomes = [(child.wait(timeout=60), child.stderr.read()) for child in children]
-    assert [rc for rc, _ in outcomes] == [0, 0, 0, 0], [err for _, err in outcomes]
-
+    outcomes = store_contention.open_at_once(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert [code for code, _, _ in outcomes] == [0, 0, 0, 0], [err for _, _, err in outcomes]
 
 def test_spend_adds_up_and_survives_reopening(tmp_path, spec):
     url = f"sqlite:///{tmp_path / 'results.db'}"
@@ -150,3 +163,13 @@ def test_the_url_can_come_from_a_file_and_explicit_urls_win(tmp_path, monkeypatc
     monkeypatch.setenv("RECOMMENDER_DB_URL", "sqlite:///from-env.db")
     assert resolve_url(None) == "sqlite:///from-env.db"
     assert resolve_url("sqlite:///from-flag.db") == "sqlite:///from-flag.db"
+
+
+def test_processes_writing_runs_of_one_experiment_at_once_lose_no_row(tmp_path):
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    store_contention.write_at_once(url, writers=4, runs=3)
+    store = ResultStore.open(url)
+    runs = list(store.runs("contended"))
+    assert len(runs) == 12 and {r.status for r in runs} == {"ok"}
+    assert [len(store.series(r.id)) for r in runs] == [store_contention.SECONDS] * 12
+    assert [len(store.phases(r.id)) for r in runs] == [1] * 12

@@ -67,7 +67,7 @@ def test_run_stores_its_rows_in_postgres(measured):
     store = ResultStore.open(url)
     (result,) = store.results("micro")
     assert (result.name, result.status) == (CANDIDATE, "ok")
-    assert result.headline["invocations_per_minute"] > 0 and result.headline["model_latency_ms"] > 0
+    assert result.headline.invocations_per_minute > 0 and result.headline.model_latency_ms > 0
     assert len(store.series(result.run_id)) >= 6 and len(store.phases(result.run_id)) == 2
     assert [w.phase_index for w in store.windows(result.run_id)] == [0, 1]
     assert store.experiment("micro").status == "done"

@@ -77,6 +77,7 @@ class CandidateResult:
     run_id: int | None
     duration_s: float | None
     finished_at: datetime | None
+    protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
 
     @property
     def server(self) -> ServerStats:

@@ -21,6 +21,7 @@ from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
+from recommender.review import decided_from_store
 from recommender.candidates import Candidate, expand_candidates, protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
@@ -79,7 +80,7 @@ class Job:
             self.store.set_experiment_status(self.spec.name, "budget-exhausted")
             raise
         self.store.set_experiment_status(self.spec.name, "done")
-        return self.store.results(self.spec.name, self.protocol)
+        return decided_from_store(self.store, self.spec.name, self.spec, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
         load_seconds = traffic_seconds(self.spec.traffic)

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from recommender.cli import options
 from recommender.decide.recommendation import Recommendation
-from recommender.review import recommend_from_store
+from recommender.review import Overrides, recommend_from_store
 from recommender.store.results import ResultStore
 
 
@@ -19,10 +19,16 @@ def rank_command(
     experiment: str = options.EXPERIMENT,
     db: str = options.DB,
     as_json: bool = options.JSON,
+    threshold_ms: float = options.THRESHOLD_MS,
+    percentile: options.PercentileChoice = options.PERCENTILE,
+    max_error_rate: float = options.MAX_ERROR_RATE,
 ) -> None:
     """Rank the experiment's candidates: constraints first, then the weighted objectives, with the Pareto front,
-    noise-level ties and the reasons every excluded candidate is out."""
-    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment)
+    noise-level ties and the reasons every excluded candidate is out.
+
+    The limits default to the experiment file's; other ones re-decide the stored windows (nothing is measured)."""
+    limits = Overrides(threshold_ms, percentile.value if percentile else None, max_error_rate)
+    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment, limits=limits)
     if as_json:
         typer.echo(json.dumps(rec.to_document(), indent=2))
         return

@@ -96,12 +96,6 @@ def model_fingerprint(spec: ExperimentSpec) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def protocol_fingerprint(spec: ExperimentSpec) -> str:
-    """Hash of how candidates are measured (traffic and payload texts); a stored run is reused only if this matches."""
-    data = {"traffic": spec.traffic.model_dump(mode="json"), "texts": spec.payload.texts}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     """Every valid combination of the grid, in a stable order, without duplicates."""
     grid = spec.variants

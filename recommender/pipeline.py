@@ -22,7 +22,8 @@ from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
-from recommender.candidates import Candidate, expand_candidates, protocol_fingerprint
+from recommender.candidates import Candidate, expand_candidates
+from recommender.protocol import protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import ResultStore

@@ -137,4 +137,4 @@ def _t(value: float | None) -> str:
 
 RULE = ("a level is stable when it has at least `stability.windows` windows and, for IPM and for the percentile "
         "latency, the relative standard error of the level mean over its windows (s / sqrt(n) / mean) is at most "
-        "`stability.tolerance` and the slope across the windows is not significant (t-test, 95 %)")
+        "`stability.tolerance` and the slope across the windows is not significant (t-test, 95 %).")

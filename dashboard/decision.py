@@ -113,9 +113,10 @@ def rows_frame(report_: Report) -> pd.DataFrame:
         record = dataclasses.asdict(row)
         record["excluded_reasons"] = "; ".join(row.excluded_reasons)
         record["notes"] = ", ".join(row.flags)
+        record["interval"] = row.interval_text
         rows.append(record)
     frame = pd.DataFrame(rows)
-    return frame.drop(columns=["recommended", "tied", "pareto", "unstable"], errors="ignore")
+    return frame.drop(columns=["recommended", "tied", "pareto", "unstable", "ipm_low", "ipm_high"], errors="ignore")
 
 
 def catalog_types() -> list[str]:

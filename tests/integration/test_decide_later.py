@@ -11,6 +11,7 @@ import pytest
 
 from recommender.store.results import ResultStore
 from tests.integration.test_cli_run import recommender
+from tests.unit.tiny_model import save_pooling_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,23 +31,6 @@ latency_threshold: {{percentile: {percentile}, ms: {ms}}}
 """
 
 
-def save_model(path: Path, seed: int) -> None:
-    """A tiny TorchScript embedding model (input_ids, attention_mask -> FP32 [batch, 8]); the seed sets its bytes."""
-    import torch
-
-    class Pooling(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(30522, 8)
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            mask = attention_mask.unsqueeze(-1).to(torch.float32)
-            return (self.embedding(input_ids) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-
-    torch.manual_seed(seed)
-    torch.jit.script(Pooling().eval()).save(str(path))
-
-
 def write_spec(workdir: Path, instance_type: str = "local-cpu", percentile: str = "p95", ms: float = 1000) -> None:
     text = SPEC.format(model=workdir / "model.pt", instance_type=instance_type, percentile=percentile, ms=ms)
     (workdir / "later.yaml").write_text(text)
@@ -63,7 +47,7 @@ def rank(workdir: Path, *limits: str) -> dict:
 
 
 def test_measured_once_then_decided_under_any_limits_and_measured_again_only_when_the_measurement_changes(tmp_path):
-    save_model(tmp_path / "model.pt", seed=0)
+    save_pooling_model(tmp_path / "model.pt", seed=0)
     write_spec(tmp_path)
     first = recommender(tmp_path, "run", "later.yaml")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -84,7 +68,7 @@ def test_measured_once_then_decided_under_any_limits_and_measured_again_only_whe
     assert "stored, not measured again" in again.stdout and run_rows(tmp_path) == ["ok"]
     assert "No recommendation" in again.stdout
 
-    save_model(tmp_path / "model.pt", seed=1)  # same path, new bytes: a new measurement
+    save_pooling_model(tmp_path / "model.pt", seed=1)  # same path, new bytes: a new measurement
     assert recommender(tmp_path, "run", "later.yaml").returncode == 0
     assert run_rows(tmp_path) == ["ok", "ok"]
 

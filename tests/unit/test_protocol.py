@@ -76,24 +76,14 @@ def test_the_model_file_bytes_change_the_key_not_its_name(tmp_path: Path):
 
 
 def test_a_model_file_changed_in_place_is_exported_again(tmp_path: Path):
-    import torch
-
     from recommender.modelrepo.export import export_model
     from recommender.spec import ModelSpec
-
-    class Pooling(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(64, 4)
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return (self.embedding(input_ids % 64) * attention_mask.unsqueeze(-1)).sum(dim=1)
+    from tests.unit.tiny_model import save_pooling_model
 
     path, spec = tmp_path / "model.pt", ModelSpec(source="torchscript", path=tmp_path / "model.pt")
     exported = []
     for seed in (0, 1):
-        torch.manual_seed(seed)
-        torch.jit.script(Pooling().eval()).save(str(path))
+        save_pooling_model(path, seed)
         exported.append(export_model(spec, "pt", 8, "same-spec", tmp_path / "cache").path)
     assert exported[0].parent != exported[1].parent
     assert exported[1].read_bytes() == path.read_bytes()

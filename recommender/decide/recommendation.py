@@ -113,6 +113,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
     c = r.candidate
     return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
             "ipm_interval": c.ipm_interval, "latency_interval": c.latency_interval, "interval": c.interval_label,
+            "latency_samples": c.samples,
             "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
             "initial_instance_count": fleet.fleet_size, "initial_instance_count_at_point": fleet.fleet_size_at_point,
             "sized_on": fleet.sized_on, "fleet_cost_per_hour": fleet.cost_per_hour,
@@ -179,7 +180,7 @@ def _figures(h: Headline, percentile: str) -> dict[str, Any]:
     return {"invocations_per_minute": h.invocations_per_minute, "ipm_interval": _bounds(h.ipm_interval),
             "latency_ms": h.latency(percentile), "latency_interval": _bounds(h.latency_interval),
             "error_rate": h.error_rate, "repeats": h.repeats, "interval_label": interval.label if interval else None,
-            "window_noise": interval is not None and interval.counts == "windows"}
+            "window_noise": interval is not None and interval.counts == "windows", "samples": h.samples}
 
 
 def _bounds(interval: Interval | None) -> tuple[float, float] | None:

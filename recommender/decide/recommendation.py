@@ -219,8 +219,8 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
         count = fleets[winner.candidate.key].fleet_size
         capacity = (plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target, sizing)
                     if pricing.priced else None)
-        scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), sizing, target,
-                               headroom=spec.capacity.autoscaling_headroom)
+        scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
+                               headroom=spec.capacity.autoscaling_headroom)  # headroom is its margin
     draft = Recommendation(
         experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
         threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
@@ -241,9 +241,17 @@ def sizing_ipm(candidate: RankInput) -> float:
 def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
     ipm, sizing = candidate.invocations_per_minute, sizing_ipm(candidate)
     hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, sizing) if pricing.priced else None
-    on = (f"interval lower bound ({candidate.interval_label})" if sizing != ipm else
-          "point estimate (" + ("no interval" if candidate.ipm_interval is None else "interval reaches 0") + ")")
-    return Fleet(initial_instance_count(target_ipm, sizing), hourly, initial_instance_count(target_ipm, ipm), on)
+    return Fleet(initial_instance_count(target_ipm, sizing), hourly, initial_instance_count(target_ipm, ipm),
+                 _sized_on(candidate))
+
+
+def _sized_on(candidate: RankInput) -> str:
+    interval = candidate.ipm_interval
+    if interval is None:
+        return "point estimate (no interval)"
+    if interval[0] <= 0:
+        return "point estimate (the interval reaches 0)"
+    return f"interval lower bound ({candidate.interval_label})"
 
 
 def endpoint_name_for(experiment: str, candidate: str) -> str:

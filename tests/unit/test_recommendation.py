@@ -79,7 +79,7 @@ def test_justification_says_what_why_and_by_how_much(pair) -> None:
     # sized on the interval's lower bound 534.6: ceil(30000 / 534.6) = 57; 56 at the point estimate
     assert ("57 instances of local-cpu serve 30,000 per minute (sized on the interval lower bound (n=3 repeats); "
             "56 at the point estimate) at 57.00 USD/hour") in text
-    assert "between 1 and 113 instances" in text  # 30000 / (534.6 x 0.5)
+    assert "between 1 and 112 instances" in text  # autoscaling tracks MaxInvocations x headroom: 30000 / 270
     # relative to B: cost per million 1/540 vs 1/400 -> 25.9 % lower; latency 38 vs 30 -> 26.7 % higher; 35 % more throughput
     assert "It beats the next candidate, B, with 25.9% lower cost per million, 26.7% higher p95 latency, 35.0% higher throughput" in text
     assert rec.tie_notice is None
@@ -161,7 +161,7 @@ def test_the_fleet_is_sized_on_the_interval_lower_bound_with_the_point_beside_it
 
 def test_an_interval_reaching_zero_sizes_on_the_point_and_says_so() -> None:
     rec = recommend([result("A", 540, 38, ipm_interval=interval(-100, 1180))], spec(), [fixed_catalog()])
-    assert rec.fleet_size == 56 and rec.fleets["k-A"].sized_on == "point estimate (interval reaches 0)"
+    assert rec.fleet_size == 56 and rec.fleets["k-A"].sized_on == "point estimate (the interval reaches 0)"
 
 
 def test_one_repeat_claims_no_difference() -> None:

@@ -192,6 +192,11 @@ def _unstable(result: CandidateResult) -> bool:
     return result.headline is not None and result.headline.stable is False
 
 
+def _unstable_text(result: CandidateResult) -> str:
+    stability = result.headline.stability
+    return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
+
+
 def constraints_of(spec: ExperimentSpec) -> Constraints:
     threshold = spec.latency_threshold
     return Constraints(max_latency_ms=threshold.ms, percentile=threshold.percentile, max_error_rate=spec.max_error_rate)
@@ -286,10 +291,10 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
     if pricing.priced and pricing.measured_on != pricing.instance_type:
         notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
                      f"{pricing.instance_type} serves as fast as the measured hardware")
-    unstable = sorted(r.name for r in results if _unstable(r))
+    unstable = sorted(_unstable_text(r) for r in results if _unstable(r))
     if unstable:
-        notes.append(f"unstable at the level decided on (too few windows, a level mean known worse than the stability "
-                     f"tolerance, or a trend across the windows; each one's notes say which): {', '.join(unstable)}")
+        notes.append(f"unstable at the load level decided on (the stability rule, README \"Definitions\"): "
+                     f"{'; '.join(unstable)}")
     return tuple(notes)
 
 

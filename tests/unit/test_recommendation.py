@@ -128,7 +128,7 @@ def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
     assert inputs["A"].ipm_interval == (500.0, 580.0) and inputs["A"].latency_interval is None
     assert inputs["B"].ipm_interval is None
     assert rec.unstable == frozenset({"k-A"})
-    assert any(note.startswith("unstable at the level decided on") and "A" in note for note in rec.notes)
+    assert any(note.startswith("unstable at the load level decided on") and note.endswith(": A") for note in rec.notes)
 
 
 def test_pricing_sources() -> None:

@@ -10,6 +10,8 @@ import pandas as pd
 from recommender.candidates import CandidateResult
 from recommender.metrics.headline import SERVER_PARTS, Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.levels import Level
+from recommender.metrics.stability import describe
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
@@ -85,7 +87,9 @@ def headline_figures(h: Headline | None) -> dict[str, Any]:
             "error rate": h.error_rate, "requests": h.requests, "failures": h.failures,
             "within threshold": h.within_threshold, "stable": h.stable, "stop reason": h.stop_reason,
             "ipm interval": interval_text(h.ipm_interval), "latency interval": interval_text(h.latency_interval),
-            "repeats": h.repeats}
+            "repeats": h.repeats, "repeats breached": h.repeats_breached if h.stability else None,
+            "level load": h.level_load, "percentile samples": h.samples if h.stability else None,
+            "stability": describe(h.stability, h.percentile) if h.stability else None}
 
 
 def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
@@ -99,10 +103,21 @@ def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
 
 
 def interval_text(interval: Interval | None) -> str | None:
-    """'low to high (n=N)'; None when absent."""
+    """'low to high (n=3 repeats)' (what n counts said); None when absent."""
     if interval is None:
         return None
-    return f"{text_cell(interval.low)} to {text_cell(interval.high)} (n={interval.n})"
+    return f"{text_cell(interval.low)} to {text_cell(interval.high)} ({interval.label})"
+
+
+def levels_frame(result: CandidateResult, levels: Iterable[Level], percentile: str) -> pd.DataFrame:
+    """One row per load level of a run: its pooled figures, verdict, repeats' verdicts and the stability numbers."""
+    rows = [{"configuration": result.name, "load": v.load, "windows (n)": len(v.windows),
+             "invocations/min": v.ipm, f"{percentile} ms": v.latency(percentile), "error rate": v.error_rate,
+             "meets limits": v.meets, "repeats breached": f"{v.breached} of {v.repeats}",
+             "SE IPM": v.stability.ipm.relative_se, f"SE {percentile}": v.stability.latency.relative_se,
+             "slope t IPM": v.stability.ipm.slope_t, f"slope t {percentile}": v.stability.latency.slope_t,
+             "stable": v.stability.stable, "why": v.why_not or v.stability.reason} for v in levels]
+    return pd.DataFrame(rows)
 
 
 def text_cell(value: Any) -> str:

@@ -10,6 +10,7 @@ from dashboard import decision, source
 from dashboard.text import escape, no_experiments, show_error
 from recommender.errors import RecommenderError
 from recommender.decide.recommendation import Recommendation
+from recommender.metrics.steady import Rules
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import ExperimentInfo
@@ -38,13 +39,19 @@ def in_view() -> ExperimentInfo | None:
 
 @dataclass(frozen=True)
 class DecisionView:
-    """What the decision pages (Ranking, Cost, Report) start from: the sidebar settings applied to the stored results."""
+    """What the decision pages (Ranking, Compare, Cost, Report) start from: the stored results decided under the
+    sidebar's settings."""
 
     info: ExperimentInfo
     spec: ExperimentSpec
     settings: decision.Settings
     results: list[CandidateResult]
     recommendation: Recommendation
+
+    @property
+    def rules(self) -> Rules:
+        """The limits the results were decided under (the stored spec with the sidebar's settings)."""
+        return Rules.from_spec(decision.apply(self.spec, self.settings))
 
 
 def decision_in_view() -> DecisionView | None:
@@ -56,7 +63,7 @@ def decision_in_view() -> DecisionView | None:
     try:
         spec = decision.spec_of(info)
         settings = decision.controls(info, spec)
-        results = source.results(info.name)
+        results = source.decided(info.name, decision.apply(spec, settings))  # verdicts under the sidebar's limits
         return DecisionView(info, spec, settings, results, decision.recommendation(spec, results, settings))
     except RecommenderError as error:
         show_error(error)

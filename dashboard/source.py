@@ -7,8 +7,12 @@ from typing import Any
 
 import streamlit as st
 
-from recommender.store.database import resolve_url
 from recommender.candidates import CandidateResult
+from recommender.errors import StoreError
+from recommender.metrics.levels import WindowRecord
+from recommender.review import decided_from_store, stored_spec
+from recommender.spec import ExperimentSpec
+from recommender.store.database import resolve_url
 from recommender.store.results import ExperimentInfo, ResultStore
 
 DB_ENV = "RECOMMENDER_DB_URL"
@@ -37,7 +41,37 @@ def experiment(name: str) -> ExperimentInfo:
 
 
 def results(name: str) -> list[CandidateResult]:
-    return store().results(name)
+    """The experiment's results under its current measurement protocol, decided under its experiment file's limits
+    (as stored; a file that no longer validates leaves the figures as measured)."""
+    info = experiment(name)
+    try:
+        spec = stored_spec(info.name, info.spec)
+    except StoreError:
+        current = store().current_protocol(name)
+        return store().results(name, current or "")
+    return decided(name, spec)
+
+
+def decided(name: str, spec: ExperimentSpec) -> list[CandidateResult]:
+    """The experiment's current-protocol results decided under `spec`'s limits (re-decided, never re-measured)."""
+    url = database_url()
+    return decided_from_store(store(), name, spec, windows_of=lambda run_id: _window_records(url, run_id))
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _window_records(url: str, run_id: int) -> list[WindowRecord]:
+    """A finished run's windows (they never change once the run is finished: safe to keep)."""
+    return _store(url).window_records(run_id)
+
+
+def window_records(run_id: int) -> list[WindowRecord]:
+    """A finished run's windows as the decision reads them."""
+    return _window_records(database_url(), run_id)
+
+
+def history(name: str) -> list[CandidateResult]:
+    """Every finished run of the experiment, every protocol, oldest first (as stored)."""
+    return store().history(name)
 
 
 def phase_rows(run_id: int) -> list[dict[str, Any]]:

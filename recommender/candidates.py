@@ -77,6 +77,7 @@ class CandidateResult:
     run_id: int | None
     duration_s: float | None
     finished_at: datetime | None
+    protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
 
     @property
     def server(self) -> ServerStats:
@@ -92,12 +93,6 @@ def instance_group_count_of(config: Mapping[str, Any]) -> int | None:
 def model_fingerprint(spec: ExperimentSpec) -> str:
     """Hash of what determines the served model and its inputs (model source and payload shape)."""
     data = {"model": spec.model.model_dump(mode="json"), "sequence_length": spec.payload.sequence_length}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def protocol_fingerprint(spec: ExperimentSpec) -> str:
-    """Hash of how candidates are measured (traffic and payload texts); a stored run is reused only if this matches."""
-    data = {"traffic": spec.traffic.model_dump(mode="json"), "texts": spec.payload.texts}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -4,7 +4,8 @@
 
 Per repeat: the traffic plan runs in the Locust child (which stops early on a stop condition) while a parent thread
 samples the server (CPU/RSS of the process tree, Triton statistics, GPU); Prometheus counters are scraped at the
-start and end. The headline aggregates the repeats: mean and 95 % interval of MaxInvocations and ModelLatency.
+start and end. The headline is decided over every repeat's windows (metrics/levels.py): MaxInvocations and
+ModelLatency of the highest load level that meets the limits, with intervals and the level's stability.
 """
 
 from __future__ import annotations
@@ -16,24 +17,15 @@ from typing import Any, Callable, Protocol
 
 from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
 from recommender.load.shapes import TrafficPlan, compile_traffic
-from recommender.metrics.headline import ChosenWindow, Headline, WindowCount
+from recommender.metrics.headline import Headline, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
-from recommender.metrics.intervals import mean_interval
+from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels, limits_of
 from recommender.metrics.prometheus import counter_delta, scrape
-from recommender.metrics.steady import (
-    MaxInvocations,
-    Rules,
-    Window,
-    max_invocations,
-    measure_windows,
-    phase_flags,
-    window_spans,
-)
+from recommender.metrics.steady import Rules, Window, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
 from recommender.targets.invocation import load_endpoint
-from recommender.vocabulary import PERCENTILE_NAMES
 
 _END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
 
@@ -55,7 +47,6 @@ class Repeat:
     result: LoadResult
     windows: list[Window]
     phases: list[PhaseSummary]
-    best: MaxInvocations
     server_stats: dict[str, Any]
 
 
@@ -98,7 +89,7 @@ def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: 
 
 def summarize_load(result: LoadResult, plan: TrafficPlan, rules: Rules, samples: list[Sample],
                    server_stats: dict[str, Any]) -> Repeat:
-    """Windows (with server figures), phases (with stability and flags) and MaxInvocations of one load run."""
+    """Windows (with server figures) and phases (with stability and flags) of one load run."""
     spans = [span for span in window_spans(plan.windows(), rules.warmup_s, rules.window_s)
              if span[2] <= result.duration_s + _END_SLACK_S]
     loads = [level.load for level in plan.levels]
@@ -108,77 +99,37 @@ def summarize_load(result: LoadResult, plan: TrafficPlan, rules: Rules, samples:
     phases = [dataclasses.replace(p, stable=any(w.stable for w in mine), flags=tuple(phase_flags(mine, rules)))
               for p in summarize_phases(result.requests, ran, rules.warmup_s)
               for mine in [[w for w in windows if w.phase_index == p.index]]]
-    return Repeat(result, windows, phases, max_invocations(windows, rules), server_stats)
+    return Repeat(result, windows, phases, server_stats)
 
 
 def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
-    """The run's headline over its repeats; phases and the per-second series come from the first repeat."""
+    """The run's headline over every repeat; phases and the per-second series come from the first repeat."""
     first = repeats[0]
     series = [dataclasses.replace(s, users_max=_users_at(first.result, second))
               for second, s in enumerate(per_second_series(first.result.requests, first.result.duration_s))]
-    chosen = first.best.window
-    server_stats = first.server_stats | {"at_max_invocations": chosen.server if chosen else {}}
     windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
-    return Measurement(headline_of(repeats, rules), server_stats, first.phases, series, windows)
+    records = [WindowRecord.of(number, w) for number, w in windows]
+    level = decide_levels(records, len(repeats), rules).shown
+    server_stats = first.server_stats | {"at_max_invocations": level.server() if level else {}}
+    headline = decide_headline(measured_headline(repeats, rules), records, rules)
+    return Measurement(headline, server_stats, first.phases, series, windows)
 
 
-def headline_of(repeats: list[Repeat], rules: Rules) -> Headline:
-    """The run's headline: MaxInvocations and ModelLatency over the repeats, with the figures they come from."""
-    passing = [r for r in repeats if r.best.within_threshold]
-    ipm = mean_interval([r.best.max_invocations for r in passing]) if passing else None
-    latency = mean_interval([r.best.model_latency_ms for r in passing]) if passing else None
-    chosen = [r.best.window for r in passing or repeats if r.best.window is not None]
+def measured_headline(repeats: list[Repeat], rules: Rules) -> Headline:
+    """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts."""
     log = [r.result.requests for r in repeats]
+    windows = [w for r in repeats for w in r.windows]
     return Headline(
-        phase_index=chosen[0].phase_index if chosen else None,
-        invocations_per_minute=ipm.mean if ipm else _mean([w.ipm for w in chosen]) or 0.0,
-        latency_ms={name: _mean([w.latency(name) for w in chosen], all_needed=True) for name in PERCENTILE_NAMES},
-        error_rate=_mean([w.stats.error_rate for w in chosen]) or 0.0,
-        within_threshold=len(passing) == len(repeats),
-        notes=_notes(repeats, passing),
-        max_invocations=ipm.mean if ipm else None,
-        model_latency_ms=latency.mean if latency else None,
-        stable=all(r.best.stable for r in repeats),
-        stop_reason=next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
-        stop_reasons=tuple(r.result.stop_reason for r in repeats),
-        ipm_interval=ipm,
-        latency_interval=latency,
         repeats=len(repeats),
-        windows=_window_count(repeats),
-        percentile=rules.percentile,
-        samples=chosen[0].stats.ok if chosen else 0,
         requests=sum(len(requests) for requests in log),
         failures=sum(requests.failures for requests in log),
+        stop_reason=next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
+        stop_reasons=tuple(r.result.stop_reason for r in repeats),
         flags=tuple(dict.fromkeys(flag for r in repeats for phase in r.phases for flag in phase.flags)),
+        windows=WindowCount(seconds=max((w.stats.end_s - w.stats.start_s for w in windows), default=None),
+                            measured=len(windows), stable=sum(w.stable for w in windows)),
+        stop_limits=limits_of(rules) if rules.stop_on_latency or rules.stop_on_errors else None,
     )
-
-
-def _notes(repeats: list[Repeat], passing: list[Repeat]) -> tuple[str, ...]:
-    notes = tuple(dict.fromkeys(note for r in repeats for note in r.best.notes))
-    if 0 < len(passing) < len(repeats):
-        notes += (f"only {len(passing)} of {len(repeats)} repeats within the threshold",)
-    return notes
-
-
-def _window_count(repeats: list[Repeat]) -> WindowCount:
-    best = repeats[0].best.window
-    return WindowCount(
-        seconds=(best.stats.end_s - best.stats.start_s) if best else None,
-        measured=sum(len(r.windows) for r in repeats),
-        stable=sum(w.stable for r in repeats for w in r.windows),
-        chosen=tuple(None if r.best.window is None else _chosen(r.best.window) for r in repeats),
-    )
-
-
-def _chosen(window: Window) -> ChosenWindow:
-    return ChosenWindow(window.phase_index, window.index, window.stats.start_s, window.stats.end_s, window.stats.ok)
-
-
-def _mean(values: list[float | None], all_needed: bool = False) -> float | None:
-    known = [v for v in values if v is not None]
-    if not known or (all_needed and len(known) < len(values)):
-        return None
-    return sum(known) / len(known)
 
 
 def _users_at(result: LoadResult, second: int) -> int:

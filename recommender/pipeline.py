@@ -21,7 +21,9 @@ from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
-from recommender.candidates import Candidate, expand_candidates, protocol_fingerprint
+from recommender.review import decided_from_store
+from recommender.candidates import Candidate, expand_candidates
+from recommender.protocol import protocol_fingerprint
 from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import BUDGET_SKIP, ResultStore
@@ -82,7 +84,7 @@ class Job:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
         self.store.set_experiment_status(self.spec.name, "budget-exhausted" if self.budget.stopped else "done")
-        return self.store.results(self.spec.name, self.protocol)
+        return decided_from_store(self.store, self.spec.name, self.spec, self.protocol)
 
     def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
         load_seconds = traffic_seconds(self.spec.traffic)

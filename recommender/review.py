@@ -1,30 +1,54 @@
 """Review: an experiment read back from the store and decided on (the recommendation, its spec, its results).
 
-The one place where stored results meet the decision code: the CLI (rank, report, export) and the dashboard call
-`recommend_from_store`; decide/ itself never imports the store.
+The one place where stored results meet the decision code: the CLI (run, rank, report, export) and the dashboard
+call `decided_from_store` / `recommend_from_store`; decide/ itself never imports the store. Reads never mix
+measurement protocols: they take the experiment's current one (its newest run's); older runs are history.
+Verdicts are taken at read time, under the limits given (by default the stored experiment file's).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from pydantic import ValidationError
 
 from recommender.candidates import CandidateResult
 from recommender.decide.prices import Catalog
 from recommender.decide.recommendation import Recommendation, recommend
+from recommender.decide.verdicts import decide_results, with_limits
 from recommender.errors import StoreError
+from recommender.metrics.levels import WindowRecord
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
 
+@dataclass(frozen=True)
+class Overrides:
+    """The decision's limits where they differ from the experiment file's (None: the file's)."""
+
+    threshold_ms: float | None = None
+    percentile: str | None = None
+    max_error_rate: float | None = None
+
+
 def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable[Catalog] | None = None,
-                         endpoint_name: str | None = None) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
-    """Read an experiment's spec and results from the store and recommend; StoreError for an unknown experiment."""
-    info = store.experiment(experiment)
-    spec = stored_spec(info.name, info.spec)
-    results = store.results(experiment)
+                         endpoint_name: str | None = None, limits: Overrides | None = None,
+                         ) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
+    """Read an experiment's spec and results from the store, decide under `limits` and recommend; StoreError for an
+    unknown experiment. Nothing is measured: the verdicts are recomputed from the stored windows."""
+    info, limits = store.experiment(experiment), limits or Overrides()
+    spec = with_limits(stored_spec(info.name, info.spec), limits.threshold_ms, limits.percentile, limits.max_error_rate)
+    results = decided_from_store(store, experiment, spec)
     return recommend(results, spec, catalogs, endpoint_name), spec, results
+
+
+def decided_from_store(store: ResultStore, experiment: str, spec: ExperimentSpec, protocol_key: str | None = None,
+                       windows_of: Callable[[int], list[WindowRecord]] | None = None) -> list[CandidateResult]:
+    """The experiment's results under one protocol (default: the current one), decided under the spec's limits;
+    `windows_of` reads a run's window records (default: from the store; the dashboard passes a cached reader)."""
+    results = store.results(experiment, protocol_key or store.current_protocol(experiment) or "")
+    return decide_results(results, windows_of or store.window_records, spec)
 
 
 def stored_spec(name: str, document: dict[str, Any]) -> ExperimentSpec:

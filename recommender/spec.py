@@ -225,17 +225,32 @@ class Rate(Strict):
 
 
 class Stability(Strict):
-    """When a phase counts as stable: `windows` consecutive windows agree on IPM and on the percentile latency."""
+    """When a load level counts as stable (README "Stable"): at least `windows` windows, the level means of IPM and of
+    the percentile latency known within `tolerance` (relative standard error), and no significant trend across them."""
 
-    windows: int = Field(3, ge=2, le=20, description="How many consecutive windows must agree.")
-    ipm_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's IPM within this share of their mean (0.10 = +-10 %).")
-    latency_tolerance: float = Field(0.10, gt=0, le=1, description="Each window's percentile latency within this share of their mean.")
+    windows: int = Field(4, ge=2, le=20, description="Fewest steady-state windows a level needs to be judged stable; "
+                         "also how many consecutive windows the latency and error-rate stop conditions look at.")
+    tolerance: float = Field(0.05, gt=0, le=1, description="Largest relative standard error s / sqrt(n) / mean of a "
+                             "level's mean IPM and mean percentile latency over its windows (0.05: known to about +-10 % at 95 %).")
+    ipm_tolerance: float | None = Field(None, gt=0, le=1, description="DEPRECATED (the former rule: every window within "
+                                        "this share of the mean): when `tolerance` is not given it becomes the smaller "
+                                        "of ipm_tolerance and latency_tolerance, halved.")
+    latency_tolerance: float | None = Field(None, gt=0, le=1, description="DEPRECATED: see ipm_tolerance.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _map_deprecated(cls, data: Any) -> Any:
+        old = [data.get(k) for k in ("ipm_tolerance", "latency_tolerance")] if isinstance(data, dict) else []
+        if any(v is not None for v in old) and data.get("tolerance") is None:
+            data = {**data, "tolerance": min(float(v) for v in old if v is not None) / 2}
+        return data
 
 
 class Stopping(Strict):
     """When the load generator stops early (SageMaker StoppingConditions); checked at the end of every window."""
 
-    latency: bool = Field(True, description="Stop when `stability.windows` consecutive windows breach `latency_threshold`.")
+    latency: bool = Field(True, description="Stop when `stability.windows` consecutive windows breach `latency_threshold` "
+                         "(the one set at measure time; a run stopped there is reused at any threshold, and above it says so).")
     error_rate: bool = Field(True, description="Stop when the last `stability.windows` windows together fail more than `max_error_rate`.")
     max_invocations: float | None = Field(None, gt=0, description="Stop once a window reaches this many invocations per minute.")
     flat_invocations: bool = Field(False, description="Stop when throughput stops growing while the load grows: a level's mean IPM "
@@ -252,7 +267,7 @@ class TrafficSpec(Strict):
     rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant or Poisson).")
     warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase).")
     window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
-    stability: Stability = Field(default_factory=Stability, description="When a phase counts as stable.")
+    stability: Stability = Field(default_factory=Stability, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
     repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
                          "2 or more give 95 % confidence intervals.")

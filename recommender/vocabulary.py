@@ -30,8 +30,9 @@ class Metric:
 
 METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in (
     Metric("max_invocations", "invocations/min", "higher",
-           "MaxInvocations: invocations per minute at the highest load within the latency threshold and error limit"),
-    Metric("model_latency", "ms", "lower", "ModelLatency: the threshold percentile's latency at MaxInvocations"),
+           "MaxInvocations: mean invocations per minute over the windows (all repeats) of the highest load level "
+           "within the latency threshold and error limit"),
+    Metric("model_latency", "ms", "lower", "ModelLatency: the mean of the threshold percentile's window latencies at that level"),
     Metric("error_rate", "share", "lower", "failed requests / all requests in the steady-state windows"),
     Metric("cost_per_hour", "USD/hour", "lower", "CostPerHour: price per instance-hour x instances"),
     Metric("cost_per_million", "USD", "lower", "cost of one million inferences at MaxInvocations"),

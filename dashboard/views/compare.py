@@ -1,20 +1,25 @@
-"""Compare page: two to four candidates side by side, their figures and how their configurations differ."""
+"""Compare page: two to four candidates side by side, decided under the sidebar's settings: their figures, every
+load level with the stability rule's numbers, and how their configurations differ."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import frames, source
-from dashboard.selection import in_view
+from dashboard.selection import decision_in_view
+from recommender.metrics.levels import decide_levels
+from recommender.metrics.stability import RULE
+from recommender.metrics.steady import Rules
 
 MAX_COMPARED = 4
 
 
 def main() -> None:
-    info = in_view()
-    if info is None:
+    view = decision_in_view()
+    if view is None:
         return
-    results = source.results(info.name)
+    info, results = view.info, view.results
     if len(results) < 2:
         st.info("Comparing needs at least two candidates in the experiment.")
         return
@@ -29,11 +34,27 @@ def main() -> None:
     picked = [by_name[name] for name in chosen]
     st.subheader("Figures")
     st.dataframe(frames.metrics_table(picked), width="stretch")
+    levels(picked, view.rules)
     st.subheader("Configuration")
     difference = frames.config_difference(picked)
     only_diff = st.toggle("Only the settings that differ", value=True, key=f"compare-diff:{info.name}")
     shown = difference[difference["differs"]] if only_diff else difference
     st.dataframe(shown.drop(columns="differs") if only_diff else shown, width="stretch")
+
+
+def levels(picked: list, rules: Rules) -> None:
+    """Every load level of the picked runs (all repeats pooled) with its verdict and stability numbers."""
+    st.subheader("Load levels and stability")
+    st.caption(f"Stability rule: {RULE} (here: at least {rules.stable_windows} windows, tolerance "
+               f"{rules.stability_tolerance:.0%}). SE = relative standard error of the level mean; slope t = the "
+               "trend's t statistic across the windows.")
+    tables = [frames.levels_frame(r, decide_levels(source.window_records(r.run_id), r.headline.repeats, rules).levels,
+                                  rules.percentile) for r in picked if r.status == "ok" and r.headline and r.run_id]
+    frame = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if frame.empty:
+        st.info("No steady-state windows stored for these runs.")
+        return
+    st.dataframe(frame, hide_index=True, width="stretch")
 
 
 st.title("Compare")

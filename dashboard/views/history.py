@@ -1,4 +1,6 @@
-"""History page: the same candidate (same configuration key) across every experiment that measured it."""
+"""History page: the same candidate (same configuration key) across every run that measured it, in every experiment
+and under every measurement protocol (older protocols are only shown here: the decision pages read the current one).
+The figures are as each run stored them, decided under the limits it was measured with."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from recommender.vocabulary import DEFAULT_PERCENTILE
 
 
 def points(key: str, percentile: str) -> list[dict]:
-    """One record per experiment holding a candidate with this key."""
+    """One record per finished run of a candidate with this key, in any experiment, under any protocol."""
     rows = []
     for info in source.experiments():
-        for r in source.results(info.name):
+        current = source.store().current_protocol(info.name)
+        for r in source.history(info.name):
             if r.key != key:
                 continue
             h = r.headline
-            rows.append({"experiment": info.name, "finished": r.finished_at, "status": r.status,
+            protocol = f"{r.protocol_key} ({'current' if r.protocol_key == current else 'older'})"
+            rows.append({"experiment": info.name, "protocol": protocol, "finished": r.finished_at, "status": r.status,
                          "invocations/min": h.invocations_per_minute if h else None,
                          f"{percentile} ms": h.latency(percentile) if h else None,
                          "error rate": h.error_rate if h else None, "reason": frames.first_line(r.reason)})

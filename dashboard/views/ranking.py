@@ -14,14 +14,17 @@ COLUMNS = {
     "name": st.column_config.TextColumn("configuration"),
     "invocations_per_minute": st.column_config.NumberColumn("invocations/min", format="%.0f"),
     "latency_ms": st.column_config.NumberColumn("latency ms", format="%.2f"),
+    "interval": st.column_config.TextColumn("95 % interval (invocations/min)"),
     "initial_instance_count": st.column_config.NumberColumn("instances for target"),
+    "fleet_size_at_point": st.column_config.NumberColumn("instances at the point estimate"),
     "cost_per_hour": st.column_config.NumberColumn("fleet cost/hour (USD)", format="%.2f"),
     "cost_per_million": st.column_config.NumberColumn("cost per million (USD)", format="%.4f"),
     "score": st.column_config.NumberColumn("score", format="%.3f"),
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
 }
 
-ORDER = ("rank", "name", "status", "invocations_per_minute", "latency_ms", "initial_instance_count", "cost_per_hour",
+ORDER = ("rank", "name", "status", "invocations_per_minute", "interval", "latency_ms", "initial_instance_count",
+         "fleet_size_at_point", "cost_per_hour",
          "cost_per_million", "score", "notes", "excluded_reasons", "optimization", "dynamic_batching", "instance_group",
          "max_batch_size", "instance_type", "vcpus", "gpus", "gpu_memory_gib", "key")
 
@@ -36,6 +39,7 @@ def card(rec: Recommendation) -> None:
         c = winner.candidate
         st.subheader(f"Recommended: {escape(c.name)}")
         cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
+        fleet = rec.fleets[c.key]
         metrics = [("Instance type", rec.pricing.instance_type),
                    (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
                    ("Cost per hour", cost),
@@ -43,7 +47,8 @@ def card(rec: Recommendation) -> None:
                    ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min"))]
         for column, (label, value) in zip(st.columns(len(metrics)), metrics):
             column.metric(label, value)
-        st.caption(escape(rec.justification))
+        st.caption(f"Instances sized on the {escape(fleet.sized_on)}; {fleet.fleet_size_at_point} at the point estimate. "
+                   + escape(rec.justification))
         if rec.tie_notice:
             st.warning(f"Tie: {escape(rec.tie_notice)}")
     for note in rec.notes:

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from recommender.cli import options
 from recommender.cli.tables import print_decision
-from recommender.review import recommend_from_store
+from recommender.review import Overrides, recommend_from_store
 from recommender.store.results import ResultStore
 
 
@@ -17,10 +17,16 @@ def rank_command(
     experiment: str = options.EXPERIMENT,
     db: str = options.DB,
     as_json: bool = options.JSON,
+    threshold_ms: float = options.THRESHOLD_MS,
+    percentile: options.PercentileChoice = options.PERCENTILE,
+    max_error_rate: float = options.MAX_ERROR_RATE,
 ) -> None:
     """Rank the experiment's candidates: constraints first, then the weighted objectives, with the Pareto front,
-    noise-level ties and the reasons every excluded candidate is out."""
-    rec, _, results = recommend_from_store(ResultStore.open(db), experiment)
+    noise-level ties and the reasons every excluded candidate is out.
+
+    The limits default to the experiment file's; other ones re-decide the stored windows (nothing is measured)."""
+    limits = Overrides(threshold_ms, percentile.value if percentile else None, max_error_rate)
+    rec, _, results = recommend_from_store(ResultStore.open(db), experiment, limits=limits)
     if as_json:
         typer.echo(json.dumps(rec.to_document(), indent=2))
         return

@@ -12,7 +12,7 @@ from rich.console import Console
 from recommender.cli import options
 from recommender.destination import claim_file, write_text
 from recommender.report import RENDERERS, build_report
-from recommender.review import recommend_from_store
+from recommender.review import Overrides, recommend_from_store
 from recommender.store.results import ResultStore
 
 
@@ -28,12 +28,16 @@ def report_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Write to this file (a new one, unless --force); stdout when left out."),
     db: str = options.DB,
     force: bool = options.FORCE,
+    threshold_ms: float = options.THRESHOLD_MS,
+    percentile: options.PercentileChoice = options.PERCENTILE,
+    max_error_rate: float = options.MAX_ERROR_RATE,
 ) -> None:
     """A cost report for a deployment decision: the recommendation in plain words, every configuration with the
     published study's columns, the excluded candidates with their reasons (HTML adds the charts)."""
     if out is not None:
         claim_file(out, force)  # before the report is built: a refusal costs nothing
-    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment)
+    limits = Overrides(threshold_ms, percentile.value if percentile else None, max_error_rate)
+    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment, limits=limits)
     text = RENDERERS[format_.value](build_report(rec))
     if out is None:
         typer.echo(text, nl=False)

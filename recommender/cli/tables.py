@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -23,9 +24,11 @@ from recommender.metrics.intervals import Interval, tied
 CARD_INDENT = "   "
 VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
 LEGEND = ("configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
-          "Triton instance group 2, max batch size 8. MaxInvocations: highest invocations/min of a steady-state window "
-          "within the threshold; ± is the 95 % interval over repeats; tied = intervals overlap (indistinguishable at "
-          "this noise level).")
+          "Triton instance group 2, max batch size 8. MaxInvocations: mean invocations/min over the steady-state "
+          "windows (all repeats) of the highest load level within the limits; ± is its 95 % interval, over n repeats, "
+          "or over n windows when there are fewer than 3 repeats (window-to-window noise only). breached = repeats "
+          "whose own windows at that level breach the limits. stable = the level's mean known within the stability "
+          "tolerance, with no trend. tied = intervals overlap (indistinguishable at this noise level).")
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,23 @@ def _max_invocations(row: Row, _: Context) -> str:
     return f"{value:,.0f}" if value else "-"
 
 
+def _interval_n(row: Row, _: Context) -> str:
+    interval = row.headline.ipm_interval
+    return f"n={interval.n:,} {interval.counts}" if interval is not None and interval.known else "-"
+
+
 def _latency(row: Row, ctx: Context) -> str:
-    value, samples = row.entry.latency_ms, row.headline.samples
-    if value is None:
-        return "-"
-    return f"{value:,.1f}" + (f" (n={samples:,})" if samples else "")
+    value = row.entry.latency_ms
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _samples(row: Row, _: Context) -> str:
+    return f"n={row.headline.samples:,}" if row.headline.samples else "-"
+
+
+def _breached(row: Row, _: Context) -> str:
+    h = row.headline
+    return f"{h.repeats_breached} of {h.repeats}" if h.requests else "-"
 
 
 def _errors(row: Row, _: Context) -> str:
@@ -98,6 +113,11 @@ def _errors(row: Row, _: Context) -> str:
 
 def _stable(row: Row, _: Context) -> str:
     return {True: "yes", False: "no", None: "-"}[row.headline.stable]
+
+
+def _stability_reason(row: Row, _: Context) -> str:
+    stability = row.headline.stability
+    return stability.reason if stability is not None and stability.reason else "-"
 
 
 def _stopped(row: Row, _: Context) -> str:
@@ -140,10 +160,14 @@ def _verdict(row: Row, ctx: Context) -> str:
         return "recommended"
     if row.ranked.tied_with_winner:
         return "tied with #1"
-    separate = tied(ctx.best, row.headline.ipm_interval)
+    own = row.headline.ipm_interval
+    separate = tied(ctx.best, own)
     if separate is None:
         return "no noise estimate (repeats: 1)"
-    return "tied with #1" if separate else f"{row.headline.ipm_interval.mean / ctx.best.mean - 1:+.0%} vs #1"
+    if separate:
+        return "tied with #1"
+    noise = " (window noise only)" if "windows" in (own.counts, ctx.best.counts) else ""
+    return f"{own.mean / ctx.best.mean - 1:+.0%} vs #1{noise}"
 
 
 COLUMNS = (
@@ -154,8 +178,12 @@ COLUMNS = (
     Column("verdict", 1, _verdict, wraps=True),
     Column("score", 2, _score),
     Column("cost per million", 2, _cost),
+    Column("± over", 3, _interval_n),
+    Column("{p} over requests", 4, _samples),
+    Column("breached", 3, _breached),
     Column("errors", 3, _errors),
     Column("stable", 3, _stable),
+    Column("unstable because", 6, _stability_reason, wraps=True),
     Column("queue / compute ms", 4, _server_split),
     Column("avg batch", 4, _batch),
     Column("stopped", 5, _stopped),
@@ -171,41 +199,36 @@ def ranking_view(rec: Recommendation, results: list[CandidateResult], console: C
     winner = rows[0].headline.ipm_interval if rows and rows[0].ranked else None
     ctx = Context(rec.percentile, winner)
     cells = {column.label: [column.cell(row, ctx) for row in rows] for column in COLUMNS}
-    shown = fitting_columns(cells, ctx, console.width) if console.is_terminal else None
-    if shown is None:
-        return cards(rows, cells, ctx, console.width)
-    return _table(rec, rows, cells, shown, ctx)
+    if console.is_terminal:
+        table = fitting_table(rec, cells, ctx, console)
+        if table is not None:
+            return table
+    return cards(rows, cells, ctx, console.width)
 
 
-def fitting_columns(cells: dict[str, list[str]], ctx: Context, width: int) -> list[Column] | None:
-    """The columns that fit `width`, dropping the highest priority numbers first; None when even priority 1 does not."""
+def fitting_table(rec: Recommendation, cells: dict[str, list[str]], ctx: Context, console: Console) -> Table | None:
+    """The table with the columns that fit the console, dropping the highest priority numbers first (rich measures
+    each try: no figure column may be squeezed); None when even the priority-1 columns do not fit."""
     shown = list(COLUMNS)
-    while _table_width(shown, cells, ctx) > width:
+    while True:
+        table = _table(rec, cells, shown, ctx)
+        if Measurement.get(console, console.options.update_width(100_000), table).minimum <= console.width:
+            return table
         droppable = [c for c in shown if c.priority > 1]
         if not droppable:
             return None
         shown.remove(max(reversed(droppable), key=lambda c: c.priority))
-    return shown
 
 
-def _table_width(columns: list[Column], cells: dict[str, list[str]], ctx: Context) -> int:
-    """A rich table's width: every column's content plus one space of padding each side and a border per column."""
-    return sum(_column_width(c, cells[c.label], ctx) + 3 for c in columns) + 1
-
-
-def _column_width(column: Column, values: list[str], ctx: Context) -> int:
-    header = max(len(word) for word in column.label.format(p=ctx.percentile).split())
-    if column.wraps:
-        return max(header, VERDICT_MIN_WIDTH)
-    return max([header, *(len(v) for v in values)])
-
-
-def _table(rec: Recommendation, rows: list[Row], cells: dict[str, list[str]], shown: list[Column], ctx: Context) -> Table:
+def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[Column], ctx: Context) -> Table:
     table = Table(title=_title(rec), title_justify="left")
     for column in shown:
-        table.add_column(column.label.format(p=ctx.percentile), justify="left" if column.wraps or column.label ==
-                         "configuration" else "right", no_wrap=not column.wraps, overflow="fold")
-    for index in range(len(rows)):
+        figure = not column.wraps
+        values = cells[column.label]
+        table.add_column(column.label.format(p=ctx.percentile), justify="right" if figure and column.label !=
+                         "configuration" else "left", no_wrap=figure, overflow="fold",
+                         min_width=max(len(v) for v in values) if figure and values else VERDICT_MIN_WIDTH)
+    for index in range(len(next(iter(cells.values())))):
         table.add_row(*(Text(cells[c.label][index]) for c in shown))  # Text: a reason is never read as markup
     return table
 

@@ -3,6 +3,8 @@
     CostPerHour          = instance price per hour x instance count
     CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
     InitialInstanceCount = ceil(target IPM / MaxInvocations per instance)
+        sized on the lower bound of the MaxInvocations interval when there is one (`sizing_ipm`), the point estimate's
+        count kept beside it (`fleet_size_at_point`)
 """
 
 from __future__ import annotations
@@ -87,15 +89,20 @@ class CapacityPlan:
     cost_per_inference_at_target: float
     utilisation_at_target: float
     currency: str = "USD"
+    sizing_ipm: float | None = None  # what the count was sized on (the interval's lower bound); None: the point
+    fleet_size_at_point: int | None = None  # the count at the point estimate MaxInvocations
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data; the fleet size under SageMaker's word, `instance_count` (the --json key)."""
         return {("instance_count" if name == "fleet_size" else name): value for name, value in asdict(self).items()}
 
 
-def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: float, target_ipm: float) -> CapacityPlan:
-    """Combine the formulas for one instance type: count, fleet cost, cost per inference and per million."""
-    count = initial_instance_count(target_ipm, ipm_per_instance)
+def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: float, target_ipm: float,
+                  sizing_ipm: float | None = None) -> CapacityPlan:
+    """Combine the formulas for one instance type: count (sized on `sizing_ipm`, the interval's lower bound, when
+    given), fleet cost, cost per inference and per million (at MaxInvocations, the point estimate)."""
+    sized = sizing_ipm if sizing_ipm is not None and sizing_ipm != ipm_per_instance else None
+    count = initial_instance_count(target_ipm, sized or ipm_per_instance)
     fleet = cost_per_hour(price_per_hour, count)
     return CapacityPlan(
         instance_type=instance_type,
@@ -108,4 +115,6 @@ def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: f
         cost_per_million=cost_per_million(fleet, ipm_per_instance * count),
         cost_per_inference_at_target=cost_per_inference(fleet, target_ipm),
         utilisation_at_target=target_ipm / (ipm_per_instance * count),
+        sizing_ipm=sized,
+        fleet_size_at_point=initial_instance_count(target_ipm, ipm_per_instance),
     )

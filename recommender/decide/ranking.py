@@ -18,10 +18,12 @@ Pure functions over `RankInput` records (no store, no I/O).
    then divided by their sum. 'lowest' therefore ignores that objective; all three 'lowest'
    means no preference and falls back to equal weights. Default: medium for all three.
 4. Pareto front over (cost per million down, latency down, throughput up).
-5. Ties. A candidate whose throughput interval and latency interval both overlap the winner's is
-   flagged `tied_with_winner`: indistinguishable at this noise level, and no "X % better" claim is
-   made about it. A missing interval is the point value alone; a figure missing on both sides
-   does not separate them.
+5. Ties and claims. A candidate whose throughput interval and latency interval both overlap the
+   winner's is flagged `tied_with_winner`: indistinguishable at this noise level. Against any
+   candidate a difference ("X % higher throughput") is stated only for a metric whose intervals
+   separate (cost per million from the throughput interval, the price being the same); a metric
+   whose intervals overlap is "tied", one without an interval on either side has "no noise
+   estimate (repeats: N)". A claim resting on window-to-window intervals says so.
 6. Order: score descending, then name, then key (stable and deterministic).
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from recommender.decide.cost import cost_per_million
 from recommender.errors import RankingError
@@ -61,6 +63,10 @@ class RankInput:
     instance_type: str = ""
     priced_instances: int = 1  # instances cost_per_hour is the price of (one serving instance, as measured)
     config: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    interval_label: str | None = None  # what the intervals rest on, e.g. "n=3 repeats"; None: no interval
+    window_noise: bool = False  # the intervals are window-to-window noise only (repeats < 3)
+    samples: int = 0  # successful requests the latency percentile rests on (all repeats, the level's windows)
 
 
 @dataclass(frozen=True)
@@ -245,24 +251,15 @@ def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 # --- ties and comparisons -------------------------------------------------------------------------
 
-def _interval(point: float | None, interval: Interval | None) -> Interval | None:
-    if interval is not None:
-        return interval
-    return (point, point) if point is not None else None
-
-
-def _overlap(a: Interval | None, b: Interval | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None  # unmeasured on both sides: this figure cannot tell them apart
+def _overlap(a: Interval, b: Interval) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
 def is_tied(candidate: RankInput, winner: RankInput) -> bool:
-    """Throughput and latency intervals both overlap the winner's: indistinguishable at this noise level."""
-    return (_overlap(_interval(candidate.invocations_per_minute, candidate.ipm_interval),
-                     _interval(winner.invocations_per_minute, winner.ipm_interval))
-            and _overlap(_interval(candidate.latency_ms, candidate.latency_interval),
-                         _interval(winner.latency_ms, winner.latency_interval)))
+    """Throughput and latency intervals known on both sides and both overlapping: indistinguishable at this noise
+    level (without intervals nothing is known either way: not tied, and no difference claimed)."""
+    pairs = ((candidate.ipm_interval, winner.ipm_interval), (candidate.latency_interval, winner.latency_interval))
+    return all(a is not None and b is not None and _overlap(a, b) for a, b in pairs)
 
 
 def _ranked(scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str],
@@ -286,20 +283,54 @@ def _ranked(scored: list[RankInput], normalised: dict, weights: dict, costs: dic
 
 
 def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> str:
-    """How the winner differs from `other`, relative to `other`'s values."""
-    parts = []
-    pairs: list[tuple[str, float | None, float | None, Callable[[float], str]]] = [
-        ("cost per million", costs[winner.key], costs[other.key], lambda d: "lower" if d < 0 else "higher"),
-        (f"{percentile} latency", winner.latency_ms, other.latency_ms, lambda d: "lower" if d < 0 else "higher"),
-        ("throughput", winner.invocations_per_minute, other.invocations_per_minute,
-         lambda d: "higher" if d > 0 else "lower"),
-    ]
-    for label, mine, theirs, word in pairs:
+    """How the winner differs from `other` (relative to `other`'s values), claimed only where the intervals separate."""
+    claims, ties, unknown = [], [], []
+    for label, mine, theirs, a, b, word in _metrics(winner, other, costs, percentile):
         if mine is None or theirs is None or theirs == 0 or mine == theirs:
             continue
-        delta = (mine - theirs) / theirs
-        parts.append(f"{abs(delta):.1%} {word(delta)} {label}")
-    return "winner has " + ", ".join(parts) if parts else "same measured values as the winner"
+        if a is None or b is None:
+            unknown.append(label)
+        elif _overlap(a, b):
+            ties.append(label)
+        else:
+            delta = (mine - theirs) / theirs
+            claims.append(f"{abs(delta):.1%} {word(delta)} {label}")
+    return _comparison_text(claims, ties, unknown, winner, other)
+
+
+def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> list[tuple]:
+    lower, higher = (lambda d: "lower" if d < 0 else "higher"), (lambda d: "higher" if d > 0 else "lower")
+    return [
+        ("cost per million", costs[winner.key], costs[other.key], _cost_interval(winner, costs[winner.key]),
+         _cost_interval(other, costs[other.key]), lower),
+        (f"{percentile} latency", winner.latency_ms, other.latency_ms, winner.latency_interval, other.latency_interval,
+         lower),
+        ("throughput", winner.invocations_per_minute, other.invocations_per_minute, winner.ipm_interval,
+         other.ipm_interval, higher),
+    ]
+
+
+def _cost_interval(item: RankInput, cost: float | None) -> Interval | None:
+    """Cost per million scales as 1 / throughput at one price: its interval follows the throughput interval."""
+    interval, ipm = item.ipm_interval, item.invocations_per_minute
+    if cost is None or interval is None or not ipm or interval[0] <= 0:
+        return None
+    return cost * ipm / interval[1], cost * ipm / interval[0]
+
+
+def _comparison_text(claims: list[str], ties: list[str], unknown: list[str], winner: RankInput, other: RankInput) -> str:
+    noise = f"no noise estimate (repeats: {min(winner.repeats, other.repeats)})"
+    if unknown and not claims and not ties:
+        return f"{noise}: no difference claimed"
+    parts = []
+    if claims:
+        window = winner.window_noise or other.window_noise
+        parts.append("winner has " + ", ".join(claims) + (" (window-to-window noise only)" if window else ""))
+    if ties:
+        parts.append("tied on " + ", ".join(ties) + " (intervals overlap)")
+    if unknown:
+        parts.append(f"{noise} for " + ", ".join(unknown))
+    return "; ".join(parts) or "same measured values as the winner"
 
 
 def _check_intervals(item: RankInput) -> None:

@@ -4,7 +4,8 @@
 
 Every benchmarked endpoint is ONE serving instance (the Triton instance_group count is a setting inside
 that instance, not an instance count), so a candidate's cost per hour is the price of one instance and
-its invocations per minute per instance is the stored headline `invocations_per_minute`. The formulas
+its invocations per minute per instance is the headline's MaxInvocations. The fleet is sized from the lower
+bound of its 95 % interval when there is one (the point estimate's size beside it). The formulas
 themselves live in cost.py (CostPerHour, CostPerInference, InitialInstanceCount), autoscaling.py
 (target tracking) and ranking.py (constraints, scores, ties); this module only wires them together.
 """
@@ -47,8 +48,10 @@ class Pricing:
 class Fleet:
     """A candidate sized for the target load: instances needed and, when priced, what they cost per hour."""
 
-    fleet_size: int  # InitialInstanceCount
+    fleet_size: int  # InitialInstanceCount, from the MaxInvocations interval's lower bound when there is one
     cost_per_hour: float | None
+    fleet_size_at_point: int | None = None  # the same from the point estimate (shown beside it)
+    sized_on: str = "point estimate"  # "interval lower bound (n=3 repeats)" or "point estimate (no interval)"
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,11 @@ class Recommendation:
 def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
     c = r.candidate
     return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
+            "ipm_interval": c.ipm_interval, "latency_interval": c.latency_interval, "interval": c.interval_label,
+            "latency_samples": c.samples,
             "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
-            "initial_instance_count": fleet.fleet_size, "fleet_cost_per_hour": fleet.cost_per_hour,
+            "initial_instance_count": fleet.fleet_size, "initial_instance_count_at_point": fleet.fleet_size_at_point,
+            "sized_on": fleet.sized_on, "fleet_cost_per_hour": fleet.cost_per_hour,
             "pareto": r.pareto, "tied_with_winner": r.tied_with_winner, "comparison": r.comparison, "config": c.config}
 
 
@@ -170,9 +176,11 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
 
 def _figures(h: Headline, percentile: str) -> dict[str, Any]:
     """The measured figures a RankInput takes from a headline, at the decision's percentile."""
+    interval = h.ipm_interval or h.latency_interval
     return {"invocations_per_minute": h.invocations_per_minute, "ipm_interval": _bounds(h.ipm_interval),
             "latency_ms": h.latency(percentile), "latency_interval": _bounds(h.latency_interval),
-            "error_rate": h.error_rate}
+            "error_rate": h.error_rate, "repeats": h.repeats, "interval_label": interval.label if interval else None,
+            "window_noise": interval is not None and interval.counts == "windows", "samples": h.samples}
 
 
 def _bounds(interval: Interval | None) -> tuple[float, float] | None:
@@ -182,6 +190,11 @@ def _bounds(interval: Interval | None) -> tuple[float, float] | None:
 def _unstable(result: CandidateResult) -> bool:
     """The measurement judged the steady-state windows and they disagreed (not judged is not unstable)."""
     return result.headline is not None and result.headline.stable is False
+
+
+def _unstable_text(result: CandidateResult) -> str:
+    stability = result.headline.stability
+    return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
 
 
 def constraints_of(spec: ExperimentSpec) -> Constraints:
@@ -207,11 +220,12 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
     winner = ranking.winner
     capacity = scaling = count = None
     if winner is not None:
-        ipm = winner.candidate.invocations_per_minute
+        ipm, sizing = winner.candidate.invocations_per_minute, sizing_ipm(winner.candidate)
         count = fleets[winner.candidate.key].fleet_size
-        capacity = plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target) if pricing.priced else None
+        capacity = (plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target, sizing)
+                    if pricing.priced else None)
         scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
-                               headroom=spec.capacity.autoscaling_headroom)
+                               headroom=spec.capacity.autoscaling_headroom)  # headroom is its margin
     draft = Recommendation(
         experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
         threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
@@ -223,10 +237,26 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
     return _with_justification(draft)
 
 
+def sizing_ipm(candidate: RankInput) -> float:
+    """What a fleet is sized on: the lower bound of the MaxInvocations interval when it is above 0, else the point."""
+    interval = candidate.ipm_interval
+    return interval[0] if interval is not None and interval[0] > 0 else candidate.invocations_per_minute
+
+
 def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
-    ipm = candidate.invocations_per_minute
-    hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, ipm) if pricing.priced else None
-    return Fleet(initial_instance_count(target_ipm, ipm), hourly)
+    ipm, sizing = candidate.invocations_per_minute, sizing_ipm(candidate)
+    hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, sizing) if pricing.priced else None
+    return Fleet(initial_instance_count(target_ipm, sizing), hourly, initial_instance_count(target_ipm, ipm),
+                 _sized_on(candidate))
+
+
+def _sized_on(candidate: RankInput) -> str:
+    interval = candidate.ipm_interval
+    if interval is None:
+        return "point estimate (no interval)"
+    if interval[0] <= 0:
+        return "point estimate (the interval reaches 0)"
+    return f"interval lower bound ({candidate.interval_label})"
 
 
 def endpoint_name_for(experiment: str, candidate: str) -> str:
@@ -261,9 +291,10 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
     if pricing.priced and pricing.measured_on != pricing.instance_type:
         notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
                      f"{pricing.instance_type} serves as fast as the measured hardware")
-    unstable = sorted(r.name for r in results if _unstable(r))
+    unstable = sorted(_unstable_text(r) for r in results if _unstable(r))
     if unstable:
-        notes.append(f"measured as unstable (steady-state windows disagreed by more than 10 %): {', '.join(unstable)}")
+        notes.append(f"unstable at the load level decided on (the stability rule, README \"Definitions\"): "
+                     f"{'; '.join(unstable)}")
     return tuple(notes)
 
 
@@ -291,8 +322,11 @@ def justify(rec: Recommendation) -> str:
 
 
 def _sizing_sentence(rec: Recommendation) -> str:
+    fleet = rec.fleets[rec.winner.candidate.key]
     served = f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} " \
              f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
+    if fleet.sized_on.startswith("interval"):
+        served += f" (sized on the {fleet.sized_on}; {fleet.fleet_size_at_point} at the point estimate)"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
     plan = rec.capacity
@@ -316,8 +350,13 @@ def _versus_sentence(rec: Recommendation) -> str:
     if runner_up.tied_with_winner:
         return (f"The next candidate, {runner_up.candidate.name}, is indistinguishable from it at this noise level, "
                 f"so no 'better' claim is made")
-    versus = runner_up.comparison.removeprefix("winner has ")
-    return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {ranked[0].score:.3f} vs {runner_up.score:.3f})"
+    scores = f"{ranked[0].score:.3f} vs {runner_up.score:.3f}"
+    if runner_up.comparison.startswith("winner has "):
+        versus = runner_up.comparison.removeprefix("winner has ")
+        return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {scores})"
+    why = runner_up.comparison.removesuffix(": no difference claimed")
+    return (f"It ranks above the next candidate, {runner_up.candidate.name}, on score ({scores}), but no difference "
+            f"between them is claimed: {why}")
 
 
 def _count(value: float) -> str:

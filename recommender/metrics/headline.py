@@ -1,7 +1,10 @@
 """The headline of one measured run: the typed record the measurement produces and every reader uses.
 
-    measurement.headline_of(repeats) -> Headline -> store (JSON via to_dict) -> Headline.from_dict -> decide, CLI,
-                                                                               report, dashboard
+    measurement.headline_of(repeats) -> Headline -> store (JSON via to_dict) -> Headline.from_dict
+        -> levels.decide_headline(stored windows, the decision's limits) -> decide, CLI, report, dashboard
+
+The decision figures (verdict, MaxInvocations, ModelLatency, intervals, stability) are recomputed from the stored
+windows for whatever limits a reader decides with; the measured facts (requests, stop reasons, flags) are kept.
 
 One record, read by attribute: no reader digs in a dictionary with fallbacks. `from_dict` is the one place that
 knows older stored shapes (rows written before a field existed get its documented default).
@@ -13,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from recommender.metrics.intervals import Interval
+from recommender.metrics.stability import Stability
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 
@@ -33,23 +37,39 @@ class WindowCount:
 
     seconds: float | None = None
     measured: int = 0
-    stable: int = 0
-    chosen: tuple[ChosenWindow | None, ...] = ()  # one per repeat
+    stable: int = 0  # windows whose phase, in their repeat, passed the stability rule
+    chosen: tuple[ChosenWindow | None, ...] = ()  # rows stored before levels: one single-best window per repeat
+    at_level: int = 0  # windows (all repeats) of the level the headline's figures come from
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "WindowCount":
         data = data or {}
         chosen = tuple(None if c is None else ChosenWindow(**c) for c in data.get("chosen") or ())
-        return cls(data.get("seconds"), int(data.get("measured") or 0), int(data.get("stable") or 0), chosen)
+        return cls(data.get("seconds"), int(data.get("measured") or 0), int(data.get("stable") or 0), chosen,
+                   int(data.get("at_level") or 0))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a decision is taken under: latency percentile and threshold, largest error rate."""
+
+    percentile: str
+    threshold_ms: float
+    max_error_rate: float
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Limits | None":
+        return cls(**data) if data else None
 
 
 @dataclass(frozen=True)
 class Headline:
-    """What a run measured, as the user decides on it (DESIGN.md "Definitions").
+    """What a run measured, as the user decides on it (DESIGN.md "Definitions"), under the limits it was decided with.
 
-    `max_invocations` is MaxInvocations (None when no window met the threshold); `invocations_per_minute` is the
-    figure shown for the run either way (MaxInvocations, or the best over-threshold figure for an excluded one).
-    `latency_ms` holds every percentile at that point; `model_latency_ms` the threshold percentile's (ModelLatency).
+    `max_invocations` is MaxInvocations: the mean IPM over the windows (all repeats) of the highest load level that
+    meets the limits (None when none does); `invocations_per_minute` is the figure shown for the run either way
+    (MaxInvocations, or the lowest level's mean for an excluded one). `latency_ms` holds every percentile at that
+    level; `model_latency_ms` the decision percentile's (ModelLatency). Intervals say what their n counts.
     """
 
     percentile: str = DEFAULT_PERCENTILE
@@ -63,7 +83,7 @@ class Headline:
     ipm_interval: Interval | None = None
     latency_interval: Interval | None = None
     repeats: int = 1
-    samples: int = 0  # successful requests in the chosen window of the first repeat
+    samples: int = 0  # successful requests in the level's windows, all repeats (what the percentiles rest on)
     requests: int = 0  # every request sent, all repeats
     failures: int = 0  # every failed request, all repeats
     phase_index: int | None = None
@@ -72,6 +92,12 @@ class Headline:
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     windows: WindowCount = field(default_factory=WindowCount)
+    threshold_ms: float | None = None  # the limits the figures were decided under (with `percentile`)
+    max_error_rate: float | None = None
+    level_load: float | None = None  # offered load of the level shown: users (closed loop) or requests per second
+    repeats_breached: int = 0  # repeats whose own windows at that level breach the limits (or never reached it)
+    stability: Stability | None = None  # the stability rule's numbers at that level
+    stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
 
     def latency(self, percentile: str) -> float | None:
         """Latency at `percentile` at the headline point (ms), None when not measured."""
@@ -85,6 +111,13 @@ class Headline:
             data[name] = list(data[name])
         data["windows"]["chosen"] = list(data["windows"]["chosen"])
         return data
+
+    @property
+    def limits(self) -> Limits | None:
+        """The limits these figures were decided under (None for rows stored before they were recorded)."""
+        if self.threshold_ms is None or self.max_error_rate is None:
+            return None
+        return Limits(self.percentile, self.threshold_ms, self.max_error_rate)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Headline | None":
@@ -120,6 +153,12 @@ class Headline:
             notes=tuple(data.get("notes") or ()),
             flags=tuple(data.get("flags") or ()),
             windows=WindowCount.from_dict(data.get("windows")),
+            threshold_ms=data.get("threshold_ms"),
+            max_error_rate=data.get("max_error_rate"),
+            level_load=data.get("level_load"),
+            repeats_breached=int(data.get("repeats_breached") or 0),
+            stability=Stability.from_dict(data.get("stability")),
+            stop_limits=Limits.from_dict(data.get("stop_limits")),
         )
 
 

@@ -1,5 +1,8 @@
 """Repeated measurements: mean with a 95 % Student-t confidence interval, and ties between candidates.
 
+The interval rule (README "Definitions"): Student-t 95 % over the per-repeat level means when there are 3 or more
+repeats (n = repeats); with 1 or 2 repeats, over the level's windows when it has 3 or more (n = windows), labelled
+"window-to-window noise only (repeats < 3)": it misses what changes between load runs; otherwise "n/a".
 Two candidates whose intervals overlap are indistinguishable at this noise level: no "X % better" between them.
 """
 
@@ -31,16 +34,26 @@ def t_quantile_95(df: int) -> float:
 
 @dataclass(frozen=True)
 class Interval:
-    """Mean of n repeats and its 95 % confidence interval (low = high = mean when n == 1: no noise estimate)."""
+    """Mean of n values and its 95 % confidence interval (low = high = mean when n == 1: no noise estimate).
+
+    `counts` says what the n values are: "repeats" (per-repeat level means) or "windows" (window-to-window noise only).
+    """
 
     mean: float
     low: float
     high: float
     n: int
+    counts: str = "repeats"
 
     @property
     def known(self) -> bool:
         return self.n >= 2
+
+    @property
+    def label(self) -> str:
+        """What the interval rests on, e.g. 'n=3 repeats' or 'n=12 windows, window-to-window noise only (repeats < 3)'."""
+        text = f"n={self.n:,} {self.counts}"
+        return text + (f", {WINDOW_NOISE}" if self.counts == "windows" else "")
 
     def overlaps(self, other: "Interval") -> bool:
         return self.low <= other.high and other.low <= self.high
@@ -53,17 +66,28 @@ class Interval:
         return None if not data else cls(**data)
 
 
-def mean_interval(values: list[float]) -> Interval:
+WINDOW_NOISE = "window-to-window noise only (repeats < 3)"
+MIN_REPEATS = 3  # repeats for an interval over repeats; below it, windows (at least as many) give the noise-only one
+
+
+def mean_interval(values: list[float], counts: str = "repeats") -> Interval:
     """Mean +- t(0.975, n-1) x s / sqrt(n), s the sample standard deviation."""
     if not values:
         raise ValueError("no values")
     n = len(values)
     mean = sum(values) / n
     if n == 1:
-        return Interval(mean, mean, mean, 1)
+        return Interval(mean, mean, mean, 1, counts)
     s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = t_quantile_95(n - 1) * s / math.sqrt(n)
-    return Interval(mean, mean - half, mean + half, n)
+    return Interval(mean, mean - half, mean + half, n, counts)
+
+
+def level_interval(per_repeat: list[float], per_window: list[float], repeats: int) -> Interval | None:
+    """The interval rule: over repeat means (repeats >= 3), else over windows (>= 3, noise only), else None (n/a)."""
+    if repeats >= MIN_REPEATS:
+        return mean_interval(per_repeat) if len(per_repeat) >= MIN_REPEATS else None
+    return mean_interval(per_window, "windows") if len(per_window) >= MIN_REPEATS else None
 
 
 def tied(a: Interval | None, b: Interval | None) -> bool | None:

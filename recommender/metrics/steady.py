@@ -1,11 +1,9 @@
-"""Steady-state windows, stability and MaxInvocations (DESIGN.md "Definitions").
+"""Steady-state windows and their stability flags (DESIGN.md "Definitions").
 
 Per phase the first `warmup_s` (capped at half the phase) is dropped; the rest is cut into fixed windows of
 `window_s` (a trailing part shorter than a window is dropped; a phase too short for one window gets one shorter
-window). A phase is *stable* when `windows` consecutive windows agree: every window's IPM within `ipm_tolerance`
-of their mean, and every window's percentile latency within `latency_tolerance` of its mean.
-MaxInvocations is the highest IPM of a window within the latency threshold and the error limit (stable windows
-preferred); ModelLatency is that window's percentile latency.
+window). A window is flagged stable when its phase, in its repeat, passes the stability rule (metrics/stability.py).
+MaxInvocations and ModelLatency are decided per load level over all repeats in metrics/levels.py.
 """
 
 from __future__ import annotations
@@ -18,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recommender.records import RequestLog, Timeline
-from recommender.metrics.summary import WindowStats, completions_between, min_samples, window_stats
+from recommender.metrics.stability import Stability, judge
+from recommender.metrics.summary import WindowStats, completions_between, window_stats
 from recommender.vocabulary import DEFAULT_PERCENTILE
 
 if TYPE_CHECKING:
@@ -37,9 +36,8 @@ class Rules:
     max_error_rate: float = 0.01
     warmup_s: float = 5.0
     window_s: float = 5.0
-    stable_windows: int = 3
-    ipm_tolerance: float = 0.10
-    latency_tolerance: float = 0.10
+    stable_windows: int = 4
+    stability_tolerance: float = 0.05
     stop_on_latency: bool = True
     stop_on_errors: bool = True
     stop_max_invocations: float | None = None
@@ -53,7 +51,7 @@ class Rules:
         t, stop = spec.traffic, spec.traffic.stopping
         rate = t.rate
         return cls(spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate, t.warmup_seconds,
-                   t.window_seconds, t.stability.windows, t.stability.ipm_tolerance, t.stability.latency_tolerance,
+                   t.window_seconds, t.stability.windows, t.stability.tolerance,
                    stop.latency, stop.error_rate, stop.max_invocations, stop.flat_invocations, stop.flat_tolerance,
                    rate.late_ms if rate else 1.0, rate.max_late_share if rate else 0.01)
 
@@ -73,7 +71,7 @@ class Window:
     index: int  # within its phase
     stats: WindowStats
     load: float  # offered: users (closed loop) or requests per second (open loop)
-    stable: bool = False  # part of `stable_windows` consecutive agreeing windows
+    stable: bool = False  # its phase, in this repeat, passes the stability rule
     late_share: float | None = None  # open loop: share of sends later than late_ms after their schedule
     generator_cpu: float | None = None  # mean CPU % of the load generator during the window
     server: dict[str, Any] = field(default_factory=dict)  # server-side figures (metrics.host.ServerSampler)
@@ -126,35 +124,19 @@ def _mean_cpu(timeline: Timeline | None, start: float, end: float) -> float | No
     return float(timeline.cpu_percent[inside].mean()) if inside.any() else None
 
 
-def agree(values: list[float | None], tolerance: float) -> bool:
-    """Every value within `tolerance` x mean of the mean (None, or a zero mean, never agrees)."""
-    if any(v is None for v in values) or not values:
-        return False
-    mean = sum(values) / len(values)
-    return mean > 0 and all(abs(v - mean) <= tolerance * mean + _EPSILON for v in values)
-
-
 def mark_stable(windows: list[Window], rules: Rules) -> list[Window]:
-    """Flag every window that belongs to a run of `stable_windows` consecutive agreeing windows of its phase."""
-    stable = [False] * len(windows)
-    n = rules.stable_windows
-    for i in range(len(windows) - n + 1):
-        run = windows[i:i + n]
-        if len({w.phase_index for w in run}) == 1 and _run_agrees(run, rules):
-            stable[i:i + n] = [True] * n
-    return [replace(w, stable=flag) for w, flag in zip(windows, stable)]
+    """Flag every window whose phase (the windows given: one repeat) passes the stability rule."""
+    verdicts = {phase: judge_windows([w for w in windows if w.phase_index == phase], rules).stable
+                for phase in {w.phase_index for w in windows}}
+    return [replace(w, stable=verdicts[w.phase_index]) for w in windows]
 
 
-def _run_agrees(run: list[Window], rules: Rules) -> bool:
-    return (agree([w.ipm for w in run], rules.ipm_tolerance)
-            and agree([w.latency(rules.percentile) for w in run], rules.latency_tolerance))
-
-
-def passes(window: Window, rules: Rules) -> bool:
-    """Within the latency threshold (with enough samples for the percentile) and the error limit."""
-    latency = window.latency(rules.percentile)
-    return (window.stats.ok > 0 and latency is not None and latency <= rules.threshold_ms
-            and window.stats.error_rate <= rules.max_error_rate)
+def judge_windows(windows: list, rules: Rules) -> Stability:
+    """The stability rule on one level's windows (anything with index, ipm and latency(percentile))."""
+    p = rules.percentile
+    ipm = [(float(w.index), w.ipm) for w in windows]
+    latency = [(float(w.index), w.latency(p)) for w in windows if w.latency(p) is not None]
+    return judge(ipm, latency, len(windows), rules.stable_windows, rules.stability_tolerance, p)
 
 
 def phase_flags(windows: list[Window], rules: Rules) -> list[str]:
@@ -169,45 +151,5 @@ def phase_flags(windows: list[Window], rules: Rules) -> list[str]:
     return flags
 
 
-@dataclass(frozen=True)
-class MaxInvocations:
-    """A measurement's headline figures: MaxInvocations, ModelLatency and the window they come from."""
-
-    window: Window | None
-    max_invocations: float
-    model_latency_ms: float | None
-    within_threshold: bool
-    stable: bool
-    notes: list[str]
-
-
-def max_invocations(windows: list[Window], rules: Rules) -> MaxInvocations:
-    """Highest-IPM passing window (stable ones first); without one, the highest-IPM window, marked not within."""
-    passing = [w for w in windows if passes(w, rules)]
-    pool = [w for w in passing if w.stable] or passing
-    within = bool(pool)
-    pool = pool or windows
-    if not pool:
-        return MaxInvocations(None, 0.0, None, False, False, ["no steady-state window measured"])
-    best = max(pool, key=lambda w: (w.ipm, -w.phase_index, -w.index))
-    notes = [] if within else [why_not(best, rules)]
-    if within and not best.stable:
-        notes.append("unstable: no passing window belongs to a stable run")
-    notes += phase_flags([w for w in windows if w.phase_index == best.phase_index], rules)
-    return MaxInvocations(best, best.ipm, best.latency(rules.percentile), within, best.stable, notes)
-
-
-def why_not(window: Window, rules: Rules) -> str:
-    s, p = window.stats, rules.percentile
-    latency = window.latency(p)
-    if s.ok == 0:
-        return "no successful request in any window"
-    if latency is None:
-        return f"too few samples ({s.ok}) for {p} (needs {min_samples(p)}) in every window"
-    if latency > rules.threshold_ms:
-        return f"{p} {latency:.1f} ms above the {rules.threshold_ms:g} ms threshold in every window"
-    return f"error rate {s.error_rate:.1%} above the {rules.max_error_rate:.1%} limit in every window"
-
-
-__all__ = ["GENERATOR_BOUND_CPU", "MaxInvocations", "Rules", "Window", "agree", "completions_between", "mark_stable",
-           "max_invocations", "measure_windows", "passes", "phase_flags", "window_spans"]
+__all__ = ["GENERATOR_BOUND_CPU", "Rules", "Window", "completions_between", "judge_windows", "mark_stable",
+           "measure_windows", "phase_flags", "window_spans"]

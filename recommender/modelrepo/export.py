@@ -1,7 +1,9 @@
-"""Export a model once per optimization (TorchScript, ONNX), cached by a hash of the model spec."""
+"""Export a model once per optimization (TorchScript, ONNX), cached by a hash of the model spec and of the model's
+content (the file's bytes, or the packaged model's version): a file changed in place is exported again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -12,6 +14,7 @@ from pathlib import Path
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.model_source import load_torch_model
 from recommender.errors import BuildError, CandidateSkipped
+from recommender.protocol import model_content
 from recommender.spec import ModelSpec
 
 FORMAT_OF = {"pt": "torchscript", "onnx": "onnx"}
@@ -25,7 +28,7 @@ def export_model(spec: ModelSpec, optimization: str, sequence_length: int, finge
     if optimization == "trt":
         raise CandidateSkipped(_trt_reason())
     fmt = FORMAT_OF[optimization]
-    folder = Path(cache_dir) / f"{fingerprint}-{optimization}"
+    folder = Path(cache_dir) / f"{fingerprint}-{_content_tag(spec)}{optimization}"
     cached = _read_cached(folder)
     if cached is not None:
         return cached
@@ -37,6 +40,12 @@ def export_model(spec: ModelSpec, optimization: str, sequence_length: int, finge
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return _read_cached(folder)
+
+
+def _content_tag(spec: ModelSpec) -> str:
+    """'<12 hex digits>-' of the model's content (bytes or packaged version); '' when the spec alone fixes it (bert)."""
+    content = model_content(spec)
+    return "" if content is None else hashlib.sha256(content.encode()).hexdigest()[:12] + "-"
 
 
 def _trt_reason() -> str:

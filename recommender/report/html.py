@@ -48,6 +48,7 @@ def render_html(report: Report) -> str:
         f'<div class="charts">{frontier_chart(report)}\n{cost_chart(report)}</div>',
         _excluded(report),
         _notes(report),
+        _definitions(report),
     ]
     return "\n".join([
         "<!DOCTYPE html>",
@@ -103,3 +104,10 @@ def _notes(report: Report) -> str:
     if not report.notes:
         return ""
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{escape(note)}</li>" for note in report.notes) + "</ul>"
+
+
+def _definitions(report: Report) -> str:
+    if not report.definitions:
+        return ""
+    pairs = "".join(f"<dt>{escape(term)}</dt><dd>{escape(text)}</dd>" for term, text in report.definitions)
+    return f'<h2>Definitions</h2><dl class="facts">{pairs}</dl>'

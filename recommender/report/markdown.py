@@ -23,6 +23,8 @@ def render_markdown(report: Report) -> str:
         parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
     if report.notes:
         parts += ["## Notes", "", *(f"- {_inline(note)}" for note in report.notes), ""]
+    if report.definitions:
+        parts += ["## Definitions", "", *(f"- **{_inline(term)}**: {_inline(text)}" for term, text in report.definitions), ""]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 

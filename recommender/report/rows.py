@@ -9,12 +9,14 @@ cost per million are added.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
+from recommender.metrics.intervals import MIN_REPEATS, WINDOW_NOISE
+from recommender.metrics.stability import RULE
 
 OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "trt": "TensorRT"}
 
@@ -35,7 +37,7 @@ class Row:
     vcpus: int | None
     gpus: int | None
     gpu_memory_gib: float | None
-    initial_instance_count: int | None
+    initial_instance_count: int | None  # sized on the MaxInvocations interval's lower bound when there is one
     invocations_per_minute: float | None
     latency_ms: float | None
     cost_per_hour: float | None  # the fleet at initial_instance_count
@@ -44,8 +46,27 @@ class Row:
     pareto: bool
     tied: bool
     recommended: bool
-    unstable: bool  # its headline said the steady-state windows disagreed
+    unstable: bool  # the level decided on failed the stability rule
     excluded_reasons: tuple[str, ...]
+    fleet_size_at_point: int | None = None  # the count at the point estimate of MaxInvocations
+    ipm_low: float | None = None  # 95 % interval of MaxInvocations
+    ipm_high: float | None = None
+    interval: str | None = None  # what the interval rests on ("n=3 repeats"); None: n/a
+
+    @property
+    def instances_text(self) -> str:
+        """'57 (56 at the point estimate)' when the interval's lower bound sized it differently, else the count."""
+        if self.initial_instance_count is None:
+            return "-"
+        point = self.fleet_size_at_point
+        return str(self.initial_instance_count) + (f" ({point} at the point estimate)" if point not in (None, self.initial_instance_count) else "")
+
+    @property
+    def interval_text(self) -> str:
+        """'1,100 to 1,240 (n=3 repeats)', or 'n/a' without an interval."""
+        if self.ipm_low is None or self.ipm_high is None:
+            return "n/a"
+        return f"{self.ipm_low:,.0f} to {self.ipm_high:,.0f} ({self.interval})"
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -80,6 +101,7 @@ class Report:
     weights: str
     rows: tuple[Row, ...]  # ranked, best first
     excluded: tuple[Row, ...]
+    definitions: tuple[tuple[str, str], ...] = ()  # term, meaning: how the figures are computed
 
     @property
     def all_rows(self) -> tuple[Row, ...]:
@@ -119,8 +141,9 @@ def columns(percentile: str, priced: bool) -> tuple[Column, ...]:
         Column("vCPUs", "vcpus", text_or_dash),
         Column("GPUs", "gpus", text_or_dash),
         Column("GPU memory", "gpu_memory_gib", gib),
-        Column("initial instance count", "initial_instance_count", text_or_dash),
+        Column("initial instance count", "instances_text", str),
         Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        Column("95 % interval", "interval_text", str),
         Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
         Column("cost per hour (USD)", "cost_per_hour", money),
         Column("cost per million (USD)", "cost_per_million", money_fine),
@@ -134,6 +157,7 @@ def excluded_columns(percentile: str) -> tuple[Column, ...]:
         Column("configuration", "name", str),
         Column("status", "status", str),
         Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        Column("95 % interval", "interval_text", str),
         Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
         Column("reasons", "excluded_reasons", "; ".join),
     )
@@ -165,6 +189,26 @@ def build_report(rec: Recommendation) -> Report:
         weights=weights,
         rows=rows,
         excluded=excluded,
+        definitions=definitions(rec.percentile),
+    )
+
+
+def definitions(percentile: str) -> tuple[tuple[str, str], ...]:
+    """How the figures are computed (README "Definitions"), in the report so it can be read on its own."""
+    return (
+        ("MaxInvocations", f"mean invocations per minute over the steady-state windows, every repeat pooled, of the "
+                           f"highest load level that meets the limits: the mean of its windows' {percentile} "
+                           f"latencies within the threshold and its pooled error rate within the limit (a level some "
+                           f"repeats did not reach does not meet them). ModelLatency: the mean of that level's "
+                           f"window {percentile} latencies. An excluded candidate shows its lowest level's figures."),
+        ("95 % interval", f"Student-t over the per-repeat level means with {MIN_REPEATS} or more repeats (n = "
+                          f"repeats); with 1 or 2 repeats over the level's windows when it has {MIN_REPEATS} or more "
+                          f"(n = windows, {WINDOW_NOISE}); otherwise n/a. A difference between candidates is stated "
+                          "only where their intervals separate."),
+        ("Stable", RULE),
+        ("Initial instance count", "ceil(target invocations per minute / MaxInvocations per instance), sized on the "
+                                   "lower bound of the MaxInvocations interval when there is one; the count at the "
+                                   "point estimate is shown beside it."),
     )
 
 
@@ -174,12 +218,18 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
     if winner is None:
         return (("recommendation", "none"), ("why", rec.no_winner_reason or ""))
     c = winner.candidate
+    fleet = rec.fleets[c.key]
+    interval = (f"95 % interval {c.ipm_interval[0]:,.0f} to {c.ipm_interval[1]:,.0f}, {c.interval_label}"
+                if c.ipm_interval else "interval n/a")
     items = [
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
-        ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute)"),
-        ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f}"),
-        (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)"),
+        ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
+                                   f"{fleet.sized_on}" + (f"; {fleet.fleet_size_at_point} at the point estimate)"
+                                                          if fleet.sized_on.startswith("interval") else ")")),
+        ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f} ({interval})"),
+        (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms"
+                                              f"{_latency_basis(c)})"),
     ]
     items += _cost_facts(rec)
     if rec.scaling is not None:
@@ -187,6 +237,13 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         items.append(("autoscaling", f"{s.min_capacity} to {s.max_capacity} instances, target "
                                      f"{s.target_value:,.0f} invocations per instance per minute"))
     return tuple(items)
+
+
+def _latency_basis(c: RankInput) -> str:
+    """'; 95 % interval 36.1 to 39.9 ms, n=3 repeats; over 4,812 requests' (what is known of it)."""
+    text = (f"; 95 % interval {c.latency_interval[0]:,.1f} to {c.latency_interval[1]:,.1f} ms, {c.interval_label}"
+            if c.latency_interval else "")
+    return text + (f"; over {c.samples:,} requests" if c.samples else "")
 
 
 def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
@@ -209,9 +266,10 @@ def _pricing_text(rec: Recommendation) -> str:
 
 def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
     fleet = rec.fleets[ranked.candidate.key]
-    return _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.fleet_size, hourly=fleet.cost_per_hour,
-                per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
-                tied=ranked.tied_with_winner, reasons=())
+    row = _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.fleet_size, hourly=fleet.cost_per_hour,
+               per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
+               tied=ranked.tied_with_winner, reasons=())
+    return replace(row, fleet_size_at_point=fleet.fleet_size_at_point)
 
 
 def _excluded_row(excluded: Excluded, rec: Recommendation) -> Row:
@@ -233,6 +291,8 @@ def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | No
         initial_instance_count=count, invocations_per_minute=c.invocations_per_minute, latency_ms=c.latency_ms,
         cost_per_hour=hourly, cost_per_million=per_million, score=score, pareto=pareto, tied=tied,
         recommended=rank == 1, unstable=c.key in rec.unstable, excluded_reasons=reasons,
+        ipm_low=c.ipm_interval[0] if c.ipm_interval else None, ipm_high=c.ipm_interval[1] if c.ipm_interval else None,
+        interval=c.interval_label,
     )
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from recommender.errors import StoreError
 from recommender.metrics.headline import Headline
+from recommender.metrics.levels import SERVER_FIGURES, WindowRecord
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
@@ -166,8 +167,17 @@ class ResultStore:
         raise StoreError(f"no experiment named {name!r} in the results database",
                          hint=f"Known experiments: {known}. Run `recommender run FILE` first, or pass --db.")
 
+    def current_protocol(self, experiment: str) -> str | None:
+        """The measurement protocol of the experiment's newest run (what rank, report and the dashboard read)."""
+        with self._session() as session:
+            query = (select(Run.protocol_key).join(CandidateRow).join(Experiment).where(Experiment.name == experiment)
+                     .order_by(Run.id.desc()).limit(1))
+            return session.scalar(query)
+
     def results(self, experiment: str, protocol_key: str | None = None) -> list[CandidateResult]:
-        """Every candidate of the experiment with its latest run (under `protocol_key` when given)."""
+        """Every candidate of the experiment with its latest run (under `protocol_key` when given).
+
+        Without `protocol_key` runs of different protocols are mixed: decisions read `current_protocol` instead."""
         with self._session() as session:
             query = (select(CandidateRow).join(Experiment).where(Experiment.name == experiment)
                      .options(selectinload(CandidateRow.runs)).order_by(CandidateRow.id))
@@ -189,6 +199,17 @@ class ResultStore:
                 query = query.where(WindowRow.repeat == repeat)
             return list(session.scalars(query.order_by(WindowRow.repeat, WindowRow.start_s)))
 
+    def window_records(self, run_id: int) -> list[WindowRecord]:
+        """A run's windows as the decision reads them (plain records, every repeat, in time order)."""
+        return [_window_record(row) for row in self.windows(run_id)]
+
+    def history(self, experiment: str) -> list[CandidateResult]:
+        """Every finished run of the experiment, oldest first, one result each, with its protocol key."""
+        with self._session() as session:
+            query = (select(Run, CandidateRow).join_from(Run, CandidateRow).join(Experiment)
+                     .where(Experiment.name == experiment, Run.finished_at.is_not(None)).order_by(Run.id))
+            return [_run_result(row, run) for run, row in session.execute(query)]
+
     def runs(self, experiment: str) -> Iterator[Run]:
         with self._session() as session:
             query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
@@ -203,9 +224,19 @@ def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
     runs = [r for r in row.runs if protocol_key is None or r.protocol_key == protocol_key]
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
-        return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None)
+        return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None, protocol_key)
+    return _run_result(row, run)
+
+
+def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
     return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
-                           run.server_stats, run.id, run.duration_s, run.finished_at)
+                           run.server_stats, run.id, run.duration_s, run.finished_at, run.protocol_key)
+
+
+def _window_record(row: WindowRow) -> WindowRecord:
+    return WindowRecord(row.repeat, row.phase_index, row.window_index, row.load, row.requests, row.errors, row.samples,
+                        row.invocations_per_minute, {name: getattr(row, f"{name}_ms") for name in PERCENTILE_NAMES},
+                        {name: getattr(row, name) for name in SERVER_FIGURES})
 
 
 def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
@@ -221,16 +252,12 @@ def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
                      **_latency_columns(s, SECOND_PERCENTILES))
 
 
-_SERVER_COLUMNS = ("server_cpu_percent", "server_rss_mb", "gpu_utilization_percent", "gpu_memory_mb", "queue_us",
-                   "compute_input_us", "compute_infer_us", "compute_output_us", "executions", "inferences", "avg_batch_size")
-
-
 def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
     s = w.stats
     return WindowRow(run_id=run_id, repeat=repeat, phase_index=w.phase_index, window_index=w.index, start_s=s.start_s,
                      end_s=s.end_s, load=w.load, requests=s.requests, errors=s.errors, samples=s.ok,
                      invocations_per_minute=s.invocations_per_minute, stable=w.stable, late_share=w.late_share,
-                     generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in _SERVER_COLUMNS},
+                     generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in SERVER_FIGURES},
                      **_latency_columns(s, PERCENTILE_NAMES))
 
 

@@ -135,3 +135,18 @@ def test_overlapping_intervals_show_the_tie_notice(seeded_url):
     assert any("indistinguishable" in w.value for w in at.warning)
     notes = at.dataframe[0].value.set_index("name")["notes"]
     assert "tied with winner" in notes.iloc[1]
+
+
+def test_the_limits_in_the_sidebar_re_decide_the_whole_decision_as_rank_does(seeded_url):
+    from recommender.review import Overrides
+
+    at = page("ranking")
+    at.sidebar.number_input(key="setting:micro:threshold_ms").set_value(30.0).run()
+    at.sidebar.number_input(key="setting:micro:max_error_rate").set_value(0.0).run()
+    rec, _, _ = recommend_from_store(ResultStore.open(seeded_url), "micro",
+                                     limits=Overrides(threshold_ms=30.0, max_error_rate=0.0))
+    table = at.dataframe[0].value
+    ranked = table[table["rank"].notna()]
+    assert ranked["name"].tolist() == [r.candidate.name for r in rec.ranking.ranked]
+    assert ranked["invocations_per_minute"].tolist() == pytest.approx(
+        [r.candidate.invocations_per_minute for r in rec.ranking.ranked])  # MaxInvocations re-decided, not as stored

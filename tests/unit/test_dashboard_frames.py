@@ -32,8 +32,8 @@ def test_new_headline_fields_appear_only_when_present():
     assert new.loc["max invocations", "a"] == "1,500"
     assert new.loc["stable", "a"] == "no"
     assert new.loc["stop reason", "a"] == "latency threshold"
-    assert new.loc["ipm interval", "a"] == "1,100 to 1,300 (n=3)"
-    assert new.loc["latency interval", "a"] == "8.5 to 9.5 (n=3)"
+    assert new.loc["ipm interval", "a"] == "1,100 to 1,300 (n=3 repeats)"
+    assert new.loc["latency interval", "a"] == "8.5 to 9.5 (n=3 repeats)"
     assert frames.candidate_row(result("a", BASE | {"stable": True}))["stable"] is True
 
 

@@ -85,9 +85,12 @@ def test_experiments_lists_both_experiments_with_counts(seeded_url, monkeypatch)
 def test_compare_shows_figures_and_only_the_settings_that_differ(seeded_url, monkeypatch):
     at = open_page(seeded_url, "compare", monkeypatch, experiment="micro")
     assert_clean(at)
-    figures, difference = at.dataframe[0].value, at.dataframe[1].value
+    figures, levels, difference = (frame.value for frame in at.dataframe)
     assert list(figures.columns) == ["pt-nodb-ig1-mbs4", "pt-db-ig1-mbs4"]
-    assert "invocations/min" in figures.index
+    assert "invocations/min" in figures.index and "stability" in figures.index
+    assert set(levels["configuration"]) == {"pt-nodb-ig1-mbs4", "pt-db-ig1-mbs4"}
+    assert {"windows (n)", "SE IPM", "slope t IPM", "stable", "repeats breached"} <= set(levels.columns)
+    assert any("Stability rule: a level is stable when" in c.value for c in at.caption)
     assert list(difference.index) == ["dynamic_batching"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -66,12 +67,36 @@ def test_pareto_front(trio: list[RankInput]) -> None:
     assert pareto == {"A": True, "B": True, "C": False}
 
 
+def with_intervals(item: RankInput, spread: float = 0.01, **extra) -> RankInput:
+    """The candidate with +-`spread` intervals around its throughput and latency (3 repeats)."""
+    ipm, latency = item.invocations_per_minute, item.latency_ms
+    return dataclasses.replace(item, ipm_interval=(ipm * (1 - spread), ipm * (1 + spread)), repeats=3,
+                               latency_interval=(latency * (1 - spread), latency * (1 + spread)), **extra)
+
+
 def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankInput]) -> None:
-    by_name = {r.candidate.name: r for r in rank(trio).ranked}
+    by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio]).ranked}
     assert by_name["B"].comparison == "recommended"
     # B vs C: cost 20 vs 30 -> 33.3 % lower; latency 20 vs 40 -> 50.0 % lower; 2000 vs 1500 -> 33.3 % higher
     assert by_name["C"].comparison == ("winner has 33.3% lower cost per million, 50.0% lower p99 latency, "
                                        "33.3% higher throughput")
+
+
+def test_without_intervals_no_difference_is_claimed(trio: list[RankInput]) -> None:
+    by_name = {r.candidate.name: r for r in rank(trio).ranked}
+    assert by_name["C"].comparison == "no noise estimate (repeats: 1): no difference claimed"
+    assert not by_name["C"].tied_with_winner
+
+
+def test_a_difference_is_claimed_only_where_the_intervals_separate() -> None:
+    winner = candidate("w", 20, 20, 2000, ipm_interval=(1900, 2100), latency_interval=(18, 22), repeats=3)
+    close = candidate("c", 21, 30, 1950, ipm_interval=(1850, 2050), latency_interval=(28, 32), repeats=3)
+    windows = with_intervals(candidate("n", 40, 40, 1000), window_noise=True)
+    by_name = {r.candidate.name: r.comparison for r in rank([winner, close, windows]).ranked}
+    # throughput (and so cost) overlap: tied on them; latency 20 vs 30 apart: 33.3 % lower
+    assert by_name["c"] == "winner has 33.3% lower p99 latency; tied on cost per million, throughput (intervals overlap)"
+    assert by_name["n"] == ("winner has 50.0% lower cost per million, 50.0% lower p99 latency, 100.0% higher "
+                            "throughput (window-to-window noise only)")
 
 
 def test_every_exclusion_reason_is_given() -> None:

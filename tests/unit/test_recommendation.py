@@ -70,11 +70,16 @@ def test_every_candidate_is_one_instance_at_the_catalog_price(pair) -> None:
 
 
 def test_justification_says_what_why_and_by_how_much(pair) -> None:
+    pair = [dataclasses.replace(r, headline=dataclasses.replace(r.headline, repeats=3, ipm_interval=interval(ipm * 0.99, ipm * 1.01),
+                                                               latency_interval=interval(ms * 0.99, ms * 1.01)))
+            for r, ipm, ms in zip(pair, (540, 400), (38, 30))]
     rec = recommend(pair, spec(), [fixed_catalog()])
     text = rec.justification
     assert text.startswith("A sustains 540 invocations per minute per instance at p95 38.0 ms (threshold 500 ms)")
-    assert "56 instances of local-cpu serve 30,000 per minute at 56.00 USD/hour" in text
-    assert "between 1 and 112 instances" in text
+    # sized on the interval's lower bound 534.6: ceil(30000 / 534.6) = 57; 56 at the point estimate
+    assert ("57 instances of local-cpu serve 30,000 per minute (sized on the interval lower bound (n=3 repeats); "
+            "56 at the point estimate) at 57.00 USD/hour") in text
+    assert "between 1 and 112 instances" in text  # autoscaling tracks MaxInvocations x headroom: 30000 / 270
     # relative to B: cost per million 1/540 vs 1/400 -> 25.9 % lower; latency 38 vs 30 -> 26.7 % higher; 35 % more throughput
     assert "It beats the next candidate, B, with 25.9% lower cost per million, 26.7% higher p95 latency, 35.0% higher throughput" in text
     assert rec.tie_notice is None
@@ -123,7 +128,7 @@ def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
     assert inputs["A"].ipm_interval == (500.0, 580.0) and inputs["A"].latency_interval is None
     assert inputs["B"].ipm_interval is None
     assert rec.unstable == frozenset({"k-A"})
-    assert any(note.startswith("measured as unstable") and "A" in note for note in rec.notes)
+    assert any(note.startswith("unstable at the load level decided on") and note.endswith(": A") for note in rec.notes)
 
 
 def test_pricing_sources() -> None:
@@ -142,3 +147,34 @@ def test_pricing_sources() -> None:
 ])
 def test_endpoint_names_are_valid_sagemaker_names(experiment, candidate, expected) -> None:
     assert endpoint_name_for(experiment, candidate) == expected
+
+
+def test_the_fleet_is_sized_on_the_interval_lower_bound_with_the_point_beside_it() -> None:
+    # 30000 / 500 = 60 at the lower bound; 30000 / 540 = 55.6 -> 56 at the point
+    rec = recommend([result("A", 540, 38, ipm_interval=interval(500, 580), repeats=3)], spec(), [fixed_catalog()])
+    fleet = rec.fleets["k-A"]
+    assert (rec.fleet_size, fleet.fleet_size_at_point, fleet.sized_on) == (60, 56, "interval lower bound (n=3 repeats)")
+    assert rec.capacity.fleet_size == 60 and rec.capacity.fleet_size_at_point == 56
+    assert rec.capacity.cost_per_million == pytest.approx(1 / 32_400 * 1e6)  # still at MaxInvocations, the point
+    assert rec.to_document()["ranked"][0]["initial_instance_count_at_point"] == 56
+
+
+def test_an_interval_reaching_zero_sizes_on_the_point_and_says_so() -> None:
+    rec = recommend([result("A", 540, 38, ipm_interval=interval(-100, 1180))], spec(), [fixed_catalog()])
+    assert rec.fleet_size == 56 and rec.fleets["k-A"].sized_on == "point estimate (the interval reaches 0)"
+
+
+def test_one_repeat_claims_no_difference() -> None:
+    rec = recommend([result("A", 540, 38), result("B", 400, 30)], spec(), [fixed_catalog()])
+    assert rec.justification.endswith("It ranks above the next candidate, B, on score (0.930 vs 0.827), but no "
+                                      "difference between them is claimed: no noise estimate (repeats: 1).")
+    assert "%" not in rec.justification.split("It ranks above")[1]
+
+
+def test_an_excluded_candidate_says_how_many_repeats_breached() -> None:
+    over = result("A", 540, 620, within_threshold=False, repeats=3,
+                  notes=("no load level meets p95 <= 500 ms and error rate <= 1.0%: at load 1 (the lowest) p95 620.0 ms "
+                         "above the 500 ms threshold", "2 of 3 repeats breached at load 1 on their own"))
+    rec = recommend([over, result("B", 400, 30)], spec(), [fixed_catalog()])
+    (excluded,) = rec.ranking.excluded
+    assert "2 of 3 repeats breached at load 1 on their own" in excluded.reasons[0]

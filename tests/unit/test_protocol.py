@@ -1,0 +1,89 @@
+"""The reuse key: everything that shapes a measurement changes it; decisions never do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recommender.protocol import file_sha256, protocol_fingerprint, software_versions
+from recommender.spec import ExperimentSpec
+
+VERSIONS = {"nvidia-pytriton": "0.7.0", "torch": "2.5.0", "onnxruntime": "1.20.0", "transformers": "4.46.0",
+            "locust": "2.32.0"}
+
+
+def key(document: dict[str, Any], versions: dict = VERSIONS) -> str:
+    return protocol_fingerprint(ExperimentSpec.model_validate({"name": "p"} | document), versions)
+
+
+def merged(base: dict, change: dict) -> dict:
+    out = dict(base)
+    for name, value in change.items():
+        out[name] = merged(base.get(name, {}), value) if isinstance(value, dict) else value
+    return out
+
+
+BASE: dict[str, Any] = {"target": {"kind": "docker", "instance_type": "local-gpu", "gpus": "all"},
+                        "traffic": {"phases": [{"initial_users": 1, "duration_seconds": 20}]}}
+
+
+@pytest.mark.parametrize("change", [
+    {"latency_threshold": {"ms": 50, "percentile": "p99"}},
+    {"max_error_rate": 0.05},
+    {"objectives": {"cost": "highest"}},
+    {"capacity": {"target_invocations_per_minute": 1000}},
+    {"target": {"price_per_hour": 3.0, "priced_as": "ml.g5.xlarge", "budget_usd": 10.0}},
+    {"traffic": {"stability": {"tolerance": 0.02}}},
+    {"traffic": {"stability": {"ipm_tolerance": 0.3}}},
+])
+def test_decisions_do_not_change_the_key(change):
+    assert key(merged(BASE, change)) == key(BASE)
+
+
+@pytest.mark.parametrize("change", [
+    {"traffic": {"repeats": 3}},
+    {"traffic": {"window_seconds": 3}},
+    {"traffic": {"stability": {"windows": 6}}},  # the stop conditions look at this many windows
+    {"traffic": {"stopping": {"latency": False}}},
+    {"payload": {"texts": ["other"]}},
+    {"payload": {"sequence_length": 64}},
+    {"target": {"instance_type": "local-gpu-2"}},
+    {"target": {"image_uri": "recommender-triton:25.01"}},
+    {"target": {"gpus": "device=1"}},
+    {"target": {"kind": "local", "gpus": None}},
+])
+def test_what_shapes_the_measurement_changes_the_key(change):
+    assert key(merged(BASE, change)) != key(BASE)
+
+
+def test_software_versions_change_the_key():
+    assert key(BASE, VERSIONS | {"torch": "2.6.0"}) != key(BASE)
+    assert set(software_versions()) == set(VERSIONS)
+
+
+def test_the_model_file_bytes_change_the_key_not_its_name(tmp_path: Path):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights-1")
+    document = {"model": {"source": "onnx", "path": str(model)}}
+    before = key(document)
+    model.write_bytes(b"weights-2")
+    assert key(document) != before
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(b"weights-2")
+    assert file_sha256(copy) == file_sha256(model) and file_sha256(tmp_path / "absent") == "missing"
+
+
+def test_a_model_file_changed_in_place_is_exported_again(tmp_path: Path):
+    from recommender.modelrepo.export import export_model
+    from recommender.spec import ModelSpec
+    from tests.unit.tiny_model import save_pooling_model
+
+    path, spec = tmp_path / "model.pt", ModelSpec(source="torchscript", path=tmp_path / "model.pt")
+    exported = []
+    for seed in (0, 1):
+        save_pooling_model(path, seed)
+        exported.append(export_model(spec, "pt", 8, "same-spec", tmp_path / "cache").path)
+    assert exported[0].parent != exported[1].parent
+    assert exported[1].read_bytes() == path.read_bytes()

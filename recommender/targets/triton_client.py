@@ -17,7 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from recommender import kserve
@@ -34,7 +34,7 @@ class TritonClient:
     model_name: str
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # sent with every request (the restricted-API token)
     timeout_s: float = 10.0
-    hint: str = DEFAULT_HINT  # where to look when the server fails: its log
+    hint: str | Callable[[], str] = DEFAULT_HINT  # where to look when the server fails (a callable, e.g. a log tail, is asked then)
 
     def server_ready(self) -> bool:
         """Whether the server says it is ready (/v2/health/ready answers 200)."""
@@ -73,7 +73,7 @@ class TritonClient:
         with self._failures(what), urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer = json.loads(response.read())
         if not isinstance(answer, dict) or not answer.get("outputs"):
-            raise TargetError(f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self.hint)
+            raise TargetError(f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self._hint())
         return answer
 
     @contextlib.contextmanager
@@ -100,13 +100,16 @@ class TritonClient:
         except InferenceServerException as error:
             raise self._refused(what, error.status(), error.debug_details() or error.message()) from error  # details: a non-JSON body
         except (OSError, urllib.error.URLError) as error:
-            raise TargetError(f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self.hint) from error
+            raise TargetError(f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self._hint()) from error
         except ValueError as error:  # a body that is not JSON, a malformed HTTP answer
-            raise TargetError(f"{what}: {self.endpoint} gave an answer that cannot be read ({error})", hint=self.hint) from error
+            raise TargetError(f"{what}: {self.endpoint} gave an answer that cannot be read ({error})", hint=self._hint()) from error
+
+    def _hint(self) -> str:
+        return self.hint() if callable(self.hint) else self.hint
 
     def _refused(self, what: str, status: str | None, message: str | None) -> TargetError:
         code = f"HTTP {status}" if status else "an error"
-        return TargetError(f"{what} at {self.endpoint} failed with {code}: {(message or 'no message')[:500]}", hint=self.hint)
+        return TargetError(f"{what} at {self.endpoint} failed with {code}: {(message or 'no message')[:500]}", hint=self._hint())
 
 
 def _close_thread_loop() -> None:

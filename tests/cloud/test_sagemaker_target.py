@@ -10,7 +10,8 @@ import pytest
 
 from recommender.errors import TargetError
 from recommender.targets.aws import TAG_EXPERIMENT, TAG_RUN_ID
-from recommender.targets.sagemaker import SageMakerTarget, cleanup, cloudwatch_metrics
+from recommender.targets.sagemaker import SageMakerTarget, cleanup
+from recommender.targets.sagemaker_endpoint import cloudwatch_metrics
 
 pytestmark = pytest.mark.cloud
 

@@ -3,10 +3,12 @@
 One error policy: every failure (no answer, a refusal, an HTTP error, an answer that cannot be read) is a
 TargetError naming what was asked and where, with the HTTP status and the server's own message, and a hint.
 
-Readiness, metadata and statistics go through tritonclient's InferenceServerClient, imported on first use and
-opened per call: it is not thread-safe (its gevent sockets belong to the thread that opened them) and the server
-sampler reads statistics from a thread of its own. The probe inference is a raw POST of the request body (see
-`TritonClient.infer`). A `sagemaker://` endpoint is not Triton's HTTP API: see sagemaker_endpoint.py.
+Readiness, metadata and statistics go through tritonclient's InferenceServerClient, imported on first use. It
+runs on gevent, so each request runs in a short-lived worker thread of its own: a gevent hub in the main thread
+can swallow Ctrl-C (raised inside a hub callback or a finalizer), and teardown on Ctrl-C must never be skipped;
+the client is not thread-safe either, and the server sampler reads statistics from a thread of its own. The probe
+inference is a raw POST of the request body (see `TritonClient.infer`). A `sagemaker://` endpoint is not Triton's
+HTTP API: see sagemaker_endpoint.py.
 """
 
 from __future__ import annotations
@@ -38,13 +40,12 @@ class TritonClient:
 
     def server_ready(self) -> bool:
         """Whether the server says it is ready (/v2/health/ready answers 200)."""
-        with self._client("readiness of the server") as client:
-            return bool(client.is_server_ready(headers=dict(self.headers)))
+        return bool(self._request("readiness of the server", lambda client: client.is_server_ready(headers=dict(self.headers))))
 
     def model_ready(self) -> bool:
         """Whether the server says the model is loaded and ready."""
-        with self._client(f"readiness of model {self.model_name!r}") as client:
-            return bool(client.is_model_ready(self.model_name, headers=dict(self.headers)))
+        return bool(self._request(f"readiness of model {self.model_name!r}",
+                                  lambda client: client.is_model_ready(self.model_name, headers=dict(self.headers))))
 
     def ready(self) -> bool:
         """The server and the model are both ready."""
@@ -52,13 +53,13 @@ class TritonClient:
 
     def metadata(self) -> dict[str, Any]:
         """The model's metadata: name, versions, platform, inputs and outputs (names, datatypes, shapes)."""
-        with self._client(f"metadata of model {self.model_name!r}") as client:
-            return client.get_model_metadata(self.model_name, headers=dict(self.headers))
+        return self._request(f"metadata of model {self.model_name!r}",
+                             lambda client: client.get_model_metadata(self.model_name, headers=dict(self.headers)))
 
     def statistics(self) -> dict[str, Any]:
         """Triton's statistics JSON of the model (`model_stats`: counts and cumulative times; see metrics/triton_stats.py)."""
-        with self._client(f"statistics of model {self.model_name!r}") as client:
-            return client.get_inference_statistics(self.model_name, headers=dict(self.headers))
+        return self._request(f"statistics of model {self.model_name!r}",
+                             lambda client: client.get_inference_statistics(self.model_name, headers=dict(self.headers)))
 
     def infer(self, body: dict, timeout_s: float = 120.0) -> dict:
         """POST one KServe v2 JSON request as it is; the server's JSON answer, which must hold `outputs`.
@@ -76,17 +77,17 @@ class TritonClient:
             raise TargetError(f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self._hint())
         return answer
 
-    @contextlib.contextmanager
-    def _client(self, what: str) -> Iterator[Any]:
+    def _request(self, what: str, request: Callable[[Any], Any]) -> Any:
+        """`request(client)` on a fresh InferenceServerClient, in a worker thread; the caller waits (Ctrl-C included)."""
+        return _in_worker_thread(lambda: self._send(what, request))
+
+    def _send(self, what: str, request: Callable[[Any], Any]) -> Any:
         from tritonclient.http import InferenceServerClient
 
         url = urlsplit(self.endpoint)
-        try:
-            with self._failures(what), InferenceServerClient(url.netloc + url.path.rstrip("/"), ssl=url.scheme == "https",
-                                                             connection_timeout=self.timeout_s, network_timeout=self.timeout_s) as client:
-                yield client
-        finally:
-            _close_thread_loop()
+        with self._failures(what), InferenceServerClient(url.netloc + url.path.rstrip("/"), ssl=url.scheme == "https",
+                                                         connection_timeout=self.timeout_s, network_timeout=self.timeout_s) as client:
+            return request(client)
 
     @contextlib.contextmanager
     def _failures(self, what: str) -> Iterator[None]:
@@ -112,13 +113,31 @@ class TritonClient:
         return TargetError(f"{what} at {self.endpoint} failed with {code}: {(message or 'no message')[:500]}", hint=self._hint())
 
 
-def _close_thread_loop() -> None:
-    """gevent keeps an event loop (two file descriptors) per thread that used it, past the thread's end: outside the
-    main thread (the server sampler's thread, one per load run) close it after each call; the next call opens another."""
-    if threading.current_thread() is not threading.main_thread():
-        import gevent
+def _in_worker_thread(call: Callable[[], Any]) -> Any:
+    """Run `call` in a daemon thread and wait for it (the wait is interruptible: Ctrl-C leaves the call to time out)."""
+    outcome: dict[str, Any] = {}
 
-        gevent.get_hub().destroy(destroy_loop=True)
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the waiting thread
+            outcome["error"] = error
+        finally:
+            _close_gevent_loop()
+
+    worker = threading.Thread(target=run, name="triton-client", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _close_gevent_loop() -> None:
+    """gevent keeps the event loop (two file descriptors) of a thread that used it past the thread's end: close it."""
+    import gevent
+
+    gevent.get_hub().destroy(destroy_loop=True)
 
 
 def _server_message(body: bytes) -> str:

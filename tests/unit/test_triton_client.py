@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import threading
+import time
 
 import pytest
 
@@ -95,3 +97,17 @@ def test_calls_from_short_lived_threads_leave_no_descriptors_behind(null_endpoin
         thread.join()
     assert answers == [True] * 20
     assert len(os.listdir("/proc/self/fd")) - before < 10
+
+
+def test_ctrl_c_always_reaches_the_caller(null_endpoint: str) -> None:
+    """gevent runs only in worker threads: in the main thread its hub could swallow Ctrl-C (teardown would be skipped)."""
+    client = TritonClient(null_endpoint, "bert")
+    for attempt in range(25):
+        killer = subprocess.Popen(["sh", "-c", f"sleep {0.02 + 0.004 * attempt}; kill -INT {os.getpid()}"])
+        with pytest.raises(KeyboardInterrupt):
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                client.server_ready()
+                with pytest.raises(TargetError):
+                    client.statistics()
+        killer.wait()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
-import subprocess
 import threading
 import time
 
@@ -102,12 +102,14 @@ def test_calls_from_short_lived_threads_leave_no_descriptors_behind(null_endpoin
 def test_ctrl_c_always_reaches_the_caller(null_endpoint: str) -> None:
     """gevent runs only in worker threads: in the main thread its hub could swallow Ctrl-C (teardown would be skipped)."""
     client = TritonClient(null_endpoint, "bert")
+    main = threading.main_thread().ident
     for attempt in range(25):
-        killer = subprocess.Popen(["sh", "-c", f"sleep {0.02 + 0.004 * attempt}; kill -INT {os.getpid()}"])
+        ctrl_c = threading.Timer(0.02 + 0.004 * attempt, signal.pthread_kill, (main, signal.SIGINT))
         with pytest.raises(KeyboardInterrupt):
-            deadline = time.monotonic() + 3.0
+            ctrl_c.start()
+            deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
                 client.server_ready()
                 with pytest.raises(TargetError):
                     client.statistics()
-        killer.wait()
+        ctrl_c.join()

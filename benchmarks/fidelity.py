@@ -35,7 +35,6 @@ import os
 import shutil
 import signal
 import sys
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,12 +91,9 @@ def perf_analyzer_data(bodies: list[dict], path: Path) -> Path:
     return path
 
 
-def warm_up(endpoint: str, bodies: list[dict], count: int = 30) -> None:
+def warm_up(deployment: LocalDeployment, bodies: list[dict], count: int = 30) -> None:
     for i in range(count):
-        request = urllib.request.Request(f"{endpoint}/v2/models/{MODEL_NAME}/infer", data=json.dumps(bodies[i % len(bodies)]).encode(),
-                                         headers={"Content-Type": "application/json"})  # fmt: skip
-        with urllib.request.urlopen(request, timeout=60) as response:
-            response.read()
+        deployment.probe(bodies[i % len(bodies)], timeout_s=60)
 
 
 def compute_ms(deployment: LocalDeployment) -> tuple[int, int]:
@@ -287,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
           f"warm-up; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     repository = build_repository(args.model, args.sequence_length, args.threads, work)
     with LocalTarget().deploy(repository, MODEL_NAME, work / "server") as deployment:
-        warm_up(deployment.endpoint, bodies)
+        warm_up(deployment, bodies)
         measurements = measure(tool, deployment, bodies, args, work)
     print()
     print(report(measurements, args))

@@ -32,6 +32,7 @@ from measurement import cpu_seconds, ratio, render_table, run_tool, summarise, u
 
 use_this_checkout()
 
+from recommender import kserve  # noqa: E402
 from recommender.load.null_endpoint import NullEndpoint  # noqa: E402
 from recommender.load.runner import LoadRequest, run_load  # noqa: E402
 from recommender.payload import inference_bodies  # noqa: E402
@@ -89,7 +90,7 @@ def run_ours(endpoint: str, server: psutil.Process, bodies: list[dict], args: ar
 def run_wrk(endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace) -> GeneratorRun:
     seconds = args.warmup + args.duration
     command = ["wrk", "-t1", f"-c{args.users}", f"-d{seconds:g}s", "--timeout", "10s", "-s", str(lua_path),
-               f"{endpoint}/v2/models/{MODEL}/infer"]  # fmt: skip
+               endpoint + kserve.infer_path(MODEL)]  # fmt: skip
     before = _cpu_s(server)
     run = run_tool(command, env={**os.environ, "BENCH_BODY": str(body_path)})
     output = run.output

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender import paths
+from recommender import kserve, paths
 from recommender.destination import claim_folder, plain_name
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.modelrepo.export import export_model
@@ -223,7 +223,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "```",
         "",
         "To try the repository locally first: `tritonserver --model-repository model_repository` and POST a KServe v2 "
-        f"request to `/v2/models/{options.model_name}/infer`.",
+        f"request to `{kserve.infer_path(options.model_name)}`.",
         "",
     ]
     return "\n".join(lines)

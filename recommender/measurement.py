@@ -25,7 +25,7 @@ from recommender.metrics.steady import Rules, Window, measure_windows, phase_fla
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
-from recommender.targets.invocation import load_endpoint
+from recommender.targets.deployment import load_endpoint
 
 _END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
 

@@ -28,7 +28,6 @@ from recommender.spec import ExperimentSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import BUDGET_SKIP, ResultStore
 from recommender.targets import target_for
-from recommender.targets.invocation import probe
 
 MODEL_NAME = "model"
 
@@ -127,7 +126,7 @@ class Job:
         repository = self._repository(candidate, run_dir) if self.target.deploys else None
         self.reporter.stage(candidate, f"deploying on {self.target.name}")
         with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
-            probe(deployment, self.bodies[0])
+            deployment.probe(self.bodies[0])
             self.reporter.stage(candidate, "load")
 
             def progress(p) -> None:

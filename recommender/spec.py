@@ -168,11 +168,6 @@ class TargetSpec(Strict):
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
         return self
 
-    @property
-    def instance_count(self) -> int:
-        """The former name of `endpoint_instance_count`, still read by targets/sagemaker.py."""
-        return self.endpoint_instance_count
-
 
 class Phase(Strict):
     """One traffic phase with SageMaker semantics (InitialNumberOfUsers, SpawnRate, DurationInSeconds)."""

@@ -27,6 +27,7 @@ import psutil
 from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.env import Environment
 
+from recommender import kserve
 from recommender.load.config import ChildConfig
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
@@ -63,7 +64,7 @@ class LoadRun:
         self.config = config
         self.environment = environment
         self.bodies = bodies
-        self.path = f"/v2/models/{config.model_name}/infer"
+        self.path = kserve.infer_path(config.model_name)
         self.headers = {"Content-Type": "application/json", **config.headers}
         self.plan = config.plan
         self.total_s = config.plan.duration

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from recommender import kserve
+
 _MAX_HEADER_BYTES = 64 * 1024
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 500: "Internal Server Error"}
 
@@ -57,15 +59,15 @@ def _response(status: int, body: bytes = b"", keep_alive: bool = True) -> bytes:
 
 
 async def _answer(method: str, path: str, behaviour: EndpointBehaviour) -> tuple[int, bytes]:
-    if method == "GET" and path in ("/v2/health/ready", "/v2/health/live"):
+    if method == "GET" and path in (kserve.HEALTH_READY, kserve.HEALTH_LIVE):
         return 200, b""
-    parts = path.strip("/").split("/")
-    if method == "POST" and len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] == "infer":
+    model, action = kserve.model_route(path) or ("", "")
+    if method == "POST" and model and action == "infer":
         if behaviour.delay_ms > 0:
             await asyncio.sleep(behaviour.delay_ms / 1000.0)
         if behaviour.error_share > 0 and behaviour.rng.random() < behaviour.error_share:
             return 500, b'{"error": "injected failure"}'
-        return 200, behaviour.infer_body(parts[2])
+        return 200, behaviour.infer_body(model)
     return 404, b'{"error": "not found"}'
 
 

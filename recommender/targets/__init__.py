@@ -1,4 +1,4 @@
-"""Serving targets: a registry from target name to Target class (see base.py for the protocol)."""
+"""Serving targets: a registry from target name to Target class (base.py: the protocol; deployment.py: what deploy returns)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from recommender.errors import TargetError
-from recommender.targets.base import Deployment, Target
+from recommender.targets.base import Target
+from recommender.targets.deployment import Deployment
 from recommender.targets.docker import DockerTarget
 from recommender.targets.local import LocalDeployment, LocalTarget
 from recommender.targets.remote import RemoteTarget

@@ -1,31 +1,11 @@
-"""The Target protocol every serving target implements, and the Deployment it returns."""
+"""The Target protocol every serving target implements; the Deployment it returns is deployment.py's base class."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-
-class Deployment(Protocol):
-    """A running endpoint. Use as a context manager: leaving it always tears the endpoint down."""
-
-    endpoint: str  # base URL of the KServe v2 HTTP API, e.g. http://127.0.0.1:8000, or sagemaker://ENDPOINT_NAME
-    model_name: str
-    metrics_url: str | None  # Prometheus /metrics, when the target has one
-    log_path: Path | None  # the server log, kept in the run directory
-
-    def statistics(self) -> dict[str, Any]: ...  # Triton's /v2/models/<name>/stats JSON
-
-    def server_pids(self) -> list[int]: ...  # the server and every backend stub process
-
-    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]: ...  # provider metrics for a window ({} if none)
-
-    def teardown(self) -> None: ...
-
-    def __enter__(self) -> "Deployment": ...
-
-    def __exit__(self, *exc: object) -> None: ...
+from recommender.targets.deployment import Deployment
 
 
 class Target(Protocol):
@@ -40,4 +20,4 @@ class Target(Protocol):
 
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> Deployment: ...
+    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> Deployment: ...  # returns once it serves

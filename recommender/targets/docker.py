@@ -6,19 +6,15 @@ The model repository is copied (symlinks dereferenced) into the run directory an
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from recommender.errors import TargetError
+from recommender.targets.deployment import Deployment
 
 DEFAULT_IMAGE = "recommender-triton:24.10"
 CONTAINER_REPOSITORY = "/opt/ml/model"
@@ -35,27 +31,20 @@ def docker(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str
 
 
 @dataclass
-class DockerDeployment:
+class DockerDeployment(Deployment):
     """A running container serving one model; leaving `with` removes it."""
 
     container: str
     model_name: str
     endpoint: str
     log_path: Path
-    metrics_url: str | None = None
 
-    def statistics(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.endpoint}/v2/models/{self.model_name}/stats", timeout=10) as response:
-            return json.loads(response.read())
+    def _check_running(self) -> None:
+        if docker("inspect", "--format", "{{.State.Running}}", self.container).stdout.strip() != "true":
+            raise TargetError(f"container {self.container} exited before {self.model_name!r} was ready", hint=self.failure_hint())
 
-    def server_pids(self) -> list[int]:
-        return []  # processes live inside the container
-
-    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
-        return {}
-
-    def teardown(self) -> None:
-        """Save the container log next to the run, then remove the container (idempotent)."""
+    def _stop(self) -> None:
+        """Save the container log next to the run, then remove the container."""
         logs = docker("logs", self.container)
         if logs.returncode == 0:
             self.log_path.write_text(logs.stdout + logs.stderr)
@@ -63,12 +52,6 @@ class DockerDeployment:
         if removed.returncode != 0 and "No such container" not in removed.stderr:
             raise TargetError(f"could not remove container {self.container}: {removed.stderr.strip()}",
                               hint=f"docker rm -f {self.container}")
-
-    def __enter__(self) -> "DockerDeployment":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
 
 
 @dataclass(frozen=True)
@@ -109,12 +92,9 @@ class DockerTarget:
         if started.returncode != 0:
             raise TargetError(f"docker run failed: {started.stderr.strip()}", hint=ENGINE_HINT)
         deployment = DockerDeployment(container, model_name, "", run_dir / "server.log")
-        try:
+        with deployment.starting():
             deployment.endpoint = f"http://{_published(container, 8000)}"
-            _wait_ready(deployment, self.ready_timeout)
-        except BaseException:
-            deployment.teardown()
-            raise
+            deployment.wait_until_ready(self.ready_timeout, poll_s=1.0)
         return deployment
 
     def _run_arguments(self, container: str, repository: Path, model_name: str) -> list[str]:
@@ -130,20 +110,3 @@ def _published(container: str, port: int) -> str:
     if mapped.returncode != 0 or not mapped.stdout.strip():
         raise TargetError(f"container {container} publishes no port for {port}: {mapped.stderr.strip()}")
     return mapped.stdout.strip().splitlines()[0]
-
-
-def _wait_ready(deployment: DockerDeployment, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    url = f"{deployment.endpoint}/v2/models/{deployment.model_name}/ready"
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        if docker("inspect", "--format", "{{.State.Running}}", deployment.container).stdout.strip() != "true":
-            raise TargetError(f"container {deployment.container} exited before {deployment.model_name!r} was ready",
-                              hint=f"see {deployment.log_path}")
-        time.sleep(1.0)
-    raise TargetError(f"{deployment.model_name!r} was not ready after {timeout:.0f} s", hint=f"see {deployment.log_path}")

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import secrets
 import signal
 import socket
 import subprocess
-import threading
-import time
-import urllib.error
-import urllib.request
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import psutil
 
 from recommender.errors import TargetError
 from recommender.targets import triton_binary
+from recommender.targets.deployment import Deployment
+from recommender.targets.triton_client import TritonClient
 
 LOOPBACK = "127.0.0.1"
 TOKEN_HEADER = "x-recommender-token"
@@ -62,7 +58,9 @@ class LocalTarget:
             stop_timeout=self.stop_timeout,
         )
         command = deployment.command(install.binary, triton_binary.prepare_backend_directory(install, run_dir), self.exit_timeout_secs)
-        deployment.start(command, triton_binary.server_environment(install), self.ready_timeout)
+        with deployment.starting():
+            deployment.launch(command, triton_binary.server_environment(install))
+            deployment.wait_until_ready(self.ready_timeout)
         return deployment
 
 
@@ -79,7 +77,7 @@ def free_loopback_ports(count: int) -> tuple[int, ...]:
 
 
 @dataclass
-class LocalDeployment:
+class LocalDeployment(Deployment):
     """A running tritonserver (own session / process group) serving one model. Leaving `with` tears it down."""
 
     model_name: str
@@ -89,7 +87,6 @@ class LocalDeployment:
     token: str = field(repr=False)
     stop_timeout: float = 20.0
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -134,8 +131,13 @@ class LocalDeployment:
             f"--exit-timeout-secs={exit_timeout_secs}",
         ]
 
-    def start(self, command: list[str], env: dict[str, str], ready_timeout: float) -> None:
-        """Launch the server and wait until the model is ready; on any failure (or Ctrl-C) tear down and raise."""
+    @property
+    def triton(self) -> TritonClient:
+        """Triton's HTTP API with this deployment's token (statistics is a restricted API here)."""
+        return replace(super().triton, headers={TOKEN_HEADER: self.token})
+
+    def launch(self, command: list[str], env: dict[str, str]) -> None:
+        """Start the server process in its own session, its output appended to server.log."""
         with open(self.log_path, "ab") as log:
             try:
                 self._process = subprocess.Popen(
@@ -143,36 +145,15 @@ class LocalDeployment:
                 )
             except OSError as error:
                 raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
-        try:
-            self._wait_ready(ready_timeout)
-        except BaseException as error:
-            try:
-                self.teardown()
-            except TargetError as cleanup:  # keep the start failure as the error; mention the cleanup one
-                error.add_note(f"teardown also failed: {cleanup.message}")
-            raise
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        probes = ["/v2/health/ready", f"/v2/models/{self.model_name}/ready"]
-        while probes:
-            code = self._process.poll() if self._process else -1
-            if code is not None:
-                reason = _last_error(self.log_tail())
-                raise TargetError(f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}", hint=self.log_tail())
-            if time.monotonic() > deadline:
-                raise TargetError(f"{self.model_name!r} was not ready after {timeout:.0f} s", hint=self.log_tail())
-            if self._get(probes[0], timeout=1.0)[0] == 200:
-                probes.pop(0)
-            else:
-                time.sleep(0.2)
+    def failure_hint(self) -> str:
+        return self.log_tail() or super().failure_hint()
 
-    def statistics(self) -> dict[str, Any]:
-        """Triton's /v2/models/<name>/stats JSON (a restricted API: sent with this deployment's token)."""
-        status, body = self._get(f"/v2/models/{self.model_name}/stats", headers={TOKEN_HEADER: self.token})
-        if status != 200:
-            raise TargetError(f"statistics request failed with HTTP {status}: {body[:200]!r}")
-        return json.loads(body)
+    def _check_running(self) -> None:
+        code = self._process.poll() if self._process else -1
+        if code is not None:
+            reason = _last_error(self.log_tail())
+            raise TargetError(f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}", hint=self.log_tail())
 
     def server_pids(self) -> list[int]:
         """The server process and every descendant (the backend stubs), while running."""
@@ -184,9 +165,6 @@ class LocalDeployment:
         except psutil.NoSuchProcess:
             return []
 
-    def cloud_metrics(self, start: Any, end: Any) -> dict[str, Any]:
-        return {}  # no cloud provider behind a local server
-
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last `lines` lines of server.log (for error messages)."""
         try:
@@ -195,27 +173,26 @@ class LocalDeployment:
         except OSError:
             return ""
 
-    def teardown(self) -> None:
-        """Stop the server and its stubs: SIGTERM the group, wait, SIGKILL leftovers, verify none remain. Idempotent."""
-        with self._lock, _interrupts_deferred():
-            process, self._process = self._process, None
-            if process is None:
-                return
-            session = process.pid
-            members = _session_members(session, self._descendants(process.pid))
-            _signal_group(session, signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass
-            _, alive = psutil.wait_procs(members, timeout=2.0)
-            _signal_group(session, signal.SIGKILL)
-            for leftover in alive:
-                _kill(leftover)
-            process.wait()
-            psutil.wait_procs(alive, timeout=5.0)
-            self._remove_shared_memory()
-            _verify_stopped(session, members)
+    def _stop(self) -> None:
+        """Stop the server and its stubs: SIGTERM the group, wait, SIGKILL leftovers, verify none remain."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        session = process.pid
+        members = _session_members(session, self._descendants(process.pid))
+        _signal_group(session, signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        _, alive = psutil.wait_procs(members, timeout=2.0)
+        _signal_group(session, signal.SIGKILL)
+        for leftover in alive:
+            _kill(leftover)
+        process.wait()
+        psutil.wait_procs(alive, timeout=5.0)
+        self._remove_shared_memory()
+        _verify_stopped(session, members)
 
     def _descendants(self, pid: int) -> list[psutil.Process]:
         try:
@@ -229,43 +206,11 @@ class LocalDeployment:
         for region in shm.glob(f"{self.shm_prefix}*") if shm.is_dir() else []:
             region.unlink(missing_ok=True)
 
-    def _get(self, path: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
-        request = urllib.request.Request(self.endpoint + path, headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
-        except (urllib.error.URLError, OSError):
-            return 0, b""
-
-    def __enter__(self) -> "LocalDeployment":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
-
 
 def _last_error(log: str) -> str:
     """': <first line of the last error>' from a server log tail, or '' when there is none."""
     errors = [line.strip() for line in log.splitlines() if line.startswith(("error:", "E")) and line.strip()]
     return f": {errors[-1][:300]}" if errors else ""
-
-
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C (main thread only) until the block is done, then raise it: teardown is never cut short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if received:
-        raise KeyboardInterrupt
 
 
 def _session_members(session: int, descendants: list[psutil.Process]) -> list[psutil.Process]:

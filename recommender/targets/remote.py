@@ -6,95 +6,52 @@ The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from recommender import kserve
 from recommender.errors import TargetError
-from recommender.load.invoke_target import SCHEME, InvokeTarget
+from recommender.load.invoke_target import SCHEME
 from recommender.targets.aws import AwsClients, aws_call
-from recommender.targets.sagemaker import SageMakerDeployment
+from recommender.targets.deployment import Deployment
+from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
+from recommender.targets.triton_client import TritonClient
 
 DEFAULT_MODEL = "model"
+TRITON_URL_HINT = "Check the URL (http://host:port of Triton's HTTP API) and that the server is running."
 
 
 @dataclass
-class RemoteTritonDeployment:
+class RemoteTritonDeployment(Deployment):
     """An existing Triton server; leaving `with` does nothing to it."""
 
     endpoint: str
     model_name: str
-    metrics_url: str | None = None
-    log_path: Path | None = None
 
     def statistics(self) -> dict[str, Any]:
         """Triton's model statistics when the server exposes them to us, else {} (restricted or disabled)."""
         try:
-            with urllib.request.urlopen(f"{self.endpoint}/v2/models/{self.model_name}/stats", timeout=10) as response:
-                return json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError):
+            return super().statistics()
+        except TargetError:
             return {}
 
-    def server_pids(self) -> list[int]:
-        return []
-
-    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
-        return {}
-
-    def teardown(self) -> None:
-        """Nothing to do: the endpoint is not ours."""
-
-    def __enter__(self) -> "RemoteTritonDeployment":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
+    def _stop(self) -> None:
+        """Nothing to stop: the endpoint is not ours."""
 
 
 @dataclass
-class RemoteSageMakerDeployment:
+class RemoteSageMakerDeployment(SageMakerEndpoint):
     """An existing SageMaker endpoint: invoked and measured, never deleted."""
 
     endpoint_name: str
     clients: AwsClients = field(repr=False)
     variant_name: str = "AllTraffic"
     model_name: str = DEFAULT_MODEL  # not used for routing: the container serves its default model
-    metrics_url: str | None = None
-    log_path: Path | None = None
 
-    @property
-    def endpoint(self) -> str:
-        return f"{SCHEME}://{self.endpoint_name}"
-
-    @property
-    def invoke_target(self) -> InvokeTarget:
-        return InvokeTarget(self.endpoint_name, self.clients.region, self.clients.endpoint_url)
-
-    @property
-    def log_group(self) -> str:
-        return f"/aws/sagemaker/Endpoints/{self.endpoint_name}"
-
-    def statistics(self) -> dict[str, Any]:
-        return {}
-
-    def server_pids(self) -> list[int]:
-        return []
-
-    cloud_metrics = SageMakerDeployment.cloud_metrics  # same CloudWatch series, same stored shape
-
-    def teardown(self) -> None:
-        """Nothing to do: the endpoint is not ours."""
-
-    def __enter__(self) -> "RemoteSageMakerDeployment":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
+    def _stop(self) -> None:
+        """Nothing to stop: the endpoint is not ours."""
 
 
 @dataclass
@@ -118,19 +75,12 @@ class RemoteTarget:
         if self._is_sagemaker():
             self._check_sagemaker(urlsplit(self.endpoint).netloc)
             return
-        base, _ = self._triton_base_and_model()
-        try:
-            with urllib.request.urlopen(f"{base}/v2/health/ready", timeout=10) as response:
-                status = response.status
-        except urllib.error.HTTPError as error:
-            status = error.code
-        except (urllib.error.URLError, OSError) as error:
-            raise TargetError(f"remote endpoint {base} does not answer: {error}",
-                              hint="Check the URL (http://host:port of Triton's HTTP API) and that the server is running.") from None
-        if status != 200:
-            raise TargetError(f"remote endpoint {base} is not ready (HTTP {status} on /v2/health/ready)")
+        base, name = self._triton_base_and_model()
+        server = TritonClient(base, name or DEFAULT_MODEL, hint=TRITON_URL_HINT)
+        if not server.server_ready():
+            raise TargetError(f"remote endpoint {base} is not ready (no HTTP 200 on {kserve.HEALTH_READY})", hint=TRITON_URL_HINT)
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Any:
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment:
         """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in /v2/models/NAME)."""
         if self._is_sagemaker():
             return RemoteSageMakerDeployment(urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url))
@@ -144,9 +94,8 @@ class RemoteTarget:
         url = urlsplit(self.endpoint)
         if url.scheme not in ("http", "https") or not url.netloc:
             raise TargetError(f"remote endpoint {self.endpoint!r} is neither http(s)://host:port nor sagemaker://NAME")
-        parts = [part for part in url.path.split("/") if part]
-        name = parts[2] if len(parts) >= 3 and parts[:2] == ["v2", "models"] else None
-        return f"{url.scheme}://{url.netloc}", name
+        route = kserve.model_route(url.path)
+        return f"{url.scheme}://{url.netloc}", route[0] if route else None
 
     def _check_sagemaker(self, name: str) -> None:
         clients = AwsClients(self.region, self.boto_session, self.endpoint_url)

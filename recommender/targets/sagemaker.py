@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from recommender.errors import TargetError
-from recommender.load.invoke_target import InvokeTarget
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call, error_code, is_not_found, run_tags
+from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.sagemaker_packaging import ARCHIVE_NAME, package_repository
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ TEARDOWN_ORDER = ("endpoint", "endpoint_config", "model", "s3_object")
 
 
 @dataclass
-class SageMakerDeployment:
+class SageMakerDeployment(SageMakerEndpoint):
     """A SageMaker endpoint serving one Triton model repository; a context manager that always tears down."""
 
     endpoint_name: str
@@ -43,41 +43,13 @@ class SageMakerDeployment:
     s3_key: str
     clients: AwsClients = field(repr=False)
     created: set[str] = field(default_factory=set)  # which of TEARDOWN_ORDER exist now
-    metrics_url: str | None = None  # Triton's metrics port is not reachable through SageMaker
-    log_path: Path | None = None  # logs are in CloudWatch, see `log_group`
-
-    @property
-    def endpoint(self) -> str:
-        return f"sagemaker://{self.endpoint_name}"
-
-    @property
-    def invoke_target(self) -> InvokeTarget:
-        """What the load generator's SageMaker user needs to invoke this endpoint."""
-        return InvokeTarget(self.endpoint_name, self.clients.region, self.clients.endpoint_url)
 
     @property
     def s3_uri(self) -> str:
         return f"s3://{self.bucket}/{self.s3_key}"
 
-    @property
-    def log_group(self) -> str:
-        return f"/aws/sagemaker/Endpoints/{self.endpoint_name}"
-
-    def statistics(self) -> dict[str, Any]:
-        return {}  # Triton's statistics API is not exposed through SageMaker; use cloudwatch_metrics()
-
-    def server_pids(self) -> list[int]:
-        return []
-
-    def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
-        """CloudWatch endpoint metrics for the window, as stored data (see `cloudwatch_metrics`)."""
-        return {"source": "cloudwatch", "period_s": 60, "start": start.isoformat(), "end": end.isoformat(),
-                "metrics": {name: {"namespace": series.namespace, "statistic": series.statistic, "unit": series.unit,
-                                   "timestamps": [t.isoformat() for t in series.timestamps], "values": series.values}
-                            for name, series in cloudwatch_metrics(self, start, end).items()}}
-
-    def teardown(self) -> None:
-        """Delete endpoint, endpoint config, model and S3 object; safe to call again; raises if any is left."""
+    def _stop(self) -> None:
+        """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries those)."""
         failures = [problem for kind in TEARDOWN_ORDER if kind in self.created and (problem := self._delete(kind))]
         if failures:
             raise TargetError(f"could not delete every resource of endpoint {self.endpoint_name}: {'; '.join(failures)}",
@@ -96,12 +68,6 @@ class SageMakerDeployment:
             return f"{kind}: {error}"
         self.created.discard(kind)
         return None
-
-    def __enter__(self) -> "SageMakerDeployment":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
 
 
 _DELETERS = {
@@ -124,7 +90,7 @@ class SageMakerTarget:
     experiment: str
     image_uri: str | None = None  # the SageMaker Triton image; looked up with the SageMaker SDK when absent
     triton_version: str | None = None  # for that look-up, e.g. "24.09"
-    instance_count: int = 1
+    endpoint_instance_count: int = 1
     ready_timeout_s: float = 1800.0
     poll_interval_s: float = 15.0
     s3_prefix: str = "recommender"
@@ -142,7 +108,7 @@ class SageMakerTarget:
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "SageMakerTarget":
         """Built from the experiment file's `target` section (kind: sagemaker)."""
         return cls(region=target.region, role_arn=target.role_arn, bucket=target.bucket, instance_type=target.instance_type,
-                   run_id=run_id, experiment=experiment, image_uri=target.image_uri, instance_count=target.instance_count,
+                   run_id=run_id, experiment=experiment, image_uri=target.image_uri, endpoint_instance_count=target.endpoint_instance_count,
                    ready_timeout_s=target.ready_timeout_seconds, endpoint_url=target.endpoint_url)
 
     def preflight(self) -> None:
@@ -180,12 +146,9 @@ class SageMakerTarget:
         deployment = SageMakerDeployment(endpoint_name=name, model_name=model_name, resource_name=name,
                                          variant_name=self.variant_name, bucket=self.bucket,
                                          s3_key=f"{self.s3_prefix}/{self.run_id}/{name}/{ARCHIVE_NAME}", clients=self.clients)
-        try:
+        with deployment.starting():
             self._create(deployment, archive, image)
             self._wait_in_service(deployment)
-        except BaseException:
-            deployment.teardown()
-            raise
         return deployment
 
     def cleanup(self, older_than: timedelta | None = None, dry_run: bool = False, run_id: str | None = None) -> "CleanupReport":
@@ -198,8 +161,8 @@ class SageMakerTarget:
                               "(the RoleArn output of infra/cloudformation.yaml).")
         if not self.instance_type.startswith("ml."):
             raise TargetError(f"{self.instance_type!r} is not a SageMaker instance type", hint="Use e.g. ml.g5.xlarge or ml.c6i.xlarge.")
-        if self.instance_count < 1:
-            raise TargetError("instance_count must be at least 1")
+        if self.endpoint_instance_count < 1:
+            raise TargetError("endpoint_instance_count must be at least 1")
         image_uri = self.resolve_image_uri()
         image = IMAGE_URI.match(image_uri)
         if not image:
@@ -248,7 +211,7 @@ class SageMakerTarget:
         deployment.created.add("endpoint_config")
         aws_call(f"CreateEndpointConfig {name}", sagemaker.create_endpoint_config, EndpointConfigName=name, Tags=tags,
                  ProductionVariants=[{"VariantName": self.variant_name, "ModelName": name, "InstanceType": self.instance_type,
-                                      "InitialInstanceCount": self.instance_count, "InitialVariantWeight": 1.0}])
+                                      "InitialInstanceCount": self.endpoint_instance_count, "InitialVariantWeight": 1.0}])
         deployment.created.add("endpoint")
         aws_call(f"CreateEndpoint {name}", sagemaker.create_endpoint, EndpointName=name, EndpointConfigName=name, Tags=tags)
 
@@ -274,47 +237,6 @@ def resource_name(run_id: str, model_name: str) -> str:
     """A SageMaker-valid name (letters, digits, hyphens, at most 63) unique per deployment."""
     base = re.sub(r"[^A-Za-z0-9]+", "-", f"rec-{run_id}-{model_name}").strip("-")[:56].rstrip("-")
     return f"{base}-{secrets.token_hex(3)}"
-
-
-@dataclass(frozen=True)
-class MetricSeries:
-    """One CloudWatch metric of an endpoint over time, oldest first."""
-
-    name: str
-    namespace: str
-    statistic: str
-    unit: str
-    timestamps: list[datetime]
-    values: list[float]
-
-
-# The endpoint metrics SageMaker publishes: (name, namespace, statistic, unit)
-CLOUDWATCH_METRICS = (
-    ("ModelLatency", "AWS/SageMaker", "Average", "microseconds"),
-    ("OverheadLatency", "AWS/SageMaker", "Average", "microseconds"),
-    ("Invocations", "AWS/SageMaker", "Sum", "count"),
-    ("CPUUtilization", "/aws/sagemaker/Endpoints", "Average", "percent"),
-    ("GPUUtilization", "/aws/sagemaker/Endpoints", "Average", "percent"),
-    ("GPUMemoryUtilization", "/aws/sagemaker/Endpoints", "Average", "percent"),
-)
-
-
-def cloudwatch_metrics(deployment: SageMakerDeployment, start: datetime, end: datetime, period_s: int = 60) -> dict[str, MetricSeries]:
-    """Fetch CLOUDWATCH_METRICS for the deployment's endpoint and variant between start and end."""
-    dimensions = [{"Name": "EndpointName", "Value": deployment.endpoint_name},
-                  {"Name": "VariantName", "Value": deployment.variant_name}]
-    queries = [{"Id": f"m{index}", "ReturnData": True,
-                "MetricStat": {"Metric": {"Namespace": namespace, "MetricName": name, "Dimensions": dimensions},
-                               "Period": period_s, "Stat": statistic}}
-               for index, (name, namespace, statistic, _) in enumerate(CLOUDWATCH_METRICS)]
-    points: dict[str, dict[datetime, float]] = {query["Id"]: {} for query in queries}
-    paginator = deployment.clients.client("cloudwatch").get_paginator("get_metric_data")
-    pages = paginator.paginate(MetricDataQueries=queries, StartTime=start, EndTime=end, ScanBy="TimestampAscending")
-    for page in aws_call("CloudWatch GetMetricData", lambda: list(pages)):
-        for result in page["MetricDataResults"]:
-            points[result["Id"]].update(zip(result["Timestamps"], result["Values"]))
-    return {name: MetricSeries(name, namespace, statistic, unit, sorted(points[f"m{i}"]), [points[f"m{i}"][t] for t in sorted(points[f"m{i}"])])
-            for i, (name, namespace, statistic, unit) in enumerate(CLOUDWATCH_METRICS)}
 
 
 @dataclass

@@ -10,7 +10,8 @@ import pytest
 
 from recommender.errors import TargetError
 from recommender.targets.aws import TAG_EXPERIMENT, TAG_RUN_ID
-from recommender.targets.sagemaker import SageMakerTarget, cleanup, cloudwatch_metrics
+from recommender.targets.sagemaker import SageMakerTarget, cleanup
+from recommender.targets.sagemaker_endpoint import cloudwatch_metrics
 
 pytestmark = pytest.mark.cloud
 
@@ -35,7 +36,7 @@ def target(aws) -> SageMakerTarget:
     aws.client("s3").create_bucket(Bucket=BUCKET)
     role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)["Role"]["Arn"]
     return SageMakerTarget(region=aws.region, role_arn=role_arn, bucket=BUCKET, instance_type="ml.g4dn.xlarge",
-                           run_id="run-42", experiment="bert-study", image_uri=IMAGE, instance_count=2,
+                           run_id="run-42", experiment="bert-study", image_uri=IMAGE, endpoint_instance_count=2,
                            ready_timeout_s=30, poll_interval_s=0.2, boto_session=aws.session, endpoint_url=aws.url)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from recommender.load.probe import probe_inference
 from recommender.payload import inference_bodies
 from recommender.spec import PayloadSpec
 from recommender.targets import LocalTarget
@@ -44,7 +43,7 @@ def test_exported_repository_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert (model_dir / "1" / artifact).is_file() and not (model_dir / "1" / artifact).is_symlink()
     body = inference_bodies(PayloadSpec(sequence_length=16, texts=["exported models answer"]))[0]
     with LocalTarget(ready_timeout=120).deploy(out / "model_repository", "model", tmp_path / "run") as deployment:
-        answer = probe_inference(deployment.endpoint, "model", body)
+        answer = deployment.probe(body)
     (output,) = answer["outputs"]
     assert output["name"] == "embedding" and output["datatype"] == "FP32"
     assert output["shape"] == [1, HIDDEN] and len(output["data"]) == HIDDEN

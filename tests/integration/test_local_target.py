@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -102,6 +103,10 @@ def test_restricted_apis_need_the_token_and_metrics_are_served(deploy) -> None:
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(unload, timeout=10)
     assert deployment.statistics()["model_stats"][0]["name"] == "model"
+    with pytest.raises(TargetError, match="statistics of model 'model' at .* failed with HTTP 403: .*restricted"):
+        replace(deployment.triton, headers={}).statistics()
+    metadata = deployment.triton.metadata()
+    assert [tensor["name"] for tensor in metadata["inputs"]] == ["input_ids", "attention_mask"]
     with urllib.request.urlopen(deployment.metrics_url, timeout=10) as response:
         assert b"nv_inference_request_success" in response.read()
     stub = psutil.Process(deployment.server_pids()[1])

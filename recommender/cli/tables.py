@@ -170,24 +170,14 @@ def _verdict(row: Row, ctx: Context) -> str:
     return f"{own.mean / ctx.best.mean - 1:+.0%} vs #1{noise}"
 
 
-COLUMNS = (
-    Column("rank", 1, _rank),
-    Column("configuration", 1, lambda row, _: row.entry.name),
-    Column("MaxInvocations/min", 1, _max_invocations),
-    Column("{p} ms", 1, _latency),
-    Column("verdict", 1, _verdict, wraps=True),
-    Column("score", 2, _score),
-    Column("cost per million", 2, _cost),
-    Column("± over", 3, _interval_n),
-    Column("{p} over requests", 4, _samples),
-    Column("breached", 3, _breached),
-    Column("errors", 3, _errors),
-    Column("stable", 3, _stable),
-    Column("unstable because", 6, _stability_reason, wraps=True),
-    Column("queue / compute ms", 4, _server_split),
-    Column("avg batch", 4, _batch),
-    Column("stopped", 5, _stopped),
-    Column("pareto", 5, _pareto),
+COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow)
+    Column("rank", 1, _rank), Column("configuration", 1, lambda row, _: row.entry.name),
+    Column("MaxInvocations/min", 1, _max_invocations), Column("{p} ms", 1, _latency),
+    Column("verdict", 1, _verdict, wraps=True), Column("score", 2, _score), Column("cost per million", 2, _cost),
+    Column("± over", 3, _interval_n), Column("{p} over requests", 4, _samples), Column("breached", 3, _breached),
+    Column("errors", 3, _errors), Column("stable", 3, _stable),
+    Column("unstable because", 6, _stability_reason, wraps=True), Column("queue / compute ms", 4, _server_split),
+    Column("avg batch", 4, _batch), Column("stopped", 5, _stopped), Column("pareto", 5, _pareto),
 )
 
 

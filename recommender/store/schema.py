@@ -21,6 +21,22 @@ class Base(DeclarativeBase):
     pass
 
 
+class RunPart:
+    """Columns of every table that holds part of a run (its phases, seconds, windows)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+
+
+class Percentiles:
+    """The latency percentiles of a stretch of requests, in ms (None: too few samples for that percentile)."""
+
+    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class Experiment(Base):
     __tablename__ = "experiments"
 
@@ -70,11 +86,9 @@ class Run(Base):
                                                       order_by="(WindowRow.repeat, WindowRow.start_s)")
 
 
-class PhaseRow(Base):
+class PhaseRow(RunPart, Percentiles, Base):
     __tablename__ = "phase_summaries"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     phase_index: Mapped[int] = mapped_column(Integer)
     window_start_s: Mapped[float] = mapped_column(Float)
     window_end_s: Mapped[float] = mapped_column(Float)
@@ -83,19 +97,13 @@ class PhaseRow(Base):
     requests: Mapped[int] = mapped_column(Integer)
     errors: Mapped[int] = mapped_column(Integer)
     invocations_per_minute: Mapped[float] = mapped_column(Float)
-    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     stable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # migration 0002; None for older runs
     flags: Mapped[list | None] = mapped_column(JSON, nullable=True)  # generator-bound, late sends, ...
 
 
-class SecondRow(Base):
+class SecondRow(RunPart, Base):
     __tablename__ = "series"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     second: Mapped[int] = mapped_column(Integer)
     users: Mapped[int] = mapped_column(Integer)
     ok: Mapped[int] = mapped_column(Integer)
@@ -105,13 +113,11 @@ class SecondRow(Base):
     p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
-class WindowRow(Base):
+class WindowRow(RunPart, Percentiles, Base):
     """One steady-state window of one repeat of a run (migration 0002): client figures and server-side deltas."""
 
     __tablename__ = "windows"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     repeat: Mapped[int] = mapped_column(Integer)
     phase_index: Mapped[int] = mapped_column(Integer)
     window_index: Mapped[int] = mapped_column(Integer)
@@ -122,10 +128,6 @@ class WindowRow(Base):
     errors: Mapped[int] = mapped_column(Integer)
     samples: Mapped[int] = mapped_column(Integer)  # successful requests: the latency percentiles' sample count
     invocations_per_minute: Mapped[float] = mapped_column(Float)
-    p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p90_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    p99_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     stable: Mapped[bool] = mapped_column(Boolean)
     late_share: Mapped[float | None] = mapped_column(Float, nullable=True)
     generator_cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)

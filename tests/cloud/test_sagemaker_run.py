@@ -19,6 +19,8 @@ import pytest
 
 from recommender.store.results import ResultStore
 
+from tests.fixtures_text import TINY_BERT_YAML
+
 pytestmark = pytest.mark.cloud
 
 ROOT = Path(__file__).resolve().parents[2]  # this checkout, whichever `recommender` is installed
@@ -30,12 +32,7 @@ ANSWER = {"model_name": "model", "outputs": [{"name": "embedding", "datatype": "
 
 SPEC = """
 name: cloud-micro
-model:
-  source: bert
-  architecture: {{layers: 1, hidden: 32, heads: 2, intermediate: 64}}
-payload:
-  sequence_length: 16
-variants:
+""" + TINY_BERT_YAML + """variants:
   optimizations: [pt]
   dynamic_batching: [false, true]
   instance_counts: [1]

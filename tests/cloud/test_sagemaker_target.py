@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_text import python_backend_repository
 from recommender.errors import TargetError
 from recommender.targets.aws import TAG_EXPERIMENT, TAG_RUN_ID
 from recommender.targets.sagemaker import SageMakerTarget, cleanup
@@ -24,11 +25,7 @@ TRUST = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Se
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "minilm" / "1").mkdir(parents=True)
-    (root / "minilm" / "config.pbtxt").write_text('name: "minilm"\nbackend: "python"\nmax_batch_size: 8\n')
-    (root / "minilm" / "1" / "model.py").write_text("# generic python backend model\n")
-    return root
+    return python_backend_repository(tmp_path / "repo", "minilm")
 
 
 @pytest.fixture

@@ -15,16 +15,13 @@ import pytest
 
 from recommender.store.results import ResultStore
 
+from tests.fixtures_text import TINY_BERT_YAML
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MICRO = """
 name: micro
-model:
-  source: bert
-  architecture: {{layers: 1, hidden: 32, heads: 2, intermediate: 64}}
-payload:
-  sequence_length: 16
-variants:
+""" + TINY_BERT_YAML + """variants:
   optimizations: [pt, onnx, trt]
   dynamic_batching: [false]
   instance_counts: [1]

@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_text import python_backend_repository
 from recommender.errors import BuildError
 from recommender.targets.sagemaker_packaging import package_repository
 
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "bert" / "1").mkdir(parents=True)
-    (root / "bert" / "config.pbtxt").write_text('name: "bert"\nbackend: "python"\nmax_batch_size: 8\n')
-    (root / "bert" / "1" / "model.py").write_text("# python backend model\n")
+    root = python_backend_repository(tmp_path / "repo", "bert")
     weights = tmp_path / "outside" / "model.onnx"
     weights.parent.mkdir()
     weights.write_bytes(b"\x08\x01onnx-bytes")

@@ -64,7 +64,7 @@ def run(
                       "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "
                       "target.budget_usd and run again to measure them.", highlight=False)
     console.print(f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
-                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False)
+                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False, soft_wrap=True)
     console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
                   highlight=False)
 

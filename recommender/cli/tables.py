@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -197,27 +196,30 @@ def ranking_view(rec: Recommendation, results: list[CandidateResult], console: C
 
 
 def fitting_table(rec: Recommendation, cells: dict[str, list[str]], ctx: Context, console: Console) -> Table | None:
-    """The table with the columns that fit the console, dropping the highest priority numbers first (rich measures
-    each try: no figure column may be squeezed); None when even the priority-1 columns do not fit."""
+    """The table with the columns that fit the console, dropping the highest priority numbers first; None when even
+    the priority-1 columns do not fit."""
     shown = list(COLUMNS)
-    while True:
-        table = _table(rec, cells, shown, ctx)
-        if Measurement.get(console, console.options.update_width(100_000), table).minimum <= console.width:
-            return table
+    while sum(_width(c, cells, ctx) + 3 for c in shown) + 1 > console.width:  # padding 1 + 1 and a border each
         droppable = [c for c in shown if c.priority > 1]
         if not droppable:
             return None
         shown.remove(max(reversed(droppable), key=lambda c: c.priority))
+    return _table(rec, cells, shown, ctx)
+
+
+def _width(column: Column, cells: dict[str, list[str]], ctx: Context) -> int:
+    """A figure column is as wide as its header or its widest cell (it wraps neither); a text column may shrink."""
+    if column.wraps:
+        return VERDICT_MIN_WIDTH
+    return max([len(column.label.format(p=ctx.percentile)), *(len(v) for v in cells[column.label])])
 
 
 def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[Column], ctx: Context) -> Table:
     table = Table(title=_title(rec), title_justify="left")
     for column in shown:
         figure = not column.wraps
-        values = cells[column.label]
         table.add_column(column.label.format(p=ctx.percentile), justify="right" if figure and column.label !=
-                         "configuration" else "left", no_wrap=figure, overflow="fold",
-                         min_width=max(len(v) for v in values) if figure and values else VERDICT_MIN_WIDTH)
+                         "configuration" else "left", no_wrap=figure, overflow="fold", min_width=_width(column, cells, ctx))
     for index in range(len(next(iter(cells.values())))):
         table.add_row(*(Text(cells[c.label][index]) for c in shown))  # Text: a reason is never read as markup
     return table

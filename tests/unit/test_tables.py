@@ -60,6 +60,8 @@ def test_wide_terminal_shows_every_column_in_the_ranking_order() -> None:
 @pytest.mark.parametrize("width", [80, 100, 120])
 def test_narrow_terminal_drops_columns_and_never_cuts_a_figure(width: int) -> None:
     text = rendered(STUDY, width, terminal=True)
+    table_lines = [line.rstrip() for line in text.splitlines()[1:] if line.strip()]
+    assert all(line[-1] in "┓┃┫┩│┘" for line in table_lines), text  # closed on the right: nothing cropped
     assert max(len(line) for line in text.splitlines()) <= width
     assert "…" not in text and "..." not in text
     for figure in ("1,000 ± 50", "980 ± 40", "700 ± 10", "12.5"):

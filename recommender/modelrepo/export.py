@@ -1,4 +1,4 @@
-"""Export a model once per optimization (TorchScript, ONNX), cached by a hash of the model spec and of the model's
+"""Export a model once per optimization (TorchScript, ONNX; OpenVINO compiles the ONNX file directly), cached by a hash of the model spec and of the model's
 content (the file's bytes, or the packaged model's version): a file changed in place is exported again."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from recommender.errors import BuildError, CandidateSkipped
 from recommender.protocol import model_content
 from recommender.spec import ModelSpec
 
-FORMAT_OF = {"pt": "torchscript", "onnx": "onnx"}
-FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx"}
+FORMAT_OF = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
+# the openvino artifact is the ONNX export, read by OpenVINO's ONNX frontend (ov.Core().compile_model) at load
+FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx", "openvino": "model.onnx"}
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "embedding"
 
@@ -71,7 +72,7 @@ def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> Mo
         warnings.simplefilter("ignore")
         if fmt == "torchscript":
             _trace(model, example, target)
-        else:
+        else:  # onnx, and openvino (which compiles the ONNX file)
             _to_onnx(model, example, target)
     hidden = _output_width(model, example)
     return _artifact(target, fmt, hidden, random_weights=spec.source == "bert")
@@ -109,14 +110,15 @@ def _output_width(model, example) -> int:
 
 
 def _user_file(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
-    wanted = "torchscript" if spec.source == "torchscript" else "onnx"
-    if fmt != wanted:
-        raise CandidateSkipped(f"a {spec.source} model file serves only the `{'pt' if wanted == 'torchscript' else 'onnx'}` optimization")
+    served = ("torchscript",) if spec.source == "torchscript" else ("onnx", "openvino")
+    if fmt not in served:
+        names = "`pt`" if spec.source == "torchscript" else "`onnx` and `openvino`"
+        raise CandidateSkipped(f"a {spec.source} model file serves only the {names} optimization(s)")
     if not spec.path.is_file():
         raise BuildError(f"model file {spec.path} does not exist", hint="Fix model.path in the experiment file.")
     target = folder / FILE_OF[fmt]
     shutil.copyfile(spec.path, target)
-    return _artifact(target, fmt, _user_output_width(target, fmt, sequence_length))
+    return _artifact(target, fmt, _user_output_width(target, "onnx" if fmt == "openvino" else fmt, sequence_length))
 
 
 def _user_output_width(path: Path, fmt: str, sequence_length: int) -> int:

@@ -50,16 +50,20 @@ def _content_tag(spec: ModelSpec) -> str:
 
 
 def _trt_reason() -> str:
-    """Why TensorRT cannot run on this host (the deciding missing piece)."""
+    """Why TensorRT candidates are skipped on this host: the true missing piece and how to install it. No code path
+    builds TensorRT engines yet (docs/gpu.md), so even a GPU host with TensorRT skips them, and says so."""
     import importlib.util
 
-    import torch
+    from recommender.hardware import detect_hardware
 
-    if not torch.cuda.is_available():
-        return "TensorRT needs an NVIDIA GPU; this host has none (run this candidate on a GPU host with the docker target)"
+    hardware = detect_hardware()
+    if not hardware.gpus:
+        return (f"TensorRT needs an NVIDIA GPU; this host has {hardware.gpu_status}. Run it on a GPU host with "
+                "`python3 -m pip install tensorrt nvidia-ml-py`")
     if importlib.util.find_spec("tensorrt") is None:
-        return "TensorRT is not installed (pip install tensorrt) on this GPU host"
-    return "TensorRT engines are built by the docker target's tensorrt backend, not by the local target"
+        return "TensorRT is not installed on this GPU host: python3 -m pip install tensorrt"
+    return ("TensorRT engine building is not implemented in recommender yet (docs/gpu.md); "
+            "measure pt and onnx on this GPU with target.accelerator: gpu")
 
 
 def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:

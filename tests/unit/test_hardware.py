@@ -152,3 +152,15 @@ def test_the_job_stores_the_hardware_of_every_run(tmp_path: Path) -> None:
         results = Job(spec, store, JobOptions(run_root=tmp_path / "runs"), Recorder()).run()
     assert [r.hardware for r in results] == [{"accelerator": "cpu", "declared": "local-cpu", "detected": False}] * 2
     assert describe_served(results[0].hardware, None) == "cpu (declared by instance type local-cpu, not detected)"
+
+
+def test_tensorrt_skip_reason_is_true_here_and_names_the_install_command() -> None:
+    from recommender.errors import CandidateSkipped
+    from recommender.modelrepo.export import export_model
+
+    if detect_hardware().gpus:
+        pytest.skip("this host has a GPU")
+    with pytest.raises(CandidateSkipped) as caught:
+        export_model(ExperimentSpec.model_validate({"name": "t"}).model, "trt", 16, "f", Path("/nonexistent"))
+    assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this host has no GPU")
+    assert "pip install tensorrt" in caught.value.message and "docker target" not in caught.value.message

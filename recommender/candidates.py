@@ -16,6 +16,9 @@ from recommender.spec import DynamicBatching, ExperimentSpec
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
 # its configuration, so renaming the key would give every stored candidate a new key (re-measured, history lost).
 INSTANCE_GROUP_KEY = "instance_count"
+DEFAULT_PRECISION = "fp32"
+# optimizations that build a reduced-precision engine; the others serve fp32 only
+REDUCED_PRECISION = frozenset({"trt"})
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,14 @@ class Candidate:
     max_batch_size: int
     instance_type: str
     model_fingerprint: str = field(default="", compare=True)
+    precision: str = "fp32"  # fp16: TensorRT engines only; left out of config() at its default (stored keys stay valid)
 
     @property
     def name(self) -> str:
         """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off)."""
         batching = "db" if self.dynamic_batching is not None else "nodb"
-        return f"{self.optimization}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}"
+        precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"
+        return f"{self.optimization}{precision}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}"
 
     def config(self) -> dict:
         """The serving configuration as plain data (stored, shown, hashed); the instance-group count is stored as
@@ -41,6 +46,8 @@ class Candidate:
         data = asdict(self)
         data[INSTANCE_GROUP_KEY] = data.pop("instance_group_count")
         data["dynamic_batching"] = self.dynamic_batching.model_dump() if self.dynamic_batching else None
+        if data["precision"] == DEFAULT_PRECISION:  # added after keys were stored: only a non-default value is hashed
+            del data["precision"]
         return data
 
     @classmethod
@@ -54,6 +61,7 @@ class Candidate:
             max_batch_size=config["max_batch_size"],
             instance_type=config["instance_type"],
             model_fingerprint=config.get("model_fingerprint", ""),
+            precision=config.get("precision", DEFAULT_PRECISION),
         )
 
     @property
@@ -78,6 +86,8 @@ class CandidateResult:
     duration_s: float | None
     finished_at: datetime | None
     protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
+    hardware: dict[str, Any] | None = None  # what the run served on (accelerator, CPU, GPUs); None before migration 0005
+    backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
 
     @property
     def server(self) -> ServerStats:
@@ -101,11 +111,13 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     grid = spec.variants
     fingerprint = model_fingerprint(spec)
     seen: dict[str, Candidate] = {}
-    for opt, batching, count, mbs in itertools.product(
-        grid.optimizations, grid.dynamic_batching, grid.instance_group_counts, grid.max_batch_sizes
+    for opt, precision, batching, count, mbs in itertools.product(
+        grid.optimizations, grid.precisions, grid.dynamic_batching, grid.instance_group_counts, grid.max_batch_sizes
     ):
+        if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
+            continue
         settings = _batching_settings(batching, mbs)
-        candidate = Candidate(opt, settings, count, mbs, spec.target.instance_type, fingerprint)
+        candidate = Candidate(opt, settings, count, mbs, spec.target.instance_type, fingerprint, precision)
         seen.setdefault(candidate.key, candidate)
     return list(seen.values())
 

@@ -16,7 +16,8 @@ from typing import Protocol
 from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget
 from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import default_threads_per_instance, write_model_repository
+from recommender.hardware import serving_hardware
+from recommender.modelrepo.repository import default_threads_per_instance, python_backend_name, write_model_repository
 from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
@@ -73,7 +74,8 @@ class Job:
         experiment_id = self.store.save_experiment(self.spec)
         target = target_for(self.spec.target, self.spec.name, self.run_id)
         target.preflight()
-        self.target, self.protocol = target, protocol_fingerprint(self.spec)
+        self.serving = serving_hardware(self.spec.target)  # measured here (NVML), or declared by a cloud instance type
+        self.target, self.protocol = target, protocol_fingerprint(self.spec, accelerator=self.serving.accelerator)
         self.bodies = inference_bodies(self.spec.payload)
         try:
             for index, candidate in enumerate(candidates):
@@ -93,7 +95,9 @@ class Job:
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
         run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
-        run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()))
+        backend = python_backend_name(candidate.optimization) if self.target.deploys else None
+        run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()),
+                                      hardware=self.serving.to_dict(), backend=backend)
         refusal = self.budget.refusal()
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
@@ -147,7 +151,10 @@ class Job:
                                 candidate.model_fingerprint, self.options.cache_dir)
         reserved = 1 if self.target.load_shares_host else 0
         threads = default_threads_per_instance(candidate.instance_group_count, reserved)
-        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads)
+        gpu = self.serving.accelerator == "gpu"
+        gpus = tuple(g.index for g in self.serving.hardware.gpus) if gpu and self.serving.hardware else ()
+        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
+                                      instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus)
 
 
 def new_run_id() -> str:

@@ -32,9 +32,13 @@ DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
 _CHUNK = 1 << 20
 
 
-def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None] | None = None) -> str:
-    """Hash of how candidates are measured; a stored run is reused only if this matches."""
+def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None] | None = None,
+                         accelerator: str = "cpu") -> str:
+    """Hash of how candidates are measured; a stored run is reused only if this matches. `accelerator` is the resolved
+    one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so keys stored before it stay valid."""
     document = protocol_document(spec, software_versions() if versions is None else versions)
+    if accelerator != "cpu":
+        document["accelerator"] = accelerator
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -18,7 +18,9 @@ from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
 
 MAX_GRID = 10_000  # combinations of a variant grid: far above any study, below a hostile file's billions
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # experiment names; also safe as a file or folder name
-Optimization = Literal["pt", "onnx", "trt"]
+Optimization = Literal["pt", "onnx", "trt", "openvino"]
+Precision = Literal["fp32", "fp16"]
+Accelerator = Literal["auto", "cpu", "gpu"]
 
 
 class Strict(BaseModel):
@@ -91,7 +93,10 @@ DynamicBatchingChoice = Union[bool, DynamicBatching]
 class VariantGrid(Strict):
     """The grid of serving configurations; every combination becomes a candidate."""
 
-    optimizations: list[Optimization] = Field(["pt"], min_length=1, description="pt (PyTorch), onnx (ONNX Runtime), trt (TensorRT, GPU only).")
+    optimizations: list[Optimization] = Field(["pt"], min_length=1, description="pt (PyTorch), onnx (ONNX Runtime), trt (TensorRT, GPU only), openvino (OpenVINO, CPU).")
+    precisions: list[Precision] = Field(
+        ["fp32"], min_length=1, description="Numeric precision of the engine: fp32, or fp16 (TensorRT only; other "
+        "optimizations serve fp32 and their fp16 combinations are not generated).")
     dynamic_batching: list[DynamicBatchingChoice] = Field(
         [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
     )
@@ -103,7 +108,7 @@ class VariantGrid(Strict):
 
     @model_validator(mode="after")
     def _bounded(self) -> "VariantGrid":
-        size = len(self.optimizations) * len(self.dynamic_batching) * len(self.instance_group_counts) * len(self.max_batch_sizes)
+        size = len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching) * len(self.instance_group_counts) * len(self.max_batch_sizes)
         if size > MAX_GRID:
             raise ValueError(f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)")
         return self
@@ -146,6 +151,9 @@ class TargetSpec(Strict):
     endpoint_url: str | None = Field(None, description="sagemaker / remote SageMaker endpoint: AWS API URL override (an emulator or a VPC endpoint).")
     endpoint: str | None = Field(
         None, description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME of an existing SageMaker endpoint.")
+    accelerator: Accelerator = Field(
+        "auto", description="What serves the model: auto (the GPUs when this host has them, detected through NVML, else "
+        "the CPU), cpu, or gpu (refused at preflight on a host without one). local/docker detect this host's hardware.")
     gpus: str | None = Field("all", description="docker: value of `docker run --gpus` (all, device=0, ...); null for CPU only.")
     budget_usd: float | None = Field(
         None, gt=0, description="Cloud spending cap in USD: a run whose estimate is above it does not start, "

@@ -2,7 +2,8 @@
 
 Every second: CPU % and RSS of the whole server process tree (tritonserver and every Python backend stub, via
 psutil over `deployment.server_pids()`), Triton's statistics snapshot (`deployment.statistics()`), and GPU
-utilisation/memory through pynvml when a GPU and pynvml exist (recorded as unavailable otherwise).
+utilisation, memory used and power through NVML (nvidia-ml-py, the `[gpu]` extra) when a GPU and NVML exist; otherwise
+the run records "no GPU" and why (`gpu_status`).
 `window_figures` turns the samples into per-window figures aligned with the load's clock.
 """
 
@@ -31,7 +32,7 @@ class Sample:
     rss_bytes: int | None
     processes: int
     statistics: dict[str, Any] | None
-    gpu: dict[str, float] | None  # utilisation %, memory used bytes (all GPUs)
+    gpu: dict[str, float] | None  # utilisation %, memory used bytes, power W (all GPUs)
 
 
 class ProcessTree:
@@ -65,19 +66,24 @@ def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
     try:
         import pynvml  # noqa: PLC0415 - optional dependency
     except ImportError:
-        return None, "pynvml not installed"
+        return None, "no GPU (nvidia-ml-py not installed)"
     try:
         pynvml.nvmlInit()
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     except Exception as exc:  # NVMLError without a GPU or driver
         return None, f"no GPU ({exc})"
     if not handles:
-        return None, "no GPU"
+        return None, "no GPU (NVML found no device)"
 
     def read() -> dict[str, float]:
         util = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
         memory = [pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
-        return {"utilization_percent": sum(util) / len(util), "memory_used_bytes": float(sum(memory))}
+        figures = {"utilization_percent": sum(util) / len(util), "memory_used_bytes": float(sum(memory))}
+        try:  # milliwatts, all GPUs together; some boards do not report power
+            figures["power_w"] = sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
+        except Exception:
+            pass
+        return figures
 
     return read, f"{len(handles)} GPU(s)"
 
@@ -132,6 +138,7 @@ def window_figures(samples: list[Sample], started_at: float, start_s: float, end
         "server_processes": _max([s.processes for s in inside]),
         "gpu_utilization_percent": _mean([s.gpu["utilization_percent"] for s in inside if s.gpu]),
         "gpu_memory_mb": _max([s.gpu["memory_used_bytes"] / 2**20 for s in inside if s.gpu]),
+        "gpu_power_w": _mean([s.gpu["power_w"] for s in inside if s.gpu and "power_w" in s.gpu]),
     }
     return figures | _triton_delta(samples, started_at + start_s, started_at + end_s)
 

@@ -1,4 +1,4 @@
-"""Export a model once per optimization (TorchScript, ONNX), cached by a hash of the model spec and of the model's
+"""Export a model once per optimization (TorchScript, ONNX; OpenVINO compiles the ONNX file directly), cached by a hash of the model spec and of the model's
 content (the file's bytes, or the packaged model's version): a file changed in place is exported again."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from recommender.errors import BuildError, CandidateSkipped
 from recommender.protocol import model_content
 from recommender.spec import ModelSpec
 
-FORMAT_OF = {"pt": "torchscript", "onnx": "onnx"}
-FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx"}
+FORMAT_OF = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
+# the openvino artifact is the ONNX export, read by OpenVINO's ONNX frontend (ov.Core().compile_model) at load
+FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx", "openvino": "model.onnx"}
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "embedding"
 
@@ -49,16 +50,20 @@ def _content_tag(spec: ModelSpec) -> str:
 
 
 def _trt_reason() -> str:
-    """Why TensorRT cannot run on this host (the deciding missing piece)."""
+    """Why TensorRT candidates are skipped on this host: the true missing piece and how to install it. No code path
+    builds TensorRT engines yet (docs/gpu.md), so even a GPU host with TensorRT skips them, and says so."""
     import importlib.util
 
-    import torch
+    from recommender.hardware import detect_hardware
 
-    if not torch.cuda.is_available():
-        return "TensorRT needs an NVIDIA GPU; this host has none (run this candidate on a GPU host with the docker target)"
+    hardware = detect_hardware()
+    if not hardware.gpus:
+        return (f"TensorRT needs an NVIDIA GPU; this host has {hardware.gpu_status}. Run it on a GPU host with "
+                "`python3 -m pip install tensorrt nvidia-ml-py`")
     if importlib.util.find_spec("tensorrt") is None:
-        return "TensorRT is not installed (pip install tensorrt) on this GPU host"
-    return "TensorRT engines are built by the docker target's tensorrt backend, not by the local target"
+        return "TensorRT is not installed on this GPU host: python3 -m pip install tensorrt"
+    return ("TensorRT engine building is not implemented in recommender yet (docs/gpu.md); "
+            "measure pt and onnx on this GPU with target.accelerator: gpu")
 
 
 def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
@@ -71,7 +76,7 @@ def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> Mo
         warnings.simplefilter("ignore")
         if fmt == "torchscript":
             _trace(model, example, target)
-        else:
+        else:  # onnx, and openvino (which compiles the ONNX file)
             _to_onnx(model, example, target)
     hidden = _output_width(model, example)
     return _artifact(target, fmt, hidden, random_weights=spec.source == "bert")
@@ -109,14 +114,15 @@ def _output_width(model, example) -> int:
 
 
 def _user_file(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
-    wanted = "torchscript" if spec.source == "torchscript" else "onnx"
-    if fmt != wanted:
-        raise CandidateSkipped(f"a {spec.source} model file serves only the `{'pt' if wanted == 'torchscript' else 'onnx'}` optimization")
+    served = ("torchscript",) if spec.source == "torchscript" else ("onnx", "openvino")
+    if fmt not in served:
+        names = "`pt`" if spec.source == "torchscript" else "`onnx` and `openvino`"
+        raise CandidateSkipped(f"a {spec.source} model file serves only the {names} optimization(s)")
     if not spec.path.is_file():
         raise BuildError(f"model file {spec.path} does not exist", hint="Fix model.path in the experiment file.")
     target = folder / FILE_OF[fmt]
     shutil.copyfile(spec.path, target)
-    return _artifact(target, fmt, _user_output_width(target, fmt, sequence_length))
+    return _artifact(target, fmt, _user_output_width(target, "onnx" if fmt == "openvino" else fmt, sequence_length))
 
 
 def _user_output_width(path: Path, fmt: str, sequence_length: int) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from importlib import resources
@@ -11,10 +10,13 @@ from pathlib import Path
 
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.errors import BuildError
+from recommender.hardware import available_cores, gpu_instance_groups
 from recommender.candidates import Candidate
 
 # The artifact format each optimization is served from in the Python backend ('trt' is not served here).
-ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx"}
+ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
+# What runs the model inside the Python backend's model.py, per optimization (stored with every run as its backend)
+PYTHON_RUNNERS = {"pt": "torchscript", "onnx": "onnxruntime", "openvino": "openvino", "trt": "tensorrt"}
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU")
 TRITON_DTYPES = frozenset(
     f"TYPE_{name}"
@@ -22,13 +24,6 @@ TRITON_DTYPES = frozenset(
     + ("FP16", "FP32", "FP64", "BF16", "STRING")
 )
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:]*$")
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (the affinity mask where the OS has one, else os.cpu_count())."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def default_threads_per_instance(instance_group_count: int, reserved_cores: int = 0) -> int:
@@ -41,14 +36,21 @@ def default_threads_per_instance(instance_group_count: int, reserved_cores: int 
     return max(1, (available_cores() - reserved_cores) // max(1, instance_group_count))
 
 
+def python_backend_name(optimization: str) -> str:
+    """The backend that serves `optimization` in a Python-backend repository, e.g. python:onnxruntime."""
+    return f"python:{PYTHON_RUNNERS[optimization]}"
+
+
 def render_config(
     candidate: Candidate,
     artifact: ModelArtifact,
     model_name: str,
     threads_per_instance: int,
     instance_kind: str = "KIND_CPU",
+    gpus: tuple[int, ...] = (),
 ) -> str:
-    """The config.pbtxt text for `candidate` served by the generic Python-backend model.py."""
+    """The config.pbtxt text for `candidate` served by the generic Python-backend model.py; KIND_GPU instances are
+    spread over `gpus` (all visible GPUs when empty: Triton's default)."""
     _check_servable(candidate, artifact, model_name, threads_per_instance, instance_kind)
     sections = [
         f'name: "{model_name}"',
@@ -57,7 +59,7 @@ def render_config(
         _render_tensors("input", artifact.inputs),
         _render_tensors("output", artifact.outputs),
         _render_dynamic_batching(candidate),
-        _render_instance_group(candidate.instance_group_count, instance_kind),
+        render_instance_group(candidate.instance_group_count, instance_kind, gpus),
         _render_parameters(
             {
                 "artifact_file": artifact.path.name,
@@ -77,6 +79,7 @@ def write_model_repository(
     threads_per_instance: int | None = None,
     copy_artifact: bool = False,
     instance_kind: str = "KIND_CPU",
+    gpus: tuple[int, ...] = (),
 ) -> Path:
     """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root.
 
@@ -84,7 +87,7 @@ def write_model_repository(
     when `copy_artifact` is set (a self-contained, deployable repository: the deliverable export).
     """
     threads = threads_per_instance or default_threads_per_instance(candidate.instance_group_count)
-    config = render_config(candidate, artifact, model_name, threads, instance_kind)
+    config = render_config(candidate, artifact, model_name, threads, instance_kind, gpus)
     if not artifact.path.is_file():
         raise BuildError(f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository")
     version_dir = Path(root) / model_name / "1"
@@ -139,8 +142,14 @@ def _render_dynamic_batching(candidate: Candidate) -> str:
     return "dynamic_batching {\n" + "\n".join(lines) + "\n}"
 
 
-def _render_instance_group(count: int, kind: str) -> str:
-    return f"instance_group [\n  {{\n    count: {count}\n    kind: {kind}\n  }}\n]"
+def render_instance_group(count: int, kind: str, gpus: tuple[int, ...] = ()) -> str:
+    """instance_group with `count` instances; KIND_GPU on listed `gpus` places them round-robin, one group per GPU."""
+    if kind != "KIND_GPU" or not gpus:
+        groups = [f"  {{\n    count: {count}\n    kind: {kind}\n  }}"]
+    else:
+        groups = [f"  {{\n    count: {n}\n    kind: KIND_GPU\n    gpus: [ {', '.join(map(str, ids))} ]\n  }}"
+                  for n, ids in gpu_instance_groups(count, gpus)]
+    return "instance_group [\n" + ",\n".join(groups) + "\n]"
 
 
 def _render_parameters(values: dict[str, str]) -> str:

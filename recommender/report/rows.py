@@ -224,6 +224,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
     items = [
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
+        *([("measured on", c.served_on)] if c.served_on else []),
         ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
                                    f"{fleet.sized_on}" + (f"; {fleet.fleet_size_at_point} at the point estimate)"
                                                           if fleet.sized_on.startswith("interval") else ")")),

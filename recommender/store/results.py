@@ -123,9 +123,13 @@ class ResultStore:
         with self._session() as session:
             return session.scalar(select(Experiment.spent_usd).where(Experiment.name == experiment)) or 0.0
 
-    def start_run(self, candidate_id: int, protocol_key: str, artifacts_dir: str | None) -> int:
+    def start_run(self, candidate_id: int, protocol_key: str, artifacts_dir: str | None,
+                  hardware: dict | None = None, backend: str | None = None) -> int:
+        """Open a run; `hardware` is what it serves on (hardware.ServingHardware.to_dict), `backend` what serves it."""
+
         def work(session: Session) -> int:
-            run = Run(candidate_id=candidate_id, protocol_key=protocol_key, status="running", artifacts_dir=artifacts_dir)
+            run = Run(candidate_id=candidate_id, protocol_key=protocol_key, status="running", artifacts_dir=artifacts_dir,
+                      hardware=hardware, backend=backend)
             session.add(run)
             session.flush()
             return run.id
@@ -230,7 +234,8 @@ def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
 
 def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
     return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
-                           run.server_stats, run.id, run.duration_s, run.finished_at, run.protocol_key)
+                           run.server_stats, run.id, run.duration_s, run.finished_at, run.protocol_key,
+                           run.hardware, run.backend)
 
 
 def _window_record(row: WindowRow) -> WindowRecord:

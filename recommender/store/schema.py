@@ -79,6 +79,8 @@ class Run(Base):
     artifacts_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     headline: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # invocations_per_minute, latency_ms, ...
     server_stats: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    hardware: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0005: accelerator, CPU, GPUs (measured)
+    backend: Mapped[str | None] = mapped_column(String(60), nullable=True)  # migration 0005: what served it
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")
@@ -135,6 +137,7 @@ class WindowRow(RunPart, Percentiles, Base):
     server_rss_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu_utilization_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu_memory_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)  # migration 0005
     queue_us: Mapped[float | None] = mapped_column(Float, nullable=True)
     compute_input_us: Mapped[float | None] = mapped_column(Float, nullable=True)
     compute_infer_us: Mapped[float | None] = mapped_column(Float, nullable=True)

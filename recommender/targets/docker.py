@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from recommender.errors import TargetError
+from recommender.hardware import detect_hardware, resolve_accelerator
 from recommender.targets.deployment import Deployment
 
 DEFAULT_IMAGE = "recommender-triton:24.10"
@@ -64,13 +65,16 @@ class DockerTarget:
     image: str = DEFAULT_IMAGE
     gpus: str | None = "all"
     ready_timeout: float = 300.0
+    accelerator: str = "auto"  # auto | cpu | gpu: gpu is refused at preflight on a host without one
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "DockerTarget":
-        return cls(image=target.image_uri or DEFAULT_IMAGE, gpus=target.gpus, ready_timeout=target.ready_timeout_seconds)
+        return cls(image=target.image_uri or DEFAULT_IMAGE, gpus=target.gpus, ready_timeout=target.ready_timeout_seconds,
+                   accelerator=target.accelerator)
 
     def preflight(self) -> None:
-        """The docker CLI exists, its engine answers, and the image is present locally."""
+        """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""
+        resolve_accelerator(self.accelerator, detect_hardware())
         try:
             info = docker("version", "--format", "{{.Server.Version}}", timeout=20)
         except subprocess.TimeoutExpired:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import psutil
 
 from recommender.errors import TargetError
+from recommender.hardware import detect_hardware, resolve_accelerator
 from recommender.targets import triton_binary
 from recommender.targets.deployment import Deployment
 from recommender.targets.triton_client import TritonClient
@@ -36,12 +37,14 @@ class LocalTarget:
     ready_timeout: float = 180.0  # seconds to wait for the server and the model to become ready
     stop_timeout: float = 20.0  # seconds between SIGTERM and SIGKILL on teardown
     exit_timeout_secs: int = 5  # Triton's own wait for in-flight requests on shutdown
+    accelerator: str = "auto"  # auto | cpu | gpu: gpu is refused at preflight on a host without one
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "LocalTarget":
-        return cls(ready_timeout=target.ready_timeout_seconds)
+        return cls(ready_timeout=target.ready_timeout_seconds, accelerator=target.accelerator)
 
     def preflight(self) -> None:
+        resolve_accelerator(self.accelerator, detect_hardware())
         triton_binary.preflight()
 
     def deploy(self, repository: Path, model_name: str, run_dir: Path) -> "LocalDeployment":

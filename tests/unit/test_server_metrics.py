@@ -56,7 +56,7 @@ def test_no_gpu_is_recorded_not_fatal():
     try:
         import pynvml  # noqa: F401
     except ImportError:
-        assert read is None and status == "pynvml not installed"
+        assert read is None and status == "no GPU (nvidia-ml-py not installed)"
     else:
         assert read is not None or status.startswith("no GPU")
 

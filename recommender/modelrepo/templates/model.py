@@ -1,10 +1,11 @@
-"""Generic Triton Python-backend model: serves a TorchScript or ONNX artifact with real batching.
+"""Generic Triton Python-backend model: serves a TorchScript, ONNX or OpenVINO artifact with real batching.
 
 Written into every model repository by recommender.modelrepo.repository. It reads its settings from
 the `parameters` of config.pbtxt:
 
     artifact_file     the model file next to this model.py (in the version directory)
-    artifact_format   "torchscript" (torch.jit.load) or "onnx" (onnxruntime.InferenceSession)
+    artifact_format   "torchscript" (torch.jit.load), "onnx" (onnxruntime.InferenceSession) or "openvino"
+                      (openvino.Core().compile_model of the ONNX file, on the CPU device)
     intra_op_threads  intra-op threads of this instance (instances x threads should fit the cores)
 
 execute() concatenates the inputs of every request that Triton hands over (the dynamic batcher
@@ -65,7 +66,28 @@ class OnnxRunner:
         return self._session.run(None, feed)
 
 
-RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner}
+class OpenVinoRunner:
+    """An OpenVINO compiled model on the CPU device (one infer request per instance); inputs fed positionally."""
+
+    def __init__(self, path, threads, device):
+        import openvino
+
+        if device != "cpu":
+            raise ValueError("the openvino runner serves on the CPU only (use KIND_CPU instances)")
+        core = openvino.Core()
+        # f32: the candidate is fp32 (a CPU with bf16 support would otherwise run bf16 by default)
+        config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+                  "INFERENCE_PRECISION_HINT": "f32"}
+        self._compiled = core.compile_model(path, "CPU", config)
+        self._request = self._compiled.create_infer_request()
+        self._input_names = [port.get_any_name() for port in self._compiled.inputs]
+
+    def __call__(self, arrays, output_names):
+        results = self._request.infer(dict(zip(self._input_names, arrays)))
+        return [np.asarray(results[port]) for port in self._compiled.outputs]
+
+
+RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner, "openvino": OpenVinoRunner}
 
 
 class TritonPythonModel:

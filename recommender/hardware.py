@@ -1,0 +1,194 @@
+"""The hardware a run serves on, measured, never assumed: CPU model and cores, and GPUs through NVML.
+
+    detect_hardware()                          -> Hardware   # this host (local and docker targets serve here)
+    resolve_accelerator("auto"|"cpu"|"gpu", hw) -> "cpu" | "gpu"   # HardwareMissing (exit 2) for gpu without one
+    gpu_instance_groups(count, gpu_indices)    -> [(count, [gpu]), ...]   # instances spread over a host's GPUs
+
+NVML comes from `nvidia-ml-py` (the `[gpu]` extra, imported as `pynvml`). Without the package, without a driver or
+without a device, the host has no GPU and `gpu_status` says which of the three it was.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from recommender.errors import TargetError
+
+ACCELERATORS = ("auto", "cpu", "gpu")
+GPU_INSTALL = "python3 -m pip install nvidia-ml-py (the gpu extra); it needs the NVIDIA driver"
+
+
+class HardwareMissing(TargetError):
+    """The experiment asks for hardware this host does not have (target.accelerator: gpu on a CPU-only host)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    memory_mb: float
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a host has: its CPU, its GPUs (empty when none) and why there are none."""
+
+    cpu_model: str
+    cpu_cores: int
+    gpus: tuple[Gpu, ...] = ()
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpu_status: str = "no GPU"  # "2 GPU(s)" or the plain reason there is none
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpus"] = [asdict(gpu) for gpu in self.gpus]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Hardware | None":
+        if not data:
+            return None
+        fields = {key: data.get(key) for key in ("cpu_model", "cpu_cores", "driver_version", "cuda_version")}
+        gpus = tuple(Gpu(**gpu) for gpu in data.get("gpus") or ())
+        return cls(**fields, gpus=gpus, gpu_status=data.get("gpu_status") or "no GPU")
+
+    def describe(self) -> str:
+        """One line, e.g. `Intel Xeon, 2 cores; no GPU (pynvml not installed)` or `...; 1 x NVIDIA A10G (23028 MiB)`."""
+        cpu = f"{self.cpu_model}, {self.cpu_cores} cores"
+        if not self.gpus:
+            return f"{cpu}; {self.gpu_status}"
+        names = sorted({gpu.name for gpu in self.gpus})
+        memory = max(gpu.memory_mb for gpu in self.gpus)
+        return (f"{cpu}; {len(self.gpus)} x {', '.join(names)} ({memory:.0f} MiB), driver {self.driver_version}, "
+                f"CUDA {self.cuda_version}")
+
+
+@dataclass(frozen=True)
+class ServingHardware:
+    """Where one run serves: the resolved accelerator, the hardware and the backend that served it."""
+
+    accelerator: str  # cpu | gpu (resolved, never auto)
+    hardware: Hardware | None  # None where the hardware is not this host's (sagemaker, remote): declared by instance_type
+    declared: str | None = None  # the instance type label for a target whose hardware is not detected here
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, backend: str | None = None) -> dict[str, Any]:
+        data = {"accelerator": self.accelerator, "declared": self.declared}
+        data |= self.hardware.to_dict() if self.hardware else {"detected": False}
+        return data | ({"backend": backend} if backend else {})
+
+
+def describe_served(hardware: dict[str, Any] | None, backend: str | None) -> str | None:
+    """What a stored run served on, in words: `cpu (Intel Xeon, 2 cores; no GPU (...)), backend python:onnxruntime`;
+    None for a run stored before hardware was recorded."""
+    if not hardware:
+        return None
+    found = Hardware.from_dict(hardware) if hardware.get("cpu_model") else None
+    where = found.describe() if found else f"declared by instance type {hardware.get('declared')}, not detected"
+    return f"{hardware.get('accelerator')} ({where})" + (f", backend {backend}" if backend else "")
+
+
+def detect_hardware(nvml: Any = None) -> Hardware:
+    """This host's hardware; `nvml` is the pynvml module (imported here when not given: a fake in tests)."""
+    cpu_model, cores = cpu_model_name(), available_cores()
+    if nvml is None:
+        try:
+            import pynvml as nvml  # noqa: PLC0415 - optional dependency, the [gpu] extra
+        except ImportError:
+            return Hardware(cpu_model, cores, gpu_status=f"no GPU (nvidia-ml-py not installed: {GPU_INSTALL})")
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError: no driver or no device
+        return Hardware(cpu_model, cores, gpu_status=f"no GPU (NVML: {_text(exc)})")
+    try:
+        gpus = tuple(_gpu(nvml, index) for index in range(nvml.nvmlDeviceGetCount()))
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())
+    finally:
+        nvml.nvmlShutdown()
+    status = f"{len(gpus)} GPU(s)" if gpus else "no GPU (NVML found no device)"
+    return Hardware(cpu_model, cores, gpus, driver if gpus else None, cuda if gpus else None, status)
+
+
+def resolve_accelerator(requested: str, hardware: Hardware) -> str:
+    """auto -> gpu when the host has one, else cpu; gpu without one is refused (HardwareMissing, exit 2)."""
+    if requested not in ACCELERATORS:
+        raise TargetError(f"unknown accelerator {requested!r}", hint=f"use one of {', '.join(ACCELERATORS)}")
+    if requested == "gpu" and not hardware.gpus:
+        raise HardwareMissing(
+            f"target.accelerator is gpu but this host has {hardware.gpu_status}; nothing was measured",
+            hint="Run on a host with an NVIDIA GPU and driver (and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
+                 "target.accelerator: auto (measures the CPU here) or cpu.")
+    if requested == "auto":
+        return "gpu" if hardware.gpus else "cpu"
+    return requested
+
+
+def gpu_instance_groups(count: int, gpu_indices: list[int] | tuple[int, ...]) -> list[tuple[int, list[int]]]:
+    """`count` model instances spread round-robin over the GPUs: [(instances, [gpu index]), ...], one group per GPU
+    used. Triton creates a group's `count` on each GPU it lists, so each group lists one GPU."""
+    if count < 1:
+        raise ValueError(f"instance count must be at least 1, got {count}")
+    if not gpu_indices:
+        raise ValueError("no GPU to place instances on")
+    per_gpu = [count // len(gpu_indices) + (1 if i < count % len(gpu_indices) else 0) for i in range(len(gpu_indices))]
+    return [(n, [gpu]) for n, gpu in zip(per_gpu, gpu_indices) if n]
+
+
+DETECTED_KINDS = ("local", "docker")  # targets serving on this host: their hardware is detected here
+GPU_FAMILIES = ("ml.g", "ml.p")  # SageMaker instance families with NVIDIA GPUs
+
+
+def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHardware:
+    """The accelerator a target's runs use and the hardware they run on (`target` is the spec's target section).
+
+    local/docker: this host, detected. sagemaker/remote: declared by instance_type (ml.g*/ml.p* are GPU types)."""
+    if target.kind in DETECTED_KINDS:
+        hardware = hardware or detect_hardware()
+        return ServingHardware(resolve_accelerator(target.accelerator, hardware), hardware)
+    has_gpu = target.instance_type.startswith(GPU_FAMILIES)
+    if target.accelerator == "gpu" and not has_gpu:
+        raise HardwareMissing(f"target.accelerator is gpu but instance_type {target.instance_type} has no GPU",
+                              hint="Choose a GPU instance type (ml.g5.xlarge, ml.g4dn.xlarge) or set target.accelerator: auto.")
+    accelerator = "cpu" if target.accelerator == "cpu" or not has_gpu else "gpu"
+    return ServingHardware(accelerator, None, declared=target.instance_type)
+
+
+def cpu_model_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (the affinity mask where the OS has one, else os.cpu_count())."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _gpu(nvml: Any, index: int) -> Gpu:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20
+    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1))
+
+
+def _cuda_version(value: int) -> str:
+    """NVML's CUDA driver version integer (12040) as text (12.4)."""
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

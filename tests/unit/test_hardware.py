@@ -1,0 +1,166 @@
+"""Hardware as a measured fact: NVML detection (a fake NVML at the process boundary), accelerator resolution and the
+preflight refusal on this CPU-only host, KIND_GPU rendering and placement, and the hardware stored with every run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from recommender.candidates import Candidate
+from recommender.hardware import (Gpu, Hardware, HardwareMissing, describe_served, detect_hardware, gpu_instance_groups,
+                                  resolve_accelerator, serving_hardware)
+from recommender.load.null_endpoint import NullEndpoint
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.repository import render_config
+from recommender.pipeline import Job, JobOptions
+from recommender.spec import ExperimentSpec, TargetSpec
+from recommender.store.results import ResultStore
+from recommender.targets.docker import DockerTarget
+from recommender.targets.local import LocalTarget
+from tests.unit.test_pipeline_budget import Recorder, remote_spec
+
+CPU_ONLY = Hardware("Test CPU", 2, gpu_status="no GPU (NVML: driver not loaded)")
+TWO_GPUS = Hardware("Test CPU", 16, (Gpu(0, "NVIDIA A10G", 23028.0), Gpu(1, "NVIDIA A10G", 23028.0)), "550.54", "12.4", "2 GPU(s)")
+
+
+class FakeNvml:
+    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs."""
+
+    def __init__(self, names: list[str], fail: Exception | None = None) -> None:
+        self.names, self.fail, self.shut = names, fail, False
+
+    def nvmlInit(self) -> None:
+        if self.fail:
+            raise self.fail
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.names)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        return self.names[handle].encode()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int):
+        return SimpleNamespace(total=24 * 2**30, used=0)
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 12040
+
+
+def test_detect_reads_every_gpu_through_nvml() -> None:
+    nvml = FakeNvml(["NVIDIA H100", "NVIDIA H100"])
+    found = detect_hardware(nvml)
+    assert [(g.index, g.name, g.memory_mb) for g in found.gpus] == [(0, "NVIDIA H100", 24576.0), (1, "NVIDIA H100", 24576.0)]
+    assert (found.driver_version, found.cuda_version, found.gpu_status) == ("550.54.15", "12.4", "2 GPU(s)")
+    assert found.cpu_cores >= 1 and found.cpu_model and nvml.shut
+    assert Hardware.from_dict(found.to_dict()) == found
+
+
+def test_no_driver_is_no_gpu_said_plainly() -> None:
+    found = detect_hardware(FakeNvml([], fail=RuntimeError("Driver Not Loaded")))
+    assert found.gpus == () and found.gpu_status == "no GPU (NVML: Driver Not Loaded)"
+    assert detect_hardware(FakeNvml([])).gpu_status == "no GPU (NVML found no device)"
+
+
+@pytest.mark.parametrize("requested, hardware, expected", [
+    ("auto", CPU_ONLY, "cpu"), ("auto", TWO_GPUS, "gpu"), ("cpu", TWO_GPUS, "cpu"), ("gpu", TWO_GPUS, "gpu"),
+])
+def test_accelerator_resolution(requested, hardware, expected) -> None:
+    assert resolve_accelerator(requested, hardware) == expected
+
+
+def test_gpu_without_one_is_refused_with_exit_2_and_the_fix() -> None:
+    with pytest.raises(HardwareMissing) as caught:
+        resolve_accelerator("gpu", CPU_ONLY)
+    assert caught.value.exit_code == 2
+    assert "target.accelerator is gpu" in caught.value.message and "driver not loaded" in caught.value.message
+    assert "target.accelerator: auto" in caught.value.hint
+
+
+@pytest.mark.parametrize("target", [LocalTarget(accelerator="gpu"), DockerTarget(accelerator="gpu")])
+def test_preflight_refuses_gpu_on_this_cpu_only_host(target) -> None:
+    if detect_hardware().gpus:
+        pytest.skip("this host has a GPU: the refusal is for CPU-only hosts")
+    with pytest.raises(HardwareMissing, match="target.accelerator is gpu"):
+        target.preflight()
+
+
+def test_cloud_targets_declare_their_hardware_by_instance_type() -> None:
+    g5 = TargetSpec(kind="sagemaker", instance_type="ml.g5.xlarge", role_arn="r", bucket="b", image_uri="i")
+    assert serving_hardware(g5).accelerator == "gpu" and serving_hardware(g5).declared == "ml.g5.xlarge"
+    m5 = g5.model_copy(update={"instance_type": "ml.m5.xlarge", "accelerator": "gpu"})
+    with pytest.raises(HardwareMissing, match="ml.m5.xlarge has no GPU"):
+        serving_hardware(m5)
+
+
+@pytest.mark.parametrize("count, gpus, expected", [
+    (1, [0], [(1, [0])]),
+    (2, [0, 1], [(1, [0]), (1, [1])]),
+    (3, [0, 1], [(2, [0]), (1, [1])]),
+    (1, [0, 1, 2], [(1, [0])]),
+    (4, [2, 3], [(2, [2]), (2, [3])]),
+])
+def test_instances_are_placed_round_robin_over_the_gpus(count, gpus, expected) -> None:
+    assert gpu_instance_groups(count, gpus) == expected
+    assert sum(n for n, _ in gpu_instance_groups(count, gpus)) == count
+
+
+def _artifact(tmp_path: Path) -> ModelArtifact:
+    return ModelArtifact(tmp_path / "model.onnx", "onnx", (TensorSpec("input_ids", "TYPE_INT64", (-1,)),),
+                         (TensorSpec("embedding", "TYPE_FP32", (384,)),))
+
+
+def test_kind_gpu_renders_one_group_per_gpu(tmp_path: Path) -> None:
+    candidate = Candidate("onnx", None, 3, 8, "local-gpu")
+    text = render_config(candidate, _artifact(tmp_path), "model", 1, "KIND_GPU", (0, 1))
+    assert ("instance_group [\n  {\n    count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  },\n"
+            "  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]\n  }\n]") in text
+    single = render_config(candidate, _artifact(tmp_path), "model", 1, "KIND_GPU")
+    assert "instance_group [\n  {\n    count: 3\n    kind: KIND_GPU\n  }\n]" in single
+
+
+def test_hardware_and_backend_are_stored_with_the_run(tmp_path: Path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    spec = ExperimentSpec.model_validate({"name": "hw"})
+    candidate_id = store.save_candidate(store.save_experiment(spec), Candidate("onnx", None, 1, 8, "local-cpu"))
+    hardware = serving_hardware(spec.target, CPU_ONLY).to_dict()
+    run_id = store.start_run(candidate_id, "p", None, hardware=hardware, backend="python:onnxruntime")
+    store.finish_run(run_id, "skipped", reason="test")
+    (result,) = store.results("hw")
+    assert result.hardware == hardware and result.hardware["accelerator"] == "cpu"
+    assert result.backend == "python:onnxruntime"
+    assert describe_served(result.hardware, result.backend) == (
+        "cpu (Test CPU, 2 cores; no GPU (NVML: driver not loaded)), backend python:onnxruntime")
+
+
+def test_the_job_stores_the_hardware_of_every_run(tmp_path: Path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    with NullEndpoint(delay_ms=1) as url:
+        spec = remote_spec(url, budget=1.0)
+        store.save_experiment(spec)
+        store.add_spend(spec.name, 1.0)  # nothing is deployed: every run is recorded, skipped, with its hardware
+        results = Job(spec, store, JobOptions(run_root=tmp_path / "runs"), Recorder()).run()
+    assert [r.hardware for r in results] == [{"accelerator": "cpu", "declared": "local-cpu", "detected": False}] * 2
+    assert describe_served(results[0].hardware, None) == "cpu (declared by instance type local-cpu, not detected)"
+
+
+def test_tensorrt_skip_reason_is_true_here_and_names_the_install_command() -> None:
+    from recommender.errors import CandidateSkipped
+    from recommender.modelrepo.export import export_model
+
+    if detect_hardware().gpus:
+        pytest.skip("this host has a GPU")
+    with pytest.raises(CandidateSkipped) as caught:
+        export_model(ExperimentSpec.model_validate({"name": "t"}).model, "trt", 16, "f", Path("/nonexistent"))
+    assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this host has no GPU")
+    assert "pip install tensorrt" in caught.value.message and "docker target" not in caught.value.message

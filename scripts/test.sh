@@ -3,6 +3,6 @@
 # Unit tests take seconds; the integration tier starts real tritonserver and Locust processes on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --quiet --disable-pip-version-check -e ".[test,postgres]"
+python3 -m pip install --quiet --disable-pip-version-check -e ".[test,postgres,openvino,gpu]"
 bash scripts/install_system_packages.sh   # chromium (dashboard browser test), wrk (generator benchmark), postgresql
 python3 -m pytest "$@"

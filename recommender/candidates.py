@@ -70,7 +70,7 @@ class CandidateResult:
     key: str
     name: str
     config: dict[str, Any]
-    status: str  # ok | failed | skipped | interrupted | pending
+    status: str  # ok | failed | skipped | interrupted | incorrect | pending
     reason: str | None
     headline: Headline | None
     server_stats: dict[str, Any] | None
@@ -78,6 +78,7 @@ class CandidateResult:
     duration_s: float | None
     finished_at: datetime | None
     protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
+    correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
 
     @property
     def server(self) -> ServerStats:

@@ -48,7 +48,7 @@ class CandidateRow(Base):
 
 
 class Run(Base):
-    """One measurement of one candidate. status: running | ok | failed | skipped."""
+    """One measurement of one candidate. status: running | ok | failed | skipped | interrupted | incorrect."""
 
     __tablename__ = "runs"
 
@@ -63,6 +63,7 @@ class Run(Base):
     artifacts_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     headline: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # invocations_per_minute, latency_ms, ...
     server_stats: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    correctness: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0005: the gate's figures, tolerances, reference
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")

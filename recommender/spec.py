@@ -354,6 +354,11 @@ class ExperimentSpec(Strict):
     def _strip(cls, value: str) -> str:
         return value.strip()
 
+    @field_validator("correctness", mode="before")
+    @classmethod
+    def _off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
 
 def load_spec(path: str | Path) -> ExperimentSpec:
     """Read and validate an experiment file; relative model paths resolve against the file's folder, and a model

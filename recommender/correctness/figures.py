@@ -21,6 +21,9 @@ DEFAULTS = {
 }
 
 
+OFF_NOTE = "correctness not checked (correctness: off)"
+
+
 @dataclass(frozen=True)
 class Tolerance:
     atol: float
@@ -105,3 +108,17 @@ def verdict(all_figures: list[OutputFigures], tolerance: Tolerance) -> str | Non
 
 def _shape(rows: Sequence[Sequence[float]]) -> list[int]:
     return [len(rows), len(rows[0]) if rows else 0]
+
+
+def describe(stored: dict[str, Any] | None) -> str:
+    """One sentence on a run's stored correctness, for reports: what was checked, against what, within what."""
+    if not stored:
+        return "correctness not checked (run measured before the gate existed)"
+    if not stored.get("checked"):
+        return OFF_NOTE
+    t, ref = stored["tolerance"], stored.get("reference") or {}
+    version = f", {ref['library']} {ref['version']}" if ref.get("library") else ""
+    within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"
+    if not stored.get("passed"):
+        return f"outputs differ from the reference ({ref.get('kind')}{version}): {stored.get('reason')}"
+    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {len(stored.get('figures', []))} outputs checked"

@@ -10,12 +10,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from recommender.correctness.cases import Case, check_cases
-from recommender.correctness.figures import OutputFigures, Tolerance, compare, tolerance_of, verdict
+from recommender.correctness.figures import OFF_NOTE, OutputFigures, Tolerance, compare, tolerance_of, verdict
 from recommender.correctness.reference import Reference, reference_for
 from recommender.errors import RecommenderError, TargetError
 from recommender.spec import ExperimentSpec
 
-OFF_NOTE = "correctness not checked (correctness: off)"
 
 
 class Incorrect(RecommenderError):
@@ -102,17 +101,3 @@ def served_outputs(answer: dict) -> dict[str, list[list[float]]]:
         width = math.prod(shape[1:]) if len(shape) > 1 else 1
         outputs[output["name"]] = [data[i:i + width] for i in range(0, len(data), max(width, 1))]
     return outputs
-
-
-def describe(stored: dict[str, Any] | None) -> str:
-    """One sentence on a run's stored correctness, for reports: what was checked, against what, within what."""
-    if not stored:
-        return "correctness not checked (run measured before the gate existed)"
-    if not stored.get("checked"):
-        return OFF_NOTE
-    t, ref = stored["tolerance"], stored.get("reference") or {}
-    version = f", {ref['library']} {ref['version']}" if ref.get("library") else ""
-    within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"
-    if not stored.get("passed"):
-        return f"outputs differ from the reference ({ref.get('kind')}{version}): {stored.get('reason')}"
-    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {len(stored.get('figures', []))} outputs checked"

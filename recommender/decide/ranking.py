@@ -67,6 +67,7 @@ class RankInput:
     interval_label: str | None = None  # what the intervals rest on, e.g. "n=3 repeats"; None: no interval
     window_noise: bool = False  # the intervals are window-to-window noise only (repeats < 3)
     samples: int = 0  # successful requests the latency percentile rests on (all repeats, the level's windows)
+    correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ class CandidateResult:
     key: str
     name: str
     config: dict[str, Any]
-    status: str  # ok | failed | skipped | interrupted | pending
+    status: str  # ok | failed | skipped | interrupted | incorrect | pending
     reason: str | None
     headline: Headline | None
     server_stats: dict[str, Any] | None
@@ -88,6 +88,7 @@ class CandidateResult:
     protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
     hardware: dict[str, Any] | None = None  # what the run served on (accelerator, CPU, GPUs); None before migration 0005
     backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
+    correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
 
     @property
     def server(self) -> ServerStats:

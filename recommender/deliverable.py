@@ -22,7 +22,7 @@ from recommender.destination import claim_folder, plain_name
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import write_model_repository
-from recommender.errors import ExportError
+from recommender.errors import ExportError, IncorrectExport
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
 from recommender.candidates import Candidate, model_fingerprint
@@ -68,6 +68,12 @@ def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     picked = rec.candidate_at(position)
     if picked is None:
         count = len(rec.ranking.ranked)
+        incorrect = [e for e in rec.ranking.excluded if e.candidate.status == "incorrect"]
+        if incorrect:  # the rank asked for is past the ranked ones: the incorrect candidates are never among them
+            raise IncorrectExport(f"rank {position} is out of range: {count} candidate(s) of {rec.experiment!r} ranked; "
+                                  "incorrect candidates are never exported: " + "; ".join(
+                                      f"{e.candidate.name} ({e.candidate.reason})" for e in incorrect),
+                                  hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them")
         raise ExportError(f"rank {position} is out of range: {count} candidate{'s' if count != 1 else ''} "
                           f"of {rec.experiment!r} {'are' if count != 1 else 'is'} ranked",
                           hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them")

@@ -76,3 +76,9 @@ class CandidateSkipped(RecommenderError):
 
 class ExportError(RecommenderError):
     """A recommendation cannot be exported: nothing eligible, a rank out of range, or an output folder in the way."""
+
+
+class IncorrectExport(ExportError):
+    """The export asked for a candidate the correctness gate found incorrect: it is never exported."""
+
+    exit_code = 2

@@ -31,10 +31,16 @@ def inference_bodies(payload: PayloadSpec) -> list[dict]:
 
 
 def _body(ids: list[int], mask: list[int]) -> dict:
-    shape = [1, len(ids)]
+    return batch_body([ids], [mask])
+
+
+def batch_body(ids_rows: list[list[int]], mask_rows: list[list[int]]) -> dict:
+    """One KServe v2 request of several rows (a batch), each row padded to the same length."""
+    shape = [len(ids_rows), len(ids_rows[0])]
+    flat = lambda rows: [value for row in rows for value in row]  # noqa: E731
     return {
         "inputs": [
-            {"name": "input_ids", "shape": shape, "datatype": "INT64", "data": ids},
-            {"name": "attention_mask", "shape": shape, "datatype": "INT64", "data": mask},
+            {"name": "input_ids", "shape": shape, "datatype": "INT64", "data": flat(ids_rows)},
+            {"name": "attention_mask", "shape": shape, "datatype": "INT64", "data": flat(mask_rows)},
         ]
     }

@@ -18,6 +18,7 @@ from recommender.decide.budget import BudgetExceeded, RunBudget
 from recommender.modelrepo.export import export_model
 from recommender.hardware import serving_hardware
 from recommender.modelrepo.repository import default_threads_per_instance, python_backend_name, write_model_repository
+from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.errors import CandidateSkipped, RecommenderError
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
@@ -91,7 +92,7 @@ class Job:
         load_seconds = traffic_seconds(self.spec.traffic)
         self.reporter.candidate_started(candidate, index, total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
-        if stored is not None:
+        if stored is not None and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
         run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
@@ -106,6 +107,8 @@ class Job:
             outcome = self._measure(candidate, run_dir)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
+        except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
+            self._finish(candidate, run_id, "incorrect", exc.message, correctness=exc.correctness.to_dict())
         except BudgetExceeded as exc:  # the deployment was torn down on the way out; later candidates are refused
             self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
@@ -121,8 +124,8 @@ class Job:
             self.store.finish_run(run_id, "ok", **outcome)
             self.reporter.candidate_finished(candidate, "ok", None, reused=False)
 
-    def _finish(self, candidate: Candidate, run_id: int, status: str, reason: str) -> None:
-        self.store.finish_run(run_id, status, reason=reason)
+    def _finish(self, candidate: Candidate, run_id: int, status: str, reason: str, correctness: dict | None = None) -> None:
+        self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
     def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
@@ -131,6 +134,7 @@ class Job:
         self.reporter.stage(candidate, f"deploying on {self.target.name}")
         with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
             deployment.probe(self.bodies[0])
+            correctness = self._check(candidate, deployment)
             self.reporter.stage(candidate, "load")
 
             def progress(p) -> None:
@@ -140,9 +144,18 @@ class Job:
             started = datetime.now(timezone.utc)
             fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
             cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
+        fields["correctness"] = correctness.to_dict()
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
         return fields
+
+    def _check(self, candidate: Candidate, deployment):
+        """The correctness gate; raises Incorrect (before any load) when the outputs are outside tolerance."""
+        self.reporter.stage(candidate, "checking outputs against the reference")
+        correctness = check_outputs(deployment, self.spec, candidate.max_batch_size, precision_of(candidate.config()))
+        if not correctness.passed:
+            raise Incorrect(correctness)
+        return correctness
 
     def _repository(self, candidate: Candidate, run_dir: Path) -> Path:
         spec = self.spec

@@ -322,6 +322,22 @@ class CapacitySpec(Strict):
     )
 
 
+class CorrectnessSpec(Strict):
+    """The correctness gate (README "Correctness gate"): each candidate's outputs against the reference model's, after
+    deployment and before the load. An element passes when |served - reference| <= atol + rtol x |reference|; an
+    embedding also needs cosine similarity >= min_cosine. A candidate outside tolerance is `incorrect`: not loaded,
+    never ranked, never exported. A tolerance left out takes the candidate precision's default."""
+
+    atol: float | None = Field(None, ge=0, description="Absolute tolerance. Default fp32 1e-4 (served fp32 differs from "
+                               "eager PyTorch by ~1e-6: summation order only), fp16 1e-2 (about 3 significant digits).")
+    rtol: float | None = Field(None, ge=0, description="Relative tolerance (times |reference|). Default fp32 1e-3, fp16 1e-2.")
+    min_cosine: float | None = Field(None, ge=-1, le=1, description="Lowest cosine similarity of an output row (an "
+                                     "embedding) with the reference's. Default fp32 0.9999, fp16 0.999.")
+    reference_outputs: Path | None = Field(None, description="A JSON file {case name: {output name: [[values per row]]}} "
+                                           "of expected outputs, for an endpoint whose model is not available here "
+                                           "(remote); only the cases it names are checked.")
+
+
 class ExperimentSpec(Strict):
     """One experiment: a model, a payload, a grid of serving variants, a target and a traffic pattern."""
 
@@ -337,11 +353,19 @@ class ExperimentSpec(Strict):
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
     objectives: Objectives = Field(default_factory=Objectives, description="Ranking importance of cost, latency, throughput.")
     capacity: CapacitySpec = Field(default_factory=CapacitySpec, description="Target load for instance counts and autoscaling.")
+    correctness: CorrectnessSpec | Literal["off"] = Field(
+        default_factory=CorrectnessSpec, description="Tolerances of the correctness gate ({atol, rtol, min_cosine, "
+        "reference_outputs}), or `off` to disable it (every report then says correctness was not checked).")
 
     @field_validator("name")
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator("correctness", mode="before")
+    @classmethod
+    def _off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
@@ -361,6 +385,10 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})})
     if spec.model.path is not None:
         _check_model_file(spec.model, path)
+    outputs = spec.correctness.reference_outputs if spec.correctness != "off" else None
+    if outputs is not None and not outputs.is_absolute():
+        spec = spec.model_copy(update={"correctness": spec.correctness.model_copy(
+            update={"reference_outputs": (path.parent / outputs).resolve()})})
     return spec
 
 
@@ -392,7 +420,7 @@ def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
 
 
 def _is_union_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part in ("bool", "DynamicBatching") or part.startswith("function-"))
+    return isinstance(part, str) and (part in ("bool", "DynamicBatching", "CorrectnessSpec") or part.startswith("function-"))
 
 
 def _suggestion(root: type[BaseModel], loc: list[Any]) -> str:

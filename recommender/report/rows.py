@@ -232,6 +232,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms"
                                               f"{_latency_basis(c)})"),
     ]
+    items.append(("correctness", c.correctness or ""))
     items += _cost_facts(rec)
     if rec.scaling is not None:
         s = rec.scaling

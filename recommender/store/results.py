@@ -22,7 +22,7 @@ from recommender.store.lease import Lease, live_holder
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
 
-FINAL = ("ok", "skipped")  # a run in one of these states is not measured again unless --fresh...
+FINAL = ("ok", "skipped", "incorrect")  # a run in one of these states is not measured again unless --fresh...
 BUDGET_SKIP = "budget: "  # ...except a candidate skipped for budget (reason starts so): a raised budget measures it
 SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
@@ -101,7 +101,7 @@ class ResultStore:
         return self._write(work)
 
     def final_run(self, candidate_id: int, protocol_key: str) -> Run | None:
-        """The newest ok or skipped run of a candidate under this protocol (so it need not be measured again)."""
+        """The newest ok, skipped or incorrect run of a candidate under this protocol (so it need not be measured again)."""
         with self._session() as session:
             query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key,
                                        Run.status.in_(FINAL), ~_skipped_for_budget()).order_by(Run.id.desc()).limit(1))
@@ -138,7 +138,8 @@ class ResultStore:
 
     def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: Headline | None = None,
                    server_stats: dict | None = None, phases: list[PhaseSummary] = (),
-                   series: list[WindowStats] = (), windows: list[tuple[int, Window]] = ()) -> None:
+                   series: list[WindowStats] = (), windows: list[tuple[int, Window]] = (),
+                   correctness: dict | None = None) -> None:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
@@ -146,7 +147,7 @@ class ResultStore:
             if run.status == "interrupted" and status != "interrupted":
                 raise StoreError(f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
                                  hint="Another job took this experiment's lease over; it measures this candidate again.")
-            run.status, run.reason, run.server_stats = status, reason, server_stats
+            run.status, run.reason, run.server_stats, run.correctness = status, reason, server_stats, correctness
             run.headline = headline.to_dict() if headline else None
             run.finished_at = utcnow()
             run.duration_s = (run.finished_at - as_utc(run.started_at)).total_seconds()
@@ -235,7 +236,7 @@ def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
 def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
     return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
                            run.server_stats, run.id, run.duration_s, run.finished_at, run.protocol_key,
-                           run.hardware, run.backend)
+                           run.hardware, run.backend, run.correctness)
 
 
 def _window_record(row: WindowRow) -> WindowRecord:

@@ -64,7 +64,7 @@ class CandidateRow(Base):
 
 
 class Run(Base):
-    """One measurement of one candidate. status: running | ok | failed | skipped."""
+    """One measurement of one candidate. status: running | ok | failed | skipped | interrupted | incorrect."""
 
     __tablename__ = "runs"
 
@@ -81,6 +81,7 @@ class Run(Base):
     server_stats: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     hardware: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0005: accelerator, CPU, GPUs (measured)
     backend: Mapped[str | None] = mapped_column(String(60), nullable=True)  # migration 0005: what served it
+    correctness: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0006: the gate's figures, tolerances, reference
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")

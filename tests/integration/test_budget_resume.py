@@ -17,6 +17,7 @@ from recommender.store.results import ResultStore
 pytestmark = pytest.mark.integration
 
 SPEC = """name: budgeted
+correctness: off
 variants: {{dynamic_batching: [false, true]}}
 target: {{kind: remote, endpoint: '{url}/v2/models/existing', price_per_hour: 36.0, budget_usd: {budget}}}
 traffic: {{warmup_seconds: 0, phases: [{{initial_users: 1, duration_seconds: 2}}]}}

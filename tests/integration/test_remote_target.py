@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_run_against_an_existing_endpoint(tmp_path) -> None:
     with NullEndpoint(delay_ms=1) as url:
         (tmp_path / "remote.yaml").write_text(
-            "name: remote-micro\nvariants: {dynamic_batching: [false]}\n"
+            "name: remote-micro\nvariants: {dynamic_batching: [false]}\ncorrectness: off\n"
             f"target: {{kind: remote, endpoint: '{url}/v2/models/existing'}}\n"
             "traffic: {warmup_seconds: 0, phases: [{initial_users: 2, duration_seconds: 3}]}\n")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

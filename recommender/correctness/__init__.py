@@ -1,0 +1,1 @@
+"""The correctness gate (DESIGN.md "Correct"): a deployed variant's outputs against the reference model's."""

@@ -1,0 +1,84 @@
+"""The reference outputs the gate compares with: the model run in-process on CPU, or a file of expected outputs.
+
+- minilm / bert sources: PyTorch eager on CPU with the same weights the exports start from;
+- a user TorchScript file: that file on CPU with PyTorch (TorchScript);
+- a user ONNX file: that file with onnxruntime's CPU execution provider;
+- `correctness.reference_outputs`: a JSON file {case name: {output name: [[values per row]]}} for an endpoint whose
+  model is not available here (remote); only the cases it names are checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from recommender.correctness.cases import Case
+from recommender.document import load_json
+from recommender.errors import SpecError
+from recommender.spec import ModelSpec
+
+Rows = list[list[float]]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Identity (what ran, which version) and a function from a case to its outputs by name (None: case not known)."""
+
+    identity: dict[str, str]
+    outputs: Callable[[Case], dict[str, Rows] | None]
+
+
+def reference_for(model: ModelSpec, outputs_file: Path | None) -> Reference:
+    """The reference of an experiment: the outputs file when given, else the model in-process."""
+    if outputs_file is not None:
+        return _from_file(outputs_file)
+    if model.source == "onnx":
+        return _onnxruntime(model.path)
+    return _torch(model)
+
+
+def _from_file(path: Path) -> Reference:
+    document = load_json(path, "reference outputs file", SpecError)
+    if not isinstance(document, dict) or not document:
+        raise SpecError(f"{path}: reference outputs must be a JSON object {{case name: {{output name: [[...], ...]}}}}")
+    return Reference({"kind": "reference outputs file", "path": str(path), "version": "-"}, lambda case: document.get(case.name))
+
+
+def _torch(model: ModelSpec) -> Reference:
+    import torch
+
+    from recommender.modelrepo.export import OUTPUT_NAME
+    from recommender.modelrepo.model_source import load_torch_model
+
+    if model.source == "torchscript":
+        module, kind = torch.jit.load(str(model.path), map_location="cpu").eval(), "PyTorch TorchScript on CPU (the user's file)"
+    else:
+        module, kind = load_torch_model(model), "PyTorch eager on CPU (same weights)"
+
+    def run(case: Case) -> dict[str, Rows]:
+        with torch.no_grad():
+            result = module(torch.tensor(case.ids, dtype=torch.int64), torch.tensor(case.mask, dtype=torch.int64))
+        return {OUTPUT_NAME: _rows(result.float().numpy())}
+
+    return Reference({"kind": kind, "library": "torch", "version": torch.__version__}, run)
+
+
+def _onnxruntime(path: Path) -> Reference:
+    import numpy as np
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+
+    def run(case: Case) -> dict[str, Rows]:
+        feeds = {"input_ids": np.array(case.ids, dtype=np.int64), "attention_mask": np.array(case.mask, dtype=np.int64)}
+        return {name: _rows(np.asarray(value, dtype=np.float64)) for name, value in zip(names, session.run(None, feeds))}
+
+    return Reference({"kind": "onnxruntime CPUExecutionProvider (the user's ONNX file; PyTorch cannot run it)",
+                      "library": "onnxruntime", "version": onnxruntime.__version__}, run)
+
+
+def _rows(array: Any) -> Rows:
+    """[rows][values]: the first dimension is the batch, the rest flattened."""
+    return array.reshape(array.shape[0], -1).astype(float).tolist()

@@ -61,3 +61,15 @@ def test_a_perturbed_artifact_is_incorrect_excluded_and_not_exported(tmp_path) -
     assert "outputs match the reference" in report.stdout and "incorrect: max abs error" in report.stdout, report.stdout
     refused = recommender(tmp_path, "export", "gate", "--rank", "2", "--out", str(tmp_path / "out"))
     assert refused.returncode == 2, refused.stdout + refused.stderr
+
+
+def test_an_openvino_candidate_passes_the_gate(tmp_path) -> None:
+    """OpenVINO compiles the ONNX export: its outputs must match the PyTorch reference within the fp32 tolerances."""
+    pytest.importorskip("openvino", reason="the openvino optimization needs `python3 -m pip install openvino`")
+    (tmp_path / "gate.yaml").write_text(SPEC.replace("optimizations: [pt, onnx]", "optimizations: [openvino]"))
+    done = recommender(tmp_path, "run", "gate.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}").results("gate")
+    assert (result.name, result.status) == ("openvino-nodb-ig1-mbs4", "ok"), result.reason
+    assert result.correctness["passed"] and result.correctness["tolerance"]["atol"] == 1e-4
+    assert max(f["max_abs_error"] for f in result.correctness["figures"]) < 1e-4

@@ -47,6 +47,7 @@ target:
   endpoint_url: {url}
   ready_timeout_seconds: 30
   budget_usd: {budget}
+correctness: off  # moto's endpoint answers a canned 4-value embedding, not the model's outputs
 traffic:
   warmup_seconds: 0
   phases:

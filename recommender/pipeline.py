@@ -17,7 +17,7 @@ from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import default_threads_per_instance, write_model_repository
-from recommender.errors import CandidateSkipped, RecommenderError
+from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
@@ -106,8 +106,8 @@ class Job:
             self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
-        except KeyboardInterrupt:
-            self._finish(candidate, run_id, "interrupted", "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted)
+            self._finish(candidate, run_id, "interrupted", interruption_reason(interrupt))
             raise
         except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
             run_dir.mkdir(parents=True, exist_ok=True)

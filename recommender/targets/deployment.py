@@ -1,6 +1,7 @@
 """The Deployment every target's `deploy` returns: a running endpoint, with its lifecycle held here once.
 
-- Leaving `with` always tears the endpoint down; teardown is idempotent and Ctrl-C cannot cut it short.
+- Leaving `with` always tears the endpoint down; teardown is idempotent and no signal (Ctrl-C, SIGTERM, SIGHUP)
+  cuts it short; a teardown failure never hides what ended the block.
 - A start that fails (Ctrl-C included) tears down what was started, then raises the start's failure, with a
   teardown failure added to it as a note (`starting`).
 - Readiness, statistics and the probe inference go through Triton's HTTP API (triton_client.py); server
@@ -103,8 +104,15 @@ class Deployment:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        """Tear down; a teardown failure never hides what ended the block (an interruption, a load failure): it
+        becomes a note on that exception, and is raised only when the block ended normally."""
+        try:
+            self.teardown()
+        except TargetError as cleanup:
+            if exc is None:
+                raise
+            exc.add_note(f"teardown also failed: {cleanup.message}")
 
     def _stop(self) -> None:
         """Stop what this deployment started (called once by `teardown`, again only if it raised)."""
@@ -125,17 +133,30 @@ def load_endpoint(deployment: Deployment) -> str:
     return deployment.load_url
 
 
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def _interrupts_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C (main thread only) until the block is done, then raise it: teardown is never cut short."""
+    """Hold back Ctrl-C, SIGTERM and SIGHUP (main thread only) until the block is done, then hand the first one to
+    the handler that was in place (the CLI's raises errors.Interrupted): teardown is never cut short."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if received:
-        raise KeyboardInterrupt
+        _deliver(received[0], previous[received[0]])
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """Run the handler a deferred signal would have reached: a Python handler is called, the default one re-raised."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)

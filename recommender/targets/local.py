@@ -15,8 +15,10 @@ from typing import Any, ClassVar
 import psutil
 
 from recommender.errors import TargetError
+from recommender.lifeline import die_with_parent
 from recommender.targets import triton_binary
 from recommender.targets.deployment import Deployment
+from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
 from recommender.targets.triton_client import TritonClient
 
 LOOPBACK = "127.0.0.1"
@@ -49,6 +51,7 @@ class LocalTarget:
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
+        stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
         deployment = LocalDeployment(
             model_name=model_name,
             repository=Path(repository).resolve(),
@@ -141,10 +144,15 @@ class LocalDeployment(Deployment):
         with open(self.log_path, "ab") as log:
             try:
                 self._process = subprocess.Popen(
-                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    preexec_fn=die_with_parent(),
                 )
             except OSError as error:
                 raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
+        try:
+            ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
+        except psutil.NoSuchProcess:  # exited at once: wait_until_ready reports it with the log
+            pass
 
     def failure_hint(self) -> str:
         return self.log_tail() or super().failure_hint()
@@ -191,20 +199,15 @@ class LocalDeployment(Deployment):
             _kill(leftover)
         process.wait()
         psutil.wait_procs(alive, timeout=5.0)
-        self._remove_shared_memory()
+        remove_shared_memory(self.shm_prefix)
         _verify_stopped(session, members)
+        (self.run_dir / PID_FILE).unlink(missing_ok=True)
 
     def _descendants(self, pid: int) -> list[psutil.Process]:
         try:
             return psutil.Process(pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
-
-    def _remove_shared_memory(self) -> None:
-        """Regions a killed stub could not unlink; only those with this deployment's prefix."""
-        shm = Path("/dev/shm")
-        for region in shm.glob(f"{self.shm_prefix}*") if shm.is_dir() else []:
-            region.unlink(missing_ok=True)
 
 
 def _last_error(log: str) -> str:

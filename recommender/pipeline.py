@@ -105,7 +105,7 @@ class Job:
         except BudgetExceeded as exc:  # the deployment was torn down on the way out; later candidates are refused
             self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
-            self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
+            self._finish(candidate, run_id, "failed", one_line_reason(exc, run_dir))
         except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted)
             self._finish(candidate, run_id, "interrupted", interruption_reason(interrupt))
             raise
@@ -134,7 +134,8 @@ class Job:
                 self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
 
             started = datetime.now(timezone.utc)
-            fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+            with deployment.watched():  # a server or stub that dies during the load fails the candidate
+                fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
             cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
@@ -148,6 +149,17 @@ class Job:
         reserved = 1 if self.target.load_shares_host else 0
         threads = default_threads_per_instance(candidate.instance_group_count, reserved)
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads)
+
+
+def one_line_reason(error: RecommenderError, run_dir: Path) -> str:
+    """The failure's first line; the whole message and hint (a log tail, a stderr tail) go to run_dir/error.txt."""
+    first, *rest = error.message.splitlines() or [""]
+    hint = error.hint or ""
+    if not rest and "\n" not in hint:
+        return first + (f" (hint: {hint})" if hint else "")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").write_text(f"{error.message}\n\nhint: {hint}\n")
+    return f"{first} (details in {run_dir / 'error.txt'})"
 
 
 def new_run_id() -> str:

@@ -23,7 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Self
 
-from recommender.errors import TargetError
+import psutil
+
+from recommender.errors import RecommenderError, TargetError
 from recommender.targets.triton_client import TritonClient
 
 READY_POLL_TIMEOUT_S = 2.0  # one readiness request while waiting for the model
@@ -83,6 +85,23 @@ class Deployment:
                 error.add_note(f"teardown also failed: {cleanup.message}")
             raise
 
+    @contextlib.contextmanager
+    def watched(self) -> Iterator[None]:
+        """Around the load: TargetError, naming the process, when a server process (server or backend stub) running
+        at the start died before the end; it replaces the block's own failure, which it caused (kept as the cause)."""
+        processes = _processes(self.server_pids())
+        try:
+            yield
+        except RecommenderError as failure:
+            self._raise_if_died(processes, failure)
+            raise
+        self._raise_if_died(processes, None)
+
+    def _raise_if_died(self, processes: list[psutil.Process], failure: BaseException | None) -> None:
+        dead = [f"{name} (pid {proc.pid})" for proc, name in processes if not _alive(proc)]
+        if dead:
+            raise TargetError(f"the server crashed during the load: {', '.join(dead)} died", hint=self.failure_hint()) from failure
+
     def wait_until_ready(self, timeout_s: float, poll_s: float = 0.2) -> None:
         """Poll Triton until the server and the model are ready; TargetError when the server stops or time runs out."""
         deadline = time.monotonic() + timeout_s
@@ -126,6 +145,25 @@ class Deployment:
             return replace(self.triton, timeout_s=READY_POLL_TIMEOUT_S, hint="").ready()  # a miss is not reported
         except TargetError:  # not answering yet
             return False
+
+
+def _processes(pids: list[int]) -> list[tuple[psutil.Process, str]]:
+    found = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            found.append((proc, proc.name()))
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Still the same process (psutil compares the start time) and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def load_endpoint(deployment: Deployment) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class RecommenderError(Exception):
     """Base of every error the platform raises on purpose. `hint` tells the user how to fix it."""
@@ -82,3 +84,23 @@ class IncorrectExport(ExportError):
     """The export asked for a candidate the correctness gate found incorrect: it is never exported."""
 
     exit_code = 2
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP received: handled exactly as Ctrl-C is (everything torn down, the run recorded
+    interrupted); the CLI exits 128 + the signal's number (130, 143, 129)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def interruption_reason(interrupt: KeyboardInterrupt) -> str:
+    """The one-line reason a run stopped by a signal is recorded with, e.g. 'interrupted by SIGTERM'."""
+    if isinstance(interrupt, Interrupted) and interrupt.signum != signal.SIGINT:
+        return f"interrupted by {signal.Signals(interrupt.signum).name}"
+    return "interrupted by the user (Ctrl-C)"

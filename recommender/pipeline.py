@@ -19,7 +19,7 @@ from recommender.modelrepo.export import export_model
 from recommender.hardware import serving_hardware
 from recommender.modelrepo.repository import default_threads_per_instance, python_backend_name, write_model_repository
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
-from recommender.errors import CandidateSkipped, RecommenderError
+from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
@@ -112,9 +112,9 @@ class Job:
         except BudgetExceeded as exc:  # the deployment was torn down on the way out; later candidates are refused
             self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
-            self._finish(candidate, run_id, "failed", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
-        except KeyboardInterrupt:
-            self._finish(candidate, run_id, "interrupted", "interrupted by the user (Ctrl-C)")
+            self._finish(candidate, run_id, "failed", one_line_reason(exc, run_dir))
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted)
+            self._finish(candidate, run_id, "interrupted", interruption_reason(interrupt))
             raise
         except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,8 @@ class Job:
                 self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
 
             started = datetime.now(timezone.utc)
-            fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+            with deployment.watched():  # a server or stub that dies during the load fails the candidate
+                fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
             cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
         fields["correctness"] = correctness.to_dict()
         if cloud:
@@ -168,6 +169,17 @@ class Job:
         gpus = tuple(g.index for g in self.serving.hardware.gpus) if gpu and self.serving.hardware else ()
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
                                       instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus)
+
+
+def one_line_reason(error: RecommenderError, run_dir: Path) -> str:
+    """The failure's first line; the whole message and hint (a log tail, a stderr tail) go to run_dir/error.txt."""
+    first, *rest = error.message.splitlines() or [""]
+    hint = error.hint or ""
+    if not rest and "\n" not in hint:
+        return first + (f" (hint: {hint})" if hint else "")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").write_text(f"{error.message}\n\nhint: {hint}\n")
+    return f"{first} (details in {run_dir / 'error.txt'})"
 
 
 def new_run_id() -> str:

@@ -5,14 +5,17 @@ files and the store, calls the pipeline and the decision code, and prints."""
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import typer
 from rich.console import Console
 
-from recommender.errors import RecommenderError, SpecError
+from recommender.errors import Interrupted, RecommenderError, SpecError
 
-INTERRUPTED = "[yellow]interrupted[/]: servers were torn down; run the same command again to resume."
+INTERRUPTED = "[yellow]interrupted[/] ({name}): servers were torn down; run the same command again to resume."
+
+INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 COMMAND_MODULES = ("run", "plan", "validate", "schema", "rank", "report", "export", "cost", "prices", "cleanup",
                    "import_", "dashboard")
@@ -45,21 +48,42 @@ def report_error(error: RecommenderError, console: Console | None = None) -> int
 
 
 def main(args: list[str] | None = None) -> None:
-    """The console entry point. Typer runs in standalone mode: a usage error prints click's message and exits 2,
-    Ctrl-C exits 130. A RecommenderError leaving a command is printed here (message, problems, hint) and exits with
-    its code. Only public APIs: no private click or typer modules."""
+    """The console entry point. Typer runs in standalone mode: a usage error prints click's message and exits 2.
+    Ctrl-C, SIGTERM and SIGHUP all interrupt the same way (servers torn down, the run recorded interrupted) and exit
+    128 + the signal's number: 130, 143, 129; a second signal while that happens is ignored. A RecommenderError
+    leaving a command is printed here (message, problems, hint) and exits with its code. Only public APIs: no
+    private click or typer modules."""
+    received: list[int] = []
+    previous = {signum: signal.signal(signum, _interrupt_once(received)) for signum in INTERRUPTING_SIGNALS}
     try:
         build_app()(args=args, prog_name="recommender")
     except RecommenderError as error:
         sys.exit(report_error(error))
     except KeyboardInterrupt:  # before a command ran (while modules were importing)
-        sys.exit(_interrupted())
+        sys.exit(_interrupted(received))
     except SystemExit as done:
-        if done.code == 130:
-            _interrupted()
+        if done.code == 130 or received:
+            sys.exit(_interrupted(received))
         raise
+    finally:  # main() called in process (tests) leaves the handlers as it found them
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _interrupted() -> int:
-    Console(stderr=True).print(INTERRUPTED)
-    return 130
+def _interrupt_once(received: list[int]):
+    """A handler raising Interrupted in the main thread for the first signal; a later one is only noted (teardown is
+    never cut short). Received signals are appended to `received`."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise Interrupted(signum)
+        Console(stderr=True).print(f"[yellow]{signal.Signals(signum).name}[/]: already stopping; tearing down.")
+
+    return interrupt
+
+
+def _interrupted(received: list[int]) -> int:
+    name = signal.Signals(received[0]).name if received else "SIGINT"
+    Console(stderr=True).print(INTERRUPTED.format(name=name), highlight=False)
+    return 128 + (received[0] if received else signal.SIGINT)

@@ -1,15 +1,18 @@
-"""`recommender cleanup`: delete SageMaker endpoints, endpoint configs and models a run left behind (found by tag)."""
+"""`recommender cleanup`: remove the docker containers (by label) and delete the SageMaker endpoints, endpoint configs
+and models (by tag) a run left behind."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from datetime import timedelta
 
 import typer
 from rich.console import Console
 
-from recommender.errors import UsageError
+from recommender.errors import TargetError, UsageError
 from recommender.targets.aws import AwsClients
+from recommender.targets.docker import labelled_containers, remove_containers
 from recommender.targets.sagemaker import cleanup as delete_tagged
 
 _DURATION = re.compile(r"^(?P<amount>\d+(?:\.\d+)?)(?P<unit>[smhd])$")
@@ -31,19 +34,38 @@ def cleanup(
     region: str = typer.Option("us-east-1", "--region", help="AWS region."),
     endpoint_url: str = typer.Option(None, "--endpoint-url", help="AWS API URL override (an emulator)."),
 ) -> None:
-    """Delete SageMaker endpoints, endpoint configs and models tagged recommender:run-id. Untagged resources are never
+    """Remove docker containers labelled recommender.run-id (when a docker CLI is installed), then delete SageMaker
+    endpoints, endpoint configs and models tagged recommender:run-id. Unlabelled or untagged ones are never
     touched, and a scope is required: --older-than (any run's leftovers of that age), --run-id (one run's), or both."""
     if older_than is None and run_id is None:
         raise UsageError("cleanup needs --older-than or --run-id: it never deletes every tagged resource at once",
                          hint="e.g. `recommender cleanup --older-than 2h --dry-run` (a run in progress is younger), "
                               "or --run-id with the id a run printed (the recommender:run-id tag).")
     age = parse_duration(older_than) if older_than is not None else None
-    report = delete_tagged(AwsClients(region, endpoint_url=endpoint_url), older_than=age, dry_run=dry_run, run_id=run_id)
     console, verb = Console(), "would delete" if dry_run else "deleted"
+    containers = _remove_containers(console, run_id, age, dry_run)
+    for name in containers:
+        console.print(f"{verb} container {name}", highlight=False)
+    report = delete_tagged(AwsClients(region, endpoint_url=endpoint_url), older_than=age, dry_run=dry_run, run_id=run_id)
     for kind, names in (("endpoint", report.endpoints), ("endpoint config", report.endpoint_configs), ("model", report.models)):
         for name in names:
             console.print(f"{verb} {kind} {name}", highlight=False)
-    console.print(f"{report.total} resource(s) {verb}" if report.total else "nothing to clean up", highlight=False)
+    total = report.total + len(containers)
+    console.print(f"{total} resource(s) {verb}" if total else "nothing to clean up", highlight=False)
+
+
+def _remove_containers(console: Console, run_id: str | None, age: timedelta | None, dry_run: bool) -> list[str]:
+    """The run's labelled containers, removed unless dry_run; none where there is no docker CLI or engine (said)."""
+    if shutil.which("docker") is None:
+        return []
+    try:
+        names = labelled_containers(run_id, age)
+    except TargetError as error:
+        console.print(f"[yellow]containers not checked[/]: {error.message}", highlight=False, soft_wrap=True)
+        return []
+    if not dry_run:
+        remove_containers(names)
+    return names
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@ The main process never imports locust or gevent (gevent monkey-patches the stand
 which SQLAlchemy and boto3 in this process must not see). `run_load` writes the payload, starts
 `python -m locust --headless` in its own process group with settings in environment variables
 (config.ChildConfig), relays the child's progress file, enforces a hard timeout, and on any
-exception or Ctrl-C kills the whole process group before re-raising.
+exception or interruption kills the whole process group before re-raising; the child dies with this
+process even when it is killed with -9 (lifeline.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
+from recommender.lifeline import die_with_parent
 from recommender.load.config import ChildConfig
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.records import RequestLog, Timeline
@@ -71,7 +73,7 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
     with open(request.out_dir / "locust.stdout.log", "wb") as stdout, open(request.out_dir / "locust.stderr.log", "wb") as stderr:
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=_child_env(config),
-            cwd=request.out_dir, start_new_session=True,
+            cwd=request.out_dir, start_new_session=True, preexec_fn=die_with_parent(),
         )  # fmt: skip
         try:
             _wait(child, config, request.timeout_s, progress)

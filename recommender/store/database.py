@@ -89,6 +89,8 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
     if not database or database == ":memory:":
         yield
         return
+    if engine.url.query.get("uri") == "true":  # sqlite:///file:/path/results.db?mode=ro&uri=true
+        database = database.removeprefix("file:")
     with open(f"{database}.migrate.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -1,6 +1,7 @@
 """The Deployment every target's `deploy` returns: a running endpoint, with its lifecycle held here once.
 
-- Leaving `with` always tears the endpoint down; teardown is idempotent and Ctrl-C cannot cut it short.
+- Leaving `with` always tears the endpoint down; teardown is idempotent and no signal (Ctrl-C, SIGTERM, SIGHUP)
+  cuts it short; a teardown failure never hides what ended the block.
 - A start that fails (Ctrl-C included) tears down what was started, then raises the start's failure, with a
   teardown failure added to it as a note (`starting`).
 - Readiness, statistics and the probe inference go through Triton's HTTP API (triton_client.py); server
@@ -22,7 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Self
 
-from recommender.errors import TargetError
+import psutil
+
+from recommender.errors import RecommenderError, TargetError
 from recommender.targets.triton_client import TritonClient
 
 READY_POLL_TIMEOUT_S = 2.0  # one readiness request while waiting for the model
@@ -82,6 +85,23 @@ class Deployment:
                 error.add_note(f"teardown also failed: {cleanup.message}")
             raise
 
+    @contextlib.contextmanager
+    def watched(self) -> Iterator[None]:
+        """Around the load: TargetError, naming the process, when a server process (server or backend stub) running
+        at the start died before the end; it replaces the block's own failure, which it caused (kept as the cause)."""
+        processes = _processes(self.server_pids())
+        try:
+            yield
+        except RecommenderError as failure:
+            self._raise_if_died(processes, failure)
+            raise
+        self._raise_if_died(processes, None)
+
+    def _raise_if_died(self, processes: list[psutil.Process], failure: BaseException | None) -> None:
+        dead = [f"{name} (pid {proc.pid})" for proc, name in processes if not _alive(proc)]
+        if dead:
+            raise TargetError(f"the server crashed during the load: {', '.join(dead)} died", hint=self.failure_hint()) from failure
+
     def wait_until_ready(self, timeout_s: float, poll_s: float = 0.2) -> None:
         """Poll Triton until the server and the model are ready; TargetError when the server stops or time runs out."""
         deadline = time.monotonic() + timeout_s
@@ -103,8 +123,15 @@ class Deployment:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.teardown()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        """Tear down; a teardown failure never hides what ended the block (an interruption, a load failure): it
+        becomes a note on that exception, and is raised only when the block ended normally."""
+        try:
+            self.teardown()
+        except TargetError as cleanup:
+            if exc is None:
+                raise
+            exc.add_note(f"teardown also failed: {cleanup.message}")
 
     def _stop(self) -> None:
         """Stop what this deployment started (called once by `teardown`, again only if it raised)."""
@@ -120,22 +147,54 @@ class Deployment:
             return False
 
 
+def _processes(pids: list[int]) -> list[tuple[psutil.Process, str]]:
+    found = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            found.append((proc, proc.name()))
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Still the same process (psutil compares the start time) and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def load_endpoint(deployment: Deployment) -> str:
     """What the load generator is pointed at: the HTTP base URL, or sagemaker://NAME?region=..&endpoint_url=.."""
     return deployment.load_url
 
 
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def _interrupts_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C (main thread only) until the block is done, then raise it: teardown is never cut short."""
+    """Hold back Ctrl-C, SIGTERM and SIGHUP (main thread only) until the block is done, then hand the first one to
+    the handler that was in place (the CLI's raises errors.Interrupted): teardown is never cut short."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if received:
-        raise KeyboardInterrupt
+        _deliver(received[0], previous[received[0]])
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """Run the handler a deferred signal would have reached: a Python handler is called, the default one re-raised."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)

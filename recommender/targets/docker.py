@@ -1,7 +1,10 @@
 """The `docker` target: the containers/triton image on this host's Docker engine (GPUs through --gpus).
 
 The model repository is copied (symlinks dereferenced) into the run directory and mounted read-only at
-/opt/ml/model; the container runs tritonserver with HTTP on a loopback port the engine picks.
+/opt/ml/model; the container runs tritonserver with HTTP published on 127.0.0.1 only (checked after the start), no
+gRPC and no model-repository API (`--model-control-mode=none`). Every container carries the label
+recommender.run-id=RUN, so `recommender cleanup` finds what a killed run left; a failed `docker run` removes its
+container.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +23,8 @@ from recommender.targets.deployment import Deployment
 
 DEFAULT_IMAGE = "recommender-triton:24.10"
 CONTAINER_REPOSITORY = "/opt/ml/model"
+RUN_LABEL = "recommender.run-id"
+LOOPBACK = "127.0.0.1"
 ENGINE_HINT = ("Start Docker (or point DOCKER_HOST at a running engine) on a host with the NVIDIA Container Toolkit, "
                "or use target kind `local` (no Docker needed). See containers/README.md.")
 
@@ -66,11 +72,12 @@ class DockerTarget:
     gpus: str | None = "all"
     ready_timeout: float = 300.0
     accelerator: str = "auto"  # auto | cpu | gpu: gpu is refused at preflight on a host without one
+    run_id: str = "adhoc"  # the label recommender.run-id of every container of this run
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "DockerTarget":
         return cls(image=target.image_uri or DEFAULT_IMAGE, gpus=target.gpus, ready_timeout=target.ready_timeout_seconds,
-                   accelerator=target.accelerator)
+                   accelerator=target.accelerator, run_id=run_id)
 
     def preflight(self) -> None:
         """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""
@@ -92,25 +99,62 @@ class DockerTarget:
         shutil.rmtree(mounted, ignore_errors=True)
         shutil.copytree(repository, mounted, symlinks=False)
         container = f"recommender-{secrets.token_hex(4)}"
-        started = docker(*self._run_arguments(container, mounted, model_name))
-        if started.returncode != 0:
-            raise TargetError(f"docker run failed: {started.stderr.strip()}", hint=ENGINE_HINT)
         deployment = DockerDeployment(container, model_name, "", run_dir / "server.log")
-        with deployment.starting():
+        with deployment.starting():  # a failed `docker run` may have created the container: teardown removes it
+            started = docker(*self.run_arguments(container, mounted, model_name))
+            if started.returncode != 0:
+                raise TargetError(f"docker run failed: {started.stderr.strip()}", hint=ENGINE_HINT)
             deployment.endpoint = f"http://{_published(container, 8000)}"
             deployment.wait_until_ready(self.ready_timeout, poll_s=1.0)
         return deployment
 
-    def _run_arguments(self, container: str, repository: Path, model_name: str) -> list[str]:
+    def run_arguments(self, container: str, repository: Path, model_name: str) -> list[str]:
+        """`docker run` arguments: labelled with the run, HTTP published on loopback only, no model control API."""
         gpus = ["--gpus", self.gpus] if self.gpus else []
-        return ["run", "--detach", "--name", container, *gpus, "--shm-size=1g", "--publish", "127.0.0.1::8000",
-                "--volume", f"{repository}:{CONTAINER_REPOSITORY}:ro", self.image,
-                "tritonserver", f"--model-repository={CONTAINER_REPOSITORY}", "--model-control-mode=explicit",
-                f"--load-model={model_name}", "--allow-grpc=false"]
+        return ["run", "--detach", "--name", container, "--label", f"{RUN_LABEL}={self.run_id}", *gpus, "--shm-size=1g",
+                "--publish", f"{LOOPBACK}::8000", "--volume", f"{repository}:{CONTAINER_REPOSITORY}:ro", self.image,
+                "tritonserver", f"--model-repository={CONTAINER_REPOSITORY}", "--model-control-mode=none",
+                "--allow-grpc=false"]
+
+
+def labelled_containers(run_id: str | None = None, older_than: timedelta | None = None) -> list[str]:
+    """The containers labelled recommender.run-id (that run's only, when given; only those created longer than
+    `older_than` ago, when given); TargetError when the engine cannot list them."""
+    label = f"label={RUN_LABEL}" + (f"={run_id}" if run_id else "")
+    listed = docker("ps", "--all", "--filter", label, "--format", "{{.Names}}\t{{.CreatedAt}}")
+    if listed.returncode != 0:
+        raise TargetError(f"docker ps failed: {listed.stderr.strip()}", hint=ENGINE_HINT)
+    now = datetime.now(timezone.utc)
+    names = [name for name, created in (line.split("\t", 1) for line in listed.stdout.splitlines() if "\t" in line)
+             if older_than is None or now - _created(created) > older_than]
+    return names
+
+
+def remove_containers(names: list[str]) -> None:
+    """`docker rm --force` the named containers; TargetError naming them when that fails."""
+    if not names:
+        return
+    removed = docker("rm", "--force", *names)
+    if removed.returncode != 0:
+        raise TargetError(f"could not remove containers {names}: {removed.stderr.strip()}", hint=f"docker rm -f {' '.join(names)}")
+
+
+def _created(text: str) -> datetime:
+    """docker's CreatedAt, e.g. '2025-01-02 03:04:05 +0000 UTC'."""
+    try:
+        return datetime.strptime(" ".join(text.split()[:3]), "%Y-%m-%d %H:%M:%S %z")
+    except ValueError as error:
+        raise TargetError(f"docker ps gave an unreadable creation time {text!r}") from error
 
 
 def _published(container: str, port: int) -> str:
+    """The host address of a published port; TargetError unless it is on loopback only."""
     mapped = docker("port", container, f"{port}/tcp")
     if mapped.returncode != 0 or not mapped.stdout.strip():
         raise TargetError(f"container {container} publishes no port for {port}: {mapped.stderr.strip()}")
-    return mapped.stdout.strip().splitlines()[0]
+    addresses = mapped.stdout.split()
+    exposed = [address for address in addresses if not address.startswith(f"{LOOPBACK}:")]
+    if exposed:
+        raise TargetError(f"container {container} publishes port {port} beyond loopback: {', '.join(exposed)}",
+                          hint="check the engine's default bind address (dockerd --ip); recommender publishes on 127.0.0.1 only")
+    return addresses[0]

@@ -1,4 +1,14 @@
-"""The `local` target: the real tritonserver from the nvidia-pytriton wheel, as a child process on loopback."""
+"""The `local` target: the real tritonserver from the nvidia-pytriton wheel, as a child process on loopback.
+
+Exposure: HTTP and metrics on 127.0.0.1 only, gRPC off, no model-repository API (`--model-control-mode=none`:
+the model is loaded at start and nothing can load, unload or replace one). The admin APIs (statistics,
+model-repository, shared-memory, trace, logging) need a per-deployment header, the *guard*. The guard is NOT a
+secret: tritonserver takes it only on its command line (no file, no environment variable: `tritonserver --help`,
+and triton-inference-server/server#7183), so every local user can read it in /proc/PID/cmdline. What it does stop
+is any client that cannot read this host's process list or cannot set a custom header: a web page in a browser on
+this host (a cross-origin request with a custom header needs a preflight tritonserver never grants) and a container
+sharing the host's network but not its PID namespace. Against local users the server is as open as its loopback port.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +26,14 @@ import psutil
 
 from recommender.errors import TargetError
 from recommender.hardware import detect_hardware, resolve_accelerator
+from recommender.lifeline import die_with_parent
 from recommender.targets import triton_binary
 from recommender.targets.deployment import Deployment
+from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
 from recommender.targets.triton_client import TritonClient
 
 LOOPBACK = "127.0.0.1"
-TOKEN_HEADER = "x-recommender-token"
+GUARD_HEADER = "x-recommender-guard"  # not a secret: see the module docstring
 RESTRICTED_APIS = "model-repository,statistics,shared-memory,trace,logging"
 SERVER_PROCESS_NAMES = frozenset({"tritonserver", triton_binary.STUB_NAME[:15], triton_binary.STUB_NAME})
 LOG_TAIL_LINES = 40
@@ -52,12 +64,13 @@ class LocalTarget:
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
+        stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
         deployment = LocalDeployment(
             model_name=model_name,
             repository=Path(repository).resolve(),
             run_dir=run_dir,
             ports=free_loopback_ports(3),
-            token=secrets.token_urlsafe(24),
+            guard=secrets.token_urlsafe(12),
             stop_timeout=self.stop_timeout,
         )
         command = deployment.command(install.binary, triton_binary.prepare_backend_directory(install, run_dir), self.exit_timeout_secs)
@@ -86,18 +99,14 @@ class LocalDeployment(Deployment):
     model_name: str
     repository: Path
     run_dir: Path
-    ports: tuple[int, int, int]  # http, grpc, metrics
-    token: str = field(repr=False)
+    ports: tuple[int, int, int]  # http, grpc (unused: gRPC is off), metrics
+    guard: str  # the admin APIs' header value; visible in the command line, so not a secret
     stop_timeout: float = 20.0
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
     @property
     def endpoint(self) -> str:
         return f"http://{LOOPBACK}:{self.ports[0]}"
-
-    @property
-    def grpc_endpoint(self) -> str:
-        return f"{LOOPBACK}:{self.ports[1]}"
 
     @property
     def metrics_url(self) -> str:
@@ -110,44 +119,47 @@ class LocalDeployment(Deployment):
     @property
     def shm_prefix(self) -> str:
         """Prefix of the Python backend's /dev/shm regions, unique per deployment so leftovers can be found."""
-        return f"recommender_{self.ports[0]}_{self.token[:8]}_"
+        return f"recommender_{self.ports[0]}_{self.guard[:8]}_"
 
     def command(self, binary: Path, backend_directory: Path, exit_timeout_secs: int) -> list[str]:
-        """The tritonserver command line: explicit model control, loopback only, restricted admin APIs."""
-        http, grpc, metrics = self.ports
-        restriction = f"{RESTRICTED_APIS}:{TOKEN_HEADER}={self.token}"
+        """The tritonserver command line: no model control API, loopback only, no gRPC, admin APIs behind the guard."""
+        http, _, metrics = self.ports
+        restriction = f"{RESTRICTED_APIS}:{GUARD_HEADER}={self.guard}"
         return [
             str(binary),
             f"--model-repository={self.repository}",
             f"--backend-directory={backend_directory}",
-            "--model-control-mode=explicit",
-            f"--load-model={self.model_name}",
+            "--model-control-mode=none",
             f"--http-address={LOOPBACK}",
             f"--http-port={http}",
-            f"--grpc-address={LOOPBACK}",
-            f"--grpc-port={grpc}",
+            "--allow-grpc=false",
             f"--metrics-address={LOOPBACK}",
             f"--metrics-port={metrics}",
             f"--http-restricted-api={restriction}",
-            f"--grpc-restricted-protocol={restriction}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--exit-timeout-secs={exit_timeout_secs}",
         ]
 
     @property
     def triton(self) -> TritonClient:
-        """Triton's HTTP API with this deployment's token (statistics is a restricted API here)."""
-        return replace(super().triton, headers={TOKEN_HEADER: self.token})
+        """Triton's HTTP API with this deployment's guard header (statistics is a guarded API here)."""
+        return replace(super().triton, headers={GUARD_HEADER: self.guard})
 
     def launch(self, command: list[str], env: dict[str, str]) -> None:
-        """Start the server process in its own session, its output appended to server.log."""
+        """Start the server process in its own session, its output appended to server.log; it dies with this
+        process (lifeline.py), and its pid file lets the next run stop what a `kill -9` of this one left."""
         with open(self.log_path, "ab") as log:
             try:
                 self._process = subprocess.Popen(
-                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    preexec_fn=die_with_parent(),
                 )
             except OSError as error:
                 raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
+        try:
+            ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
+        except psutil.NoSuchProcess:  # exited at once: wait_until_ready reports it with the log
+            pass
 
     def failure_hint(self) -> str:
         return self.log_tail() or super().failure_hint()
@@ -155,7 +167,7 @@ class LocalDeployment(Deployment):
     def _check_running(self) -> None:
         code = self._process.poll() if self._process else -1
         if code is not None:
-            reason = _last_error(self.log_tail())
+            reason = _last_error(self.log_tail(lines=400), self.model_name)
             raise TargetError(f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}", hint=self.log_tail())
 
     def server_pids(self) -> list[int]:
@@ -194,8 +206,9 @@ class LocalDeployment(Deployment):
             _kill(leftover)
         process.wait()
         psutil.wait_procs(alive, timeout=5.0)
-        self._remove_shared_memory()
+        remove_shared_memory(self.shm_prefix)
         _verify_stopped(session, members)
+        (self.run_dir / PID_FILE).unlink(missing_ok=True)
 
     def _descendants(self, pid: int) -> list[psutil.Process]:
         try:
@@ -203,17 +216,12 @@ class LocalDeployment(Deployment):
         except psutil.NoSuchProcess:
             return []
 
-    def _remove_shared_memory(self) -> None:
-        """Regions a killed stub could not unlink; only those with this deployment's prefix."""
-        shm = Path("/dev/shm")
-        for region in shm.glob(f"{self.shm_prefix}*") if shm.is_dir() else []:
-            region.unlink(missing_ok=True)
 
-
-def _last_error(log: str) -> str:
-    """': <first line of the last error>' from a server log tail, or '' when there is none."""
+def _last_error(log: str, model_name: str) -> str:
+    """': <the last error line naming the model, else the last error line>' from a server log tail, or ''."""
     errors = [line.strip() for line in log.splitlines() if line.startswith(("error:", "E")) and line.strip()]
-    return f": {errors[-1][:300]}" if errors else ""
+    about_model = [line for line in errors if f"'{model_name}'" in line]
+    return f": {(about_model or errors)[-1][:300]}" if errors else ""
 
 
 def _session_members(session: int, descendants: list[psutil.Process]) -> list[psutil.Process]:

@@ -9,6 +9,7 @@ from recommender.cli import build_app
 from recommender.errors import TargetError
 from recommender.targets.aws import TAG_RUN_ID
 from recommender.targets.remote import RemoteTarget
+from tests.fake_docker import calls, install_fake_docker
 
 pytestmark = pytest.mark.cloud
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10"
@@ -56,3 +57,16 @@ def test_remote_sagemaker_endpoint_is_used_and_never_deleted(aws, tmp_path) -> N
     assert [e["EndpointName"] for e in aws.client("sagemaker").list_endpoints()["Endpoints"]] == ["existing"]
     with pytest.raises(TargetError, match="DescribeEndpoint missing failed"):
         RemoteTarget(endpoint="sagemaker://missing", boto_session=aws.session, endpoint_url=aws.url).preflight()
+
+
+def test_cleanup_removes_the_runs_labelled_containers_too(aws, credentials, tmp_path, monkeypatch) -> None:
+    fake = install_fake_docker(tmp_path / "bin", monkeypatch)  # no Docker engine here: a fake docker CLI
+    (fake / "ps.out").write_text("recommender-1a2b\t2025-01-02 03:04:05 +0000 UTC\n")
+    done = CliRunner().invoke(build_app(), ["cleanup", "--run-id", "r9", "--endpoint-url", aws.url])
+    assert done.exit_code == 0, done.output
+    assert "deleted container recommender-1a2b" in done.output and "1 resource(s) deleted" in done.output
+    assert calls(fake)[-1] == "rm --force recommender-1a2b"
+    assert "label=recommender.run-id=r9" in calls(fake)[0]
+    (fake / "ps.rc").write_text("1")  # a docker CLI whose engine is down: containers are not checked, the rest goes on
+    down = CliRunner().invoke(build_app(), ["cleanup", "--run-id", "r9", "--endpoint-url", aws.url])
+    assert down.exit_code == 0 and "containers not checked: docker ps failed: Cannot connect" in down.output

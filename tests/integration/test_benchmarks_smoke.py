@@ -19,7 +19,7 @@ def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedPro
     return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("name", ["generator.py", "fidelity.py"])
+@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py"])
 def test_help_describes_the_benchmark(name: str) -> None:
     done = run_script(name, "--help", timeout=60)
     assert done.returncode == 0, done.stderr
@@ -48,3 +48,10 @@ def test_fidelity_without_downloads_runs_or_says_what_is_missing(tmp_path: Path)
         assert "perf_analyzer is not set up" in done.stderr
         return
     pytest.skip("perf_analyzer is set up here; the full fidelity run is `python benchmarks/fidelity.py --quick` (minutes, real Triton)")
+
+
+@pytest.mark.slow
+def test_soak_quick_ends_without_orphans_lost_rows_or_missing_candidates(tmp_path: Path) -> None:
+    done = run_script("soak.py", "--quick", "--workdir", str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "round: SIGTERM exit 143, resume exit 0, orphans 0, running rows 0" in done.stdout and "soak -> PASS" in done.stdout

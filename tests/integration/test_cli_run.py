@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from recommender.store.results import ResultStore
+from recommender.targets.leftovers import ServerRecord
 
 from tests.fixtures_text import TINY_BERT_YAML
 
@@ -123,3 +124,53 @@ def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert resumed.stdout.count("stored, not measured again") == 1  # only the first candidate was complete
     assert statuses(workdir) == ["ok", "interrupted", "ok", "skipped"]
+
+
+def generators_under(path: Path) -> list[psutil.Process]:
+    """Locust children working in a directory under `path`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "locust" in (proc.info["cmdline"] or []) and str(path) in proc.cwd():
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def start_and_wait_for_load(workdir: Path) -> subprocess.Popen:
+    """`recommender run micro.yaml` in the background, returned once the first candidate's generator runs."""
+    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 150
+    while not (servers_under(workdir) and generators_under(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert generators_under(workdir), "the load never started"
+    return job
+
+
+def test_sigterm_during_load_tears_everything_down_and_exits_143(workdir):
+    job = start_and_wait_for_load(workdir)
+    (pid_file,) = (workdir / ".recommender").rglob("server.pid")
+    shm_prefix = ServerRecord.read(pid_file.parent).shm_prefix
+    job.send_signal(signal.SIGTERM)
+    output, _ = job.communicate(timeout=60)
+    assert job.returncode == 143, output
+    assert "interrupted (SIGTERM)" in output and "Traceback" not in output
+    assert servers_under(workdir) == [] and generators_under(workdir) == []
+    runs = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").runs("micro")
+    assert [(r.status, r.reason) for r in runs] == [("interrupted", "interrupted by SIGTERM")]
+    assert list(Path("/dev/shm").glob(f"{shm_prefix}*")) == [] and not pid_file.exists()
+
+
+def test_after_kill_9_the_next_run_stops_the_leftovers_and_measures(workdir):
+    job = start_and_wait_for_load(workdir)
+    job.kill()
+    job.communicate(timeout=30)
+    pid_files = list((workdir / ".recommender").rglob("server.pid"))
+    assert len(pid_files) == 1, "the killed job's server left its pid file"
+    resumed = recommender(workdir, "run", "micro.yaml")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert servers_under(workdir) == [] and generators_under(workdir) == []
+    assert not pid_files[0].exists()
+    assert statuses(workdir) == ["interrupted", "ok", "ok", "skipped"]  # the lease of the dead job was taken over

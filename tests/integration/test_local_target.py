@@ -90,18 +90,20 @@ def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids
     assert running_server_processes(pids) == []
 
 
-def test_restricted_apis_need_the_token_and_metrics_are_served(deploy) -> None:
+def test_admin_apis_need_the_guard_no_model_control_and_metrics_are_served(deploy) -> None:
     deployment = deploy("pt")
     stats_url = f"{deployment.endpoint}/v2/models/model/stats"
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(stats_url, timeout=10)
     assert refused.value.code == 403
-    wrong = urllib.request.Request(stats_url, headers={"x-recommender-token": "not-the-token"})
+    wrong = urllib.request.Request(stats_url, headers={"x-recommender-guard": "not-the-guard"})
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(wrong, timeout=10)
-    unload = urllib.request.Request(f"{deployment.endpoint}/v2/repository/models/model/unload", data=b"{}", method="POST")
-    with pytest.raises(urllib.error.HTTPError):
+    unload = urllib.request.Request(f"{deployment.endpoint}/v2/repository/models/model/unload", data=b"{}", method="POST",
+                                    headers={"x-recommender-guard": deployment.guard})
+    with pytest.raises(urllib.error.HTTPError):  # with the guard too: --model-control-mode=none
         urllib.request.urlopen(unload, timeout=10)
+    assert deployment.triton.ready()
     assert deployment.statistics()["model_stats"][0]["name"] == "model"
     with pytest.raises(TargetError, match="statistics of model 'model' at .* failed with HTTP 403: .*restricted"):
         replace(deployment.triton, headers={}).statistics()
@@ -130,7 +132,7 @@ def test_model_that_fails_to_load_fails_fast_with_the_log(tmp_path: Path, reposi
     (repository / "model" / "1" / "model.pt").write_bytes(b"not a torchscript file")
     with pytest.raises(TargetError) as failure:
         get_target("local", ready_timeout=90).deploy(repository, "model", tmp_path / "run")
-    assert "exited" in failure.value.message and "load failed for model 'model'" in failure.value.message
+    assert "exited" in failure.value.message and "failed to load 'model' version 1" in failure.value.message
     assert "PytorchStreamReader" in failure.value.hint  # the server log tail says why
     leftovers = [p.pid for p in psutil.process_iter(["name", "cmdline"]) if str(repository) in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []

@@ -35,8 +35,9 @@ def test_a_non_utf8_experiment_exits_2_naming_the_file(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_ctrl_c_exits_130_and_says_so(tmp_path):
-    """SIGINT while `run` waits for an endpoint that never answers (its preflight): exit 130, no traceback."""
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_ctrl_c_sigterm_and_sighup_interrupt_and_say_so(tmp_path, signum, code):
+    """A signal while `run` waits for an endpoint that never answers (its preflight): exit 128 + signal, no traceback."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         port = silent.getsockname()[1]
         (tmp_path / "remote.yaml").write_text(f"name: hang\ntarget: {{kind: remote, endpoint: 'http://127.0.0.1:{port}'}}\n")
@@ -45,8 +46,8 @@ def test_ctrl_c_exits_130_and_says_so(tmp_path):
                                    stderr=subprocess.PIPE, text=True)
         silent.settimeout(60)
         connection, _ = silent.accept()  # the preflight is waiting for an answer now
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, stderr = process.communicate(timeout=60)
         connection.close()
-    assert process.returncode == 130, stderr
-    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert process.returncode == code, stderr
+    assert f"interrupted ({signal.Signals(signum).name})" in stderr and "Traceback" not in stderr

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from recommender.errors import TargetError
+from recommender.errors import Interrupted, TargetError, interruption_reason
 from recommender.targets.deployment import Deployment
 from tests.unit.test_triton_client import BODY
 
@@ -83,3 +83,46 @@ def test_probe_and_statistics_go_through_triton(null_endpoint: str) -> None:
     assert deployment.probe(BODY)["outputs"] and deployment.load_url == null_endpoint
     with pytest.raises(TargetError, match="HTTP 404"):
         deployment.statistics()
+
+
+@pytest.fixture
+def sigterm_interrupts():
+    """SIGTERM raising errors.Interrupted, as the CLI installs it."""
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Terminated(Recorded):
+    """A deployment whose stop receives SIGTERM (twice) while it runs."""
+
+    def _stop(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        super()._stop()
+
+
+def test_sigterm_waits_for_the_teardown_then_reaches_the_previous_handler(sigterm_interrupts) -> None:
+    deployment = Terminated("http://127.0.0.1:9")
+    with pytest.raises(Interrupted) as caught:
+        deployment.teardown()
+    assert deployment.stops == ["stop"] and caught.value.signum == signal.SIGTERM and caught.value.exit_code == 143
+
+
+def test_a_failing_teardown_never_hides_the_interruption() -> None:
+    deployment = Recorded("http://127.0.0.1:9", failures=["tritonserver processes still running"])
+    with pytest.raises(Interrupted) as caught:
+        with deployment:
+            raise Interrupted(signal.SIGHUP)
+    assert caught.value.__notes__ == ["teardown also failed: tritonserver processes still running"]
+    assert interruption_reason(caught.value) == "interrupted by SIGHUP"
+    assert interruption_reason(KeyboardInterrupt()) == "interrupted by the user (Ctrl-C)"
+
+
+def test_a_failing_teardown_after_a_clean_block_is_raised() -> None:
+    with pytest.raises(TargetError, match="container still there"):
+        with Recorded("http://127.0.0.1:9", failures=["container still there"]):
+            pass

@@ -1,0 +1,37 @@
+"""A fake `docker` executable for the process boundary (there is no Docker engine on the test hosts): it appends each
+call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and ps.rc make those fail)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SCRIPT = """#!/bin/sh
+dir=$(dirname "$0")
+echo "$*" >> "$dir/calls.log"
+case "$1" in
+  run) [ -f "$dir/run.rc" ] && { echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc"); }
+       echo 0123456789abcdef ;;
+  ps) [ -f "$dir/ps.rc" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1; }
+      cat "$dir/ps.out" 2>/dev/null ;;
+  port) cat "$dir/port.out" ;;
+  inspect) echo true ;;
+  version) echo 27.0.0 ;;
+esac
+exit 0
+"""
+
+
+def install_fake_docker(directory: Path, monkeypatch) -> Path:
+    """Put the fake docker first on PATH; returns its directory (where calls.log and the canned replies are)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    executable = directory / "docker"
+    executable.write_text(SCRIPT)
+    executable.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ['PATH']}")
+    return directory
+
+
+def calls(directory: Path) -> list[str]:
+    log = directory / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []

@@ -20,11 +20,6 @@ def infer_path(model: str) -> str:
     return f"{model_path(model)}/infer"
 
 
-def stats_path(model: str) -> str:
-    """Triton's statistics of `model` (a restricted API on the local target)."""
-    return f"{model_path(model)}/stats"
-
-
 def model_route(path: str) -> tuple[str, str] | None:
     """(model, rest) of a `/v2/models/<model>[/<rest>]` path, e.g. ('bert', 'infer'); None for any other path."""
     parts = [part for part in path.split("/") if part]

@@ -1,6 +1,6 @@
 """Turn a SageMaker `CreateInferenceRecommendationsJob` request into a recommender experiment file.
 
-What maps onto the experiment file (recommender/spec.py) is converted; everything else is listed in
+What maps onto the experiment file (recommender/spec/) is converted; everything else is listed in
 plain-English notes, so nothing in the job is silently dropped. The request is first checked against
 the SageMaker API model that ships with botocore (types, required members), offline.
 """

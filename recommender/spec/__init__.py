@@ -1,0 +1,21 @@
+"""The experiment file: pydantic models (extra keys forbidden, every field described) and their loader.
+
+One module per part of the file: model.py (model, payload), variants.py (the grid), target.py, traffic.py,
+decision.py (latency threshold, objectives, capacity, correctness), experiment.py (the root), loader.py (YAML in,
+validated spec or SpecError out). Import from here: `from recommender.spec import ExperimentSpec, load_spec`.
+"""
+
+from recommender.spec.base import MAX_GRID, NAME_PATTERN, Accelerator, Optimization, Precision, Strict
+from recommender.spec.decision import CapacitySpec, CorrectnessSpec, Importance, LatencyThreshold, Objectives
+from recommender.spec.experiment import ExperimentSpec
+from recommender.spec.loader import describe_errors, json_schema, load_spec
+from recommender.spec.model import DEFAULT_TEXTS, BertArchitecture, ModelSpec, PayloadSpec
+from recommender.spec.target import TargetKind, TargetSpec
+from recommender.spec.traffic import SHAPES, Concurrency, Phase, Rate, Stability, Stairs, Stopping, TrafficSpec
+from recommender.spec.variants import DynamicBatching, DynamicBatchingChoice, VariantGrid
+
+__all__ = ["MAX_GRID", "NAME_PATTERN", "Accelerator", "Optimization", "Precision", "Strict", "CapacitySpec",
+           "CorrectnessSpec", "Importance", "LatencyThreshold", "Objectives", "ExperimentSpec", "describe_errors",
+           "json_schema", "load_spec", "DEFAULT_TEXTS", "BertArchitecture", "ModelSpec", "PayloadSpec", "TargetKind",
+           "TargetSpec", "SHAPES", "Concurrency", "Phase", "Rate", "Stability", "Stairs", "Stopping", "TrafficSpec",
+           "DynamicBatching", "DynamicBatchingChoice", "VariantGrid"]

@@ -1,0 +1,56 @@
+"""What a recommendation must respect and optimise: latency threshold, objectives, capacity, the correctness gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from recommender.spec.base import Strict
+from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
+
+
+class LatencyThreshold(Strict):
+    """The latency a recommendation must respect."""
+
+    percentile: Percentile = Field(DEFAULT_PERCENTILE, description="Which latency percentile is checked.")
+    ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
+
+
+Importance = Literal["lowest", "low", "medium", "high", "highest"]
+
+
+class Objectives(Strict):
+    """How much each objective matters when ranking (SageMaker Studio's importance levels)."""
+
+    cost: Importance = Field("medium", description="Cost per inference (lower is better).")
+    latency: Importance = Field("medium", description="Latency at the threshold percentile (lower is better).")
+    throughput: Importance = Field("medium", description="Invocations per minute per instance (higher is better).")
+
+
+class CapacitySpec(Strict):
+    """The production load the recommendation is sized for."""
+
+    target_invocations_per_minute: float = Field(
+        30000, gt=0, description="Expected peak load; the initial instance count is ceil(target / MaxInvocations per instance)."
+    )
+    autoscaling_headroom: float = Field(
+        0.5, gt=0, le=1, description="Target-tracking value = MaxInvocations per instance x headroom (AWS suggests 0.5 to start)."
+    )
+
+
+class CorrectnessSpec(Strict):
+    """The correctness gate (README "Correctness gate"): each candidate's outputs against the reference model's, after
+    deployment and before the load. An element passes when |served - reference| <= atol + rtol x |reference|; an
+    embedding also needs cosine similarity >= min_cosine. A candidate outside tolerance is `incorrect`: not loaded,
+    never ranked, never exported. A tolerance left out takes the candidate precision's default."""
+
+    atol: float | None = Field(None, ge=0, description="Absolute tolerance. Default fp32 1e-4 (served fp32 differs from "
+                               "eager PyTorch by ~1e-6: summation order only), fp16 1e-2 (about 3 significant digits).")
+    rtol: float | None = Field(None, ge=0, description="Relative tolerance (times |reference|). Default fp32 1e-3, fp16 1e-2.")
+    min_cosine: float | None = Field(None, ge=-1, le=1, description="Lowest cosine similarity of an output row (an "
+                                     "embedding) with the reference's. Default fp32 0.9999, fp16 0.999.")
+    reference_outputs: Path | None = Field(None, description="A JSON file {case name: {output name: [[values per row]]}} "
+                                           "of expected outputs, for an endpoint whose model is not available here "
+                                           "(remote); only the cases it names are checked.")

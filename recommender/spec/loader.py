@@ -1,0 +1,107 @@
+"""`load_spec(path)`: YAML in, a validated ExperimentSpec out, or a SpecError whose problems read
+`file: field.path: message` with the closest valid key suggested for a misspelt one."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from recommender.document import check_binary, load_yaml
+from recommender.errors import SpecError
+from recommender.spec.experiment import ExperimentSpec
+from recommender.spec.model import ModelSpec
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read and validate an experiment file; relative model paths resolve against the file's folder, and a model
+    file must be there and look like its `source` (a zip archive for torchscript, a protobuf for onnx)."""
+    path = Path(path)
+    raw = load_yaml(path, "experiment file", SpecError)
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the top level must be a mapping with at least `name:`", hint="Start the file with `name: my-experiment`.")
+    try:
+        spec = ExperimentSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = [f"{path}: {line}" for line in describe_errors(exc, ExperimentSpec)]
+        raise SpecError(f"{path} is not a valid experiment file", problems,
+                        hint="Fix the fields above; `recommender schema` prints every field with its description.") from None
+    if spec.model.path is not None and not spec.model.path.is_absolute():
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})})
+    if spec.model.path is not None:
+        _check_model_file(spec.model, path)
+    outputs = spec.correctness.reference_outputs if spec.correctness != "off" else None
+    if outputs is not None and not outputs.is_absolute():
+        spec = spec.model_copy(update={"correctness": spec.correctness.model_copy(
+            update={"reference_outputs": (path.parent / outputs).resolve()})})
+    return spec
+
+
+# what the first bytes of a model file are, per source (torch.jit.save writes a zip; ONNX opens with ir_version)
+MODEL_MAGIC = {"torchscript": (b"PK\x03\x04", "a TorchScript file is a zip archive"),
+               "onnx": (b"\x08", "an ONNX file is a protobuf opening with its ir_version")}
+
+
+def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
+    magic, looks_like = MODEL_MAGIC[model.source]
+    try:
+        check_binary(model.path, f"{model.source} model file", SpecError, magic, looks_like)
+    except SpecError as exc:
+        raise SpecError(f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"],
+                        hint=exc.hint) from None
+
+
+def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
+    """One `field.path: message` line per pydantic error; unknown keys get the closest valid key."""
+    lines = []
+    for error in exc.errors():
+        loc = [part for part in error["loc"] if not _is_union_tag(part)]
+        where = ".".join(str(part) for part in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key{_suggestion(root, loc)}")
+        else:
+            lines.append(f"{where}: {error['msg']}")
+    return list(dict.fromkeys(lines))
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in ("bool", "DynamicBatching", "CorrectnessSpec") or part.startswith("function-"))
+
+
+def _suggestion(root: type[BaseModel], loc: list[Any]) -> str:
+    fields = _fields_at(root, loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
+    if close:
+        return f" (did you mean `{close[0]}`?)"
+    return f" (valid keys: {', '.join(sorted(fields))})" if fields else ""
+
+
+def _fields_at(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """The field names of the model found by walking `loc` down from `model` (list indices skipped)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The first BaseModel class found inside a (possibly nested) type annotation."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of experiment files, for editors."""
+    return ExperimentSpec.model_json_schema()

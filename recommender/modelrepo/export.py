@@ -1,4 +1,5 @@
-"""Export a model once per optimization (TorchScript, ONNX; OpenVINO compiles the ONNX file directly), cached by a hash of the model spec and of the model's
+"""Export a model once per optimization (TorchScript, ONNX, a TensorRT engine built from the ONNX file on a GPU;
+OpenVINO compiles the ONNX file directly), cached by a hash of the model spec and of the model's
 content (the file's bytes, or the packaged model's version): a file changed in place is exported again."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.hardware import ServingHardware, detect_hardware
 from recommender.modelrepo.model_source import load_torch_model
+from recommender.modelrepo.tensorrt_engine import EngineParameters, engine_artifact, trt_skip_reason
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.protocol import model_content
 from recommender.spec import ModelSpec
@@ -24,10 +27,13 @@ INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "embedding"
 
 
-def export_model(spec: ModelSpec, optimization: str, sequence_length: int, fingerprint: str, cache_dir: Path) -> ModelArtifact:
-    """The artifact for one optimization, exported on first use and read from the cache afterwards."""
+def export_model(spec: ModelSpec, optimization: str, sequence_length: int, fingerprint: str, cache_dir: Path,
+                 precision: str = "fp32", max_batch_size: int = 1, serving: ServingHardware | None = None) -> ModelArtifact:
+    """The artifact for one optimization, exported on first use and read from the cache afterwards. `trt` builds a
+    TensorRT engine from the ONNX export for `precision` and batch 1..`max_batch_size` on the GPU of `serving`
+    (this host's, detected, when not given); CandidateSkipped with the true reason where that cannot be done."""
     if optimization == "trt":
-        raise CandidateSkipped(_trt_reason())
+        return _engine(spec, sequence_length, fingerprint, cache_dir, precision, max_batch_size, serving)
     fmt = FORMAT_OF[optimization]
     folder = Path(cache_dir) / f"{fingerprint}-{_content_tag(spec)}{optimization}"
     cached = _read_cached(folder)
@@ -49,21 +55,18 @@ def _content_tag(spec: ModelSpec) -> str:
     return "" if content is None else hashlib.sha256(content.encode()).hexdigest()[:12] + "-"
 
 
-def _trt_reason() -> str:
-    """Why TensorRT candidates are skipped on this host: the true missing piece and how to install it. No code path
-    builds TensorRT engines yet (docs/gpu.md), so even a GPU host with TensorRT skips them, and says so."""
-    import importlib.util
-
-    from recommender.hardware import detect_hardware
-
-    hardware = detect_hardware()
-    if not hardware.gpus:
-        return (f"TensorRT needs an NVIDIA GPU; this host has {hardware.gpu_status}. Run it on a GPU host with "
-                "`python3 -m pip install tensorrt nvidia-ml-py`")
-    if importlib.util.find_spec("tensorrt") is None:
-        return "TensorRT is not installed on this GPU host: python3 -m pip install tensorrt"
-    return ("TensorRT engine building is not implemented in recommender yet (docs/gpu.md); "
-            "measure pt and onnx on this GPU with target.accelerator: gpu")
+def _engine(spec: ModelSpec, sequence_length: int, fingerprint: str, cache_dir: Path, precision: str,
+            max_batch_size: int, serving: ServingHardware | None) -> ModelArtifact:
+    """The TensorRT engine built from the ONNX export (skipped, with the reason, before anything is exported)."""
+    if serving is None:
+        hardware = detect_hardware()
+        serving = ServingHardware("gpu" if hardware.gpus else "cpu", hardware)
+    reason = trt_skip_reason(serving)
+    if reason is not None:
+        raise CandidateSkipped(reason)
+    onnx = export_model(spec, "onnx", sequence_length, fingerprint, cache_dir)
+    params = EngineParameters(tuple(t.name for t in onnx.inputs), sequence_length, max_batch_size, precision)
+    return engine_artifact(onnx, params, serving, cache_dir)
 
 
 def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:

@@ -1,4 +1,6 @@
-"""Write a real Triton model repository for one candidate: config.pbtxt, the generic model.py, the artifact."""
+"""Write a real Triton model repository for one candidate: config.pbtxt plus the artifact, served either by the generic
+Python-backend model.py (the local target's pip-wheel tritonserver) or by Triton's native backends (the image of the
+docker and sagemaker targets: modelrepo/native.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,17 @@ from importlib import resources
 from pathlib import Path
 
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.native import at_sequence_length, engine_parameters, header_lines, native_backend
 from recommender.errors import BuildError
 from recommender.hardware import available_cores, gpu_instance_groups
 from recommender.candidates import Candidate
 
-# The artifact format each optimization is served from in the Python backend ('trt' is not served here).
-ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
+# The artifact format each optimization is served from in the Python backend
+ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino", "trt": "tensorrt"}
 # What runs the model inside the Python backend's model.py, per optimization (stored with every run as its backend)
 PYTHON_RUNNERS = {"pt": "torchscript", "onnx": "onnxruntime", "openvino": "openvino", "trt": "tensorrt"}
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU")
+CPU_ONLY = frozenset({"openvino"})  # served on CPU instances even where the run's accelerator is a GPU
 TRITON_DTYPES = frozenset(
     f"TYPE_{name}"
     for name in ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")
@@ -39,6 +43,28 @@ def default_threads_per_instance(instance_group_count: int, reserved_cores: int 
 def python_backend_name(optimization: str) -> str:
     """The backend that serves `optimization` in a Python-backend repository, e.g. python:onnxruntime."""
     return f"python:{PYTHON_RUNNERS[optimization]}"
+
+
+def serving_backend(optimization: str, native: bool) -> str:
+    """What serves `optimization` (stored with the run as run.backend): a native Triton backend such as
+    onnxruntime_onnx, or the Python-backend runner such as python:onnxruntime."""
+    return native_backend(optimization).name if native else python_backend_name(optimization)
+
+
+def render_native_config(candidate: Candidate, artifact: ModelArtifact, model_name: str, threads_per_instance: int,
+                         sequence_length: int, instance_kind: str = "KIND_CPU", gpus: tuple[int, ...] = ()) -> str:
+    """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization (modelrepo/native.py)."""
+    _check_common(artifact, model_name, threads_per_instance, instance_kind)
+    artifact = at_sequence_length(artifact, sequence_length)
+    sections = [
+        *header_lines(candidate, artifact, model_name),
+        _render_tensors("input", artifact.inputs),
+        _render_tensors("output", artifact.outputs),
+        _render_dynamic_batching(candidate),
+        render_instance_group(candidate.instance_group_count, instance_kind, gpus),
+        _render_parameters(engine_parameters(candidate.optimization, threads_per_instance)),
+    ]
+    return "\n".join(section for section in sections if section) + "\n"
 
 
 def render_config(
@@ -80,22 +106,33 @@ def write_model_repository(
     copy_artifact: bool = False,
     instance_kind: str = "KIND_CPU",
     gpus: tuple[int, ...] = (),
+    native_sequence_length: int | None = None,
 ) -> Path:
-    """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root.
+    """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root. With
+    `native_sequence_length` set: a native-backend repository, root/<model_name>/{config.pbtxt, 1/<backend's file>}.
 
     The artifact is symlinked by default (cheap, one export shared by many candidates) and copied
     when `copy_artifact` is set (a self-contained, deployable repository: the deliverable export).
     """
     threads = threads_per_instance or default_threads_per_instance(candidate.instance_group_count)
-    config = render_config(candidate, artifact, model_name, threads, instance_kind, gpus)
+    if candidate.optimization in CPU_ONLY:
+        instance_kind, gpus = "KIND_CPU", ()
+    native = native_sequence_length is not None
+    if native:
+        config = render_native_config(candidate, artifact, model_name, threads, native_sequence_length, instance_kind, gpus)
+        filename = native_backend(candidate.optimization).filename
+    else:
+        config = render_config(candidate, artifact, model_name, threads, instance_kind, gpus)
+        filename = artifact.path.name
     if not artifact.path.is_file():
         raise BuildError(f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository")
     version_dir = Path(root) / model_name / "1"
     try:
         version_dir.mkdir(parents=True, exist_ok=True)
         (version_dir.parent / "config.pbtxt").write_text(config)
-        _write_template(version_dir / "model.py")
-        _place_artifact(artifact.path, version_dir / artifact.path.name, copy_artifact)
+        if not native:
+            _write_template(version_dir / "model.py")
+        _place_artifact(artifact.path, version_dir / filename, copy_artifact)
     except OSError as error:
         raise BuildError(f"cannot write model repository under {root}: {error}", hint="check the path and free disk space") from error
     return Path(root)
@@ -104,12 +141,14 @@ def write_model_repository(
 def _check_servable(candidate: Candidate, artifact: ModelArtifact, model_name: str, threads: int, kind: str) -> None:
     expected = ARTIFACT_FORMATS.get(candidate.optimization)
     if expected is None:
-        raise BuildError(
-            f"optimization {candidate.optimization!r} is not served by the Python backend",
-            hint="TensorRT candidates need the docker target with a GPU",
-        )
+        raise BuildError(f"optimization {candidate.optimization!r} is not served by the Python backend",
+                         hint=f"use one of {', '.join(ARTIFACT_FORMATS)}")
     if artifact.format != expected:
         raise BuildError(f"candidate {candidate.name} needs a {expected} artifact, got {artifact.format}")
+    _check_common(artifact, model_name, threads, kind)
+
+
+def _check_common(artifact: ModelArtifact, model_name: str, threads: int, kind: str) -> None:
     if kind not in INSTANCE_KINDS:
         raise BuildError(f"unknown instance kind {kind!r}", hint=f"use one of {', '.join(INSTANCE_KINDS)}")
     if threads < 1:

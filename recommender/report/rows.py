@@ -225,6 +225,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
         *([("measured on", c.served_on)] if c.served_on else []),
+        *([("GPU at MaxInvocations", c.gpu)] if c.gpu else []),
         ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
                                    f"{fleet.sized_on}" + (f"; {fleet.fleet_size_at_point} at the point estimate)"
                                                           if fleet.sized_on.startswith("interval") else ")")),

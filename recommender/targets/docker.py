@@ -1,4 +1,5 @@
-"""The `docker` target: the containers/triton image on this host's Docker engine (GPUs through --gpus).
+"""The `docker` target: the containers/triton image on this host's Docker engine, serving Triton's native backends
+(GPUs through --gpus, passed only when the resolved accelerator is gpu).
 
 The model repository is copied (symlinks dereferenced) into the run directory and mounted read-only at
 /opt/ml/model; the container runs tritonserver with HTTP published on 127.0.0.1 only (checked after the start), no
@@ -68,6 +69,7 @@ class DockerTarget:
     name: ClassVar[str] = "docker"
     load_shares_host: ClassVar[bool] = True  # recommender drives the load from the Docker host itself
     deploys: ClassVar[bool] = True
+    native_backends: ClassVar[bool] = True  # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
     image: str = DEFAULT_IMAGE
     gpus: str | None = "all"
     ready_timeout: float = 300.0
@@ -108,9 +110,11 @@ class DockerTarget:
             deployment.wait_until_ready(self.ready_timeout, poll_s=1.0)
         return deployment
 
-    def run_arguments(self, container: str, repository: Path, model_name: str) -> list[str]:
-        """`docker run` arguments: labelled with the run, HTTP published on loopback only, no model control API."""
-        gpus = ["--gpus", self.gpus] if self.gpus else []
+    def run_arguments(self, container: str, repository: Path, model_name: str, accelerator: str | None = None) -> list[str]:
+        """`docker run` arguments: labelled with the run, HTTP published on loopback only, no model control API;
+        `--gpus` only when the resolved accelerator (detected here when not given) is a GPU."""
+        accelerator = accelerator or resolve_accelerator(self.accelerator, detect_hardware())
+        gpus = ["--gpus", self.gpus] if self.gpus and accelerator == "gpu" else []
         return ["run", "--detach", "--name", container, "--label", f"{RUN_LABEL}={self.run_id}", *gpus, "--shm-size=1g",
                 "--publish", f"{LOOPBACK}::8000", "--volume", f"{repository}:{CONTAINER_REPOSITORY}:ro", self.image,
                 "tritonserver", f"--model-repository={CONTAINER_REPOSITORY}", "--model-control-mode=none",

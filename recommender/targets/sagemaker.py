@@ -100,6 +100,7 @@ class SageMakerTarget:
     name: ClassVar[str] = "sagemaker"
     load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = True
+    native_backends: ClassVar[bool] = True  # the Triton image serves the repository with its native backends
 
     def __post_init__(self) -> None:
         self.clients = AwsClients(self.region, self.boto_session, self.endpoint_url)

@@ -97,7 +97,7 @@ def test_parameters_tell_model_py_the_artifact(artifact: ModelArtifact, opt: str
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"candidate": candidate(opt="trt")}, "not served by the Python backend"),
+        ({"candidate": candidate(opt="trt")}, "needs a tensorrt artifact"),
         ({"candidate": candidate(opt="onnx")}, "needs a onnx artifact"),
         ({"instance_kind": "KIND_TPU"}, "unknown instance kind"),
         ({"threads_per_instance": 0}, "at least 1"),

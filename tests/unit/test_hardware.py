@@ -162,5 +162,5 @@ def test_tensorrt_skip_reason_is_true_here_and_names_the_install_command() -> No
         pytest.skip("this host has a GPU")
     with pytest.raises(CandidateSkipped) as caught:
         export_model(ExperimentSpec.model_validate({"name": "t"}).model, "trt", 16, "f", Path("/nonexistent"))
-    assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this host has no GPU")
-    assert "pip install tensorrt" in caught.value.message and "docker target" not in caught.value.message
+    assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this run serves on the CPU (no GPU")
+    assert "pip install nvidia-ml-py" in caught.value.message and "not implemented" not in caught.value.message

@@ -87,3 +87,24 @@ def test_a_model_file_changed_in_place_is_exported_again(tmp_path: Path):
         exported.append(export_model(spec, "pt", 8, "same-spec", tmp_path / "cache").path)
     assert exported[0].parent != exported[1].parent
     assert exported[1].read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize(("optimizations", "engines"), [(["pt", "onnx"], set()), (["openvino"], {"openvino"}),
+                                                         (["trt", "openvino", "pt"], {"openvino", "tensorrt"})])
+def test_engine_versions_are_in_the_key_of_experiments_that_use_them(optimizations, engines):
+    assert set(software_versions(optimizations)) == set(VERSIONS) | engines
+
+
+@pytest.mark.parametrize(("optimization", "distribution"), [("openvino", "openvino"), ("trt", "tensorrt")])
+def test_an_engine_version_change_changes_the_key(optimization, distribution):
+    document = merged(BASE, {"variants": {"optimizations": [optimization]}})
+    assert key(document, VERSIONS | {distribution: "1.0"}) != key(document, VERSIONS | {distribution: "2.0"})
+
+
+def test_the_installed_openvino_version_is_read_for_an_openvino_experiment():
+    import importlib.metadata
+
+    spec = ExperimentSpec.model_validate({"name": "p", "variants": {"optimizations": ["openvino"]}})
+    installed = {name: version for name, version in software_versions(["openvino"]).items()}
+    assert installed["openvino"] == importlib.metadata.version("openvino")
+    assert protocol_fingerprint(spec) == protocol_fingerprint(spec, installed)

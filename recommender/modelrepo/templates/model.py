@@ -1,11 +1,12 @@
-"""Generic Triton Python-backend model: serves a TorchScript, ONNX or OpenVINO artifact with real batching.
+"""Generic Triton Python-backend model: serves a TorchScript, ONNX, OpenVINO or TensorRT artifact with real batching.
 
 Written into every model repository by recommender.modelrepo.repository. It reads its settings from
 the `parameters` of config.pbtxt:
 
     artifact_file     the model file next to this model.py (in the version directory)
     artifact_format   "torchscript" (torch.jit.load), "onnx" (onnxruntime.InferenceSession) or "openvino"
-                      (openvino.Core().compile_model of the ONNX file, on the CPU device)
+                      (openvino.Core().compile_model of the ONNX file, on the CPU device) or "tensorrt"
+                      (a serialized engine, deserialized with the TensorRT runtime on the instance's GPU)
     intra_op_threads  intra-op threads of this instance (instances x threads should fit the cores)
 
 execute() concatenates the inputs of every request that Triton hands over (the dynamic batcher
@@ -87,7 +88,57 @@ class OpenVinoRunner:
         return [np.asarray(results[port]) for port in self._compiled.outputs]
 
 
-RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner, "openvino": OpenVinoRunner}
+class TensorRTRunner:
+    """A serialized TensorRT engine (TensorRT >= 8.5 I/O-tensor API) on the instance's GPU: one execution context and
+    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet (docs/gpu.md)."""
+
+    def __init__(self, path, threads, device):
+        import tensorrt as trt
+        import torch
+
+        if not device.startswith("cuda"):
+            raise ValueError("the tensorrt runner needs a GPU instance (instance_group kind KIND_GPU)")
+        self._torch, self._device = torch, torch.device(device)
+        torch.cuda.set_device(self._device)
+        with open(path, "rb") as handle:
+            self._engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine(handle.read())
+        if self._engine is None:
+            raise ValueError(f"TensorRT could not deserialize {path} (built for another TensorRT version or GPU?)")
+        self._context = self._engine.create_execution_context()
+        self._stream = torch.cuda.Stream(device=self._device)
+        names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
+        is_input = {name: self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT for name in names}
+        self._inputs = [name for name in names if is_input[name]]
+        self._outputs = [name for name in names if not is_input[name]]
+        self._dtypes = {name: np.dtype(trt.nptype(self._engine.get_tensor_dtype(name))) for name in names}
+
+    def __call__(self, arrays, output_names):
+        torch = self._torch
+        with torch.cuda.stream(self._stream):
+            inputs = [self._bind_input(name, array) for name, array in zip(self._inputs, arrays)]
+            outputs = [self._bind_output(name) for name in self._outputs]
+            if not self._context.execute_async_v3(self._stream.cuda_stream):
+                raise RuntimeError("TensorRT execute_async_v3 failed")
+            host = [output.to("cpu", non_blocking=True) for output in outputs]
+        self._stream.synchronize()
+        del inputs  # the device inputs lived until the stream finished with them
+        return [tensor.numpy() for tensor in host]
+
+    def _bind_input(self, name, array):
+        array = np.ascontiguousarray(array, dtype=self._dtypes[name])
+        tensor = self._torch.from_numpy(array).to(self._device, non_blocking=True)
+        self._context.set_input_shape(name, tuple(tensor.shape))
+        self._context.set_tensor_address(name, tensor.data_ptr())
+        return tensor
+
+    def _bind_output(self, name):
+        dtype = self._torch.from_numpy(np.empty(0, dtype=self._dtypes[name])).dtype
+        tensor = self._torch.empty(tuple(self._context.get_tensor_shape(name)), dtype=dtype, device=self._device)
+        self._context.set_tensor_address(name, tensor.data_ptr())
+        return tensor
+
+
+RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner, "openvino": OpenVinoRunner, "tensorrt": TensorRTRunner}
 
 
 class TritonPythonModel:

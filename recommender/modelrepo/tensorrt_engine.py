@@ -1,0 +1,151 @@
+"""TensorRT engines, the standard way: the ONNX export -> trt.OnnxParser -> one optimization profile -> a serialized
+engine (`model.plan`), cached per model content, GPU name, TensorRT version, precision, max batch and sequence length.
+
+    EngineParameters(...)                       the build parameters (profile shapes, flags): pure, unit tested
+    configure_builder(trt, builder, config, p)  applies them to a TensorRT builder config (the seam)
+    trt_skip_reason(serving)                     why this run cannot build an engine (None: it can)
+    engine_artifact(onnx, params, serving, ...)  the cached engine as a ModelArtifact (builds it on first use)
+
+Building needs an NVIDIA GPU, its driver and the `tensorrt` wheel (the `[tensorrt]` extra, TensorRT 10). Nothing
+here was run on a GPU when it was written (docs/gpu.md says what is verified).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recommender.errors import BuildError, CandidateSkipped
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.protocol import file_sha256
+
+TENSORRT_INSTALL = "python3 -m pip install 'tensorrt>=10,<11' (the [tensorrt] extra; it needs the NVIDIA driver)"
+PRECISIONS = ("fp32", "fp16")
+ENGINE_FILE = "model.plan"
+
+
+@dataclass(frozen=True)
+class EngineParameters:
+    """What an engine is built for: its inputs at the payload's sequence length, batch 1..max_batch_size, precision."""
+
+    input_names: tuple[str, ...]
+    sequence_length: int
+    max_batch_size: int
+    precision: str = "fp32"
+    workspace_bytes: int = 1 << 30
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise BuildError(f"TensorRT precision {self.precision!r} is not supported", hint=f"use one of {PRECISIONS}")
+        if self.max_batch_size < 1 or self.sequence_length < 1:
+            raise BuildError(f"engine shapes need max_batch_size >= 1 and sequence_length >= 1, got "
+                             f"{self.max_batch_size} and {self.sequence_length}")
+
+    def profile_shapes(self) -> dict[str, tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
+        """(min, opt, max) per input: batch 1 to max_batch_size, optimised for max_batch_size (what the dynamic
+        batcher forms under load), all at the payload's sequence length."""
+        seq, top = self.sequence_length, self.max_batch_size
+        return {name: ((1, seq), (top, seq), (top, seq)) for name in self.input_names}
+
+    def network_flag_names(self, trt_major: int) -> tuple[str, ...]:
+        """NetworkDefinitionCreationFlag names: EXPLICIT_BATCH before TensorRT 10 (explicit batch is the only mode
+        from 10 on, and the flag is deprecated there)."""
+        return ("EXPLICIT_BATCH",) if trt_major < 10 else ()
+
+    def builder_flag_names(self, trt_major: int) -> tuple[str, ...]:
+        """BuilderFlag names: FP16 for an fp16 engine. TensorRT 11 removed FP16 (strongly typed networks only)."""
+        if self.precision != "fp16":
+            return ()
+        if trt_major >= 11:
+            raise CandidateSkipped("TensorRT 11 removed BuilderFlag.FP16 (fp16 needs an ONNX model converted with "
+                                   "ModelOpt AutoCast, which recommender does not do); install " + TENSORRT_INSTALL)
+        return ("FP16",)
+
+
+def trt_major(version: str) -> int:
+    """The major version of a TensorRT version string, e.g. 10 for '10.5.0.18'."""
+    return int(version.split(".", 1)[0])
+
+
+def configure_builder(trt: Any, builder: Any, config: Any, params: EngineParameters) -> Any:
+    """Apply `params` to a TensorRT builder config: one optimization profile, the precision flags, the workspace
+    limit. Returns the profile."""
+    profile = builder.create_optimization_profile()
+    for name, (low, opt, high) in params.profile_shapes().items():
+        profile.set_shape(name, low, opt, high)
+    config.add_optimization_profile(profile)
+    for flag in params.builder_flag_names(trt_major(trt.__version__)):
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, params.workspace_bytes)
+    return profile
+
+
+def network_flags(trt: Any, params: EngineParameters) -> int:
+    """The create_network() flags bitmask for this TensorRT version."""
+    bits = 0
+    for name in params.network_flag_names(trt_major(trt.__version__)):
+        bits |= 1 << int(getattr(trt.NetworkDefinitionCreationFlag, name))
+    return bits
+
+
+def engine_key(model_content: str, gpu_name: str, trt_version: str, params: EngineParameters) -> str:
+    """The cache key of an engine: it is valid only for the same model bytes, GPU model, TensorRT version, precision,
+    max batch and sequence length."""
+    parts = (model_content, gpu_name, trt_version, params.precision, str(params.max_batch_size),
+             str(params.sequence_length))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def build_engine(onnx_path: Path, params: EngineParameters, target: Path) -> None:
+    """Parse the ONNX file and write the serialized engine to `target` (needs a GPU and the tensorrt wheel)."""
+    import tensorrt as trt  # noqa: PLC0415 - optional dependency, the [tensorrt] extra
+
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(network_flags(trt, params))
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(Path(onnx_path).read_bytes()):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise BuildError(f"TensorRT could not parse {onnx_path}: {errors}", hint="check the ONNX export (opset 17)")
+    config = builder.create_builder_config()
+    configure_builder(trt, builder, config, params)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise BuildError(f"TensorRT failed to build an engine from {onnx_path}", hint="the TensorRT log above says why")
+    target.write_bytes(bytes(serialized))
+
+
+def trt_skip_reason(serving: Any) -> str | None:
+    """Why a `trt` candidate cannot be built for this run (`serving`: hardware.ServingHardware), or None."""
+    if serving.accelerator != "gpu":
+        detail = serving.hardware.gpu_status if serving.hardware else f"instance type {serving.declared}"
+        return (f"TensorRT needs an NVIDIA GPU; this run serves on the CPU ({detail}). Run it on a GPU host "
+                "(python3 -m pip install nvidia-ml-py, the gpu extra) with target.accelerator: auto or gpu")
+    if serving.hardware is None:
+        return (f"TensorRT engines are built on this host's GPU, but {serving.declared} is a remote instance; "
+                "build and measure trt with the local or docker target on a host with the same GPU")
+    if importlib.util.find_spec("tensorrt") is None:
+        return f"TensorRT is not installed on this GPU host: {TENSORRT_INSTALL}"
+    return None
+
+
+def engine_artifact(onnx: ModelArtifact, params: EngineParameters, serving: Any, cache_dir: Path) -> ModelArtifact:
+    """The engine for `onnx` (keyed by the sha256 of its bytes) on this run's first GPU, from the cache or built now;
+    CandidateSkipped with the true reason where there is no GPU or no TensorRT."""
+    reason = trt_skip_reason(serving)
+    if reason is not None:
+        raise CandidateSkipped(reason)
+    import tensorrt as trt  # noqa: PLC0415
+
+    key = engine_key(file_sha256(onnx.path), serving.hardware.gpus[0].name, trt.__version__, params)
+    target = Path(cache_dir) / f"trt-{key}" / ENGINE_FILE
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_suffix(".partial")
+        build_engine(onnx.path, params, staging)
+        staging.rename(target)
+    inputs = tuple(TensorSpec(t.name, t.dtype, (params.sequence_length,)) for t in onnx.inputs)
+    return ModelArtifact(target, "tensorrt", inputs, onnx.outputs, onnx.random_weights)

@@ -1,0 +1,163 @@
+"""TensorRT engine-build parameters behind their seam (profile shapes, precision and network flags, the cache key), the
+true skip reasons of `trt` candidates, and, where the `tensorrt` wheel imports, the same parameters against the real
+TensorRT enums. Building an engine needs a GPU: no test here builds one (docs/gpu.md).
+
+`RecordingTensorRT` stands in for the native TensorRT library (libnvinfer cannot load on a host without the NVIDIA
+libraries): it records what configure_builder asks of a builder config, with TensorRT's own method names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+
+import pytest
+
+from recommender.errors import BuildError, CandidateSkipped
+from recommender.hardware import Gpu, Hardware, ServingHardware, detect_hardware
+from recommender.modelrepo.export import export_model
+from recommender.modelrepo.tensorrt_engine import (EngineParameters, build_engine, configure_builder, engine_key,
+                                                   network_flags, trt_skip_reason)
+from recommender.spec import ModelSpec
+
+NAMES = ("input_ids", "attention_mask")
+HAS_TENSORRT = importlib.util.find_spec("tensorrt") is not None
+needs_tensorrt = pytest.mark.skipif(not HAS_TENSORRT, reason="the tensorrt wheel is not installed here: its libraries "
+                                    "(tensorrt-cu12-libs) come from pypi.nvidia.com only; pip install 'tensorrt>=10,<11'")
+
+
+class RecordingTensorRT:
+    """The parts of the tensorrt module configure_builder and network_flags touch, recording the calls."""
+
+    def __init__(self, version: str) -> None:
+        self.__version__ = version
+        self.BuilderFlag = SimpleNamespace(FP16="BuilderFlag.FP16")
+        self.MemoryPoolType = SimpleNamespace(WORKSPACE="MemoryPoolType.WORKSPACE")
+        self.NetworkDefinitionCreationFlag = SimpleNamespace(EXPLICIT_BATCH=0)
+        self.calls: list[tuple] = []
+
+    def create_optimization_profile(self):
+        return SimpleNamespace(set_shape=lambda *args: self.calls.append(("set_shape", *args)))
+
+    def add_optimization_profile(self, profile) -> None:
+        self.calls.append(("add_optimization_profile",))
+
+    def set_flag(self, flag) -> None:
+        self.calls.append(("set_flag", flag))
+
+    def set_memory_pool_limit(self, pool, size) -> None:
+        self.calls.append(("set_memory_pool_limit", pool, size))
+
+
+def test_one_profile_from_batch_one_to_max_batch_at_the_sequence_length() -> None:
+    shapes = EngineParameters(NAMES, 128, 16).profile_shapes()
+    assert shapes == {name: ((1, 128), (16, 128), (16, 128)) for name in NAMES}
+
+
+@pytest.mark.parametrize(("precision", "major", "flags"), [("fp32", 10, ()), ("fp16", 10, ("FP16",)),
+                                                           ("fp16", 8, ("FP16",)), ("fp32", 11, ())])
+def test_precision_flags(precision: str, major: int, flags: tuple) -> None:
+    assert EngineParameters(NAMES, 128, 8, precision).builder_flag_names(major) == flags
+
+
+def test_fp16_on_tensorrt_11_is_skipped_with_the_reason() -> None:
+    with pytest.raises(CandidateSkipped, match="TensorRT 11 removed BuilderFlag.FP16.*tensorrt>=10,<11"):
+        EngineParameters(NAMES, 128, 8, "fp16").builder_flag_names(11)
+
+
+@pytest.mark.parametrize(("major", "names"), [(8, ("EXPLICIT_BATCH",)), (10, ()), (11, ())])
+def test_explicit_batch_only_where_the_version_needs_it(major: int, names: tuple) -> None:
+    assert EngineParameters(NAMES, 128, 8).network_flag_names(major) == names
+
+
+@pytest.mark.parametrize("bad", [{"precision": "int8"}, {"max_batch_size": 0}, {"sequence_length": 0}])
+def test_bad_parameters_are_build_errors(bad: dict) -> None:
+    with pytest.raises(BuildError):
+        EngineParameters(**{"input_names": NAMES, "sequence_length": 128, "max_batch_size": 8} | bad)
+
+
+def test_configure_builder_applies_profile_flags_and_workspace() -> None:
+    trt = RecordingTensorRT("10.5.0.18")
+    configure_builder(trt, trt, trt, EngineParameters(NAMES, 64, 4, "fp16", workspace_bytes=2**28))
+    assert trt.calls == [("set_shape", "input_ids", (1, 64), (4, 64), (4, 64)),
+                         ("set_shape", "attention_mask", (1, 64), (4, 64), (4, 64)),
+                         ("add_optimization_profile",), ("set_flag", "BuilderFlag.FP16"),
+                         ("set_memory_pool_limit", "MemoryPoolType.WORKSPACE", 2**28)]
+
+
+@pytest.mark.parametrize(("version", "bits"), [("8.6.1", 1), ("10.5.0.18", 0)])
+def test_network_flags_bitmask(version: str, bits: int) -> None:
+    assert network_flags(RecordingTensorRT(version), EngineParameters(NAMES, 64, 4)) == bits
+
+
+def test_engine_key_changes_with_each_thing_an_engine_depends_on() -> None:
+    base = EngineParameters(NAMES, 128, 8)
+    keys = {engine_key("sha-a", "NVIDIA A10G", "10.5.0", base), engine_key("sha-b", "NVIDIA A10G", "10.5.0", base),
+            engine_key("sha-a", "Tesla T4", "10.5.0", base), engine_key("sha-a", "NVIDIA A10G", "10.6.0", base),
+            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 8, "fp16")),
+            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 16)),
+            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 64, 8))}
+    assert len(keys) == 7
+    assert engine_key("sha-a", "NVIDIA A10G", "10.5.0", base) == engine_key("sha-a", "NVIDIA A10G", "10.5.0", base)
+
+
+CPU_HOST = Hardware("Intel Xeon", 2, gpu_status="no GPU (NVML: Driver Not Loaded)")
+GPU_HOST = Hardware("Intel Xeon", 8, (Gpu(0, "NVIDIA A10G", 23028.0),), "550.1", "12.4", "1 GPU(s)")
+
+
+def test_skip_reason_on_a_cpu_run_names_the_hardware_and_the_install() -> None:
+    reason = trt_skip_reason(ServingHardware("cpu", CPU_HOST))
+    assert "needs an NVIDIA GPU" in reason and "Driver Not Loaded" in reason and "pip install nvidia-ml-py" in reason
+
+
+def test_skip_reason_for_a_remote_gpu_instance() -> None:
+    reason = trt_skip_reason(ServingHardware("gpu", None, declared="ml.g5.xlarge"))
+    assert "ml.g5.xlarge is a remote instance" in reason
+
+
+@pytest.mark.skipif(HAS_TENSORRT, reason="tensorrt is installed here: the missing-package reason cannot arise")
+def test_skip_reason_on_a_gpu_host_without_tensorrt_gives_the_install_command() -> None:
+    assert trt_skip_reason(ServingHardware("gpu", GPU_HOST)) == ("TensorRT is not installed on this GPU host: python3 -m "
+                                                                 "pip install 'tensorrt>=10,<11' (the [tensorrt] extra; "
+                                                                 "it needs the NVIDIA driver)")
+
+
+@needs_tensorrt
+def test_flag_names_resolve_to_the_real_tensorrt_enums() -> None:
+    import tensorrt as trt
+
+    from recommender.modelrepo.tensorrt_engine import trt_major
+
+    params = EngineParameters(NAMES, 128, 8, "fp16" if trt_major(trt.__version__) < 11 else "fp32")
+    for name in params.builder_flag_names(trt_major(trt.__version__)):
+        assert isinstance(getattr(trt.BuilderFlag, name), trt.BuilderFlag)
+    assert isinstance(network_flags(trt, params), int)
+    assert trt.MemoryPoolType.WORKSPACE is not None
+
+
+def test_a_trt_candidate_on_this_host_is_skipped_before_anything_is_exported(tmp_path) -> None:
+    """The real detection (NVML through nvidia-ml-py) on whatever host runs the tests."""
+    host = detect_hardware()
+    if host.gpus and HAS_TENSORRT:
+        pytest.skip("this host has a GPU and TensorRT: test_engine_builds_on_this_gpu covers it")
+    with pytest.raises(CandidateSkipped, match="TensorRT needs an NVIDIA GPU|TensorRT is not installed"):
+        export_model(ModelSpec(source="onnx", path=tmp_path / "model.onnx"), "trt", 16, "fp", tmp_path / "cache", "fp16", 4)
+    assert not (tmp_path / "cache").exists()
+
+
+@needs_tensorrt
+@pytest.mark.skipif(not detect_hardware().gpus, reason="building a TensorRT engine needs an NVIDIA GPU (none detected)")
+def test_engine_builds_on_this_gpu(tmp_path) -> None:
+    import tensorrt as trt
+    import torch
+
+    class Pooling(torch.nn.Module):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return (input_ids * attention_mask).to(torch.float32).sum(dim=1, keepdim=True)
+
+    ids = torch.ones(2, 16, dtype=torch.int64)
+    torch.onnx.export(Pooling(), (ids, ids), str(tmp_path / "m.onnx"), input_names=list(NAMES), output_names=["embedding"],
+                      dynamic_axes={n: {0: "batch"} for n in (*NAMES, "embedding")}, opset_version=17, dynamo=False)
+    build_engine(tmp_path / "m.onnx", EngineParameters(NAMES, 16, 4), tmp_path / "model.plan")
+    engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine((tmp_path / "model.plan").read_bytes())
+    assert engine.num_io_tensors == 3 and tuple(engine.get_tensor_profile_shape("input_ids", 0)[2]) == (4, 16)

@@ -9,6 +9,7 @@ already stored under the same measurement protocol is not measured again unless 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 import traceback
 from collections import Counter
@@ -30,7 +31,7 @@ from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
 from recommender.candidates import Candidate, expand_candidates, target_index
 from recommender.protocol import protocol_fingerprint
-from recommender.schedule import Slot, SlotPool, Stop, run_all, slots_for
+from recommender.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import BUDGET_SKIP, ResultStore
@@ -50,6 +51,7 @@ class Placement:
     deploys: bool
     load_shares_host: bool
     target_name: str
+    group: str  # schedule.slot_group: targets on the same hardware share its slots
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -116,11 +118,12 @@ class Job:
         experiment_id = self.store.save_experiment(self.spec)
         self.bodies = inference_bodies(self.spec.payload)
         self.stop, self.deadline = Stop(), time_limit(self.spec.time_budget_seconds)
+        self.export_lock = threading.Lock()  # exports (and their imports of torch/transformers) run one at a time
         items = [WorkItem(c, placements[target_index(self.spec, c)], i, len(candidates), experiment_id)
                  for i, c in enumerate(candidates)]
-        pool = SlotPool([slots_for(p.spec.kind, p.gpus, self.spec.max_parallel) for p in placements])
+        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, self.spec.max_parallel) for p in placements})
         try:
-            run_all(items, self._run_item, lambda item: item.placement.index, pool, self.spec.max_parallel, self.stop)
+            run_all(items, self._run_item, lambda item: item.placement.group, pool, self.spec.max_parallel, self.stop)
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
@@ -133,7 +136,8 @@ class Job:
         target.preflight()
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
         protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec)
-        return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name)
+        return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name,
+                         slot_group(spec, index))
 
     def _run_item(self, item: WorkItem, slot: Slot) -> None:
         """One work item: its candidate stored, then measured on its target (pinned to `slot`'s GPUs, if any)."""
@@ -200,7 +204,8 @@ class Job:
         target = target_for(placement.spec, spec.name, self.run_id)  # one per candidate: concurrent ones share no client
         if hasattr(target, "cancel"):
             target.cancel = self.stop.event  # a SageMaker endpoint still starting stops waiting when the job stops
-        repository = self._repository(candidate, run_dir, placement, slot) if placement.deploys else None
+        with self.export_lock:  # the cache and the exporters' lazy imports are not safe across threads
+            repository = self._repository(candidate, run_dir, placement, slot) if placement.deploys else None
         self.stop.check()
         self.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
         estimate = estimate_plan(spec, 1, placement.spec)

@@ -1,13 +1,15 @@
 """Which candidates may run together, and the pool that runs them (the experiment's `max_parallel`).
 
-    slots_for(target, gpus, max_parallel) -> the slots one target offers (a slot: the GPUs a candidate is pinned to)
+    slot_group(target, index)             -> which targets share hardware (all local/docker targets: this host)
+    slots_for(kind, gpus, max_parallel)   -> the slots a group offers (a slot: the GPUs a candidate is pinned to)
     run_all(items, work, max_parallel, stop)  -> every work item run, at most max_parallel at once
 
 What may overlap (DESIGN.md "Targets"): SageMaker endpoints are separate machines, so one target offers
 `max_parallel` slots; a remote target is ONE existing endpoint, so one slot (two remote hosts run side by side); a
 local or docker target with GPUs offers one slot per GPU (each candidate pinned to its GPU); a local or docker target
 on the CPU offers one slot: two servers on the same cores would measure each other (and the load generator), so local
-CPU candidates always run one after another.
+CPU candidates always run one after another. Local and docker targets all run on this host, so they share one
+group of slots whatever their labels.
 
 Interruption: Ctrl-C / SIGTERM reaches the main thread only. `run_all` then sets `stop`, starts nothing more and
 waits for the running items, which see `stop` (stopped_error) at their next check, leave their deployments (torn
@@ -19,7 +21,7 @@ from __future__ import annotations
 import queue
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +52,16 @@ class Stop:
         return self.event.is_set()
 
 
+def slot_group(target: Any, index: int) -> str:
+    """The hardware a target's candidates run on: this host for local and docker, the endpoint for remote, the
+    target's own endpoints for sagemaker. Targets in one group share its slots."""
+    if target.kind in ("local", "docker"):
+        return "this host"
+    if target.kind == "remote":
+        return f"remote {target.endpoint}"
+    return f"target {index}"
+
+
 def slots_for(kind: str, gpus: Sequence[int], max_parallel: int) -> list[Slot]:
     """The slots a target offers (see the module text): at most max_parallel, one per GPU where it has GPUs."""
     if kind == "sagemaker":
@@ -62,17 +74,17 @@ def slots_for(kind: str, gpus: Sequence[int], max_parallel: int) -> list[Slot]:
 
 
 class SlotPool:
-    """The free slots of each target; `take` blocks until one of the item's target is free (or the job stops)."""
+    """The free slots of each group; `take` blocks until one of the item's group is free (or the job stops)."""
 
-    def __init__(self, slots: Sequence[Sequence[Slot]]) -> None:
-        self._free: list[queue.Queue[Slot]] = []
-        for target_slots in slots:
+    def __init__(self, slots: Mapping[Hashable, Sequence[Slot]]) -> None:
+        self._free: dict[Hashable, queue.Queue[Slot]] = {}
+        for group, group_slots in slots.items():
             free: queue.Queue[Slot] = queue.Queue()
-            for slot in target_slots:
+            for slot in group_slots:
                 free.put(slot)
-            self._free.append(free)
+            self._free[group] = free
 
-    def take(self, target: int, stop: Stop) -> Slot:
+    def take(self, target: Hashable, stop: Stop) -> Slot:
         while True:
             stop.check()
             try:
@@ -80,13 +92,14 @@ class SlotPool:
             except queue.Empty:
                 continue
 
-    def give_back(self, target: int, slot: Slot) -> None:
+    def give_back(self, target: Hashable, slot: Slot) -> None:
         self._free[target].put(slot)
 
 
-def run_all(items: Sequence[Any], work: Callable[[Any, Slot], None], target_of: Callable[[Any], int],
+def run_all(items: Sequence[Any], work: Callable[[Any, Slot], None], target_of: Callable[[Any], Hashable],
             pool: SlotPool, max_parallel: int, stop: Stop) -> None:
-    """Run `work(item, slot)` for every item, at most `max_parallel` at once and only on a free slot of its target.
+    """Run `work(item, slot)` for every item, at most `max_parallel` at once and only on a free slot of its group
+    (`target_of(item)`).
     max_parallel 1 runs in this thread, in order (a failure or interruption propagates as it happens)."""
     if max_parallel <= 1:
         for item in items:
@@ -102,7 +115,7 @@ def run_all(items: Sequence[Any], work: Callable[[Any, Slot], None], target_of: 
         _wait_all(futures, stop)
 
 
-def _run_one(item: Any, work: Callable[[Any, Slot], None], target: int, pool: SlotPool, stop: Stop) -> None:
+def _run_one(item: Any, work: Callable[[Any, Slot], None], target: Hashable, pool: SlotPool, stop: Stop) -> None:
     if stop:  # the job was interrupted before this item started: it is not started
         return
     slot = pool.take(target, stop)

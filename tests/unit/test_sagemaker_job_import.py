@@ -27,7 +27,10 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
     spec = load_spec(path)
     assert spec.name == "bert-base-load-test"
-    assert spec.target.instance_type == "ml.g4dn.xlarge"
+    assert [(t.instance_type, t.priced_as) for t in spec.all_targets] == [("ml.g4dn.xlarge", "ml.g4dn.xlarge"),
+                                                                          ("ml.c5.2xlarge", "ml.c5.2xlarge")]
+    assert (spec.max_parallel, spec.max_candidates, spec.time_budget_seconds) == (2, 10, 7200)
+    assert (spec.traffic.stopping.max_invocations, spec.traffic.stopping.flat_invocations) == (3000, True)
     assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(1, 1, 120), (2, 6, 300)]
     assert (spec.latency_threshold.percentile, spec.latency_threshold.ms) == ("p95", 100)
     written = yaml.safe_load(path.read_text())
@@ -37,22 +40,21 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
 @pytest.mark.parametrize(
     "expected",
-    ["OMP_NUM_THREADS", "2 instance types given (ml.g4dn.xlarge, ml.c5.2xlarge)", "MaxInvocations 3000",
-     "FlatInvocations Stop", "MaxParallelOfTests 2", "MaxNumberOfTests 10", "model-package/bert-base-embeddings/3",
-     "JobDurationInSeconds 7200", "RoleArn", "Tags are not copied", "target.kind is `local`"],
+    ["OMP_NUM_THREADS", "each instance type is a `local` target priced as that type (ml.g4dn.xlarge, ml.c5.2xlarge",
+     "max_parallel 2 (MaxParallelOfTests)", "model-package/bert-base-embeddings/3", "RoleArn", "Tags are not copied"],
 )
 def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> None:
     notes = import_job(request_json).notes
     assert any(expected in note for note in notes), notes
 
 
-def test_stairs_become_one_constant_phase_per_step(request_json: dict, tmp_path: Path) -> None:
+def test_stairs_map_to_the_stairs_shape(request_json: dict, tmp_path: Path) -> None:
     request_json["InputConfig"]["TrafficPattern"] = {
         "TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 180, "NumberOfSteps": 3, "UsersPerStep": 2}}
     imported = import_job(request_json)
     spec = load_spec(write_experiment(imported, tmp_path / "stairs.yaml"))
-    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(2, 0, 180), (4, 0, 180), (6, 0, 180)]
-    assert any(note.startswith("STAIRS traffic") for note in imported.notes)
+    stairs = spec.traffic.stairs
+    assert (stairs.users_per_step, stairs.number_of_steps, stairs.duration_seconds) == (2, 3, 180)
 
 
 def test_minimal_default_job_uses_experiment_defaults(tmp_path: Path) -> None:

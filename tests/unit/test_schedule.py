@@ -9,7 +9,8 @@ import time
 import pytest
 
 from recommender.errors import Interrupted
-from recommender.schedule import SlotPool, Stop, run_all, slots_for
+from recommender.schedule import SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.spec import TargetSpec
 
 
 @pytest.mark.parametrize("kind, gpus, max_parallel, expected", [
@@ -44,7 +45,7 @@ class Tracker:
 
 def test_items_overlap_up_to_max_parallel_and_never_beyond_their_targets_slots():
     items = [("a1", 0), ("b1", 1), ("a2", 0), ("b2", 1), ("c1", 2)]
-    pool = SlotPool([[(0,), (1,)], [None], [None, None]])  # a: two GPUs, b: one remote endpoint, c: cloud
+    pool = SlotPool({0: [(0,), (1,)], 1: [None], 2: [None, None]})  # a: two GPUs, b: one remote endpoint, c: cloud
     work = Tracker()
     run_all(items, work, lambda item: item[1], pool, max_parallel=3, stop=Stop())
     assert work.peak == 3
@@ -55,7 +56,7 @@ def test_items_overlap_up_to_max_parallel_and_never_beyond_their_targets_slots()
 def test_max_parallel_one_runs_in_order_in_this_thread():
     order = []
     run_all(["x", "y", "z"], lambda item, slot: order.append((item, threading.current_thread().name)),
-            lambda item: 0, SlotPool([[None]]), max_parallel=1, stop=Stop())
+            lambda item: 0, SlotPool({0: [None]}), max_parallel=1, stop=Stop())
     assert order == [(name, threading.main_thread().name) for name in "xyz"]
 
 
@@ -76,5 +77,12 @@ def test_ctrl_c_in_the_main_thread_stops_every_running_item_and_starts_no_more()
             raise
 
     with pytest.raises(KeyboardInterrupt):
-        run_all(["first", "second", "third", "fourth"], work, lambda item: 0, SlotPool([[None, None]]), 2, stop)
+        run_all(["first", "second", "third", "fourth"], work, lambda item: 0, SlotPool({0: [None, None]}), 2, stop)
     assert sorted(started) == ["first", "second"] and sorted(ended) == ["first", "second"]  # no more were started
+
+
+def test_local_and_docker_targets_share_this_host_and_remote_hosts_are_apart():
+    local_a, local_b = TargetSpec(name="a"), TargetSpec(name="b", kind="docker")
+    remote = [TargetSpec(kind="remote", endpoint=f"http://host-{n}:8000") for n in (1, 2)]
+    assert slot_group(local_a, 0) == slot_group(local_b, 1)  # two local labels are still one set of cores
+    assert slot_group(remote[0], 2) != slot_group(remote[1], 3)

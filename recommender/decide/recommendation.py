@@ -77,6 +77,11 @@ class Recommendation:
     justification: str
     notes: tuple[str, ...] = field(default_factory=tuple)
     unstable: frozenset[str] = frozenset()  # keys of candidates whose headline says stable: false
+    candidate_pricing: Mapping[str, Pricing] = field(default_factory=dict)  # by key: each candidate's target's pricing
+
+    def pricing_of(self, key: str) -> Pricing:
+        """A candidate's pricing (its target's; `pricing`, the winner's, when not known)."""
+        return self.candidate_pricing.get(key, self.pricing)
 
     @property
     def winner(self) -> RankedCandidate | None:
@@ -248,7 +253,7 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
         capacity=capacity, fleet_size=count, scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
         tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
-        unstable=frozenset(r.key for r in results if _unstable(r)),
+        unstable=frozenset(r.key for r in results if _unstable(r)), candidate_pricing=pricing_of,
     )
     return _with_justification(draft)
 

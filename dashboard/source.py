@@ -47,8 +47,7 @@ def results(name: str) -> list[CandidateResult]:
     try:
         spec = stored_spec(info.name, info.spec)
     except StoreError:
-        current = store().current_protocol(name)
-        return store().results(name, current or "")
+        return store().results(name, store().current_protocols(name) or "")
     return decided(name, spec)
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from recommender.metrics.headline import Headline, ServerStats
-from recommender.spec import DynamicBatching, ExperimentSpec
+from recommender.spec import DynamicBatching, ExperimentSpec, target_label
 
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
@@ -32,13 +32,15 @@ class Candidate:
     instance_type: str
     model_fingerprint: str = field(default="", compare=True)
     precision: str = "fp32"  # fp16: TensorRT engines only; left out of config() at its default (stored keys stay valid)
+    target: str = ""  # a multi-target experiment's target label (spec target_label); "" with one target (not hashed)
 
     @property
     def name(self) -> str:
         """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off)."""
         batching = "db" if self.dynamic_batching is not None else "nodb"
         precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"
-        return f"{self.optimization}{precision}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}"
+        on = f"@{self.target}" if self.target else ""
+        return f"{self.optimization}{precision}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}{on}"
 
     def config(self) -> dict:
         """The serving configuration as plain data (stored, shown, hashed); the instance-group count is stored as
@@ -48,6 +50,8 @@ class Candidate:
         data["dynamic_batching"] = self.dynamic_batching.model_dump() if self.dynamic_batching else None
         if data["precision"] == DEFAULT_PRECISION:  # added after keys were stored: only a non-default value is hashed
             del data["precision"]
+        if not data["target"]:  # added with multi-target experiments: a single-target key stays as it was
+            del data["target"]
         return data
 
     @classmethod
@@ -62,6 +66,7 @@ class Candidate:
             instance_type=config["instance_type"],
             model_fingerprint=config.get("model_fingerprint", ""),
             precision=config.get("precision", DEFAULT_PRECISION),
+            target=config.get("target", ""),
         )
 
     @property
@@ -108,9 +113,11 @@ def model_fingerprint(spec: ExperimentSpec) -> str:
 
 
 def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
-    """Every valid combination of the grid, in a stable order, without duplicates."""
+    """Every valid combination of the grid on every target (each variant on all targets, then the next variant), in
+    a stable order, without duplicates. With one target a candidate carries no target label (its key as before)."""
     grid = spec.variants
     fingerprint = model_fingerprint(spec)
+    labels = [target_label(t) if spec.multi_target else "" for t in spec.all_targets]
     seen: dict[str, Candidate] = {}
     for opt, precision, batching, count, mbs in itertools.product(
         grid.optimizations, grid.precisions, grid.dynamic_batching, grid.instance_group_counts, grid.max_batch_sizes
@@ -118,9 +125,17 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
         if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
             continue
         settings = _batching_settings(batching, mbs)
-        candidate = Candidate(opt, settings, count, mbs, spec.target.instance_type, fingerprint, precision)
-        seen.setdefault(candidate.key, candidate)
+        for target, label in zip(spec.all_targets, labels):
+            candidate = Candidate(opt, settings, count, mbs, target.instance_type, fingerprint, precision, label)
+            seen.setdefault(candidate.key, candidate)
     return list(seen.values())
+
+
+def target_index(spec: ExperimentSpec, candidate: Candidate) -> int:
+    """Which of spec.all_targets a candidate runs on (0 for a single-target experiment)."""
+    if not candidate.target:
+        return 0
+    return [target_label(t) for t in spec.all_targets].index(candidate.target)
 
 
 def _batching_settings(choice: bool | DynamicBatching, max_batch_size: int) -> DynamicBatching | None:

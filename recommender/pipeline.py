@@ -1,4 +1,6 @@
-"""The main job: spec -> candidates -> build -> deploy -> load -> collect -> store, one candidate at a time.
+"""The main job: spec -> candidates (variants x targets) -> build -> deploy -> load -> collect -> store.
+
+Candidates run one at a time, or up to `max_parallel` at once where they share no hardware (schedule.py).
 
 A candidate that cannot run is recorded (skipped or failed, with its reason) and the job goes on; a candidate
 already stored under the same measurement protocol is not measured again unless `fresh` is set.
@@ -7,16 +9,19 @@ already stored under the same measurement protocol is not measured again unless 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
 from recommender import paths
-from recommender.decide.budget import BudgetExceeded, RunBudget
+from recommender.decide.budget import BudgetExceeded, RunBudget, estimate_plan
 from recommender.modelrepo.export import export_model
-from recommender.hardware import serving_hardware
+from recommender.hardware import ServingHardware, serving_hardware
 from recommender.modelrepo.repository import default_threads_per_instance, serving_backend, write_model_repository
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
@@ -24,14 +29,51 @@ from recommender.load.shapes import traffic_seconds
 from recommender.measurement import measure
 from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
-from recommender.candidates import Candidate, expand_candidates
+from recommender.candidates import Candidate, expand_candidates, target_index
 from recommender.protocol import protocol_fingerprint
-from recommender.spec import ExperimentSpec
+from recommender.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.candidates import CandidateResult
 from recommender.store.results import BUDGET_SKIP, ResultStore
 from recommender.targets import target_for
 
 MODEL_NAME = "model"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One target of the experiment, checked (preflight) and ready: what it serves on and its measurement protocol."""
+
+    index: int  # in spec.all_targets
+    spec: TargetSpec
+    serving: ServingHardware
+    protocol: str
+    deploys: bool
+    load_shares_host: bool
+    target_name: str
+    group: str  # schedule.slot_group: targets on the same hardware share its slots
+    native_backends: bool = False  # the serving image (docker, sagemaker) serves Triton's native backends
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        hardware = self.serving.hardware
+        return tuple(g.index for g in hardware.gpus) if self.serving.accelerator == "gpu" and hardware else ()
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One candidate on its target: what the job's loop (schedule.run_all) hands to `Job._run_item`."""
+
+    candidate: Candidate
+    placement: Placement
+    index: int
+    total: int
+    experiment_id: int
+
+
+def time_limit(seconds: float | None) -> float | None:
+    """The monotonic clock reading after which no candidate starts (None: no time budget)."""
+    return None if seconds is None else time.monotonic() + seconds
 
 
 class Reporter(Protocol):
@@ -68,44 +110,60 @@ class Job:
 
     def _run(self) -> list[CandidateResult]:
         candidates = expand_candidates(self.spec)
-        # refuses a plan estimated above budget_usd; counts what earlier runs of the experiment spent
-        self.budget = RunBudget.for_spec(self.spec, len(candidates), self.store.spent(self.spec.name),
+        # refuses a plan estimated above the budget; counts what earlier runs of the experiment spent
+        counts = Counter(target_index(self.spec, c) for c in candidates)
+        self.budget = RunBudget.for_spec(self.spec, counts, self.store.spent(self.spec.name),
                                          record=lambda usd: self.store.add_spend(self.spec.name, usd))
         self.run_id = new_run_id()
+        placements = [self._place(i, t) for i, t in enumerate(self.spec.all_targets)]  # every target checked first
         experiment_id = self.store.save_experiment(self.spec)
-        target = target_for(self.spec.target, self.spec.name, self.run_id)
-        target.preflight()
-        self.serving = serving_hardware(self.spec.target)  # measured here (NVML), or declared by a cloud instance type
-        self.target, self.protocol = target, protocol_fingerprint(self.spec, accelerator=self.serving.accelerator)
         self.bodies = inference_bodies(self.spec.payload)
+        self.stop, self.deadline = Stop(), time_limit(self.spec.time_budget_seconds)
+        self.export_lock = threading.Lock()  # exports (and their imports of torch/transformers) run one at a time
+        items = [WorkItem(c, placements[target_index(self.spec, c)], i, len(candidates), experiment_id)
+                 for i, c in enumerate(candidates)]
+        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, self.spec.max_parallel) for p in placements})
         try:
-            for index, candidate in enumerate(candidates):
-                candidate_id = self.store.save_candidate(experiment_id, candidate)
-                self._run_candidate(candidate, candidate_id, index, len(candidates))
+            run_all(items, self._run_item, lambda item: item.placement.group, pool, self.spec.max_parallel, self.stop)
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
         self.store.set_experiment_status(self.spec.name, "budget-exhausted" if self.budget.stopped else "done")
-        return decided_from_store(self.store, self.spec.name, self.spec, self.protocol)
+        return decided_from_store(self.store, self.spec.name, self.spec, {p.protocol for p in placements})
 
-    def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
+    def _place(self, index: int, spec: TargetSpec) -> Placement:
+        """One target, preflighted, with the hardware it serves on and its measurement protocol."""
+        target = target_for(spec, self.spec.name, self.run_id)
+        target.preflight()
+        serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
+        protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec)
+        return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name,
+                         slot_group(spec, index), getattr(target, "native_backends", False))
+
+    def _run_item(self, item: WorkItem, slot: Slot) -> None:
+        """One work item: its candidate stored, then measured on its target (pinned to `slot`'s GPUs, if any)."""
+        self.stop.check()
+        candidate_id = self.store.save_candidate(item.experiment_id, item.candidate)
+        self._run_candidate(item, candidate_id, slot)
+
+    def _run_candidate(self, item: WorkItem, candidate_id: int, slot: Slot) -> None:
+        candidate, placement = item.candidate, item.placement
         load_seconds = traffic_seconds(self.spec.traffic)
-        self.reporter.candidate_started(candidate, index, total, load_seconds)
-        stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
+        self.reporter.candidate_started(candidate, item.index, item.total, load_seconds)
+        stored = None if self.options.fresh else self.store.final_run(candidate_id, placement.protocol)
         if stored is not None and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
         run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
-        native = getattr(self.target, "native_backends", False)  # the serving image (docker, sagemaker)
-        backend = serving_backend(candidate.optimization, native) if self.target.deploys else None
-        run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()),
-                                      hardware=self.serving.to_dict(), backend=backend)
-        refusal = self.budget.refusal()
+        backend = serving_backend(candidate.optimization, placement.native_backends) if placement.deploys else None
+        run_id = self.store.start_run(candidate_id, placement.protocol, str(run_dir.resolve()),
+                                      hardware=placement.serving.to_dict(), backend=backend)
+        refusal = self._refusal(item)
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
             return
         try:
-            outcome = self._measure(candidate, run_dir)
+            outcome = self._measure(item, run_dir, slot)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
         except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
@@ -114,7 +172,7 @@ class Job:
             self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", one_line_reason(exc, run_dir))
-        except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted), or the job's stop
             self._finish(candidate, run_id, "interrupted", interruption_reason(interrupt))
             raise
         except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
@@ -124,21 +182,42 @@ class Job:
         else:
             self.store.finish_run(run_id, "ok", **outcome)
             self.reporter.candidate_finished(candidate, "ok", None, reused=False)
+        finally:
+            self.budget.release()
+
+    def _refusal(self, item: WorkItem) -> str | None:
+        """Why this candidate may not start (max_candidates, the time budget, the money budget), or None; an
+        admitted candidate's estimated cost is held back from the budget until it is done."""
+        cap = self.spec.max_candidates
+        if cap is not None and item.index >= cap:
+            return f"max_candidates is {cap} and this is candidate {item.index + 1} of {item.total}; raise it to measure this one"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return (f"the time budget of {self.spec.time_budget_seconds:g} s (time_budget_seconds) was used up before "
+                    "this candidate started; raise it or run again to measure it")
+        return self.budget.admit(estimate_plan(self.spec, 1, item.placement.spec).usd)
 
     def _finish(self, candidate: Candidate, run_id: int, status: str, reason: str, correctness: dict | None = None) -> None:
         self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
-    def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
-        spec = self.spec
-        repository = self._repository(candidate, run_dir) if self.target.deploys else None
-        self.reporter.stage(candidate, f"deploying on {self.target.name}")
-        with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
+    def _measure(self, item: WorkItem, run_dir: Path, slot: Slot) -> dict:
+        spec, candidate, placement = self.spec, item.candidate, item.placement
+        target = target_for(placement.spec, spec.name, self.run_id)  # one per candidate: concurrent ones share no client
+        if hasattr(target, "cancel"):
+            target.cancel = self.stop.event  # a SageMaker endpoint still starting stops waiting when the job stops
+        with self.export_lock:  # the cache and the exporters' lazy imports are not safe across threads
+            repository = self._repository(candidate, run_dir, placement, slot) if placement.deploys else None
+        self.stop.check()
+        self.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
+        estimate = estimate_plan(spec, 1, placement.spec)
+        with self.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count), \
+                target.deploy(repository, MODEL_NAME, run_dir) as deployment:
             deployment.probe(self.bodies[0])
             correctness = self._check(candidate, deployment)
             self.reporter.stage(candidate, "load")
 
             def progress(p) -> None:
+                self.stop.check()  # an interrupted job: the generator stops and the deployment is torn down
                 self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
                 self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
 
@@ -159,17 +238,17 @@ class Job:
             raise Incorrect(correctness)
         return correctness
 
-    def _repository(self, candidate: Candidate, run_dir: Path) -> Path:
+    def _repository(self, candidate: Candidate, run_dir: Path, placement: Placement, slot: Slot) -> Path:
         spec = self.spec
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
         artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
                                 candidate.model_fingerprint, self.options.cache_dir, candidate.precision,
-                                candidate.max_batch_size, self.serving)
-        native = spec.payload.sequence_length if getattr(self.target, "native_backends", False) else None
-        reserved = 1 if self.target.load_shares_host else 0
+                                candidate.max_batch_size, placement.serving)
+        native = spec.payload.sequence_length if placement.native_backends else None
+        reserved = 1 if placement.load_shares_host else 0
         threads = default_threads_per_instance(candidate.instance_group_count, reserved)
-        gpu = self.serving.accelerator == "gpu"
-        gpus = tuple(g.index for g in self.serving.hardware.gpus) if gpu and self.serving.hardware else ()
+        gpu = placement.serving.accelerator == "gpu"
+        gpus = (slot or placement.gpus) if gpu else ()  # a parallel candidate is pinned to its slot's GPU
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
                                       instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus,
                                       native_sequence_length=native)

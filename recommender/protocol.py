@@ -37,25 +37,26 @@ _CHUNK = 1 << 20
 
 
 def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None] | None = None,
-                         accelerator: str = "cpu") -> str:
-    """Hash of how candidates are measured; a stored run is reused only if this matches. `accelerator` is the resolved
-    one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so keys stored before it stay valid."""
+                         accelerator: str = "cpu", target: TargetSpec | None = None) -> str:
+    """Hash of how candidates on `target` (default: the spec's first) are measured; a stored run is reused only if this
+    matches. `accelerator` is the resolved one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so
+    keys stored before it stay valid. Each target of a multi-target experiment has its own key."""
     if versions is None:
         versions = software_versions(spec.variants.optimizations)
-    document = protocol_document(spec, versions)
+    document = protocol_document(spec, versions, target)
     if accelerator != "cpu":
         document["accelerator"] = accelerator
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def protocol_document(spec: ExperimentSpec, versions: Mapping[str, str | None]) -> dict[str, Any]:
+def protocol_document(spec: ExperimentSpec, versions: Mapping[str, str | None], target: TargetSpec | None = None) -> dict[str, Any]:
     """What the key is a hash of, as plain data."""
     traffic = spec.traffic.model_dump(mode="json")
     traffic["stability"] = {k: v for k, v in traffic["stability"].items() if k not in DECISION_ONLY_STABILITY}
     return {
         "traffic": traffic,
         "payload": {"texts": spec.payload.texts, "sequence_length": spec.payload.sequence_length},
-        "target": target_identity(spec.target),
+        "target": target_identity(target or spec.target),
         "model": {"spec": spec.model.model_dump(mode="json"), "content": model_content(spec.model)},
         "versions": dict(versions),
     }

@@ -9,7 +9,7 @@ Verdicts are taken at read time, under the limits given (by default the stored e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 from pydantic import ValidationError
 
@@ -43,11 +43,12 @@ def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable
     return recommend(results, spec, catalogs, endpoint_name), spec, results
 
 
-def decided_from_store(store: ResultStore, experiment: str, spec: ExperimentSpec, protocol_key: str | None = None,
+def decided_from_store(store: ResultStore, experiment: str, spec: ExperimentSpec, protocol_key: str | Collection[str] | None = None,
                        windows_of: Callable[[int], list[WindowRecord]] | None = None) -> list[CandidateResult]:
-    """The experiment's results under one protocol (default: the current one), decided under the spec's limits;
+    """The experiment's results under one protocol per target (default: each target's current one), decided under the
+    spec's limits;
     `windows_of` reads a run's window records (default: from the store; the dashboard passes a cached reader)."""
-    results = store.results(experiment, protocol_key or store.current_protocol(experiment) or "")
+    results = store.results(experiment, protocol_key or store.current_protocols(experiment) or "")
     return decide_results(results, windows_of or store.window_records, spec)
 
 

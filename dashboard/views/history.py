@@ -16,12 +16,12 @@ def points(key: str, percentile: str) -> list[dict]:
     """One record per finished run of a candidate with this key, in any experiment, under any protocol."""
     rows = []
     for info in source.experiments():
-        current = source.store().current_protocol(info.name)
+        current = source.store().current_protocols(info.name)
         for r in source.history(info.name):
             if r.key != key:
                 continue
             h = r.headline
-            protocol = f"{r.protocol_key} ({'current' if r.protocol_key == current else 'older'})"
+            protocol = f"{r.protocol_key} ({'current' if r.protocol_key in current else 'older'})"
             rows.append({"experiment": info.name, "protocol": protocol, "finished": r.finished_at, "status": r.status,
                          "invocations/min": h.invocations_per_minute if h else None,
                          f"{percentile} ms": h.latency(percentile) if h else None,

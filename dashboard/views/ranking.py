@@ -20,13 +20,14 @@ COLUMNS = {
     "cost_per_hour": st.column_config.NumberColumn("fleet cost/hour (USD)", format="%.2f"),
     "cost_per_million": st.column_config.NumberColumn("cost per million (USD)", format="%.4f"),
     "score": st.column_config.NumberColumn("score", format="%.3f"),
+    "instance_type": st.column_config.TextColumn("instance type"),
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
 }
 
-ORDER = ("rank", "name", "status", "invocations_per_minute", "interval", "latency_ms", "initial_instance_count",
+ORDER = ("rank", "name", "instance_type", "status", "invocations_per_minute", "interval", "latency_ms", "initial_instance_count",
          "fleet_size_at_point", "cost_per_hour",
          "cost_per_million", "score", "notes", "excluded_reasons", "optimization", "dynamic_batching", "instance_group",
-         "max_batch_size", "instance_type", "vcpus", "gpus", "gpu_memory_gib", "key")
+         "max_batch_size", "vcpus", "gpus", "gpu_memory_gib", "key")
 
 
 def card(rec: Recommendation) -> None:
@@ -40,7 +41,7 @@ def card(rec: Recommendation) -> None:
         st.subheader(f"Recommended: {escape(c.name)}")
         cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
         fleet = rec.fleets[c.key]
-        metrics = [("Instance type", rec.pricing.instance_type),
+        metrics = [("Instance type", c.instance_type),
                    (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
                    ("Cost per hour", cost),
                    (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
@@ -53,6 +54,15 @@ def card(rec: Recommendation) -> None:
             st.warning(f"Tie: {escape(rec.tie_notice)}")
     for note in rec.notes:
         st.caption(f"Note: {escape(note)}")
+
+
+def by_instance_type(frame):
+    """The instance-type facet: a filter shown when the candidates ran on more than one instance type."""
+    types = sorted(frame["instance_type"].dropna().unique()) if "instance_type" in frame.columns else []
+    if len(types) < 2:
+        return frame
+    chosen = st.multiselect("Instance types", types, default=types, key="ranking-instance-types")
+    return frame[frame["instance_type"].isin(chosen)]
 
 
 def main() -> None:
@@ -68,6 +78,7 @@ def main() -> None:
     if frame.empty:
         st.info("No candidates stored for this experiment yet.")
         return
+    frame = by_instance_type(frame)
     order = [c for c in ORDER if c in frame.columns and not frame[c].isna().all()]
     st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS, column_order=order)
 

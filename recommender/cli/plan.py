@@ -1,61 +1,116 @@
-"""`recommender plan SPEC`: the candidates, how long they take and what they cost, before anything starts."""
+"""`recommender plan SPEC`: the candidates, how long they take and what they cost, before anything starts.
+
+Per target: its candidates, its price (price_per_hour, or the catalog price of priced_as / the SageMaker type) and
+its cost; the traffic's duration (every shape, repeats included) comes from load/shapes.py `traffic_seconds`. The
+wall-time estimate divides by the candidates that may run at once (schedule.py: max_parallel where the target allows).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from recommender.decide.budget import check_budget, estimate_plan
+from recommender.candidates import expand_candidates, target_index
 from recommender.cli import options
+from recommender.decide.budget import CostEstimate, check_budget, estimate_plan, experiment_budget, total_estimate
 from recommender.load.shapes import traffic_seconds
 from recommender.modelrepo.model_source import describe
-from recommender.candidates import expand_candidates
-from recommender.spec import ExperimentSpec, load_spec
+from recommender.schedule import slot_group, slots_for
+from recommender.spec import ExperimentSpec, load_spec, target_label
 
 
 def plan(
     spec_file: Path = options.SPEC_FILE,
     as_json: bool = options.JSON,
 ) -> None:
-    """Print the candidates, the estimated duration and the estimated cloud cost against target.budget_usd.
+    """Print the candidates, the estimated duration and the estimated cloud cost against the budget.
 
     Exits 1 when the estimate is above the budget (a run would refuse to start).
     """
     spec = load_spec(spec_file)
-    candidates = expand_candidates(spec)
-    estimate = estimate_plan(spec, len(candidates))
-    budget = spec.target.budget_usd
+    per_target = target_estimates(spec)
+    estimate, minutes = total_estimate(per_target), wall_minutes(spec, per_target)
+    budget = experiment_budget(spec)
     over = estimate.usd > budget if budget is not None else False
     if as_json:
-        typer.echo(json.dumps({"candidates": estimate.candidates, "minutes": estimate.minutes_per_candidate * estimate.candidates,
-                               "instance_hours": estimate.instance_hours, "price_per_hour": estimate.price_per_hour,
-                               "estimated_usd": estimate.usd, "budget_usd": budget, "within_budget": not over}, indent=2))
+        typer.echo(json.dumps({"candidates": estimate.candidates, "minutes": minutes, "instance_hours": estimate.instance_hours,
+                               "price_per_hour": estimate.price_per_hour, "estimated_usd": estimate.usd,
+                               "budget_usd": budget, "within_budget": not over, "max_parallel": spec.max_parallel,
+                               "targets": [_target_json(spec, i, e) for i, e in enumerate(per_target)]}, indent=2))
     else:
         console = Console()
         console.print(plan_table(spec))
-        console.print(f"estimated duration: {estimate.minutes_per_candidate * estimate.candidates:.0f} min "
-                      f"({estimate.candidates} x {estimate.minutes_per_candidate:.1f} min, deploy and teardown included)", highlight=False)
-        console.print(f"estimated cost: ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours of "
-                      f"{spec.target.instance_type} x {estimate.endpoint_instance_count} at ${estimate.price_per_hour:.4f}/h)"
+        console.print(cost_table(spec, per_target))
+        console.print(f"estimated duration: {minutes:.0f} min ({estimate.candidates} candidates, deploy and teardown "
+                      f"included{_parallel_note(spec)})", highlight=False)
+        console.print(f"estimated cost: ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours)"
                       + (f"; budget ${budget:.2f}" if budget is not None else "; no budget set"), highlight=False)
     check_budget(estimate, budget)  # exit 1 with the budget message when a run would refuse to start
+
+
+def target_estimates(spec: ExperimentSpec) -> list[CostEstimate]:
+    """One estimate per target (spec.all_targets order) for the candidates it runs (max_candidates applied)."""
+    candidates = expand_candidates(spec)[: spec.max_candidates]
+    counts = Counter(target_index(spec, c) for c in candidates)
+    return [estimate_plan(spec, counts[i], target) for i, target in enumerate(spec.all_targets)]
+
+
+def wall_minutes(spec: ExperimentSpec, per_target: list[CostEstimate]) -> float:
+    """Wall time: each group's candidates (schedule.py: local targets share this host) in rounds of the slots it
+    offers (GPUs of this host not counted: CPU slots), the groups side by side up to max_parallel; capped by
+    time_budget_seconds."""
+    minutes_by_group: dict[str, float] = defaultdict(float)
+    for index, (e, t) in enumerate(zip(per_target, spec.all_targets)):
+        slots = len(slots_for(t.kind, (), spec.max_parallel))
+        minutes_by_group[slot_group(t, index)] += math.ceil(e.candidates / slots) * e.minutes_per_candidate
+    serial = sum(e.candidates * e.minutes_per_candidate for e in per_target)
+    minutes = serial if spec.max_parallel == 1 else max(max(minutes_by_group.values(), default=0.0), serial / spec.max_parallel)
+    limit = spec.time_budget_seconds
+    return min(minutes, limit / 60) if limit is not None else minutes
+
+
+def _parallel_note(spec: ExperimentSpec) -> str:
+    if spec.max_parallel == 1:
+        return ", one at a time"
+    return f", up to {spec.max_parallel} at once where the target allows (local CPU: one at a time)"
+
+
+def _target_json(spec: ExperimentSpec, index: int, estimate: CostEstimate) -> dict:
+    target = spec.all_targets[index]
+    return {"target": target_label(target), "kind": target.kind, "instance_type": target.instance_type,
+            "candidates": estimate.candidates, "price_per_hour": estimate.price_per_hour, "estimated_usd": estimate.usd,
+            "minutes_per_candidate": estimate.minutes_per_candidate}
+
+
+def cost_table(spec: ExperimentSpec, per_target: list[CostEstimate]) -> Table:
+    table = Table(title="cost per target", title_justify="left")
+    for column in ("target", "kind", "instance type", "candidates", "min each", "instances", "price/h", "cost"):
+        table.add_column(column)
+    for target, e in zip(spec.all_targets, per_target):
+        table.add_row(target_label(target), target.kind, target.instance_type, str(e.candidates), f"{e.minutes_per_candidate:.1f}",
+                      str(e.endpoint_instance_count), f"${e.price_per_hour:.4f}", f"${e.usd:.2f}")
+    return table
 
 
 def plan_table(spec: ExperimentSpec) -> Table:
     load_s = traffic_seconds(spec.traffic)
     candidates = expand_candidates(spec)
     table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
-                        f"(about {len(candidates) * (load_s + 30) / 60:.0f} min with start-up)", title_justify="left")
+                        f"({spec.traffic.shape}, {spec.traffic.repeats} repeat(s))", title_justify="left")
     for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
         table.add_column(column)
-    for c in candidates:
+    for index, c in enumerate(candidates):
         db = c.dynamic_batching
         batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
-        table.add_row(c.name, c.key, c.optimization, batching, str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
+        capped = spec.max_candidates is not None and index >= spec.max_candidates
+        table.add_row(c.name + (" (over max_candidates: skipped)" if capped else ""), c.key, c.optimization, batching,
+                      str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
     table.caption = describe(spec.model)
     return table
 

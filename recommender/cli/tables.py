@@ -180,6 +180,19 @@ COLUMNS = (  # in reading order; the number is the priority (1 always shown, hig
 )
 
 
+INSTANCE_TYPE = Column("instance type", 1, lambda row, _: row.entry.instance_type)
+
+
+def columns_for(rows: list[Row]) -> tuple[Column, ...]:
+    """COLUMNS, with the instance type after the configuration when the candidates ran on more than one target."""
+    if len({row.entry.config.get("target", "") for row in rows}) <= 1:
+        return COLUMNS
+    return WITH_INSTANCE_TYPE
+
+
+WITH_INSTANCE_TYPE = (*COLUMNS[:2], INSTANCE_TYPE, *COLUMNS[2:])
+
+
 # --- layout --------------------------------------------------------------------------------------------------------
 
 def ranking_view(rec: Recommendation, results: list[CandidateResult], console: Console) -> Table | Text:
@@ -187,7 +200,8 @@ def ranking_view(rec: Recommendation, results: list[CandidateResult], console: C
     rows = rows_of(rec, results)
     winner = rows[0].headline.ipm_interval if rows and rows[0].ranked else None
     ctx = Context(rec.percentile, winner)
-    cells = {column.label: [column.cell(row, ctx) for row in rows] for column in COLUMNS}
+    columns = columns_for(rows)
+    cells = {column.label: [column.cell(row, ctx) for row in rows] for column in columns}
     if console.is_terminal:
         table = fitting_table(rec, cells, ctx, console)
         if table is not None:
@@ -198,7 +212,7 @@ def ranking_view(rec: Recommendation, results: list[CandidateResult], console: C
 def fitting_table(rec: Recommendation, cells: dict[str, list[str]], ctx: Context, console: Console) -> Table | None:
     """The table with the columns that fit the console, dropping the highest priority numbers first; None when even
     the priority-1 columns do not fit."""
-    shown = list(COLUMNS)
+    shown = [c for c in WITH_INSTANCE_TYPE if c.label in cells]
     while sum(_width(c, cells, ctx) + 3 for c in shown) + 1 > console.width:  # padding 1 + 1 and a border each
         droppable = [c for c in shown if c.priority > 1]
         if not droppable:
@@ -230,8 +244,8 @@ def cards(rows: list[Row], cells: dict[str, list[str]], ctx: Context, width: int
     lines = []
     for index, row in enumerate(rows):
         lines.append(f"{'#' + cells['rank'][index] if row.rank else '-'} {row.entry.name}: {cells['verdict'][index]}")
-        fields = [f"{c.label.format(p=ctx.percentile)} {cells[c.label][index]}" for c in COLUMNS
-                  if c.label not in ("rank", "configuration", "verdict") and cells[c.label][index] != "-"]
+        fields = [f"{c.label.format(p=ctx.percentile)} {cells[c.label][index]}" for c in WITH_INSTANCE_TYPE
+                  if c.label in cells and c.label not in ("rank", "configuration", "verdict") and cells[c.label][index] != "-"]
         lines += _wrapped(fields, max(width, 40) - len(CARD_INDENT))
     return Text("\n".join(lines))
 

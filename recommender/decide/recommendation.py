@@ -25,7 +25,7 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
-from recommender.spec import ExperimentSpec, TargetSpec
+from recommender.spec import ExperimentSpec, TargetSpec, target_label
 from recommender.candidates import CandidateResult
 
 UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
@@ -77,6 +77,11 @@ class Recommendation:
     justification: str
     notes: tuple[str, ...] = field(default_factory=tuple)
     unstable: frozenset[str] = frozenset()  # keys of candidates whose headline says stable: false
+    candidate_pricing: Mapping[str, Pricing] = field(default_factory=dict)  # by key: each candidate's target's pricing
+
+    def pricing_of(self, key: str) -> Pricing:
+        """A candidate's pricing (its target's; `pricing`, the winner's, when not known)."""
+        return self.candidate_pricing.get(key, self.pricing)
 
     @property
     def winner(self) -> RankedCandidate | None:
@@ -145,6 +150,17 @@ def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = Non
         return Pricing(target.instance_type, target.price_per_hour, "target.price_per_hour in the experiment file",
                        hardware, target.instance_type)
     return Pricing(target.instance_type, None, "unpriced: " + UNPRICED_HINT, hardware, target.instance_type)
+
+
+def candidate_pricing(spec: ExperimentSpec, results: list[CandidateResult],
+                      catalogs: Iterable[Catalog] | None = None) -> dict[str, Pricing]:
+    """Each result's pricing by key: its target's (candidates carry their target's label; a single-target
+    experiment's carry none). A candidate of a target no longer in the file is unpriced."""
+    catalogs = list(catalogs) if catalogs is not None else None
+    by_label = {(target_label(t) if spec.multi_target else ""): resolve_pricing(t, catalogs) for t in spec.all_targets}
+    return {r.key: by_label.get(r.config.get("target", ""))
+            or Pricing(r.config.get("instance_type", "?"), None, "unpriced: its target is no longer in the experiment file")
+            for r in results}
 
 
 def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None) -> InstancePrice | None:
@@ -216,13 +232,14 @@ def importance_of(spec: ExperimentSpec) -> Importance:
 
 def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: Iterable[Catalog] | None = None,
               endpoint_name: str | None = None) -> Recommendation:
-    """Price, rank and size the stored results of one experiment."""
-    pricing = resolve_pricing(spec.target, catalogs)
+    """Price, rank and size the stored results of one experiment; each candidate is priced as its own target."""
+    pricing_of = candidate_pricing(spec, results, catalogs)
     percentile = spec.latency_threshold.percentile
-    ranking = rank([rank_input(r, percentile, pricing) for r in results], constraints_of(spec), importance_of(spec))
+    ranking = rank([rank_input(r, percentile, pricing_of[r.key]) for r in results], constraints_of(spec), importance_of(spec))
     target = spec.capacity.target_invocations_per_minute
-    fleets = {r.candidate.key: _fleet(r.candidate, pricing, target) for r in ranking.ranked}
+    fleets = {r.candidate.key: _fleet(r.candidate, pricing_of[r.candidate.key], target) for r in ranking.ranked}
     winner = ranking.winner
+    pricing = pricing_of[winner.candidate.key] if winner is not None else resolve_pricing(spec.target, catalogs)
     capacity = scaling = count = None
     if winner is not None:
         ipm, sizing = winner.candidate.invocations_per_minute, sizing_ipm(winner.candidate)
@@ -237,7 +254,7 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
         capacity=capacity, fleet_size=count, scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
         tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
-        unstable=frozenset(r.key for r in results if _unstable(r)),
+        unstable=frozenset(r.key for r in results if _unstable(r)), candidate_pricing=pricing_of,
     )
     return _with_justification(draft)
 

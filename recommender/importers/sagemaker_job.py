@@ -20,6 +20,8 @@ from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 OPERATION = "CreateInferenceRecommendationsJob"
 MAX_PHASE_SECONDS = 7200  # the experiment file's limit per phase
+MAX_PARALLEL = 64
+DEFAULT_REGION = "us-east-1"  # the experiment file's default region, where catalog prices are looked up  # the experiment file's limit on max_parallel
 
 
 @dataclass(frozen=True)
@@ -62,15 +64,18 @@ def import_job(request: dict[str, Any]) -> ImportedJob:
     experiment: dict[str, Any] = {
         "name": request["JobName"],
         "description": request.get("JobDescription") or f"Imported from SageMaker Inference Recommender job {request['JobName']}.",
-        "target": _target(config.get("EndpointConfigurations", []), notes, request),
+        **_targets(config.get("EndpointConfigurations", []), notes, request),
+        **_limits(config, notes),
     }
     traffic = _traffic(request, notes)
-    if traffic:
-        experiment["traffic"] = traffic
+    stopping = _stopping(request.get("StoppingConditions", {}))
+    if traffic or stopping:
+        experiment["traffic"] = {**traffic, **({"stopping": stopping} if stopping else {})}
     threshold = _latency_threshold(request.get("StoppingConditions", {}), notes)
     if threshold:
         experiment["latency_threshold"] = threshold
     notes.extend(_unmapped_notes(request))
+    _note_capped_grid(experiment, notes)
     return ImportedJob(experiment, notes)
 
 
@@ -89,30 +94,77 @@ def experiment_path(imported: ImportedJob, out: Path | None) -> Path:
     return inside(out or Path("."), f"{imported.experiment['name']}.yaml", "JobName")
 
 
-def _target(configurations: list[dict[str, Any]], notes: list[str], request: dict[str, Any]) -> dict[str, Any]:
-    endpoints = request["InputConfig"].get("Endpoints") or []
+def _targets(configurations: list[dict[str, Any]], notes: list[str], request: dict[str, Any]) -> dict[str, Any]:
+    """Every existing endpoint (a remote target each) or every instance type (a local target priced as that type)."""
+    endpoints = [e["EndpointName"] for e in request["InputConfig"].get("Endpoints") or []]
     if endpoints:
-        name = endpoints[0]["EndpointName"]
-        if len(endpoints) > 1:
-            notes.append(f"{len(endpoints)} existing endpoints given; only {name} is benchmarked (one target per experiment file).")
-        return {"kind": "remote", "endpoint": f"sagemaker://{name}"}
-    types = [c["InstanceType"] for c in configurations if "InstanceType" in c]
-    if types:
-        notes.append(f"target.kind is `local` (instance_type kept as the hardware label): to run on SageMaker set "
-                     f"kind: sagemaker with role_arn (the job's RoleArn was {request.get('RoleArn')}), bucket and image_uri.")
+        targets = [{"name": plain_name(name, "Endpoints[].EndpointName"), "kind": "remote", "endpoint": f"sagemaker://{name}"}
+                   for name in dict.fromkeys(endpoints)]
+        return {"target": {k: v for k, v in targets[0].items() if k != "name"}} if len(targets) == 1 else {"targets": targets}
+    types = list(dict.fromkeys(c["InstanceType"] for c in configurations if "InstanceType" in c))
     for configuration in configurations:
-        for parameter in configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", []):
-            notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for "
-                         f"{configuration.get('InstanceType', 'an endpoint configuration')}) is not a variant axis here; "
-                         "the closest knobs are variants.instance_group_counts and variants.max_batch_sizes.")
-        if "ServerlessConfig" in configuration:
-            notes.append("ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked.")
-        if "InferenceSpecificationName" in configuration:
-            notes.append(f"InferenceSpecificationName {configuration['InferenceSpecificationName']} is ignored.")
-    if len(types) > 1:
-        notes.append(f"{len(types)} instance types given ({', '.join(types)}); an experiment has one target, so only "
-                     f"{types[0]} was kept: make one experiment file per instance type to compare them.")
-    return {"instance_type": types[0]} if types else {}
+        _note_configuration(configuration, notes)
+    if not types:
+        return {}
+    notes.append(f"each instance type is a `local` target priced as that type ({', '.join(types)}; instance_type is the "
+                 f"hardware label): to run on SageMaker set kind: sagemaker with role_arn (the job's RoleArn was "
+                 f"{request.get('RoleArn')}), bucket and image_uri on each target.")
+    targets = [_priced_target(t, notes) for t in types]
+    return {"target": targets[0]} if len(targets) == 1 else {"targets": targets}
+
+
+def _priced_target(instance_type: str, notes: list[str]) -> dict[str, Any]:
+    """A local target labelled and priced as the SageMaker type (when the price catalog knows it, else a note)."""
+    from recommender.decide.prices import find_price
+    from recommender.errors import CostError
+
+    try:
+        find_price(instance_type, DEFAULT_REGION)
+    except CostError:
+        notes.append(f"{instance_type} is not in the price catalog: set price_per_hour on its target (or add it with "
+                     "`recommender prices`) or its costs stay unpriced.")
+        return {"instance_type": instance_type}
+    return {"instance_type": instance_type, "priced_as": instance_type}
+
+
+def _note_configuration(configuration: dict[str, Any], notes: list[str]) -> None:
+    where = configuration.get("InstanceType", "an endpoint configuration")
+    ranges = configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", [])
+    for parameter in ranges:  # the experiment file has no environment axis: Triton's own knobs are the variants
+        notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for {where}) is not a variant "
+                     "axis here; the closest knobs are variants.instance_group_counts and variants.max_batch_sizes.")
+    if "ServerlessConfig" in configuration:
+        notes.append("ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked.")
+    if "InferenceSpecificationName" in configuration:
+        notes.append(f"InferenceSpecificationName {configuration['InferenceSpecificationName']} is ignored.")
+
+
+def _limits(config: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """ResourceLimit and JobDurationInSeconds: max_parallel, max_candidates, time_budget_seconds."""
+    limit = config.get("ResourceLimit", {})
+    fields = {"max_parallel": limit.get("MaxParallelOfTests"), "max_candidates": limit.get("MaxNumberOfTests"),
+              "time_budget_seconds": config.get("JobDurationInSeconds")}
+    if fields["max_parallel"] is not None and fields["max_parallel"] > MAX_PARALLEL:
+        notes.append(f"MaxParallelOfTests {fields['max_parallel']} was lowered to {MAX_PARALLEL}, the most max_parallel allows.")
+        fields["max_parallel"] = MAX_PARALLEL
+    if fields["max_parallel"] is not None and fields["max_parallel"] > 1:
+        notes.append(f"max_parallel {fields['max_parallel']} (MaxParallelOfTests): SageMaker targets and remote hosts run "
+                     "that many candidates at once; local CPU targets still run one at a time (contention).")
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _note_capped_grid(experiment: dict[str, Any], notes: list[str]) -> None:
+    """A note when MaxNumberOfTests (max_candidates) is below the number of candidates the file expands to."""
+    cap = experiment.get("max_candidates")
+    if cap is None:
+        return
+    from recommender.candidates import expand_candidates
+    from recommender.spec import ExperimentSpec
+
+    total = len(expand_candidates(ExperimentSpec.model_validate(experiment)))
+    if total > cap:
+        notes.append(f"MaxNumberOfTests {cap} caps the candidates (max_candidates): the grid has {total}, so the last "
+                     f"{total - cap} in grid order are recorded skipped; widen the cap or trim the variant grid.")
 
 
 def _traffic(request: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -124,7 +176,9 @@ def _traffic(request: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         return {}
     kind = pattern.get("TrafficType") or ("STAIRS" if "Stairs" in pattern and "Phases" not in pattern else "PHASES")
     if kind == "STAIRS":
-        return {"phases": _stairs_as_phases(pattern["Stairs"], notes)}
+        stairs = pattern["Stairs"]
+        return {"stairs": {"users_per_step": stairs["UsersPerStep"], "number_of_steps": stairs["NumberOfSteps"],
+                           "duration_seconds": min(stairs["DurationInSeconds"], MAX_PHASE_SECONDS)}}
     return {"phases": [_phase(phase, notes) for phase in pattern["Phases"]]}
 
 
@@ -136,24 +190,24 @@ def _phase(phase: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     return {"initial_users": phase["InitialNumberOfUsers"], "spawn_rate": phase["SpawnRate"], "duration_seconds": seconds}
 
 
-def _stairs_as_phases(stairs: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
-    steps, users, seconds = stairs["NumberOfSteps"], stairs["UsersPerStep"], stairs["DurationInSeconds"]
-    notes.append(f"STAIRS traffic ({steps} steps of {users} more user(s), {seconds} s each) has no direct field in the "
-                 "experiment file; it was written as one constant phase per step (users jump at each step boundary).")
-    return [_phase({"InitialNumberOfUsers": users * step, "SpawnRate": 0, "DurationInSeconds": seconds}, notes)
-            for step in range(1, steps + 1)]
+def _stopping(stopping: dict[str, Any]) -> dict[str, Any]:
+    """StoppingConditions -> traffic.stopping: MaxInvocations, FlatInvocations Stop; a latency threshold stops the
+    load where it is breached (traffic.stopping.latency, on by default)."""
+    mapped: dict[str, Any] = {}
+    if stopping.get("MaxInvocations"):
+        mapped["max_invocations"] = stopping["MaxInvocations"]
+    if stopping.get("FlatInvocations") == "Stop":
+        mapped["flat_invocations"] = True
+    return mapped
 
 
 def _latency_threshold(stopping: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    if "MaxInvocations" in stopping:
-        notes.append(f"StoppingConditions.MaxInvocations {stopping['MaxInvocations']} (the most invocations per minute expected; "
-                     "SageMaker stops the test there) has no field in the experiment file; the load runs its full phases.")
-    if "FlatInvocations" in stopping:
-        notes.append(f"StoppingConditions.FlatInvocations {stopping['FlatInvocations']} has no field in the experiment "
-                     "file; the load is not stopped when invocations plateau.")
     thresholds = stopping.get("ModelLatencyThresholds", [])
     if not thresholds:
         return {}
+    if len(thresholds) > 1:
+        notes.append(f"{len(thresholds)} ModelLatencyThresholds given; the experiment file has one latency threshold, "
+                     f"so the first ({thresholds[0].get('Percentile')}) is used.")
     percentile = str(thresholds[0].get("Percentile", "P95")).lower()
     if percentile not in PERCENTILE_NAMES:
         notes.append(f"latency percentile {thresholds[0]['Percentile']} is not one of {', '.join(PERCENTILE_NAMES)}; "
@@ -170,9 +224,6 @@ _IGNORED = (
     (("InputConfig", "ModelPackageVersionArn"), "the model package {} is not fetched; set model.source/model.path to the same model."),
     (("InputConfig", "ModelName"), "the SageMaker model {} is not fetched; set model.source/model.path to the same model."),
     (("InputConfig", "ContainerConfig"), "ContainerConfig (framework, sample payload, MIME types) is not used; set `payload` instead."),
-    (("InputConfig", "JobDurationInSeconds"), "JobDurationInSeconds {} is not enforced; the duration is the sum of the phases per candidate."),
-    (("InputConfig", "ResourceLimit", "MaxNumberOfTests"), "ResourceLimit.MaxNumberOfTests {} is not enforced; the variant grid decides how many candidates run."),
-    (("InputConfig", "ResourceLimit", "MaxParallelOfTests"), "ResourceLimit.MaxParallelOfTests {} is ignored; candidates run one after another."),
     (("InputConfig", "VpcConfig"), "VpcConfig is ignored."),
     (("InputConfig", "VolumeKmsKeyId"), "VolumeKmsKeyId is ignored."),
     (("RoleArn",), "RoleArn {} is not part of an experiment file; the cloud target takes the role from its own settings."),

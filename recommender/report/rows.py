@@ -282,13 +282,13 @@ def _excluded_row(excluded: Excluded, rec: Recommendation) -> Row:
 
 def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | None, hourly: float | None,
          per_million: float | None, score: float | None, pareto: bool, tied: bool, reasons: tuple[str, ...]) -> Row:
-    config, hardware = c.config, rec.pricing.hardware
+    config, hardware = c.config, rec.pricing_of(c.key).hardware  # each candidate on its own target's instance type
     return Row(
         key=c.key, name=c.name, rank=rank, status=c.status,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
         instance_group=instance_group_count_of(config), max_batch_size=config.get("max_batch_size"),
-        instance_type=rec.pricing.instance_type,
+        instance_type=c.instance_type,
         vcpus=hardware.vcpus if hardware else None, gpus=hardware.gpus if hardware else None,
         gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,
         initial_instance_count=count, invocations_per_minute=c.invocations_per_minute, latency_ms=c.latency_ms,

@@ -10,12 +10,12 @@ from recommender.spec.decision import CapacitySpec, CorrectnessSpec, Importance,
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.loader import describe_errors, json_schema, load_spec
 from recommender.spec.model import DEFAULT_TEXTS, BertArchitecture, ModelSpec, PayloadSpec
-from recommender.spec.target import TargetKind, TargetSpec
+from recommender.spec.target import TargetKind, TargetSpec, target_label
 from recommender.spec.traffic import SHAPES, Concurrency, Phase, Rate, Stability, Stairs, Stopping, TrafficSpec
 from recommender.spec.variants import DynamicBatching, DynamicBatchingChoice, VariantGrid
 
 __all__ = ["MAX_GRID", "NAME_PATTERN", "Accelerator", "Optimization", "Precision", "Strict", "CapacitySpec",
            "CorrectnessSpec", "Importance", "LatencyThreshold", "Objectives", "ExperimentSpec", "describe_errors",
            "json_schema", "load_spec", "DEFAULT_TEXTS", "BertArchitecture", "ModelSpec", "PayloadSpec", "TargetKind",
-           "TargetSpec", "SHAPES", "Concurrency", "Phase", "Rate", "Stability", "Stairs", "Stopping", "TrafficSpec",
+           "TargetSpec", "target_label", "SHAPES", "Concurrency", "Phase", "Rate", "Stability", "Stairs", "Stopping", "TrafficSpec",
            "DynamicBatching", "DynamicBatchingChoice", "VariantGrid"]

@@ -1,15 +1,21 @@
-"""One experiment file's root: model, payload, variants, target, traffic and the decision's limits."""
+"""One experiment file's root: model, payload, variants, target(s), traffic, scheduling and the decision's limits.
+
+`target:` (one) or `targets:` (a list, e.g. three instance types to compare); candidates are variants x targets.
+`spec.all_targets` is always the list; `spec.target` is the first (the only one of a single-target file).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Strict
 from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives
 from recommender.spec.model import ModelSpec, PayloadSpec
-from recommender.spec.target import TargetSpec
+from recommender.spec.target import TargetSpec, target_label
+
+MAX_TARGETS = 50
 from recommender.spec.traffic import TrafficSpec
 from recommender.spec.variants import VariantGrid
 
@@ -23,7 +29,20 @@ class ExperimentSpec(Strict):
     model: ModelSpec = Field(default_factory=ModelSpec, description="The model to serve.")
     payload: PayloadSpec = Field(default_factory=PayloadSpec, description="The request payload.")
     variants: VariantGrid = Field(default_factory=VariantGrid, description="The serving-configuration grid.")
-    target: TargetSpec = Field(default_factory=TargetSpec, description="Where to deploy.")
+    target: TargetSpec = Field(default_factory=TargetSpec, description="Where to deploy (one target; see `targets` for several).")
+    targets: list[TargetSpec] | None = Field(
+        None, min_length=1, max_length=MAX_TARGETS, description="Several targets (instance types, hosts) to compare: every "
+        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` (default: instance_type).")
+    max_parallel: int = Field(
+        1, ge=1, le=64, description="Candidates measured at the same time (SageMaker's MaxParallelOfTests): SageMaker "
+        "endpoints and different remote hosts run concurrently, a local or docker GPU host one candidate per GPU; "
+        "local CPU candidates always run one at a time (two servers on the same cores would measure each other).")
+    max_candidates: int | None = Field(
+        None, ge=1, description="Measure at most this many candidates (SageMaker's MaxNumberOfTests), the first in grid "
+        "order; the rest are recorded skipped with the reason.")
+    time_budget_seconds: float | None = Field(
+        None, gt=0, description="Wall-clock limit of one run (SageMaker's JobDurationInSeconds): no candidate starts after "
+        "it; running ones finish, the rest are recorded skipped with the reason.")
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="The load pattern.")
     latency_threshold: LatencyThreshold = Field(default_factory=LatencyThreshold, description="The latency target.")
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
@@ -32,6 +51,39 @@ class ExperimentSpec(Strict):
     correctness: CorrectnessSpec | Literal["off"] = Field(
         default_factory=CorrectnessSpec, description="Tolerances of the correctness gate ({atol, rtol, min_cosine, "
         "reference_outputs}), or `off` to disable it (every report then says correctness was not checked).")
+
+    @model_validator(mode="after")
+    def _one_target_field(self) -> "ExperimentSpec":
+        if self.targets is None:
+            return self
+        if "target" in self.model_fields_set:
+            raise ValueError("give either `target:` (one) or `targets:` (a list), not both: move the target into the "
+                             "targets list")
+        labels = [target_label(t) for t in self.targets]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"targets {', '.join(repeated)} appear more than once: give each a distinct `name`")
+        object.__setattr__(self, "target", self.targets[0])  # the first target answers `spec.target`
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_one_target_field(self, handler: Any) -> Any:
+        """A multi-target file is written back with `targets` only (so it validates again)."""
+        data = handler(self)
+        if self.targets is not None:
+            data.pop("target", None)
+        else:
+            data.pop("targets", None)
+        return data
+
+    @property
+    def all_targets(self) -> list[TargetSpec]:
+        """Every target, in file order (one for a `target:` file)."""
+        return list(self.targets) if self.targets is not None else [self.target]
+
+    @property
+    def multi_target(self) -> bool:
+        return self.targets is not None and len(self.targets) > 1
 
     @field_validator("name")
     @classmethod

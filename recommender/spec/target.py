@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
 
-from recommender.spec.base import Accelerator, Strict
+from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
 TargetKind = Literal["local", "docker", "sagemaker", "remote"]
 # target fields that only one kind uses: field -> the kinds it applies to
@@ -19,6 +19,9 @@ _KIND_FIELDS = {
 class TargetSpec(Strict):
     """Where candidates are deployed."""
 
+    name: str | None = Field(
+        None, min_length=1, max_length=60, pattern=NAME_PATTERN, description="How this target is told apart from the "
+        "others of a `targets:` list (default: its instance_type); part of each candidate's key there.")
     kind: TargetKind = Field(
         "local", description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback; "
         "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
@@ -69,3 +72,8 @@ class TargetSpec(Strict):
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
         return self
+
+
+def target_label(target: TargetSpec) -> str:
+    """What tells a target apart in a multi-target experiment: its `name`, else its instance type."""
+    return target.name or target.instance_type

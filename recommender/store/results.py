@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from sqlalchemy import Engine, and_, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -179,7 +179,18 @@ class ResultStore:
                      .order_by(Run.id.desc()).limit(1))
             return session.scalar(query)
 
-    def results(self, experiment: str, protocol_key: str | None = None) -> list[CandidateResult]:
+    def current_protocols(self, experiment: str) -> set[str]:
+        """The protocol of each target's newest run (a multi-target experiment has one per target; candidates carry
+        their target in their configuration): what rank, report and the dashboard read."""
+        newest: dict[str, str] = {}
+        with self._session() as session:
+            query = (select(CandidateRow.config, Run.protocol_key).join(Run, Run.candidate_id == CandidateRow.id)
+                     .join(Experiment).where(Experiment.name == experiment).order_by(Run.id.desc()))
+            for config, key in session.execute(query):
+                newest.setdefault(config.get("target", ""), key)
+        return set(newest.values())
+
+    def results(self, experiment: str, protocol_key: str | Collection[str] | None = None) -> list[CandidateResult]:
         """Every candidate of the experiment with its latest run (under `protocol_key` when given).
 
         Without `protocol_key` runs of different protocols are mixed: decisions read `current_protocol` instead."""
@@ -225,8 +236,10 @@ def _skipped_for_budget():
     return and_(Run.status == "skipped", func.coalesce(Run.reason, "").startswith(BUDGET_SKIP, autoescape=True))
 
 
-def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:
-    runs = [r for r in row.runs if protocol_key is None or r.protocol_key == protocol_key]
+def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> CandidateResult:
+    keys = {protocol_key} if isinstance(protocol_key, str) else protocol_key
+    runs = [r for r in row.runs if keys is None or r.protocol_key in keys]
+    protocol_key = next(iter(keys)) if keys and len(keys) == 1 else None
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
         return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None, protocol_key)

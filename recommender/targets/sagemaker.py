@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from recommender.errors import TargetError
+from recommender.errors import Interrupted, TargetError
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call, error_code, is_not_found, run_tags
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.sagemaker_packaging import ARCHIVE_NAME, package_repository
@@ -97,6 +99,7 @@ class SageMakerTarget:
     variant_name: str = "AllTraffic"
     boto_session: Any = None
     endpoint_url: str | None = None  # an emulator (moto server) or a VPC endpoint
+    cancel: threading.Event | None = None  # set when the job stops: an endpoint still starting stops waiting (torn down)
     name: ClassVar[str] = "sagemaker"
     load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = True
@@ -231,7 +234,10 @@ class SageMakerTarget:
             if remaining <= 0:
                 raise TargetError(f"endpoint {deployment.endpoint_name} still {state} after {self.ready_timeout_s:.0f} s",
                                   hint="Raise ready_timeout_s (large models and GPU instances take 10+ minutes); it was torn down.")
-            time.sleep(min(self.poll_interval_s, remaining))
+            if self.cancel is None:
+                time.sleep(min(self.poll_interval_s, remaining))
+            elif self.cancel.wait(min(self.poll_interval_s, remaining)):
+                raise Interrupted(signal.SIGINT)  # the job stopped: deploy's `starting()` tears the endpoint down
 
 
 def resource_name(run_id: str, model_name: str) -> str:

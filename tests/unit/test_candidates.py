@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from recommender.candidates import Candidate, expand_candidates, instance_group_count_of
+from recommender.candidates import Candidate, expand_candidates, instance_group_count_of, target_index
 from recommender.spec import DynamicBatching, ExperimentSpec
 
 
@@ -74,3 +74,25 @@ def test_a_stored_configuration_rebuilds_the_same_candidate():
 @pytest.mark.parametrize("axis", ["instance_group_counts", "instance_counts"])  # the former name still validates
 def test_the_instance_group_axis_accepts_its_former_name(axis):
     assert [c.instance_group_count for c in expand_candidates(spec(**{axis: [1, 3]}))] == [1, 3, 1, 3]
+
+
+ONE = {"optimizations": ["onnx"], "dynamic_batching": [False], "instance_group_counts": [1], "max_batch_sizes": [1]}
+G4DN = [{"instance_type": f"ml.g4dn.{size}", "priced_as": f"ml.g4dn.{size}"} for size in ("xlarge", "2xlarge", "12xlarge")]
+
+
+def test_candidates_are_variants_times_targets_each_variant_on_every_target():
+    multi = ExperimentSpec.model_validate({"name": "t", "targets": G4DN, "variants": ONE | {"optimizations": ["pt", "onnx"]}})
+    candidates = expand_candidates(multi)
+    assert [(c.optimization, c.instance_type) for c in candidates] == [
+        (opt, f"ml.g4dn.{size}") for opt in ("pt", "onnx") for size in ("xlarge", "2xlarge", "12xlarge")]
+    assert [target_index(multi, c) for c in candidates] == [0, 1, 2, 0, 1, 2]
+    assert candidates[0].name == "pt-nodb-ig1-mbs1@ml.g4dn.xlarge" and len({c.key for c in candidates}) == 6
+
+
+def test_a_multi_target_key_names_its_target_and_a_single_target_key_stays_as_stored():
+    two = ExperimentSpec.model_validate({"name": "t", "targets": [{"name": "host-a"}, {"name": "host-b"}], "variants": ONE})
+    a, b = expand_candidates(two)  # same instance type (local-cpu), told apart by the target name
+    assert (a.target, b.target) == ("host-a", "host-b") and a.key != b.key
+    assert Candidate.from_config(json.loads(json.dumps(b.config()))) == b
+    (single,) = expand_candidates(ExperimentSpec.model_validate({"name": "t", "targets": [{"instance_type": "local"}], "variants": ONE}))
+    assert "target" not in single.config() and single.key == Candidate("onnx", None, 1, 1, "local", single.model_fingerprint).key

@@ -151,3 +151,28 @@ def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, mon
     assert not at.exception
     assert "cannot open results database" in at.error[0].value
     assert at.info  # the hint
+
+
+def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, monkeypatch) -> None:
+    from recommender.metrics.headline import Headline
+    from recommender.protocol import protocol_fingerprint
+
+    url = f"sqlite:///{tmp_path / 'multi.db'}"
+    spec = ExperimentSpec.model_validate({"name": "sizes", "variants": {"optimizations": ["onnx"], "dynamic_batching": [False],
+                                          "instance_group_counts": [1], "max_batch_sizes": [4]},
+                                          "targets": [{"instance_type": t, "priced_as": t} for t in ("ml.g4dn.xlarge", "ml.g4dn.2xlarge")]})
+    store = ResultStore.open(url)
+    experiment_id = store.save_experiment(spec, status="done")
+    for index, candidate in enumerate(expand_candidates(spec)):
+        protocol = protocol_fingerprint(spec, target=spec.all_targets[index])
+        run_id = store.start_run(store.save_candidate(experiment_id, candidate), protocol, None)
+        store.finish_run(run_id, "ok", headline=Headline(invocations_per_minute=600.0 * (index + 1), max_invocations=600.0,
+                                                         model_latency_ms=10.0, latency_ms={"p95": 10.0}, within_threshold=True))
+    at = open_page(url, "ranking", monkeypatch, experiment="sizes")
+    assert_clean(at)
+    facet = at.multiselect(key="ranking-instance-types")
+    assert sorted(facet.value) == ["ml.g4dn.2xlarge", "ml.g4dn.xlarge"]
+    frame = at.dataframe[0].value
+    assert sorted(frame["instance_type"]) == ["ml.g4dn.2xlarge", "ml.g4dn.xlarge"]
+    at = facet.set_value(["ml.g4dn.2xlarge"]).run()
+    assert list(at.dataframe[0].value["instance_type"]) == ["ml.g4dn.2xlarge"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recommender.errors import SpecError
+from recommender.errors import InputError, SpecError
 from recommender.importers.sagemaker_job import import_job, read_job, write_experiment
 from recommender.spec import ExperimentSpec, load_spec
 
@@ -27,7 +27,11 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
     spec = load_spec(path)
     assert spec.name == "bert-base-load-test"
-    assert spec.target.instance_type == "ml.g4dn.xlarge"
+    assert [(t.instance_type, t.priced_as) for t in spec.all_targets] == [("ml.g4dn.xlarge", "ml.g4dn.xlarge"),
+                                                                          ("ml.c5.2xlarge", None)]  # not in the catalog
+    assert any("ml.c5.2xlarge is not in the price catalog" in note for note in imported.notes)
+    assert (spec.max_parallel, spec.max_candidates, spec.time_budget_seconds) == (2, 10, 7200)
+    assert (spec.traffic.stopping.max_invocations, spec.traffic.stopping.flat_invocations) == (3000, True)
     assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(1, 1, 120), (2, 6, 300)]
     assert (spec.latency_threshold.percentile, spec.latency_threshold.ms) == ("p95", 100)
     written = yaml.safe_load(path.read_text())
@@ -37,22 +41,21 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
 @pytest.mark.parametrize(
     "expected",
-    ["OMP_NUM_THREADS", "2 instance types given (ml.g4dn.xlarge, ml.c5.2xlarge)", "MaxInvocations 3000",
-     "FlatInvocations Stop", "MaxParallelOfTests 2", "MaxNumberOfTests 10", "model-package/bert-base-embeddings/3",
-     "JobDurationInSeconds 7200", "RoleArn", "Tags are not copied", "target.kind is `local`"],
+    ["OMP_NUM_THREADS", "each instance type is a `local` target priced as that type (ml.g4dn.xlarge, ml.c5.2xlarge",
+     "max_parallel 2 (MaxParallelOfTests)", "model-package/bert-base-embeddings/3", "RoleArn", "Tags are not copied"],
 )
 def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> None:
     notes = import_job(request_json).notes
     assert any(expected in note for note in notes), notes
 
 
-def test_stairs_become_one_constant_phase_per_step(request_json: dict, tmp_path: Path) -> None:
+def test_stairs_map_to_the_stairs_shape(request_json: dict, tmp_path: Path) -> None:
     request_json["InputConfig"]["TrafficPattern"] = {
         "TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 180, "NumberOfSteps": 3, "UsersPerStep": 2}}
     imported = import_job(request_json)
     spec = load_spec(write_experiment(imported, tmp_path / "stairs.yaml"))
-    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(2, 0, 180), (4, 0, 180), (6, 0, 180)]
-    assert any(note.startswith("STAIRS traffic") for note in imported.notes)
+    stairs = spec.traffic.stairs
+    assert (stairs.users_per_step, stairs.number_of_steps, stairs.duration_seconds) == (2, 3, 180)
 
 
 def test_minimal_default_job_uses_experiment_defaults(tmp_path: Path) -> None:
@@ -112,3 +115,75 @@ def test_existing_endpoint_becomes_a_remote_target() -> None:
     imported = import_job(request)
     assert imported.experiment["target"] == {"kind": "remote", "endpoint": "sagemaker://prod-bert"}
     ExperimentSpec.model_validate(imported.experiment)
+
+
+ROLE = "arn:aws:iam::123456789012:role/RecommenderSageMakerRole"
+DEFAULT_JOB = {  # the shape of the API reference's Default example: a model package and the instance types to try
+    "JobName": "bert-default", "JobType": "Default", "RoleArn": ROLE,
+    "InputConfig": {"ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
+                    "JobDurationInSeconds": 3600,
+                    "EndpointConfigurations": [{"InstanceType": f"ml.g4dn.{s}"} for s in ("xlarge", "2xlarge", "12xlarge")]},
+}
+ADVANCED_JOB = {  # the Advanced (load test) shape: traffic, stopping conditions and resource limits
+    "JobName": "bert-advanced", "JobType": "Advanced", "RoleArn": ROLE,
+    "InputConfig": {"ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
+                    "JobDurationInSeconds": 7200,
+                    "TrafficPattern": {"TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 120, "NumberOfSteps": 4, "UsersPerStep": 2}},
+                    "ResourceLimit": {"MaxNumberOfTests": 3, "MaxParallelOfTests": 3},
+                    "EndpointConfigurations": [{"InstanceType": "ml.g4dn.xlarge"}, {"InstanceType": "ml.g5.xlarge"}]},
+    "StoppingConditions": {"MaxInvocations": 600, "FlatInvocations": "Continue",
+                           "ModelLatencyThresholds": [{"Percentile": "P99", "ValueInMilliseconds": 250}]},
+}
+
+
+@pytest.mark.parametrize("job", [DEFAULT_JOB, ADVANCED_JOB], ids=["default", "advanced"])
+def test_realistic_jobs_round_trip_validate_and_plan_with_a_cost(job: dict, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from recommender.cli import build_app
+
+    source = tmp_path / "job.json"
+    source.write_text(json.dumps(job))
+    runner = CliRunner()
+    done = runner.invoke(build_app(), ["import", "sagemaker-job", str(source), "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    spec = load_spec(tmp_path / f"{job['JobName']}.yaml")
+    types = [c["InstanceType"] for c in job["InputConfig"]["EndpointConfigurations"]]
+    assert [t.instance_type for t in spec.all_targets] == types and all(t.priced_as == t.instance_type for t in spec.all_targets)
+    assert spec.time_budget_seconds == job["InputConfig"]["JobDurationInSeconds"]
+    planned = runner.invoke(build_app(), ["plan", str(tmp_path / f"{job['JobName']}.yaml"), "--json"])
+    estimate = json.loads(planned.stdout[: planned.stdout.rindex("}") + 1])
+    assert estimate["estimated_usd"] > 0 and all(t["price_per_hour"] > 0 for t in estimate["targets"])
+    assert [t["instance_type"] for t in estimate["targets"]] == types
+
+
+def test_the_advanced_job_maps_stopping_limits_and_caps_the_grid_with_a_note() -> None:
+    imported = import_job(copy.deepcopy(ADVANCED_JOB) | {})
+    spec = ExperimentSpec.model_validate(imported.experiment)
+    assert (spec.traffic.stopping.max_invocations, spec.traffic.stopping.flat_invocations) == (600, False)
+    assert (spec.latency_threshold.percentile, spec.latency_threshold.ms) == ("p99", 250)
+    assert (spec.max_parallel, spec.max_candidates) == (3, 3)
+    assert (spec.traffic.stairs.users_per_step, spec.traffic.stairs.number_of_steps) == (2, 4)
+    assert any("MaxNumberOfTests 3 caps the candidates" in note for note in imported.notes), imported.notes
+
+
+def test_existing_endpoints_each_become_a_remote_target() -> None:
+    request = {"JobName": "two", "JobType": "Advanced", "RoleArn": ROLE,
+               "InputConfig": {"Endpoints": [{"EndpointName": "prod-a"}, {"EndpointName": "prod-b"}]}}
+    spec = ExperimentSpec.model_validate(import_job(request).experiment)
+    assert [(t.name, t.endpoint) for t in spec.all_targets] == [("prod-a", "sagemaker://prod-a"), ("prod-b", "sagemaker://prod-b")]
+
+
+@pytest.mark.parametrize("name", ["../escape", "a b", "x\nkind: sagemaker"])
+def test_a_hostile_job_name_is_refused_before_it_names_a_file(name: str) -> None:
+    with pytest.raises(InputError, match="JobName .* cannot name a file"):
+        import_job(copy.deepcopy(DEFAULT_JOB) | {"JobName": name})
+
+
+def test_text_from_the_job_never_changes_the_yaml_structure(tmp_path: Path) -> None:
+    job = copy.deepcopy(DEFAULT_JOB)
+    job["InputConfig"]["ModelName"] = "m\ntargets: []\n# injected"
+    job["InputConfig"].pop("ModelPackageVersionArn")
+    path = write_experiment(import_job(job), tmp_path / "safe.yaml")
+    spec = load_spec(path)
+    assert len(spec.all_targets) == 3 and any("targets: []" in note for note in spec.notes)

@@ -50,7 +50,7 @@ def test_errors_name_file_field_and_fix(tmp_path, text, expected):
 def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
-    keys = ("accelerator, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, instance_type, kind, "
+    keys = ("accelerator, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, instance_type, kind, name, "
             "price_per_hour, priced_as, ready_timeout_seconds, region, role_arn")
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 
@@ -124,3 +124,23 @@ def test_target_kind_checks(tmp_path, target, fragment):
 def test_stability_keeps_accepting_the_former_tolerance_keys(stability, tolerance):
     spec = ExperimentSpec.model_validate({"name": "t", "traffic": {"stability": stability}})
     assert spec.traffic.stability.tolerance == tolerance and spec.traffic.stability.windows == 4
+
+
+def test_targets_is_a_list_and_a_multi_target_spec_dumps_and_validates_again():
+    multi = ExperimentSpec.model_validate({"name": "x", "targets": [{"instance_type": "a"}, {"instance_type": "b"}]})
+    assert [t.instance_type for t in multi.all_targets] == ["a", "b"] and multi.target.instance_type == "a"
+    dumped = multi.model_dump(mode="json")
+    assert "target" not in dumped and ExperimentSpec.model_validate(dumped) == multi
+    single = ExperimentSpec.model_validate({"name": "x"})
+    assert "targets" not in single.model_dump() and single.all_targets == [single.target] and not single.multi_target
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: x\ntarget: {}\ntargets: [{}]\n", "give either `target:` (one) or `targets:` (a list), not both"),
+    ("name: x\ntargets: [{instance_type: a}, {instance_type: a}]\n", "targets a appear more than once: give each a distinct `name`"),
+    ("name: x\ntargets: []\n", "targets"),
+    ("name: x\nmax_parallel: 0\n", "max_parallel"),
+])
+def test_bad_targets_and_scheduling_fields_name_the_fix(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    assert any(expected in line and str(path) in line for line in problems_of(path))

@@ -97,3 +97,21 @@ def test_print_decision_adds_the_legend_and_the_recommendation_in_words() -> Non
     text = " ".join(console.export_text().split())
     assert "configuration pt-db-ig2-mbs8 =" in text and "recommendation (weights" in text
     assert "alpha sustains 1,000 invocations per minute" in text
+
+
+def test_a_multi_target_ranking_shows_the_instance_type_and_prices_each_candidate_as_its_own() -> None:
+    spec = ExperimentSpec.model_validate({"name": "t", "latency_threshold": {"percentile": "p95", "ms": 500},
+                                          "targets": [{"instance_type": f"ml.g4dn.{s}", "priced_as": f"ml.g4dn.{s}"}
+                                                      for s in ("xlarge", "12xlarge")]})
+    small, big = result("pt-small", 1000, (950, 1050)), result("pt-big", 1100, (1050, 1150))
+    small = small.__class__(**{**small.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.xlarge", "target": "ml.g4dn.xlarge"}})
+    big = big.__class__(**{**big.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.12xlarge", "target": "ml.g4dn.12xlarge"}})
+    rec = recommend([small, big], spec)
+    assert rec.pricing_of(small.key).price_per_hour < rec.pricing_of(big.key).price_per_hour
+    assert rec.winner.candidate.name == "pt-small"  # nearly the same throughput at a fraction of the price
+    console = Console(record=True, width=250, force_terminal=True, color_system=None)
+    console.print(ranking_view(rec, [small, big], console))
+    text = console.export_text()
+    assert "instance type" in text and "ml.g4dn.12xlarge" in line_of(text, "pt-big")
+    single = rendered(STUDY, 250, terminal=True)
+    assert "instance type" not in single  # one target: no column

@@ -1,0 +1,55 @@
+"""`recommender plan`: every traffic shape (repeats included), per target with catalog prices, parallel wall time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from recommender.cli import build_app
+from recommender.load.shapes import traffic_seconds
+from recommender.spec import ExperimentSpec
+
+SHAPES = {
+    "phases": {"phases": [{"duration_seconds": 30}, {"duration_seconds": 90}]},
+    "stairs": {"stairs": {"users_per_step": 2, "number_of_steps": 3, "duration_seconds": 40}},
+    "concurrency": {"concurrency": {"users": [1, 4], "duration_seconds": 60}},
+    "rate": {"rate": {"requests_per_second": [5, 10, 20], "duration_seconds": 40}},
+}
+TARGETS = [{"instance_type": "ml.g4dn.xlarge", "priced_as": "ml.g4dn.xlarge"},
+           {"instance_type": "ml.g4dn.2xlarge", "priced_as": "ml.g4dn.2xlarge"}]
+
+
+def plan_json(tmp_path, document: dict) -> dict:
+    path = tmp_path / "plan.json"  # JSON is YAML
+    path.write_text(json.dumps({"name": "p", "variants": {"dynamic_batching": [False, True]}} | document))
+    done = CliRunner().invoke(build_app(), ["plan", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_every_shape_and_repeat_is_planned_per_target_at_catalog_prices(tmp_path, shape, repeats) -> None:
+    traffic = SHAPES[shape] | {"repeats": repeats}
+    estimate = plan_json(tmp_path, {"targets": TARGETS, "traffic": traffic})
+    load_s = traffic_seconds(ExperimentSpec.model_validate({"name": "p", "traffic": traffic}).traffic)
+    first, second = estimate["targets"]
+    assert (first["candidates"], second["candidates"]) == (2, 2)
+    assert first["minutes_per_candidate"] == pytest.approx(load_s / 60 + 0.5)  # the load plus a local server start
+    assert 0 < first["price_per_hour"] < second["price_per_hour"]  # the catalog's g4dn.xlarge, then 2xlarge
+    hours = [2 * t["minutes_per_candidate"] / 60 for t in (first, second)]
+    assert estimate["estimated_usd"] == pytest.approx(hours[0] * first["price_per_hour"] + hours[1] * second["price_per_hour"])
+    assert estimate["minutes"] == pytest.approx(4 * first["minutes_per_candidate"])  # local targets: one at a time
+
+
+def test_parallel_cloud_targets_divide_the_wall_time(tmp_path) -> None:
+    sagemaker = {"kind": "sagemaker", "role_arn": "arn:aws:iam::123456789012:role/R", "bucket": "b",
+                 "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/r:1"}
+    targets = [sagemaker | {"instance_type": t["instance_type"]} for t in TARGETS]
+    traffic = {"phases": [{"duration_seconds": 60}]}
+    serial = plan_json(tmp_path, {"targets": targets, "traffic": traffic})
+    parallel = plan_json(tmp_path, {"targets": targets, "traffic": traffic, "max_parallel": 4})
+    assert serial["minutes"] == pytest.approx(4 * (1 + 10))  # 1 min of load + 10 min deploy and teardown, each
+    assert parallel["minutes"] == pytest.approx(1 + 10) and parallel["estimated_usd"] == pytest.approx(serial["estimated_usd"])

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator
 
-from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -101,11 +101,15 @@ class ResultStore:
         return self._write(work)
 
     def final_run(self, candidate_id: int, protocol_key: str) -> Run | None:
-        """The newest ok, skipped or incorrect run of a candidate under this protocol (so it need not be measured again)."""
+        """The candidate's newest run under this protocol when it is ok, skipped or incorrect (so it need not be
+        measured again); None when the newest failed or was interrupted, even with an older ok run: the resume of
+        an interrupted `--fresh` run measures it again, so the stored (newest) status is never a stale failure."""
         with self._session() as session:
-            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key,
-                                       Run.status.in_(FINAL), ~_skipped_for_budget()).order_by(Run.id.desc()).limit(1))
-            return session.scalar(query)
+            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                     .order_by(Run.id.desc()).limit(1))
+            newest = session.scalar(query)
+            final = newest is not None and newest.status in FINAL and not _is_budget_skip(newest)
+            return newest if final else None
 
     def add_spend(self, experiment: str, usd: float) -> None:
         """Add cloud spend to the experiment's total (one UPDATE: concurrent writers never lose an amount)."""
@@ -221,8 +225,8 @@ class ResultStore:
             yield from session.scalars(query)
 
 
-def _skipped_for_budget():
-    return and_(Run.status == "skipped", func.coalesce(Run.reason, "").startswith(BUDGET_SKIP, autoescape=True))
+def _is_budget_skip(run: Run) -> bool:
+    return run.status == "skipped" and (run.reason or "").startswith(BUDGET_SKIP)
 
 
 def _result(row: CandidateRow, protocol_key: str | None) -> CandidateResult:

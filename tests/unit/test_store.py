@@ -89,6 +89,17 @@ def test_failed_runs_are_not_final_and_running_runs_become_interrupted(store, sp
         assert [r.status for r in store.runs("roundtrip")] == ["failed", "interrupted"]
 
 
+@pytest.mark.parametrize("newest", ["failed", "interrupted"])
+def test_an_older_ok_run_is_not_final_once_a_newer_run_failed(store, spec, newest):
+    """A `--fresh` job stopped mid-candidate: its resume measures that candidate again, so the stored status is ok."""
+    experiment_id = store.save_experiment(spec)
+    candidate_id = store.save_candidate(experiment_id, expand_candidates(spec)[0])
+    store.finish_run(store.start_run(candidate_id, "p", None), "ok")
+    assert store.final_run(candidate_id, "p") is not None
+    store.finish_run(store.start_run(candidate_id, "p", None), newest, reason="interrupted by SIGTERM")
+    assert store.final_run(candidate_id, "p") is None
+
+
 def test_unknown_experiment_lists_known_ones(store, spec):
     store.save_experiment(spec)
     with pytest.raises(StoreError) as info:

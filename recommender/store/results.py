@@ -17,7 +17,7 @@ from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
-from recommender.store.database import open_engine
+from recommender.store.database import explain, open_engine
 from recommender.store.lease import Lease, live_holder
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
@@ -62,7 +62,8 @@ class ResultStore:
             with self._session() as session, session.begin():
                 return work(session)
         except SQLAlchemyError as exc:
-            raise StoreError(f"results database write failed: {exc}", hint="Is the database reachable and writable?") from exc
+            reason, hint = explain(exc)
+            raise StoreError(f"results database write failed: {reason}", hint=hint) from exc
 
     # --- writing -------------------------------------------------------------------------------------------
 

@@ -63,8 +63,8 @@ class LocalTarget:
         """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
         stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
+        backends = prepare_run_directory(install, run_dir)
         deployment = LocalDeployment(
             model_name=model_name,
             repository=Path(repository).resolve(),
@@ -73,11 +73,22 @@ class LocalTarget:
             instance=secrets.token_hex(4),
             stop_timeout=self.stop_timeout,
         )
-        command = deployment.command(install.binary, triton_binary.prepare_backend_directory(install, run_dir), self.exit_timeout_secs)
+        command = deployment.command(install.binary, backends, self.exit_timeout_secs)
         with deployment.starting():
             deployment.launch(command, triton_binary.server_environment(install))
             deployment.wait_until_ready(self.ready_timeout)
         return deployment
+
+
+def prepare_run_directory(install: triton_binary.TritonInstallation, run_dir: Path) -> Path:
+    """The run directory with its backend directory (Python backend and stub copies); TargetError when the file
+    system refuses (a full disk, a read-only directory), naming the directory and the reason in one line."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return triton_binary.prepare_backend_directory(install, run_dir)
+    except OSError as error:
+        raise TargetError(f"cannot write the server's files in {run_dir}: {error.strerror or error}",
+                          hint="free disk space there, or choose another --run-dir") from error
 
 
 def free_loopback_ports(count: int) -> tuple[int, ...]:

@@ -51,7 +51,7 @@ from recommender.load.runner import LoadRequest, run_load  # noqa: E402
 from recommender.payload import inference_bodies  # noqa: E402
 from recommender.candidates import Candidate, model_fingerprint  # noqa: E402
 from recommender.spec import BertArchitecture, ExperimentSpec, ModelSpec, PayloadSpec, Phase  # noqa: E402
-from recommender.targets.local import GUARD_HEADER, LocalDeployment, LocalTarget  # noqa: E402
+from recommender.targets.local import LocalDeployment, LocalTarget  # noqa: E402
 
 MODEL_NAME = "model"
 WORK_DIR = Path(__file__).resolve().parent / ".work"
@@ -121,7 +121,7 @@ def run_perf_analyzer(
         "--concurrency-range", f"{concurrency}:{concurrency}", "-p", str(pass_ms),
         "--stability-percentage", str(args.stability), "--max-trials", str(args.max_trials), "--percentile=95",
         "--input-data", str(data), "--input-tensor-format=json", "--output-tensor-format=json",
-        "-H", f"{GUARD_HEADER}:{deployment.guard}", "-f", str(csv_path), "--profile-export-file", str(profile_path), "-v",
+        "-f", str(csv_path), "--profile-export-file", str(profile_path), "-v",
     ]  # fmt: skip
     before = compute_ms(deployment)
     run = run_tool(command, env=tool.env())

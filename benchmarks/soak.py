@@ -5,8 +5,9 @@ One reference run (uninterrupted), then rounds until --minutes have passed (one 
 same working directory with --fresh: start `recommender run`, SIGKILL tritonserver during the first candidate's load
 (that candidate is recorded failed), SIGTERM the job during a later load (exit 143), then resume it (exit 0; the
 failed and interrupted candidates are measured again). After each round: no tritonserver, stub or Locust process
-left under the working directory, no run row left 'running', and the candidates' final statuses equal the
-reference's. Prints one line per round and a summary table; exit 1 when a check failed.
+left under the working directory, no run row left 'running', the candidates' final statuses equal the reference's,
+the resume added one run row per candidate it had to measure (none lost), and every ok run has its steady-state
+windows stored. Prints one line per round and a summary table; exit 1 when a check failed.
 
     python benchmarks/soak.py --minutes 30
     python benchmarks/soak.py --quick
@@ -81,6 +82,8 @@ def soak_round(workdir: Path, reference: dict[str, str], fresh: bool) -> list[st
     kill_during_load(workdir, job, lambda: job.send_signal(signal.SIGTERM), skip=1)
     code = job.wait(timeout=300)
     problems += [f"SIGTERM exit {code}, not 143"] if code != 143 else []
+    before = final_statuses(workdir)
+    rows_expected = len(list(store(workdir).runs("soak"))) + sum(before.get(name) != "ok" for name in reference)
     resumed = cli(workdir, "run", "soak.yaml")
     problems += [f"resume exit {resumed.returncode}: {resumed.stderr[-300:]}"] if resumed.returncode != 0 else []
     orphans = servers_under(workdir) + generators_under(workdir)
@@ -88,10 +91,14 @@ def soak_round(workdir: Path, reference: dict[str, str], fresh: bool) -> list[st
     runs = list(store(workdir).runs("soak"))
     running = [r for r in runs if r.status == "running"]
     problems += [f"{len(running)} run row(s) left running"] if running else []
+    problems += [f"{rows_expected - len(runs)} run row(s) lost: {len(runs)} stored, {rows_expected} expected"] if len(runs) != rows_expected else []
+    empty = lost_measurements(workdir)
+    problems += [f"ok run(s) without stored windows: {empty}"] if empty else []
     stored = final_statuses(workdir)
     problems += [f"stored candidates {stored} differ from the reference {reference}"] if stored != reference else []
     print(f"round: SIGTERM exit {code}, resume exit {resumed.returncode}, orphans {len(orphans)}, "
-          f"running rows {len(running)}, runs {len(runs)} {sorted(r.status for r in runs)}, same candidates {stored == reference}")
+          f"running rows {len(running)}, runs {len(runs)} (expected {rows_expected}) {sorted(r.status for r in runs)}, "
+          f"ok runs without windows {len(empty)}, same candidates {stored == reference}")
     return problems
 
 
@@ -148,6 +155,12 @@ def _cmdline(proc: psutil.Process) -> str:
 
 def store(workdir: Path) -> ResultStore:
     return ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}")
+
+
+def lost_measurements(workdir: Path) -> list[int]:
+    """Ids of ok runs whose steady-state windows are missing (a measurement stored only in part)."""
+    results = store(workdir)
+    return [run.id for run in results.runs("soak") if run.status == "ok" and not results.windows(run.id)]
 
 
 def final_statuses(workdir: Path) -> dict[str, str]:

@@ -175,10 +175,11 @@ class Job:
         except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted), or the job's stop
             self._finish(candidate, run_id, "interrupted", interruption_reason(interrupt))
             raise
+        except OSError as exc:  # the system refused (a full disk, a read-only run directory): one line, go on
+            self._finish(candidate, run_id, "failed", f"operating system error: {exc}")
         except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "error.txt").write_text(traceback.format_exc())
-            self._finish(candidate, run_id, "failed", f"unexpected error {exc!r} (traceback in {run_dir / 'error.txt'})")
+            kept = keep_details(run_dir, traceback.format_exc())
+            self._finish(candidate, run_id, "failed", f"unexpected error {exc!r} ({f'traceback in {kept}' if kept else 'no traceback kept'})")
         else:
             self.store.finish_run(run_id, "ok", **outcome)
             self.reporter.candidate_finished(candidate, "ok", None, reused=False)
@@ -260,9 +261,18 @@ def one_line_reason(error: RecommenderError, run_dir: Path) -> str:
     hint = error.hint or ""
     if not rest and "\n" not in hint:
         return first + (f" (hint: {hint})" if hint else "")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").write_text(f"{error.message}\n\nhint: {hint}\n")
-    return f"{first} (details in {run_dir / 'error.txt'})"
+    kept = keep_details(run_dir, f"{error.message}\n\nhint: {hint}\n")
+    return f"{first} (details in {kept})" if kept else f"{first} (details not kept: cannot write in {run_dir})"
+
+
+def keep_details(run_dir: Path, text: str) -> Path | None:
+    """Write run_dir/error.txt; None when the file system refuses (a full disk must not replace the failure)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "error.txt").write_text(text)
+    except OSError:
+        return None
+    return run_dir / "error.txt"
 
 
 def new_run_id() -> str:

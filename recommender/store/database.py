@@ -99,6 +99,28 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_FAILURES = (  # (text in SQLite's / the driver's message, one-line reason, hint)
+    ("database is locked", "the database is locked: another connection held a write lock beyond the busy timeout",
+     "Close what holds the SQLite file open for writing (a DB browser, a stuck process), or use PostgreSQL (--db) "
+     "for concurrent writers; then run again: the job resumes where it stopped."),
+    ("readonly database", "the database is read-only",
+     "Make the database file, its folder and its -wal/-shm files writable, or pass another --db."),
+    ("database or disk is full", "the disk holding the database is full",
+     "Free space there, or move the database (--db); then run again: the job resumes where it stopped."),
+)
+
+
+def explain(exc: Exception) -> tuple[str, str]:
+    """(one-line reason, hint) for a failed database call: the known SQLite faults by name, else the driver's
+    first line (never the SQL statement, the parameters or the URL with its password)."""
+    text = str(getattr(exc, "orig", None) or exc)
+    for needle, reason, hint in _FAILURES:
+        if needle in text:
+            return reason, hint
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first, "Is the database reachable and writable?"
+
+
 def _redact(url: str) -> str:
     from sqlalchemy.engine import make_url
 

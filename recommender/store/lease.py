@@ -22,6 +22,7 @@ from sqlalchemy import Engine, Row, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from recommender.errors import ExperimentLeased, StoreError
+from recommender.store.database import explain
 from recommender.store.schema import CandidateRow, Experiment, LeaseRow, Run, as_utc, utcnow
 
 LEASE_TTL_S = 60.0  # a lease whose heartbeat is older than this is free
@@ -77,10 +78,14 @@ class Lease:
         self._beat.start()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, exc_type, *_exc) -> None:
         self._stop.set()
         self._beat.join(timeout=10)  # a renewal stuck on an unreachable database must not hold the job's exit
-        self.release()
+        try:
+            self.release()
+        except StoreError:
+            if exc_type is None:
+                raise  # else the failure in flight is the one to report; an unreleased lease expires after ttl_s
 
     def acquire(self) -> None:
         """Take the lease; a live holder makes this wait (`wait`) or raise ExperimentLeased."""
@@ -118,8 +123,8 @@ class Lease:
             except (IntegrityError, _Raced):
                 continue  # another job wrote the lease between our read and our write: read it again
             except SQLAlchemyError as exc:
-                raise StoreError(f"cannot take the lease of experiment {self.experiment!r}: {exc}",
-                                 hint="Is the results database reachable and writable?") from exc
+                reason, hint = explain(exc)
+                raise StoreError(f"cannot take the lease of experiment {self.experiment!r}: {reason}", hint=hint) from exc
         raise StoreError(f"the lease of experiment {self.experiment!r} kept changing under {_RACES} attempts",
                          hint="Several jobs are starting this experiment at once; run it again.")
 
@@ -149,8 +154,8 @@ class Lease:
             with self.engine.begin() as connection:
                 return connection.execute(statement)
         except SQLAlchemyError as exc:
-            raise StoreError(f"results database write failed (lease of {self.experiment!r}): {exc}",
-                             hint="Is the database reachable and writable?") from exc
+            reason, hint = explain(exc)
+            raise StoreError(f"results database write failed (lease of {self.experiment!r}): {reason}", hint=hint) from exc
 
 
 _REFUSAL_HINT = ("Wait for it to finish, or run again with --wait to start as soon as it does. A holder that died is "

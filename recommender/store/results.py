@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Collection, Iterator
 
-from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -17,7 +17,7 @@ from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
-from recommender.store.database import open_engine
+from recommender.store.database import explain, open_engine
 from recommender.store.lease import Lease, live_holder
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
@@ -62,7 +62,8 @@ class ResultStore:
             with self._session() as session, session.begin():
                 return work(session)
         except SQLAlchemyError as exc:
-            raise StoreError(f"results database write failed: {exc}", hint="Is the database reachable and writable?") from exc
+            reason, hint = explain(exc)
+            raise StoreError(f"results database write failed: {reason}", hint=hint) from exc
 
     # --- writing -------------------------------------------------------------------------------------------
 
@@ -101,11 +102,15 @@ class ResultStore:
         return self._write(work)
 
     def final_run(self, candidate_id: int, protocol_key: str) -> Run | None:
-        """The newest ok, skipped or incorrect run of a candidate under this protocol (so it need not be measured again)."""
+        """The candidate's newest run under this protocol when it is ok, skipped or incorrect (so it need not be
+        measured again); None when the newest failed or was interrupted, even with an older ok run: the resume of
+        an interrupted `--fresh` run measures it again, so the stored (newest) status is never a stale failure."""
         with self._session() as session:
-            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key,
-                                       Run.status.in_(FINAL), ~_skipped_for_budget()).order_by(Run.id.desc()).limit(1))
-            return session.scalar(query)
+            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                     .order_by(Run.id.desc()).limit(1))
+            newest = session.scalar(query)
+            final = newest is not None and newest.status in FINAL and not _is_budget_skip(newest)
+            return newest if final else None
 
     def add_spend(self, experiment: str, usd: float) -> None:
         """Add cloud spend to the experiment's total (one UPDATE: concurrent writers never lose an amount)."""
@@ -232,8 +237,8 @@ class ResultStore:
             yield from session.scalars(query)
 
 
-def _skipped_for_budget():
-    return and_(Run.status == "skipped", func.coalesce(Run.reason, "").startswith(BUDGET_SKIP, autoescape=True))
+def _is_budget_skip(run: Run) -> bool:
+    return run.status == "skipped" and (run.reason or "").startswith(BUDGET_SKIP)
 
 
 def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> CandidateResult:

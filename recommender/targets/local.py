@@ -1,13 +1,13 @@
 """The `local` target: the real tritonserver from the nvidia-pytriton wheel, as a child process on loopback.
 
 Exposure: HTTP and metrics on 127.0.0.1 only, gRPC off, no model-repository API (`--model-control-mode=none`:
-the model is loaded at start and nothing can load, unload or replace one). The admin APIs (statistics,
-model-repository, shared-memory, trace, logging) need a per-deployment header, the *guard*. The guard is NOT a
-secret: tritonserver takes it only on its command line (no file, no environment variable: `tritonserver --help`,
-and triton-inference-server/server#7183), so every local user can read it in /proc/PID/cmdline. What it does stop
-is any client that cannot read this host's process list or cannot set a custom header: a web page in a browser on
-this host (a cross-origin request with a custom header needs a preflight tritonserver never grants) and a container
-sharing the host's network but not its PID namespace. Against local users the server is as open as its loopback port.
+the model is loaded at start and nothing can load, unload or replace one). The admin APIs we never call
+(model-repository, model-config, shared-memory, trace, logging) are *closed*: tritonserver's
+`--http-restricted-api` makes them require a header whose expected value holds a line feed, which no HTTP request
+can carry (a line feed ends a header line; tritonserver drops such a request without an answer). So the command
+line holds no secret: there is none. Statistics (read-only, which our client reads) and inference stay open, as
+open as the loopback port. tritonserver has no other way to receive a token than its command line (no file, no
+environment variable: `tritonserver --help`, triton-inference-server/server#7183), hence no token at all.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,11 +30,11 @@ from recommender.lifeline import die_with_parent
 from recommender.targets import triton_binary
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
-from recommender.targets.triton_client import TritonClient
 
 LOOPBACK = "127.0.0.1"
-GUARD_HEADER = "x-recommender-guard"  # not a secret: see the module docstring
-RESTRICTED_APIS = "model-repository,statistics,shared-memory,trace,logging"
+CLOSED_APIS = "model-repository,model-config,shared-memory,trace,logging"  # never called by recommender
+CLOSED_HEADER = "x-recommender-closed"
+CLOSED_VALUE = "closed\nnever"  # a line feed: no HTTP header value can equal it, so the closed APIs answer nobody
 SERVER_PROCESS_NAMES = frozenset({"tritonserver", triton_binary.STUB_NAME[:15], triton_binary.STUB_NAME})
 LOG_TAIL_LINES = 40
 
@@ -63,21 +63,32 @@ class LocalTarget:
         """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
         stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
+        backends = prepare_run_directory(install, run_dir)
         deployment = LocalDeployment(
             model_name=model_name,
             repository=Path(repository).resolve(),
             run_dir=run_dir,
             ports=free_loopback_ports(3),
-            guard=secrets.token_urlsafe(12),
+            instance=secrets.token_hex(4),
             stop_timeout=self.stop_timeout,
         )
-        command = deployment.command(install.binary, triton_binary.prepare_backend_directory(install, run_dir), self.exit_timeout_secs)
+        command = deployment.command(install.binary, backends, self.exit_timeout_secs)
         with deployment.starting():
             deployment.launch(command, triton_binary.server_environment(install))
             deployment.wait_until_ready(self.ready_timeout)
         return deployment
+
+
+def prepare_run_directory(install: triton_binary.TritonInstallation, run_dir: Path) -> Path:
+    """The run directory with its backend directory (Python backend and stub copies); TargetError when the file
+    system refuses (a full disk, a read-only directory), naming the directory and the reason in one line."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return triton_binary.prepare_backend_directory(install, run_dir)
+    except OSError as error:
+        raise TargetError(f"cannot write the server's files in {run_dir}: {error.strerror or error}",
+                          hint="free disk space there, or choose another --run-dir") from error
 
 
 def free_loopback_ports(count: int) -> tuple[int, ...]:
@@ -100,7 +111,7 @@ class LocalDeployment(Deployment):
     repository: Path
     run_dir: Path
     ports: tuple[int, int, int]  # http, grpc (unused: gRPC is off), metrics
-    guard: str  # the admin APIs' header value; visible in the command line, so not a secret
+    instance: str  # random, names this deployment's /dev/shm regions (not a secret: nothing is guarded by it)
     stop_timeout: float = 20.0
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
@@ -119,12 +130,12 @@ class LocalDeployment(Deployment):
     @property
     def shm_prefix(self) -> str:
         """Prefix of the Python backend's /dev/shm regions, unique per deployment so leftovers can be found."""
-        return f"recommender_{self.ports[0]}_{self.guard[:8]}_"
+        return f"recommender_{self.ports[0]}_{self.instance}_"
 
     def command(self, binary: Path, backend_directory: Path, exit_timeout_secs: int) -> list[str]:
-        """The tritonserver command line: no model control API, loopback only, no gRPC, admin APIs behind the guard."""
+        """The tritonserver command line: no model control API, loopback only, no gRPC, the admin APIs closed."""
         http, _, metrics = self.ports
-        restriction = f"{RESTRICTED_APIS}:{GUARD_HEADER}={self.guard}"
+        restriction = f"{CLOSED_APIS}:{CLOSED_HEADER}={CLOSED_VALUE}"
         return [
             str(binary),
             f"--model-repository={self.repository}",
@@ -139,11 +150,6 @@ class LocalDeployment(Deployment):
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--exit-timeout-secs={exit_timeout_secs}",
         ]
-
-    @property
-    def triton(self) -> TritonClient:
-        """Triton's HTTP API with this deployment's guard header (statistics is a guarded API here)."""
-        return replace(super().triton, headers={GUARD_HEADER: self.guard})
 
     def launch(self, command: list[str], env: dict[str, str]) -> None:
         """Start the server process in its own session, its output appended to server.log; it dies with this

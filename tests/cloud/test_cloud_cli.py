@@ -70,3 +70,32 @@ def test_cleanup_removes_the_runs_labelled_containers_too(aws, credentials, tmp_
     (fake / "ps.rc").write_text("1")  # a docker CLI whose engine is down: containers are not checked, the rest goes on
     down = CliRunner().invoke(build_app(), ["cleanup", "--run-id", "r9", "--endpoint-url", aws.url])
     assert down.exit_code == 0 and "containers not checked: docker ps failed: Cannot connect" in down.output
+
+
+def test_cleanup_removes_the_runs_tagged_s3_archives_within_its_scope(aws, credentials) -> None:
+    s3, bucket = aws.client("s3"), "artifacts"
+    s3.create_bucket(Bucket=bucket)
+    objects = {"recommender/r1/rec-r1-a/model.tar.gz": "r1", "recommender/r2/rec-r2-b/model.tar.gz": "r2",
+               "recommender/r1/notes.txt": None, "elsewhere/r1/model.tar.gz": "r1"}  # untagged; outside the prefix
+    for key, run in objects.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x", **({"Tagging": f"{TAG_RUN_ID}={run}"} if run else {}))
+    app, runner = build_app(), CliRunner()
+
+    def clean(*scope: str) -> str:
+        done = runner.invoke(app, ["cleanup", *scope, "--bucket", bucket, "--endpoint-url", aws.url])
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    def keys() -> set[str]:
+        return {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+    preview = clean("--run-id", "r1", "--dry-run")
+    assert "would delete S3 object s3://artifacts/recommender/r1/rec-r1-a/model.tar.gz" in preview
+    assert "1 resource(s) would delete" in preview and keys() == set(objects)
+    assert "1 resource(s) deleted" in clean("--run-id", "r1")
+    assert keys() == set(objects) - {"recommender/r1/rec-r1-a/model.tar.gz"}
+    assert "nothing to clean up" in clean("--older-than", "2h")  # r2's archive is seconds old
+    assert "deleted S3 object s3://artifacts/recommender/r2/rec-r2-b/model.tar.gz" in clean("--older-than", "0s")
+    assert keys() == {"recommender/r1/notes.txt", "elsewhere/r1/model.tar.gz"}
+    unchecked = runner.invoke(app, ["cleanup", "--run-id", "r1", "--endpoint-url", aws.url])
+    assert "S3 model archives not checked: pass --bucket" in unchecked.output

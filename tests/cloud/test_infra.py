@@ -68,6 +68,16 @@ def test_operator_policy_creates_and_deletes_only_tagged_recommender_resources(t
                              "sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels"}
 
 
+
+def test_operator_policy_writes_and_deletes_s3_objects_only_under_the_artifact_prefix(template: dict) -> None:
+    """S3 has no tag condition for DeleteObject / PutObject (see the template's comment): the prefix confines them."""
+    statements = template["Resources"]["OperatorPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    s3 = [s for s in statements if any(a.startswith("s3:") for a in _actions(s))]
+    writes = [s for s in s3 if any(a.split(":")[1].startswith(("Put", "Delete")) for a in _actions(s))]
+    assert {a for s in writes for a in _actions(s)} >= {"s3:PutObject", "s3:DeleteObject"}
+    assert all(s["Resource"] == {"Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/*"} for s in writes), writes
+    assert not {a for s in s3 for a in _actions(s)} & {"s3:PutObjectTagging", "s3:DeleteObjectTagging", "s3:DeleteBucket"}
+
 def _document(document: dict | str) -> dict:
     """moto 5.2.1 returns inline policies created by CloudFormation as a Python repr string, not JSON."""
     if isinstance(document, dict):

@@ -66,5 +66,5 @@ def test_a_read_only_database_stops_the_job_cleanly(workdir):
                            f"sqlite:///file:{workdir / 'results.db'}?mode=ro&uri=true"], cwd=workdir, env=cli_env(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert "error: cannot take the lease of experiment 'micro'" in done.stderr and "readonly database" in done.stderr
+    assert "error: cannot take the lease of experiment 'micro': the database is read-only\n" in done.stderr
     assert "Traceback" not in done.stderr and servers_under(workdir) == []

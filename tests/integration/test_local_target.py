@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +15,7 @@ import pytest
 
 from recommender.errors import TargetError
 from recommender.targets import LocalDeployment, get_target
+from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LOOPBACK
 from recommender.targets.triton_binary import libpython_path
 
 pytestmark = pytest.mark.integration
@@ -90,23 +91,47 @@ def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids
     assert running_server_processes(pids) == []
 
 
-def test_admin_apis_need_the_guard_no_model_control_and_metrics_are_served(deploy) -> None:
+CLOSED_CALLS = [("POST", "/v2/repository/index"), ("POST", "/v2/repository/models/model/unload"),
+                ("GET", "/v2/models/model/config"), ("GET", "/v2/systemsharedmemory/status"),
+                ("GET", "/v2/trace/setting"), ("GET", "/v2/logging")]
+
+
+def raw_http(port: int, method: str, path: str, header: bytes) -> bytes:
+    """One HTTP/1.1 request written byte for byte (urllib refuses a line feed in a header); the status line, or b''
+    when the server closed the connection without an answer."""
+    with socket.create_connection((LOOPBACK, port), timeout=10) as sock:
+        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + header +
+                     b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        answer = b"".join(iter(lambda: sock.recv(4096), b""))
+    return answer.split(b"\r\n", 1)[0]
+
+
+def tries_at(value: str) -> list[bytes]:
+    """The closed header sent as near to `value` as HTTP allows: absent, raw, CRLF, folded, without, with a space."""
+    sent = [value, value.replace("\n", "\r\n"), value.replace("\n", "\r\n "), value.replace("\n", ""), value.replace("\n", " ")]
+    return [b"", *(f"{CLOSED_HEADER}: {text}\r\n".encode() for text in sent)]
+
+
+def test_admin_apis_are_closed_even_to_the_value_on_the_command_line(deploy) -> None:
     deployment = deploy("pt")
-    stats_url = f"{deployment.endpoint}/v2/models/model/stats"
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(stats_url, timeout=10)
-    assert refused.value.code == 403
-    wrong = urllib.request.Request(stats_url, headers={"x-recommender-guard": "not-the-guard"})
-    with pytest.raises(urllib.error.HTTPError):
-        urllib.request.urlopen(wrong, timeout=10)
-    unload = urllib.request.Request(f"{deployment.endpoint}/v2/repository/models/model/unload", data=b"{}", method="POST",
-                                    headers={"x-recommender-guard": deployment.guard})
-    with pytest.raises(urllib.error.HTTPError):  # with the guard too: --model-control-mode=none
-        urllib.request.urlopen(unload, timeout=10)
+    argv = psutil.Process(deployment.server_pids()[0]).cmdline()
+    (restriction,) = [arg for arg in argv if arg.startswith("--http-restricted-api=")]
+    apis, value = restriction.removeprefix("--http-restricted-api=").split("=", 1)
+    assert apis == f"{CLOSED_APIS}:{CLOSED_HEADER}" and value == CLOSED_VALUE  # a constant: no secret on argv
+    answers = {(path, attempt): raw_http(deployment.ports[0], method, path, attempt)
+               for method, path in CLOSED_CALLS for attempt in tries_at(value)}
+    assert set(answers.values()) <= {b"", b"HTTP/1.1 403 Forbidden"}, answers  # refused, or dropped unanswered
+    assert {answers[path, b""] for _, path in CLOSED_CALLS} == {b"HTTP/1.1 403 Forbidden"}
+    assert raw_http(deployment.ports[0], "GET", "/v2/health/ready", b"") == b"HTTP/1.1 200 OK"  # still serving
+
+
+def test_statistics_need_no_header_no_model_control_and_metrics_are_served(deploy) -> None:
+    deployment = deploy("pt")
+    with urllib.request.urlopen(f"{deployment.endpoint}/v2/models/model/stats", timeout=10) as response:
+        assert json.loads(response.read())["model_stats"][0]["name"] == "model"
     assert deployment.triton.ready()
+    assert deployment.triton.headers == {}
     assert deployment.statistics()["model_stats"][0]["name"] == "model"
-    with pytest.raises(TargetError, match="statistics of model 'model' at .* failed with HTTP 403: .*restricted"):
-        replace(deployment.triton, headers={}).statistics()
     metadata = deployment.triton.metadata()
     assert [tensor["name"] for tensor in metadata["inputs"]] == ["input_ids", "attention_mask"]
     with urllib.request.urlopen(deployment.metrics_url, timeout=10) as response:

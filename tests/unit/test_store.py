@@ -11,7 +11,7 @@ from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
-from recommender.store.database import resolve_url
+from recommender.store.database import explain, resolve_url
 from recommender.store.results import ResultStore
 from tests import store_contention
 
@@ -87,6 +87,17 @@ def test_failed_runs_are_not_final_and_running_runs_become_interrupted(store, sp
     assert [r.status for r in store.runs("roundtrip")] == ["failed", "running"]
     with store.lease("roundtrip"):  # the next job takes the lease: nobody else is measuring
         assert [r.status for r in store.runs("roundtrip")] == ["failed", "interrupted"]
+
+
+@pytest.mark.parametrize("newest", ["failed", "interrupted"])
+def test_an_older_ok_run_is_not_final_once_a_newer_run_failed(store, spec, newest):
+    """A `--fresh` job stopped mid-candidate: its resume measures that candidate again, so the stored status is ok."""
+    experiment_id = store.save_experiment(spec)
+    candidate_id = store.save_candidate(experiment_id, expand_candidates(spec)[0])
+    store.finish_run(store.start_run(candidate_id, "p", None), "ok")
+    assert store.final_run(candidate_id, "p") is not None
+    store.finish_run(store.start_run(candidate_id, "p", None), newest, reason="interrupted by SIGTERM")
+    assert store.final_run(candidate_id, "p") is None
 
 
 def test_unknown_experiment_lists_known_ones(store, spec):
@@ -173,3 +184,20 @@ def test_processes_writing_runs_of_one_experiment_at_once_lose_no_row(tmp_path):
     assert len(runs) == 12 and {r.status for r in runs} == {"ok"}
     assert [len(store.series(r.id)) for r in runs] == [store_contention.SECONDS] * 12
     assert [len(store.phases(r.id)) for r in runs] == [1] * 12
+
+
+@pytest.mark.parametrize(("driver", "reason"), [
+    ("database is locked", "the database is locked: another connection held a write lock"),
+    ("attempt to write a readonly database", "the database is read-only"),
+    ("database or disk is full", "the disk holding the database is full"),
+    ("no such table: runs", "no such table: runs"),
+])
+def test_database_failures_are_explained_in_one_line_without_the_sql(driver, reason):
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    failure = OperationalError("DELETE FROM experiment_leases WHERE holder = ?", ("a-parameter",), sqlite3.OperationalError(driver))
+    text, hint = explain(failure)
+    assert text.startswith(reason) and "\n" not in text and hint
+    assert "DELETE" not in text and "a-parameter" not in text and "sqlalche.me" not in text

@@ -93,15 +93,17 @@ def test_free_loopback_ports_are_distinct() -> None:
     assert len(set(ports)) == 3 and all(1024 <= port < 65536 for port in ports)
 
 
-def test_server_command_is_loopback_without_model_control_or_grpc_and_guarded(tmp_path: Path) -> None:
+def test_server_command_is_loopback_without_model_control_or_grpc_and_admin_apis_closed(tmp_path: Path) -> None:
     from recommender.targets.local import LocalDeployment
 
-    deployment = LocalDeployment("bert", tmp_path / "repo", tmp_path / "run", (8100, 8101, 8102), guard="g1")
+    deployment = LocalDeployment("bert", tmp_path / "repo", tmp_path / "run", (8100, 8101, 8102), instance="i1")
     command = deployment.command(Path("/x/tritonserver"), tmp_path / "run" / "backends", exit_timeout_secs=5)
     flags = dict(arg.removeprefix("--").split("=", 1) for arg in command[1:])
     assert {flags[f"{api}-address"] for api in ("http", "metrics")} == {"127.0.0.1"}
     assert (flags["http-port"], flags["metrics-port"], flags["allow-grpc"]) == ("8100", "8102", "false")
     assert flags["model-control-mode"] == "none" and "load-model" not in flags and "grpc-port" not in flags
-    assert flags["http-restricted-api"] == "model-repository,statistics,shared-memory,trace,logging:x-recommender-guard=g1"
+    closed, value = flags["http-restricted-api"].split("=", 1)
+    assert closed == "model-repository,model-config,shared-memory,trace,logging:x-recommender-closed"
+    assert "\n" in value and "statistics" not in closed  # a value no HTTP header can carry; statistics stays open
     assert not any("token" in arg for arg in command)
     assert (deployment.endpoint, deployment.metrics_url) == ("http://127.0.0.1:8100", "http://127.0.0.1:8102/metrics")

@@ -4,17 +4,20 @@ Never import this module from the main process: importing locust monkey-patches 
 library with gevent. Settings arrive as environment variables (see config.ChildConfig).
 
 - `InferenceUser`: closed loop (no wait), POSTs KServe v2 JSON to /v2/models/<model>/infer and
-  records every request exactly (time.perf_counter_ns, microseconds), not from Locust's stats.
+  records every request exactly (time.monotonic_ns, microseconds), not from Locust's stats.
   Open loop (`rate` traffic): the users are a pool of senders that take the next scheduled send time,
   sleep until it, send, and record latency from the SCHEDULED time and how late the send went out.
 - `PhaseShape`: the user count follows the clock through the compiled plan on every tick; it ends the
   test early once a stop condition (metrics.stopping) holds at the end of a steady-state window.
 - A sampler greenlet records users and this process's CPU % once per second and writes the
   progress file; the result `.npz` is written at test stop.
+- Locust's distributed mode (`--master` / `--worker`, see distributed.py): the master runs the shape, the sampler,
+  the stop judge and writes the result; workers run the users and send their rows to the master every second.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -26,9 +29,11 @@ import gevent
 import psutil
 from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
 
 from recommender import kserve
 from recommender.load.config import ChildConfig
+from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
 from recommender.metrics.steady import Window, window_spans
@@ -77,23 +82,46 @@ class LoadRun:
         self.stop_reason: str | None = None
         self.schedule_ns: list[int] = []
         self.next_send = 0
+        self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
         self.pool_ready = False
+        self.master: MasterLink | None = None
+        self.worker: WorkerLink | None = None
+
+    def attach(self, runner: object, expected_workers: int) -> None:
+        """Join Locust's distributed mode when this process is its master or one of its workers."""
+        if isinstance(runner, MasterRunner):
+            self.master = MasterLink(self, expected_workers)
+            self.master.attach(runner)
+        elif isinstance(runner, WorkerRunner):
+            self.worker = WorkerLink(self)
+            self.worker.attach(runner)
+
+    def begin(self, t0_ns: int, index: int, count: int) -> None:
+        """A worker: the master's start time on this clock; open loop: this worker's share of the schedule."""
+        self.t0_ns, self.started_at = t0_ns, time.time() - (time.monotonic_ns() - t0_ns) / 1e9
+        self.schedule_ns = [t0_ns + int(t * 1e9) for t in self.plan.schedule()]
+        self.next_send, self.send_step = index, count
+        self.process.cpu_percent(None)
 
     def start(self) -> None:
         """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first tick."""
-        self.t0_ns, self.started_at = time.perf_counter_ns(), time.time()
+        if self.master is not None:
+            self.master.wait_for_clocks()
+        self.t0_ns, self.started_at = time.monotonic_ns(), time.time()
         self.schedule_ns = [self.t0_ns + int(t * 1e9) for t in self.plan.schedule()]
         self.process.cpu_percent(None)  # prime: the next call measures from here
+        if self.master is not None:
+            self.master.start(self.t0_ns)
         self.greenlets.append(gevent.spawn(self._sample_every_second))
         if self.config.rules is not None:
             self.greenlets.append(gevent.spawn(self._judge_windows))
 
     def take_send(self) -> int | None:
-        """Open loop: the next scheduled send time (perf_counter ns), or None when the schedule is used up."""
+        """Open loop: the next scheduled send time (monotonic ns), or None when the schedule is used up."""
         if self.next_send >= len(self.schedule_ns):
             return None
-        self.next_send += 1
-        return self.schedule_ns[self.next_send - 1]
+        self.next_send += self.send_step
+        return self.schedule_ns[self.next_send - self.send_step]
 
     def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         """Open loop: latency from the scheduled send, lateness of the real send."""
@@ -106,8 +134,9 @@ class LoadRun:
         spans = window_spans(self.plan.windows(), rules.warmup_s, rules.window_s)
         planned, loads = planned_window_counts(spans), [level.load for level in self.plan.levels]
         windows: list[Window] = []
+        grace = _WINDOW_GRACE_S + (FLUSH_S + 0.2 if self.master is not None else 0.0)  # workers send rows once a second
         for phase, start, end in spans:
-            gevent.sleep(max(0.0, end + _WINDOW_GRACE_S - self.elapsed_s()))
+            gevent.sleep(max(0.0, end + grace - self.elapsed_s()))
             index = sum(w.phase_index == phase for w in windows)
             windows.append(Window(phase, index, window_stats(self.recorder.log(), start, end), loads[phase]))
             self.stop_reason = stop_reason(windows, planned, rules)
@@ -116,7 +145,7 @@ class LoadRun:
                 return
 
     def elapsed_s(self) -> float:
-        return (time.perf_counter_ns() - self.t0_ns) / 1e9
+        return (time.monotonic_ns() - self.t0_ns) / 1e9
 
     def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         self.recorder.record((sent_ns - self.t0_ns) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
@@ -126,7 +155,12 @@ class LoadRun:
             gevent.sleep(max(0.0, second + _SAMPLE_OFFSET_S - self.elapsed_s()))
             t_s = self.elapsed_s()
             users = self.environment.runner.user_count
-            self.recorder.sample(t_s, users, self.plan.users_at(t_s) or 0, self.process.cpu_percent(None))
+            cpu = self.process.cpu_percent(None)
+            if self.master is not None:
+                self.master.check_workers(t_s)
+                cpu, busiest = self.master.cpu_figures()
+                self.recorder.busiest.append(busiest)
+            self.recorder.sample(t_s, users, self.plan.users_at(t_s) or 0, cpu)
             self._write_progress(t_s, users)
 
     def _write_progress(self, t_s: float, users: int) -> None:
@@ -139,9 +173,16 @@ class LoadRun:
             return
         self.finished = True
         gevent.killall(self.greenlets, block=True)
+        if self.worker is not None:
+            return  # a worker's rows went to the master (distributed.WorkerLink.flush)
+        if self.master is not None:
+            self.master.collect_final()
         duration = self.elapsed_s() if self.t0_ns is not None else 0.0
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
-        self.recorder.result(self.started_at, duration, self.stop_reason).to_npz(self.config.result_path)
+        result = self.recorder.result(self.started_at, duration, self.stop_reason)
+        if self.master is not None:
+            result = dataclasses.replace(result, generators=self.master.generators(), lost_workers=tuple(self.master.lost))
+        result.to_npz(self.config.result_path)
 
 
 def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
@@ -154,6 +195,8 @@ def _attach_run(environment: Environment, **_kwargs: object) -> None:
     logging.getLogger("locust.runners").addFilter(_not_spawn_rate_warning)
     config = ChildConfig.from_env(os.environ)
     environment.recommender_run = LoadRun(config, _load_bodies(config.payload_path), environment)
+    options = environment.parsed_options
+    environment.recommender_run.attach(environment.runner, getattr(options, "expect_workers", 1) or 1)
 
 
 @events.test_stop.add_listener
@@ -176,7 +219,7 @@ class InferenceUser(FastHttpUser):
             self._send_scheduled()
             return
         users = self.environment.runner.user_count
-        sent_ns = time.perf_counter_ns()
+        sent_ns = time.monotonic_ns()
         ok, done_ns = self._post()
         self.run.record(sent_ns, done_ns, ok, users)
 
@@ -188,14 +231,14 @@ class InferenceUser(FastHttpUser):
             return
         _sleep_until(scheduled_ns)
         users = self.environment.runner.user_count
-        sent_ns = time.perf_counter_ns()
+        sent_ns = time.monotonic_ns()
         ok, done_ns = self._post()
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
 
     def _post(self) -> tuple[bool, int]:
         run = self.run
         with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
-            done_ns = time.perf_counter_ns()
+            done_ns = time.monotonic_ns()
             ok = _is_inference(response)
             if not ok:
                 response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
@@ -204,8 +247,8 @@ class InferenceUser(FastHttpUser):
 
 def _sleep_until(deadline_ns: int) -> None:
     """Sleep to just before the deadline, then yield in a loop to it: gevent's timer alone wakes ~1 ms late."""
-    gevent.sleep(max(0, deadline_ns - _EARLY_WAKE_NS - time.perf_counter_ns()) / 1e9)
-    while time.perf_counter_ns() < deadline_ns:
+    gevent.sleep(max(0, deadline_ns - _EARLY_WAKE_NS - time.monotonic_ns()) / 1e9)
+    while time.monotonic_ns() < deadline_ns:
         gevent.sleep(0)
 
 

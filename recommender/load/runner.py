@@ -1,19 +1,19 @@
-"""Drive load at an endpoint with Locust in a child process and return what it measured.
+"""Drive load at an endpoint with Locust in child processes and return what it measured.
 
 The main process never imports locust or gevent (gevent monkey-patches the standard library,
 which SQLAlchemy and boto3 in this process must not see). `run_load` writes the payload, starts
 `python -m locust --headless` in its own process group with settings in environment variables
 (config.ChildConfig), relays the child's progress file, enforces a hard timeout, and on any
 exception or interruption kills the whole process group before re-raising; the child dies with this
-process even when it is killed with -9 (lifeline.py).
+process even when it is killed with -9 (lifeline.py). `workers` > 1: Locust's distributed mode on this host (one
+master bound to 127.0.0.1, N workers; generators.py); the master's result file holds every worker's requests on its
+clock (distributed.py), and workers lost mid-run are recorded in the result.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,8 +23,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
-from recommender.lifeline import die_with_parent
 from recommender.load.config import ChildConfig
+from recommender.load.generators import GeneratorProcesses, distributed_arguments, free_port
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.records import RequestLog, Timeline
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
@@ -37,7 +37,6 @@ _LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMakerUser")}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
-_TERM_GRACE_S = 3.0
 _STDERR_TAIL_LINES = 20
 
 
@@ -53,6 +52,8 @@ class LoadRequest:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
+    workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
+    generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
 
     @property
     def plan(self) -> TrafficPlan:
@@ -69,18 +70,32 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
     """Run the phases against the endpoint; raise LoadError when the generator fails or overruns."""
     request = dataclasses.replace(request, out_dir=Path(request.out_dir).resolve())  # the child runs in out_dir
     config = _prepare(request)
-    command = _locust_command(request.endpoint)
-    with open(request.out_dir / "locust.stdout.log", "wb") as stdout, open(request.out_dir / "locust.stderr.log", "wb") as stderr:
-        child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=_child_env(config),
-            cwd=request.out_dir, start_new_session=True, preexec_fn=die_with_parent(),
-        )  # fmt: skip
-        try:
-            _wait(child, config, request.timeout_s, progress)
-        except BaseException:
-            _kill_group(child)
-            raise
-    return _collect(child.returncode, config, request.out_dir)
+    processes = GeneratorProcesses.launch(_commands(request), _child_env(config), request.out_dir, request.generator_cpus)
+    try:
+        _wait(processes, config, request.timeout_s, progress)
+        processes.finish()
+    except BaseException:
+        processes.kill()
+        raise
+    result = _collect(processes.master.returncode, config, request.out_dir)
+    return _with_losses(result, processes.lost)
+
+
+def _commands(request: LoadRequest) -> list[list[str]]:
+    """One Locust command, or the master's followed by each worker's."""
+    base = _locust_command(request.endpoint)
+    if request.workers <= 1:
+        return [base]
+    port = free_port()
+    master = [*base, *distributed_arguments("master", port, request.workers, request.timeout_slack_s)]
+    return [master, *([*base, *distributed_arguments("worker", port, request.workers, 0)] for _ in range(request.workers))]
+
+
+def _with_losses(result: LoadResult, lost: list[dict]) -> LoadResult:
+    """The master's record of lost workers, plus the exit status this process saw for each (on the load clock)."""
+    seen = tuple({"t_s": round(entry["at"] - result.started_at, 3), "worker": f"local worker {entry['index'] + 1}",
+                  "index": None, "reason": entry["reason"]} for entry in lost)
+    return dataclasses.replace(result, lost_workers=result.lost_workers + seen) if seen else result
 
 
 def _prepare(request: LoadRequest) -> ChildConfig:
@@ -125,12 +140,12 @@ def _child_env(config: ChildConfig) -> dict[str, str]:
     return {**os.environ, **config.to_env(), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
-def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
-    """Relay progress until the child exits (the last heartbeat included) or the deadline passes."""
+def _wait(processes: GeneratorProcesses, config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
+    """Relay progress until the child (the master) exits (the last heartbeat included) or the deadline passes."""
     deadline = time.monotonic() + timeout_s
     last: LoadProgress | None = None
     while True:
-        exited = child.poll() is not None
+        exited = processes.poll()
         current = LoadProgress.read(config.progress_path)
         if progress is not None and current is not None and current != last:
             progress(current)
@@ -138,27 +153,12 @@ def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float,
         if exited:
             return
         if time.monotonic() > deadline:
-            _kill_group(child)
+            processes.kill()
             raise LoadError(
                 f"the load generator did not finish within {timeout_s:.0f} s\n{_stderr_tail(config.result_path.parent)}",
                 hint=f"Locust started or stopped too slowly on this host: raise timeout_slack_s; see {config.result_path.parent / 'locust.stderr.log'}",
             )
         time.sleep(_POLL_S)
-
-
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the child's process group, SIGKILL it after a grace period, and reap the child."""
-    for signum, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(child.pid, signum)
-        except ProcessLookupError:
-            break
-        try:
-            child.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    child.wait()
 
 
 def _collect(returncode: int, config: ChildConfig, out_dir: Path) -> LoadResult:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import Strict
 
@@ -104,6 +104,13 @@ class TrafficSpec(Strict):
     window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
     stability: Stability = Field(default_factory=Stability, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(1, description="Load generator processes on "
+                         "this host: 1 = one Locust process; N > 1 = Locust's distributed mode (one master, N workers, "
+                         "records merged on the master's clock); auto = enough that none exceeds 60 % of a core at the "
+                         "rate measured by the previous repeat (the first repeat: cores - 1), never more than cores - 1.")
+    generator_cpus: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, description="CPUs the load "
+                         "generator is pinned to (the local target's server gets the others). None: isolate only on a "
+                         "host with 4 or more CPUs (the generator gets the last quarter); [] is not allowed.")
     repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
                          "2 or more give 95 % confidence intervals.")
 
@@ -115,6 +122,16 @@ class TrafficSpec(Strict):
         if not given:
             object.__setattr__(self, "phases", [Phase()])
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_generator_defaults(self, handler: Any) -> dict[str, Any]:
+        """workers 1 and generator_cpus None (today's single process) are left out, so measurement keys stored before
+        these settings existed stay valid (protocol.py hashes this dump)."""
+        data = handler(self)
+        for name, default in (("workers", 1), ("generator_cpus", None)):
+            if data.get(name, default) == default:
+                data.pop(name, None)
+        return data
 
     @property
     def shape(self) -> str:

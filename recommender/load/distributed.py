@@ -133,7 +133,7 @@ class WorkerLink:
         self.runner = runner
         runner.register_message(_PONG, self._on_pong)
         runner.register_message(_START, self._on_start)
-        runner.register_message(_FINAL, lambda environment, msg, **_kwargs: self.flush(final=True))
+        runner.register_message(_FINAL, self._on_final, concurrent=True)
         gevent.spawn(self._handshake)
 
     def _handshake(self) -> None:
@@ -147,6 +147,15 @@ class WorkerLink:
         sent, received, master = min(self.pongs, key=lambda p: p[1] - p[0])
         self.offset_ns = (sent + received) // 2 - master
         self.runner.send_message(_CLOCK, {"offset_ns": self.offset_ns, "rtt_ns": received - sent})
+
+    def _on_final(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
+        """Stop starting requests, let those in flight complete (at most FINAL_WAIT_S / 2), send the last rows: the
+        master's log then holds every request this worker sent."""
+        self.run.draining = True
+        deadline = time.monotonic() + FINAL_WAIT_S / 2
+        while self.run.in_flight and time.monotonic() < deadline:
+            gevent.sleep(0.005)
+        self.flush(final=True)
 
     def _on_pong(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.pongs.append((msg.data["sent_ns"], time.monotonic_ns(), msg.data["master_ns"]))

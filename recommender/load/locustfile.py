@@ -84,6 +84,8 @@ class LoadRun:
         self.next_send = 0
         self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
         self.pool_ready = False
+        self.in_flight = 0  # requests sent and not yet answered
+        self.draining = False  # a distributed worker past its final rows: start no more requests
         self.master: MasterLink | None = None
         self.worker: WorkerLink | None = None
 
@@ -215,6 +217,9 @@ class InferenceUser(FastHttpUser):
 
     @task
     def infer(self) -> None:
+        if self.run.draining:
+            gevent.sleep(_IDLE_S)
+            return
         if self.run.plan.open_loop:
             self._send_scheduled()
             return
@@ -237,6 +242,13 @@ class InferenceUser(FastHttpUser):
 
     def _post(self) -> tuple[bool, int]:
         run = self.run
+        run.in_flight += 1
+        try:
+            return self._send(run)
+        finally:
+            run.in_flight -= 1
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
         with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
             done_ns = time.monotonic_ns()
             ok = _is_inference(response)

@@ -7,10 +7,14 @@ the table shows medians and the spread (min..max) over the repeats.
 - ours: run_load with one phase of --users users (spawn rate 0). Requests: the successful ones sent and completed in
   the measured window (the first --warmup seconds excluded). CPU: the generator's own per-second CPU % samples
   (Timeline.cpu_percent) summed over the window.
+- ours, N workers (--workers 1,2,4): the same with Locust's distributed mode (one master, N worker processes);
+  CPU: the workers' per-second CPU % as they report it to the master (the master's own CPU is not counted; it only
+  merges rows). Scaling = aggregate requests/s at N workers / at 1 worker; on a host with fewer than N + 1 free cores
+  (the server needs one) the workers share cores and scaling cannot reach N.
 - wrk: `wrk -t1 -c <users> -d <warmup+duration>s -s post.lua`; requests and duration from the Lua `done` hook
   (non-2xx answers excluded), CPU seconds from the kernel's rusage of the wrk process (os.wait4).
 
-requests/s per core = successful requests / generator CPU seconds. Target: >= 2,500 for ours (printed PASS/FAIL; the
+requests/s per core = successful requests / generator CPU seconds. Target: >= 5,000 for ours (printed PASS/FAIL; the
 exit code is non-zero only on errors). Run `python benchmarks/generator.py --help` for the options.
 """
 
@@ -39,7 +43,7 @@ from recommender.payload import inference_bodies  # noqa: E402
 from recommender.spec import Phase, PayloadSpec  # noqa: E402
 
 MODEL = "null"
-TARGET_PER_CORE = 2500.0
+TARGET_PER_CORE = 5000.0
 _LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -75,16 +79,17 @@ class GeneratorRun:
         return ratio(self.requests_per_s, self.generator_cores)
 
 
-def run_ours(endpoint: str, server: psutil.Process, bodies: list[dict], args: argparse.Namespace, work: Path) -> GeneratorRun:
+def run_ours(endpoint: str, server: psutil.Process, bodies: list[dict], args: argparse.Namespace, work: Path,
+             workers: int = 1) -> GeneratorRun:
     phase = Phase(initial_users=args.users, spawn_rate=0, duration_seconds=args.warmup + args.duration)
     before = _cpu_s(server)
-    result = run_load(LoadRequest(endpoint, MODEL, bodies, [phase], work))
+    result = run_load(LoadRequest(endpoint, MODEL, bodies, [phase], work, workers=workers))
     server_s_per_request = (_cpu_s(server) - before) / max(1, len(result.requests))
     log, timeline = result.requests, result.timeline
     end = args.warmup + args.duration
     stats = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
     cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, args.warmup, end) / args.duration
-    return GeneratorRun("ours (Locust driver)", stats.throughput, cores, server_s_per_request * stats.throughput, stats.failures)
+    return GeneratorRun(_ours(workers), stats.throughput, cores, server_s_per_request * stats.throughput, stats.failures)
 
 
 def run_wrk(endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace) -> GeneratorRun:
@@ -117,15 +122,16 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[GeneratorRun
     body_path, lua_path = work / "body.json", work / "post.lua"
     body_path.write_text(json.dumps(bodies[0]))
     lua_path.write_text(_LUA)
-    runs: dict[str, list[GeneratorRun]] = {"ours": [], "wrk": []}
+    runs: dict[str, list[GeneratorRun]] = {"ours": [], "wrk": [], **{f"ours-{n}": [] for n in args.workers if n > 1}}
     endpoint_process = NullEndpoint()
     with endpoint_process as endpoint:
         server = psutil.Process(endpoint_process.process.pid)
         for repeat in range(args.repeats):
-            order = ("ours", "wrk") if repeat % 2 == 0 else ("wrk", "ours")
-            for tool in order:
-                if tool == "ours":
-                    run = run_ours(endpoint, server, bodies, args, work / f"ours-{repeat}")
+            order = ["ours", "wrk", *(f"ours-{n}" for n in args.workers if n > 1)]
+            for tool in order if repeat % 2 == 0 else order[::-1]:
+                if tool.startswith("ours"):
+                    workers = int(tool.split("-")[1]) if "-" in tool else 1
+                    run = run_ours(endpoint, server, bodies, args, work / f"{tool}-{repeat}", workers)
                 else:
                     run = run_wrk(endpoint, server, body_path, lua_path, args)
                 runs[tool].append(run)
@@ -137,7 +143,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[GeneratorRun
 
 def report(runs: dict[str, list[GeneratorRun]], args: argparse.Namespace) -> str:
     rows = []
-    for key in ("ours", "wrk"):
+    for key in runs:
         items = runs[key]
         figures = [summarise([getattr(r, name) for r in items]) for name in ("requests_per_s", "generator_cores", "per_core", "server_cores")]
         rows.append([items[0].tool, *(f"{s.median:,.0f}" if i != 1 and i != 3 else f"{s.median:.2f}" for i, s in enumerate(figures)),
@@ -156,8 +162,18 @@ def report(runs: dict[str, list[GeneratorRun]], args: argparse.Namespace) -> str
         f"ours / wrk, requests/s per core: {ratio(ours, theirs):.3f}",
         f"ours / wrk, requests/s:          {ratio(*rates):.3f}",
         f"target: ours >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} (median {ours:,.0f})",
+        *(f"scaling, {key.split('-')[1]} workers / 1 process, requests/s: {ratio(_median_rate(runs[key]), rates[0]):.2f}"
+          for key in runs if key.startswith("ours-")),
     ]
     return "\n".join(lines)
+
+
+def _ours(workers: int) -> str:
+    return "ours (Locust driver)" if workers == 1 else f"ours, {workers} workers"
+
+
+def _median_rate(items: list[GeneratorRun]) -> float:
+    return summarise([r.requests_per_s for r in items]).median
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -168,6 +184,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=2.0, help="Seconds excluded at the start of our runs; wrk runs them too (default 2).")
     parser.add_argument("--repeats", type=int, default=3, help="Rounds of (ours, wrk), order alternating (default 3).")
     parser.add_argument("--sequence-length", type=int, default=128, help="Tokens in the request body (default 128).")
+    parser.add_argument("--workers", type=lambda text: [int(n) for n in text.split(",")], default=[1],
+                        help="Also run ours in Locust's distributed mode with these worker counts, e.g. 1,2,4 (default 1).")
     parser.add_argument("--quick", action="store_true", help="Smoke test: 1 round, 3 s measured, 1 s warm-up, 8 users.")
     parser.add_argument("--work-dir", type=Path, default=None, help="Where run files go (default: a temporary folder, removed).")
     args = parser.parse_args(argv)

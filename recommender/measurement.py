@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from recommender.load.generators import auto_workers
+from recommender.load.generators import MasterSettings, auto_workers
 from recommender.load.isolation import CpuSplit, pin_processes, split_cpus
 from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
 from recommender.load.shapes import TrafficPlan, compile_traffic
@@ -76,7 +76,8 @@ def measure(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_
     for number in range(spec.traffic.repeats):
         folder = out_dir if spec.traffic.repeats == 1 else out_dir / f"repeat-{number + 1}"
         workers = _workers(spec.traffic.workers, repeats[-1].result if repeats else None, split)
-        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress, workers, split))
+        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress, workers, split,
+                                    MasterSettings.from_traffic(spec.traffic)))
     return summarize_repeats(repeats, rules)
 
 
@@ -91,16 +92,16 @@ def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -
 
 def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: list[dict], out_dir: Path,
                  progress: Callable[[LoadProgress], None] | None = None, workers: int = 1,
-                 split: CpuSplit = CpuSplit(None, None)) -> Repeat:
+                 split: CpuSplit = CpuSplit(None, None), master: MasterSettings = MasterSettings()) -> Repeat:
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
     request = LoadRequest(endpoint=load_endpoint(deployment), model_name=deployment.model_name, bodies=bodies, phases=plan,
-                          out_dir=out_dir, rules=rules, workers=workers, generator_cpus=split.generator)
+                          out_dir=out_dir, rules=rules, workers=workers, generator_cpus=split.generator, master=master)
     pinned = pin_processes(deployment.server_pids(), split.server) if split.server else 0
     with ServerSampler(deployment) as sampler:
         result = run_load(request, progress=progress)
     after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
     generator = split.to_dict() | {"server_threads_pinned": pinned, "workers": result.workers,
-                                   "clocks": list(result.generators), "lost_workers": list(result.lost_workers)}
+                                   "remote_workers": master.remote_workers, "clocks": list(result.generators), "lost_workers": list(result.lost_workers)}
     server = stats_delta(before, after).to_dict() | {"prometheus": counter_delta(prometheus_before, prometheus_after),
                                                      "gpu": sampler.gpu_status, "generator": generator}
     return summarize_load(result, plan, rules, sampler.samples, server)

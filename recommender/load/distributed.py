@@ -2,7 +2,11 @@
 
 Loaded ONLY by Locust child processes (through locustfile.py); never import it from the main process.
 
-- Clock: at start-up each worker pings the master `CLOCK_PINGS` times (Locust custom messages) and keeps the ping with
+- Settings: a worker reads no local files. On connecting it says hello (a Locust custom message); the master answers
+  with the run's settings (config.ChildConfig.to_message: model, plan, headers, request bodies) and the worker builds
+  its run from them. The target's URL reaches it in Locust's own spawn message (--host). So a worker on another host,
+  started with `recommender worker --master HOST:PORT`, runs the same way as a local one.
+- Clock: then each worker pings the master `CLOCK_PINGS` times (Locust custom messages) and keeps the ping with
   the shortest round trip: offset = (sent + received) / 2 - master's time (NTP's rule; error <= round trip / 2). The
   worker reports its offset and round trip; the master stores them with the run. On one host both read the same
   CLOCK_MONOTONIC, so the offset is ~0, but it is measured, not assumed.
@@ -18,19 +22,25 @@ Loaded ONLY by Locust child processes (through locustfile.py); never import it f
 
 from __future__ import annotations
 
+import logging
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from recommender.load.config import ChildConfig
+
 CLOCK_PINGS = 5
 CLOCK_WAIT_S = 10.0
+CONFIG_WAIT_S = 30.0
 FLUSH_S = 1.0
 FINAL_WAIT_S = 5.0
-_PING, _PONG, _CLOCK, _START, _ROWS, _FINAL = (f"recommender_{name}" for name in ("ping", "pong", "clock", "start", "rows", "final"))
+_HELLO, _CONFIG, _PING, _PONG, _CLOCK, _START, _ROWS, _FINAL = (
+    f"recommender_{name}" for name in ("hello", "config", "ping", "pong", "clock", "start", "rows", "final"))
 
 
 @dataclass
@@ -47,9 +57,13 @@ class MasterLink:
 
     def attach(self, runner: MasterRunner) -> None:
         self.runner = runner
+        runner.register_message(_HELLO, self._on_hello)
         runner.register_message(_PING, self._on_ping)
         runner.register_message(_CLOCK, self._on_clock)
         runner.register_message(_ROWS, self._on_rows)
+
+    def _on_hello(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
+        self.runner.send_message(_CONFIG, self.run.config.to_message(), msg.node_id)
 
     def _on_ping(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.runner.send_message(_PONG, {"sent_ns": msg.data["sent_ns"], "master_ns": time.monotonic_ns()}, msg.node_id)
@@ -121,9 +135,10 @@ class MasterLink:
 
 @dataclass
 class WorkerLink:
-    """A worker's side: the clock handshake, the start message, and the rows sent to the master."""
+    """A worker's side: the settings and clock handshakes, the start message, and the rows sent to the master."""
 
-    run: Any  # locustfile.LoadRun
+    build: Callable[[ChildConfig, str], Any]  # (settings, bodies' JSON text) -> locustfile.LoadRun
+    run: Any = None  # the LoadRun, once the master's settings arrived
     pongs: list[tuple[int, int, int]] = field(default_factory=list)  # (sent, received, master) ns
     offset_ns: int = 0
     sent_rows: int = 0
@@ -131,6 +146,7 @@ class WorkerLink:
 
     def attach(self, runner: WorkerRunner) -> None:
         self.runner = runner
+        runner.register_message(_CONFIG, self._on_config)
         runner.register_message(_PONG, self._on_pong)
         runner.register_message(_START, self._on_start)
         runner.register_message(_FINAL, self._on_final, concurrent=True)
@@ -138,6 +154,13 @@ class WorkerLink:
 
     def _handshake(self) -> None:
         gevent.sleep(0.1)  # let the worker's connection settle
+        self.runner.send_message(_HELLO, None)
+        deadline = time.monotonic() + CONFIG_WAIT_S
+        while self.run is None and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+        if self.run is None:
+            logging.getLogger(__name__).error("the master sent no run settings within %g s", CONFIG_WAIT_S)
+            return
         for _ in range(CLOCK_PINGS):
             self.runner.send_message(_PING, {"sent_ns": time.monotonic_ns()})
             gevent.sleep(0.05)
@@ -156,6 +179,11 @@ class WorkerLink:
         while self.run.in_flight and time.monotonic() < deadline:
             gevent.sleep(0.005)
         self.flush(final=True)
+
+    def _on_config(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
+        if self.run is None:
+            self.run = self.build(ChildConfig.from_message(msg.data), msg.data["bodies"])
+            self.run.worker = self
 
     def _on_pong(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.pongs.append((msg.data["sent_ns"], time.monotonic_ns(), msg.data["master_ns"]))

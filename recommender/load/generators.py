@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from recommender.errors import LoadError
 from recommender.lifeline import die_with_parent
 
 WORKER_STOP_WAIT_S = 10.0
@@ -26,19 +27,60 @@ _TERM_GRACE_S = 3.0
 AUTO_CPU_SHARE = 60.0  # `workers: auto`: enough workers that none needs more than this % of a core
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 the OS had free a moment ago (for the master's bind)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+LOCUST_MASTER_PORT = 5557  # Locust's own default: the port remote workers try when told only the host
+_ANY_ADDRESS = ("0.0.0.0", "::")
+
+
+@dataclass(frozen=True)
+class MasterSettings:
+    """Where Locust's master listens and whom it waits for (traffic.master_bind, master_port, remote_workers,
+    worker_wait_seconds). Remote workers join with `recommender worker --master HOST:PORT`."""
+
+    bind: str = "127.0.0.1"
+    port: int | None = None  # None: an OS-chosen free port, or LOCUST_MASTER_PORT when remote workers are expected
+    remote_workers: int = 0
+    wait_s: float = 60.0
+
+    @classmethod
+    def from_traffic(cls, traffic: Any) -> "MasterSettings":
+        return cls(traffic.master_bind, traffic.master_port, traffic.remote_workers, traffic.worker_wait_seconds)
+
+    @property
+    def local_host(self) -> str:
+        """The address this host's workers connect to."""
+        return "127.0.0.1" if self.bind in _ANY_ADDRESS else self.bind
+
+    def choose_port(self) -> int:
+        """The fixed port (checked free, else LoadError naming the setting) or an OS-chosen one."""
+        port = self.port or (LOCUST_MASTER_PORT if self.remote_workers else None)
+        if port is None:
+            return free_port(self.bind)
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in self.bind else socket.AF_INET) as probe:
+                probe.bind((self.bind, port))
+        except OSError as error:
+            raise LoadError(f"the Locust master cannot listen on {self.bind}:{port}: {error.strerror}",
+                            hint="set traffic.master_port to a free port (and start the remote workers with it), or "
+                                 "traffic.master_bind to one of this host's addresses") from None
+        return port
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` the OS had free a moment ago (for the master's bind)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 
-def distributed_arguments(role: str, port: int, workers: int, max_wait_s: float) -> list[str]:
-    """Locust's options for the master (bound to loopback, waiting for `workers`) or a worker on this host."""
-    if role == "master":
-        return ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                "--expect-workers", str(workers), "--expect-workers-max-wait", str(int(max_wait_s))]
-    return ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+def master_arguments(master: MasterSettings, port: int, workers: int) -> list[str]:
+    """Locust's options for the master: bound to `master.bind`, waiting (at most master.wait_s) for `workers`."""
+    return ["--master", "--master-bind-host", master.bind, "--master-bind-port", str(port),
+            "--expect-workers", str(workers), "--expect-workers-max-wait", str(math.ceil(master.wait_s))]
+
+
+def worker_arguments(host: str, port: int) -> list[str]:
+    """Locust's options for a worker joining the master at host:port (its settings come from the master)."""
+    return ["--worker", "--master-host", host, "--master-port", str(port)]
 
 
 def auto_workers(previous_cpu_percent: float | None, cores: int | None) -> int:

@@ -12,7 +12,8 @@ library with gevent. Settings arrive as environment variables (see config.ChildC
 - A sampler greenlet records users and this process's CPU % once per second and writes the
   progress file; the result `.npz` is written at test stop.
 - Locust's distributed mode (`--master` / `--worker`, see distributed.py): the master runs the shape, the sampler,
-  the stop judge and writes the result; workers run the users and send their rows to the master every second.
+  the stop judge and writes the result; workers get their settings from the master, run the users and send their rows
+  to the master every second.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ _EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the sch
 _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
 
 
-def _load_bodies(path: os.PathLike[str]) -> Iterator[bytes]:
-    with open(path, encoding="utf-8") as file:
-        payload = json.load(file)
+def _cycle_bodies(text: str, source: str) -> Iterator[bytes]:
+    """The request bodies (JSON text: one body or a list of them), serialised once, sent in turn."""
+    payload = json.loads(text)
     bodies = payload if isinstance(payload, list) else [payload]
     if not bodies:
-        raise ValueError(f"{path} holds an empty list of request bodies")
+        raise ValueError(f"{source} holds an empty list of request bodies")
     return itertools.cycle([json.dumps(body).encode() for body in bodies])
 
 
@@ -90,13 +91,10 @@ class LoadRun:
         self.worker: WorkerLink | None = None
 
     def attach(self, runner: object, expected_workers: int) -> None:
-        """Join Locust's distributed mode when this process is its master or one of its workers."""
+        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its WorkerLink)."""
         if isinstance(runner, MasterRunner):
             self.master = MasterLink(self, expected_workers)
             self.master.attach(runner)
-        elif isinstance(runner, WorkerRunner):
-            self.worker = WorkerLink(self)
-            self.worker.attach(runner)
 
     def begin(self, t0_ns: int, index: int, count: int) -> None:
         """A worker: the master's start time on this clock; open loop: this worker's share of the schedule."""
@@ -194,17 +192,30 @@ def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
 
 @events.init.add_listener
 def _attach_run(environment: Environment, **_kwargs: object) -> None:
+    """The master or the only process: settings from the environment. A worker: settings from the master."""
     logging.getLogger("locust.runners").addFilter(_not_spawn_rate_warning)
+    if isinstance(environment.runner, WorkerRunner):
+        WorkerLink(lambda config, bodies: _worker_run(environment, config, bodies)).attach(environment.runner)
+        return
     config = ChildConfig.from_env(os.environ)
-    environment.recommender_run = LoadRun(config, _load_bodies(config.payload_path), environment)
+    bodies = _cycle_bodies(config.payload_path.read_text(encoding="utf-8"), str(config.payload_path))
+    environment.recommender_run = LoadRun(config, bodies, environment)
     options = environment.parsed_options
     environment.recommender_run.attach(environment.runner, getattr(options, "expect_workers", 1) or 1)
+
+
+def _worker_run(environment: Environment, config: ChildConfig, bodies: str) -> LoadRun:
+    run = LoadRun(config, _cycle_bodies(bodies, "the master's request bodies"), environment)
+    environment.recommender_run = run
+    return run
 
 
 @events.test_stop.add_listener
 @events.quitting.add_listener
 def _finish_run(environment: Environment, **_kwargs: object) -> None:
-    environment.recommender_run.finish()
+    run = getattr(environment, "recommender_run", None)
+    if run is not None:  # a worker the master never sent settings has no run
+        run.finish()
 
 
 class InferenceUser(FastHttpUser):
@@ -269,6 +280,8 @@ class PhaseShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         run = self.runner.environment.recommender_run
+        if run.t0_ns is None and run.master is not None:
+            run.master.wait_for_clocks()  # every worker has its settings before any user is spawned on it
         if run.t0_ns is None and run.plan.open_loop and not run.pool_ready:
             run.pool_ready = True  # open loop: spawn the sender pool one tick before the schedule's clock starts
             return run.plan.levels[0].initial_users, _SPAWN_RATE

@@ -5,15 +5,18 @@ which SQLAlchemy and boto3 in this process must not see). `run_load` writes the 
 `python -m locust --headless` in its own process group with settings in environment variables
 (config.ChildConfig), relays the child's progress file, enforces a hard timeout, and on any
 exception or interruption kills the whole process group before re-raising; the child dies with this
-process even when it is killed with -9 (lifeline.py). `workers` > 1: Locust's distributed mode on this host (one
-master bound to 127.0.0.1, N workers; generators.py); the master's result file holds every worker's requests on its
-clock (distributed.py), and workers lost mid-run are recorded in the result.
+process even when it is killed with -9 (lifeline.py). `workers` > 1 or remote workers: Locust's distributed mode (one
+master bound to `master.bind`, 127.0.0.1 by default, N workers on this host, and `master.remote_workers` joining from
+other hosts with `recommender worker`, which calls `run_worker`; generators.py). The run waits for all of them (at
+most `master.wait_s`) and fails with a message naming them when they do not all join. The master's result file holds
+every worker's requests on its clock (distributed.py), and workers lost mid-run are recorded in the result.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,8 +26,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
+from recommender.lifeline import die_with_parent
 from recommender.load.config import ChildConfig
-from recommender.load.generators import GeneratorProcesses, distributed_arguments, free_port
+from recommender.load.generators import GeneratorProcesses, MasterSettings, kill_group, master_arguments, worker_arguments
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.records import RequestLog, Timeline
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
@@ -38,6 +42,7 @@ _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMake
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
 _STDERR_TAIL_LINES = 20
+_GAVE_UP = "Gave up waiting for workers to connect"  # Locust master's log line when --expect-workers-max-wait passes
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,11 @@ class LoadRequest:
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
     generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
+    master: MasterSettings = MasterSettings()  # distributed mode: the master's bind, port, remote workers, wait
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers > 1 or self.master.remote_workers > 0
 
     @property
     def plan(self) -> TrafficPlan:
@@ -63,32 +73,65 @@ class LoadRequest:
 
     @property
     def timeout_s(self) -> float:
-        return self.plan.duration + self.timeout_slack_s
+        return self.plan.duration + self.timeout_slack_s + (self.master.wait_s if self.distributed else 0.0)
 
 
 def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | None = None) -> LoadResult:
     """Run the phases against the endpoint; raise LoadError when the generator fails or overruns."""
     request = dataclasses.replace(request, out_dir=Path(request.out_dir).resolve())  # the child runs in out_dir
     config = _prepare(request)
-    processes = GeneratorProcesses.launch(_commands(request), _child_env(config), request.out_dir, request.generator_cpus)
+    commands, address = _commands(request)
+    processes = GeneratorProcesses.launch(commands, _child_env(config), request.out_dir, request.generator_cpus)
     try:
         _wait(processes, config, request.timeout_s, progress)
         processes.finish()
     except BaseException:
         processes.kill()
         raise
+    _check_workers_joined(processes.master.returncode, request, address)
     result = _collect(processes.master.returncode, config, request.out_dir)
     return _with_losses(result, processes.lost)
 
 
-def _commands(request: LoadRequest) -> list[list[str]]:
-    """One Locust command, or the master's followed by each worker's."""
+def _commands(request: LoadRequest) -> tuple[list[list[str]], str]:
+    """One Locust command, or the master's followed by each local worker's; and the master's address ("" for one)."""
     base = _locust_command(request.endpoint)
-    if request.workers <= 1:
-        return [base]
-    port = free_port()
-    master = [*base, *distributed_arguments("master", port, request.workers, request.timeout_slack_s)]
-    return [master, *([*base, *distributed_arguments("worker", port, request.workers, 0)] for _ in range(request.workers))]
+    if not request.distributed:
+        return [base], ""
+    settings, port = request.master, request.master.choose_port()
+    master = [*base, *master_arguments(settings, port, request.workers + settings.remote_workers)]
+    worker = [*base, *worker_arguments(settings.local_host, port)]
+    return [master, *(worker for _ in range(request.workers))], f"{settings.bind}:{port}"
+
+
+def _check_workers_joined(returncode: int, request: LoadRequest, address: str) -> None:
+    """Locust's master gives up (exit 1) when the expected workers did not all join in time: say who was expected."""
+    if returncode == 0 or not address or _GAVE_UP not in _stderr_tail(request.out_dir):
+        return
+    remote = request.master.remote_workers
+    raise LoadError(
+        f"not all {request.workers + remote} expected load workers ({request.workers} on this host, {remote} remote) "
+        f"joined the Locust master at {address} within {request.master.wait_s:g} s (traffic.worker_wait_seconds)",
+        hint=(f"on each remote host run `recommender worker --master HOST:{address.rsplit(':', 1)[1]}` (HOST: an address "
+              f"of this host it can reach; traffic.master_bind must not be 127.0.0.1 for remote hosts), or lower "
+              f"traffic.remote_workers" if remote else f"see {request.out_dir / 'locust-worker-1.stderr.log'}"),
+    )
+
+
+def run_worker(host: str, port: int) -> int:
+    """One Locust worker joining the master at host:port for one run, as a remote host does (`recommender worker`):
+    it loads every user class and takes its settings, target URL included, from the master. Output goes to this
+    process's. Returns the worker's exit code; on any exception or interruption its process group is killed."""
+    files = ",".join(str(path) for path in (_LOCUSTFILE, *(extra for extra, _ in _USERS.values())))
+    command = [sys.executable, "-m", "locust", "-f", files, "--loglevel", "WARNING", "--exit-code-on-error", "0",
+               *worker_arguments(host, port)]
+    env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
+    worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, start_new_session=True, preexec_fn=die_with_parent())
+    try:
+        return worker.wait()
+    except BaseException:
+        kill_group(worker)
+        raise
 
 
 def _with_losses(result: LoadResult, lost: list[dict]) -> LoadResult:
@@ -136,8 +179,11 @@ def _locust_command(endpoint: str) -> list[str]:
 
 def _child_env(config: ChildConfig) -> dict[str, str]:
     """This checkout first on the child's path, so it loads the same `recommender` as the parent."""
-    path = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, **config.to_env(), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, **config.to_env(), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
+
+
+def _python_path() -> str:
+    return os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def _wait(processes: GeneratorProcesses, config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:

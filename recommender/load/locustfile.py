@@ -24,11 +24,13 @@ import json
 import logging
 import os
 import time
+from http.client import HTTPException
 from collections.abc import Iterator
 
 import gevent
 import psutil
-from locust import FastHttpUser, LoadTestShape, constant, events, task
+from geventhttpclient import HTTPClient
+from locust import FastHttpUser, LoadTestShape, User, constant, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -46,6 +48,7 @@ _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second 
 _WINDOW_GRACE_S = 0.05  # judge a window this long after it ends (requests completed inside it are recorded by then)
 _EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the scheduled time
 _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
+_TIMEOUT_S = 60.0  # connect and read timeouts of RawInferenceUser (FastHttpUser's defaults)
 
 
 def _cycle_bodies(text: str, source: str) -> Iterator[bytes]:
@@ -218,9 +221,11 @@ def _finish_run(environment: Environment, **_kwargs: object) -> None:
         run.finish()
 
 
-class InferenceUser(FastHttpUser):
-    """One closed-loop client: send, wait for the answer, send again."""
+class _Inference(User):
+    """One closed-loop client: send, wait for the answer, send again (open loop: at the scheduled times). The HTTP
+    client is the subclass's (`_send`)."""
 
+    abstract = True
     wait_time = constant(0)
 
     def on_start(self) -> None:
@@ -260,12 +265,40 @@ class InferenceUser(FastHttpUser):
             run.in_flight -= 1
 
     def _send(self, run: LoadRun) -> tuple[bool, int]:
+        raise NotImplementedError
+
+
+class InferenceUser(_Inference, FastHttpUser):
+    """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
         with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
             done_ns = time.monotonic_ns()
             ok = _is_inference(response)
             if not ok:
                 response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
         return ok, done_ns
+
+
+class RawInferenceUser(_Inference):
+    """The same requests on a bare geventhttpclient connection per user: no Locust request event, no response
+    wrapper, no failure bookkeeping beyond the recorder's ok flag (benchmarks/generator.py measures both)."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.http = HTTPClient.from_url(self.host, concurrency=1, connection_timeout=_TIMEOUT_S, network_timeout=_TIMEOUT_S)
+
+    def on_stop(self) -> None:
+        self.http.close()
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
+        try:
+            response = self.http.post(run.path, body=next(run.bodies), headers=run.headers)
+            content = response.read()
+        except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
+            return False, time.monotonic_ns()
+        done_ns = time.monotonic_ns()
+        return response.status_code == 200 and content[:1] == b"{" and b'"outputs"' in content, done_ns
 
 
 def _sleep_until(deadline_ns: int) -> None:

@@ -37,8 +37,11 @@ from recommender.metrics.steady import Rules
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
 _LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's InferenceUser
+# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's users
 _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMakerUser")}
+# http(s) clients in locustfile.py, the default first: benchmarks/generator.py measures both side by side; the raw
+# geventhttpclient user was the faster (2.3x requests per core, 0.15 vs 0.38 ms added at c=1; docs/benchmarks.md)
+HTTP_CLIENTS = {"geventhttpclient": "RawInferenceUser", "fasthttp": "InferenceUser"}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
 _STDERR_TAIL_LINES = 20
@@ -60,6 +63,7 @@ class LoadRequest:
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
     generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
     master: MasterSettings = MasterSettings()  # distributed mode: the master's bind, port, remote workers, wait
+    client: str = "geventhttpclient"  # http(s) endpoints: a key of HTTP_CLIENTS
 
     @property
     def distributed(self) -> bool:
@@ -95,7 +99,7 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
 
 def _commands(request: LoadRequest) -> tuple[list[list[str]], str]:
     """One Locust command, or the master's followed by each local worker's; and the master's address ("" for one)."""
-    base = _locust_command(request.endpoint)
+    base = _locust_command(request.endpoint, request.client)
     if not request.distributed:
         return [base], ""
     settings, port = request.master, request.master.choose_port()
@@ -146,6 +150,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
     if url.scheme not in ("http", "https", *_USERS) or not url.netloc:
         raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
                         hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME")
+    if request.client not in HTTP_CLIENTS:
+        raise LoadError(f"unknown HTTP client {request.client!r}", hint=f"use one of {', '.join(HTTP_CLIENTS)}")
     if not request.bodies:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
     if not request.plan.levels:
@@ -166,8 +172,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
     return config
 
 
-def _locust_command(endpoint: str) -> list[str]:
-    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, None))
+def _locust_command(endpoint: str, client: str) -> list[str]:
+    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, HTTP_CLIENTS[client]))
     files = ",".join(str(path) for path in (_LOCUSTFILE, extra_file) if path)
     return [
         sys.executable, "-m", "locust", "-f", files, "--headless", "--host", endpoint,

@@ -28,11 +28,15 @@ def test_help_describes_the_benchmark(name: str) -> None:
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (apt-get install -y wrk)")
 def test_generator_quick_prints_both_tools_and_a_verdict() -> None:
-    done = run_script("generator.py", "--quick", timeout=60)
+    done = run_script("generator.py", "--quick", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "| ours (Locust driver)" in done.stdout and "| wrk -t1" in done.stdout
-    assert re.search(r"requests/s per core -> (PASS|FAIL) \(median [\d,]+\)", done.stdout)
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ours") or line.startswith("| wrk")]
+    for tool in ("ours, FastHttpUser", "ours, raw geventhttpclient", "wrk -t1"):
+        assert f"| {tool} " in done.stdout and f"| {tool}, c=1 " in done.stdout  # loaded and at concurrency 1
+    for client in ("FastHttpUser", "raw geventhttpclient"):
+        assert re.search(rf"target: {client} >= 5,000 requests/s per core -> (PASS|FAIL) \(median [\d,]+\)", done.stdout)
+        assert re.search(rf"target: {client} adds <= 0.3 ms at c=1 -> (PASS|FAIL) \([+-][\d.]+ ms\)", done.stdout)
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| ours", "| wrk")) and line.count("|") == 8]
+    assert len(rows) == 3  # the throughput table: two clients and wrk
     assert all(line.rstrip(" |").endswith("| 0") for line in rows), rows  # no failed requests against the null endpoint
 
 

@@ -3,8 +3,10 @@
 Never import this module from the main process: importing locust monkey-patches the standard
 library with gevent. Settings arrive as environment variables (see config.ChildConfig).
 
-- `InferenceUser`: closed loop (no wait), POSTs KServe v2 JSON to /v2/models/<model>/infer and
-  records every request exactly (time.monotonic_ns, microseconds), not from Locust's stats.
+- `RawInferenceUser` (the default) and `InferenceUser`: closed loop (no wait), POST pre-serialised KServe v2 JSON
+  to /v2/models/<model>/infer and record every request exactly (time.monotonic_ns, microseconds), not from Locust's
+  stats. The raw one holds a bare geventhttpclient connection; InferenceUser is Locust's FastHttpUser (request
+  events, response wrapper), about half as efficient per core (benchmarks/generator.py measures both).
   Open loop (`rate` traffic): the users are a pool of senders that take the next scheduled send time,
   sleep until it, send, and record latency from the SCHEDULED time and how late the send went out.
 - `PhaseShape`: the user count follows the clock through the compiled plan on every tick; it ends the

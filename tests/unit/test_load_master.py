@@ -70,3 +70,13 @@ def test_a_worker_rebuilds_the_run_settings_from_the_masters_message(tmp_path: P
     rebuilt = ChildConfig.from_message(message)
     assert (rebuilt.model_name, rebuilt.plan, dict(rebuilt.headers)) == ("bert", config.plan, {"X-Guard": "secret"})
     assert json.loads(message["bodies"]) == [{"inputs": []}]
+
+
+def test_the_worker_command_exits_2_with_the_fix_on_a_bad_master(capsys: pytest.CaptureFixture[str]) -> None:
+    from recommender.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["worker", "--master", "127.0.0.1:99999"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--master '127.0.0.1:99999' is not HOST:PORT" in err and "hint:" in err

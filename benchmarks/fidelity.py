@@ -1,8 +1,8 @@
 """Load-driver fidelity: one real Triton model measured by NVIDIA's perf_analyzer and by this platform's load driver.
 
-The model (packaged all-MiniLM-L6-v2 by default, or a tiny random-weight BERT) is exported to TorchScript and
-served by the local target (tritonserver from the nvidia-pytriton wheel): optimization pt, dynamic batching off,
-1 instance. At each concurrency both tools send the same tokenized KServe v2 JSON requests (same sequence length,
+Each model (packaged all-MiniLM-L6-v2 and a tiny random-weight BERT, 2 layers x 128, by default) is exported to
+TorchScript and served by the local target (tritonserver from the nvidia-pytriton wheel): optimization pt, dynamic
+batching off, 1 instance. At each concurrency (default 1 4 8 16 32) both tools send the same tokenized KServe v2 JSON requests (same sequence length,
 same texts in turn), closed loop, over HTTP. The tools alternate (perf_analyzer first in odd rounds, ours first in
 even rounds) and the rounds repeat; the tables show medians over the rounds, spreads (min..max) and ratios.
 
@@ -15,13 +15,17 @@ successful ones / window length, p50/p95 from their exact latencies.
   its client-side per-request send and response timestamps come from the profile export. (With its own stability
   gate, `--stability 10`, a shared noisy host makes it give up after --max-trials windows; its own CSV figures are
   printed per round for reference.)
-- ours: run_load with one phase of N users (spawn rate 0) lasting warm-up + 3 x interval; the exact RequestLog.
+- ours: run_load with one level of N users (spawn rate 0) lasting warm-up + 3 x interval; the exact RequestLog.
+- open loop (--rate-shares, default 0.5 and 0.8 of perf_analyzer's highest closed-loop throughput for that model):
+  perf_analyzer `--request-rate-range R:R --request-distribution constant --max-threads 16`; ours `traffic.rate`
+  (constant spacing, at most 16 in flight). Both timed from the ACTUAL send (ours: scheduled send + its lateness),
+  perf_analyzer's definition; our own figure, timed from the scheduled send, is printed in the round's note.
 
 The verdict compares the two medians; the paired column is the median of per-round ratios (back-to-back runs share
 the host's drift). The Triton compute_infer row (server statistics, ms per inference during each tool's run) tells
 a slower server (other tenants, or the generator's own CPU on a small host) from a slower client.
 
-Targets per concurrency: throughput within +-5 %, p50 and p95 within +-10 % or +-1 ms of perf_analyzer. Verdicts
+Targets per level: throughput within +-5 %, p50 and p95 within +-10 % or +-1 ms of perf_analyzer. Verdicts
 are printed; the exit code is non-zero only on errors (missing tools, a server that does not start).
 """
 
@@ -50,7 +54,9 @@ from recommender.modelrepo.repository import write_model_repository  # noqa: E40
 from recommender.load.runner import LoadRequest, run_load  # noqa: E402
 from recommender.payload import inference_bodies  # noqa: E402
 from recommender.candidates import Candidate, model_fingerprint  # noqa: E402
-from recommender.spec import BertArchitecture, ExperimentSpec, ModelSpec, PayloadSpec, Phase  # noqa: E402
+from recommender.load.shapes import TrafficPlan, compile_traffic  # noqa: E402
+from recommender.spec import BertArchitecture, ExperimentSpec, ModelSpec, PayloadSpec  # noqa: E402
+from recommender.spec.traffic import Concurrency, Rate, TrafficSpec  # noqa: E402
 from recommender.targets.local import LocalDeployment, LocalTarget  # noqa: E402
 
 MODEL_NAME = "model"
@@ -59,8 +65,37 @@ MODELS = {
     "minilm": ModelSpec(source="minilm"),
     "bert-tiny": ModelSpec(source="bert", architecture=BertArchitecture(layers=2, hidden=128, heads=2)),
 }
+OPEN_LOOP_SLOTS = 16  # open loop: our in-flight limit (traffic.rate.max_concurrency) and perf_analyzer's --max-threads
 THROUGHPUT_TOLERANCE = 0.05
 LATENCY_TOLERANCE, LATENCY_FLOOR_MS = 0.10, 1.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load level: closed loop at `value` users, or open loop at `value` requests/s (constant spacing)."""
+
+    open_loop: bool
+    value: int
+
+    @property
+    def label(self) -> str:
+        return f"open loop {self.value} req/s" if self.open_loop else f"c={self.value}"
+
+    @property
+    def stem(self) -> str:
+        return f"r{self.value}" if self.open_loop else f"c{self.value}"
+
+    def perf_analyzer_arguments(self) -> list[str]:
+        if self.open_loop:
+            return ["--request-rate-range", f"{self.value}:{self.value}", "--request-distribution", "constant",
+                    "--max-threads", str(OPEN_LOOP_SLOTS)]
+        return ["--concurrency-range", f"{self.value}:{self.value}"]
+
+    def plan(self, seconds: float) -> TrafficPlan:
+        if self.open_loop:
+            rate = Rate(requests_per_second=self.value, duration_seconds=seconds, max_concurrency=OPEN_LOOP_SLOTS)
+            return compile_traffic(TrafficSpec(rate=rate))
+        return compile_traffic(TrafficSpec(concurrency=Concurrency(users=[self.value], duration_seconds=seconds)))
 
 
 @dataclass(frozen=True)
@@ -68,7 +103,7 @@ class Measurement:
     """One tool at one concurrency in one round (`stats` None when the tool gave no stable measurement)."""
 
     tool: str
-    concurrency: int
+    load: "Load"
     stats: WindowStats | None
     generator_cores: float  # the tool's own CPU, in cores, over its run
     server_compute_ms: float  # Triton's mean compute_infer time per inference over the run
@@ -108,17 +143,17 @@ def mean_compute_ms(before: tuple[int, int], after: tuple[int, int]) -> float:
 
 
 def run_perf_analyzer(
-    tool: PerfAnalyzer, deployment: LocalDeployment, concurrency: int, data: Path, args: argparse.Namespace, work: Path
+    tool: PerfAnalyzer, deployment: LocalDeployment, load: Load, data: Path, args: argparse.Namespace, work: Path
 ) -> Measurement:
     """perf_analyzer for warm-up + 3 intervals; its exported per-request timestamps go through our window rule."""
-    csv_path, profile_path = work / f"pa-c{concurrency}.csv", work / f"pa-c{concurrency}.profile.json"
+    csv_path, profile_path = work / f"pa-{load.stem}.csv", work / f"pa-{load.stem}.profile.json"
     for stale in (csv_path, profile_path):
         stale.unlink(missing_ok=True)
     window_s = 3 * args.interval_ms / 1000.0
     pass_ms = math.ceil((args.warmup + window_s) * 1000.0 / 3)  # 3 passes (the fewest it makes) cover warm-up + window
     command = [
         str(tool.binary), "-m", MODEL_NAME, "-u", deployment.endpoint.removeprefix("http://"), "-i", "http",
-        "--concurrency-range", f"{concurrency}:{concurrency}", "-p", str(pass_ms),
+        *load.perf_analyzer_arguments(), "-p", str(pass_ms),
         "--stability-percentage", str(args.stability), "--max-trials", str(args.max_trials), "--percentile=95",
         "--input-data", str(data), "--input-tensor-format=json", "--output-tensor-format=json",
         "-f", str(csv_path), "--profile-export-file", str(profile_path), "-v",
@@ -126,12 +161,12 @@ def run_perf_analyzer(
     before = compute_ms(deployment)
     run = run_tool(command, env=tool.env())
     text = run.output
-    (work / f"pa-c{concurrency}.log").write_text(text)
+    (work / f"pa-{load.stem}.log").write_text(text)
     server = mean_compute_ms(before, compute_ms(deployment))
     cores = run.cpu_s / run.wall_s
     if run.returncode != 0 or not profile_path.is_file() or not csv_path.is_file():
         reason = next((line.strip() for line in text.splitlines() if "stable" in line.lower() or "error" in line.lower()), text.strip()[-200:])
-        return Measurement("perf_analyzer", concurrency, None, cores, server, f"no result: {reason}")
+        return Measurement("perf_analyzer", load, None, cores, server, f"no result: {reason}")
     t_s, latency_us, ok, covered_s = _profile_log(profile_path)
     stats = window_stats(t_s, latency_us, ok, args.warmup, args.warmup + window_s)
     own = next(csv.DictReader(csv_path.open()))
@@ -139,7 +174,7 @@ def run_perf_analyzer(
             f"{float(own['p50 latency']) / 1000:.2f} p95 {float(own['p95 latency']) / 1000:.2f} ms")  # fmt: skip
     if covered_s < args.warmup + window_s:
         note += f"; WARNING: ran only {covered_s:.1f} s"
-    return Measurement("perf_analyzer", concurrency, stats, cores, server, note)
+    return Measurement("perf_analyzer", load, stats, cores, server, note)
 
 
 def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -154,36 +189,51 @@ def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]
     return (sent - t0) / 1e9, np.where(ok, (done - sent) // 1000, 0), ok, covered_s
 
 
-def run_ours(deployment: LocalDeployment, concurrency: int, bodies: list[dict], args: argparse.Namespace, work: Path) -> Measurement:
+def run_ours(deployment: LocalDeployment, load: Load, bodies: list[dict], args: argparse.Namespace, work: Path) -> Measurement:
+    """Open loop: timed from the actual send like perf_analyzer (send = scheduled + late); our own figure (from the
+    scheduled send) is in the note."""
     window_s = 3 * args.interval_ms / 1000.0
-    phase = Phase(initial_users=concurrency, spawn_rate=0, duration_seconds=args.warmup + window_s)
+    end = args.warmup + window_s
     before = compute_ms(deployment)
-    result = run_load(LoadRequest(deployment.endpoint, MODEL_NAME, bodies, [phase], work / f"ours-c{concurrency}"))
+    result = run_load(LoadRequest(deployment.endpoint, MODEL_NAME, bodies, load.plan(end), work / f"ours-{load.stem}"))
     server = mean_compute_ms(before, compute_ms(deployment))
     log, timeline = result.requests, result.timeline
-    end = args.warmup + window_s
-    stats = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
+    late_us = log.late_us if log.late_us is not None else np.zeros_like(log.latency_us)
+    stats = window_stats(log.t_s + late_us / 1e6, log.latency_us - late_us, log.ok, args.warmup, end)
     cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, args.warmup, end) / window_s
-    return Measurement("ours", concurrency, stats, cores, server, f"{stats.failures} failures" if stats.failures else "")
+    note = f"{stats.failures} failures " if stats.failures else ""
+    if load.open_loop:
+        scheduled = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
+        late = float(np.median(late_us)) / 1000 if len(late_us) else 0.0
+        note += f"from the scheduled send: p50 {scheduled.p50_ms:.2f} p95 {scheduled.p95_ms:.2f} ms; median late {late:.3f} ms"
+    return Measurement("ours", load, stats, cores, server, note)
 
 
-def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict], args: argparse.Namespace, work: Path) -> list[Measurement]:
+def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict], loads: list[Load], args: argparse.Namespace,
+            work: Path) -> list[Measurement]:
     data = perf_analyzer_data(bodies, work / "input-data.json")
     measurements = []
     for repeat in range(args.repeats):
-        for concurrency in args.concurrency:
+        for load in loads:
             order = ("perf_analyzer", "ours") if repeat % 2 == 0 else ("ours", "perf_analyzer")
             for name in order:
                 if name == "ours":
-                    m = run_ours(deployment, concurrency, bodies, args, work / f"round{repeat}")
+                    m = run_ours(deployment, load, bodies, args, work / f"round{repeat}")
                 else:
-                    m = run_perf_analyzer(tool, deployment, concurrency, data, args, _mkdir(work / f"round{repeat}"))
+                    m = run_perf_analyzer(tool, deployment, load, data, args, _mkdir(work / f"round{repeat}"))
                 measurements.append(m)
                 s = m.stats
                 figures = f"{s.throughput:8.1f} inf/s  p50 {s.p50_ms:7.2f} ms  p95 {s.p95_ms:7.2f} ms" if s else "no stable measurement"
-                print(f"  round {repeat + 1}/{args.repeats}  c={concurrency:<2} {m.tool:13} {figures}  generator {m.generator_cores:.2f} cores  "
+                print(f"  round {repeat + 1}/{args.repeats}  {load.label:<22} {m.tool:13} {figures}  generator {m.generator_cores:.2f} cores  "
                       f"server compute {m.server_compute_ms:.2f} ms  {m.note}", flush=True)  # fmt: skip
     return measurements
+
+
+def open_loop_rates(closed: list[Measurement], shares: list[float]) -> list[Load]:
+    """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over rounds)."""
+    peaks = [summarise([m.stats.throughput for m in closed if m.load == load and m.tool == "perf_analyzer" and m.stats]).median
+             for load in {m.load for m in closed if m.tool == "perf_analyzer" and m.stats}]
+    return [Load(True, max(1, round(share * max(peaks)))) for share in shares] if peaks else []
 
 
 def _mkdir(path: Path) -> Path:
@@ -202,11 +252,11 @@ def _within(ours: float, theirs: float, tolerance: float, floor: float = 0.0) ->
 
 def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
     sections = []
-    for concurrency in args.concurrency:
-        by_tool = {tool: [m for m in measurements if m.concurrency == concurrency and m.tool == tool] for tool in ("perf_analyzer", "ours")}
+    for load in dict.fromkeys(m.load for m in measurements):
+        by_tool = {tool: [m for m in measurements if m.load == load and m.tool == tool] for tool in ("perf_analyzer", "ours")}
         stable = {tool: [m.stats for m in items if m.stats] for tool, items in by_tool.items()}
         if not stable["perf_analyzer"] or not stable["ours"]:
-            sections.append(f"### concurrency {concurrency}\n\nno comparison: a tool gave no stable measurement in any round")
+            sections.append(f"### {load.label}\n\nno comparison: a tool gave no stable measurement in any round")
             continue
         pairs = _paired(by_tool["perf_analyzer"], by_tool["ours"])
         rows = []
@@ -227,7 +277,7 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
         extra = [[tool, f"{len(stable[tool])}/{len(items)}", f"{summarise([m.generator_cores for m in items]).median:.2f}"]
                  for tool, items in by_tool.items()]  # fmt: skip
         sections.append(
-            f"### concurrency {concurrency}\n\n"
+            f"### {load.label}\n\n"
             + render_table(["metric", "perf_analyzer (median)", "pa spread", "ours (median)", "ours spread", "ours/pa (medians)",
                             "ours/pa paired by round: median (min..max)", "target", "verdict"], rows)
             + "\n\n"
@@ -239,12 +289,16 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--model", choices=sorted(MODELS), default="minilm", help="Served model (default minilm, real weights).")
+    parser.add_argument("--models", choices=sorted(MODELS), nargs="+", default=["minilm", "bert-tiny"],
+                        help="Served models, one after another (default minilm (real weights) bert-tiny (2 layers, 128 wide)).")
     parser.add_argument("--sequence-length", type=int, default=32, help="Tokens per request (default 32).")
     parser.add_argument("--threads", type=int, default=1,
                         help="Intra-op threads of the model instance (default 1: on a shared 2-core host, 2 threads make every "
                              "operator wait at a barrier for a descheduled thread and latencies explode).")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8], help="Concurrency levels (default 1 4 8).")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16, 32], help="Concurrency levels (default 1 4 8 16 32).")
+    parser.add_argument("--rate-shares", type=float, nargs="*", default=[0.5, 0.8],
+                        help="Open-loop levels at these shares of perf_analyzer's highest closed-loop throughput (default 0.5 0.8; "
+                             "none: no open-loop comparison).")
     parser.add_argument("--repeats", type=int, default=5, help="Rounds; the tool order alternates per round (default 5).")
     parser.add_argument("--interval-ms", type=int, default=2000, help="Window = 3 x this (default 2000 ms: short runs, more rounds).")
     parser.add_argument("--warmup", type=float, default=None, help="Seconds our runs exclude at the start (default: one interval).")
@@ -252,12 +306,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="perf_analyzer --stability-percentage (default 1000: no stability gate, so it makes exactly 3 passes "
                              "covering warm-up + window; with 10, a shared noisy host makes it give up after --max-trials).")
     parser.add_argument("--max-trials", type=int, default=10, help="perf_analyzer --max-trials (default 10).")
-    parser.add_argument("--quick", action="store_true", help="Smoke test: bert-tiny, concurrency 1 and 4, 1 round, 1 s interval.")
+    parser.add_argument("--quick", action="store_true",
+                        help="Smoke test: bert-tiny, concurrency 1 and 4, open loop at 0.5, 1 round, 1 s interval.")
     parser.add_argument("--no-download", action="store_true", help="Do not download the perf_analyzer wheels; only say what is missing.")
     parser.add_argument("--work-dir", type=Path, default=WORK_DIR / "fidelity", help="Exports, repository, logs (default benchmarks/.work/fidelity).")
     args = parser.parse_args(argv)
     if args.quick:
-        args.model, args.concurrency, args.repeats, args.interval_ms = "bert-tiny", [1, 4], 1, 1000
+        args.models, args.concurrency, args.rate_shares, args.repeats, args.interval_ms = ["bert-tiny"], [1, 4], [0.5], 1, 1000
     if args.warmup is None:
         args.warmup = args.interval_ms / 1000.0
     return args
@@ -277,17 +332,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = _mkdir(args.work_dir.resolve())
     bodies = inference_bodies(PayloadSpec(sequence_length=args.sequence_length))
-    print(f"fidelity benchmark: {tool.version()}; model {args.model}, sequence length {args.sequence_length}, "
+    print(f"fidelity benchmark: {tool.version()}; models {' '.join(args.models)}, sequence length {args.sequence_length}, "
           f"{len(bodies)} request bodies in turn; pt, no dynamic batching, 1 instance x {args.threads} thread(s); "
-          f"concurrency {args.concurrency}; {args.repeats} rounds; window 3 x {args.interval_ms} ms after {args.warmup:g} s "
-          f"warm-up; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    repository = build_repository(args.model, args.sequence_length, args.threads, work)
+          f"concurrency {args.concurrency}, open loop at {args.rate_shares} of the closed-loop peak; {args.repeats} rounds; "
+          f"window 3 x {args.interval_ms} ms after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    reports = [f"## {model}\n\n{report(measure_model(tool, model, bodies, args, _mkdir(work / model)), args)}" for model in args.models]
+    print()
+    print("\n\n".join(reports))
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def measure_model(tool: PerfAnalyzer, model: str, bodies: list[dict], args: argparse.Namespace, work: Path) -> list[Measurement]:
+    """One model on its own server: the closed-loop levels, then open-loop levels derived from them."""
+    repository = build_repository(model, args.sequence_length, args.threads, work)
+    print(f"model {model}:", flush=True)
     with LocalTarget().deploy(repository, MODEL_NAME, work / "server") as deployment:
         warm_up(deployment, bodies)
-        measurements = measure(tool, deployment, bodies, args, work)
-    print()
-    print(report(measurements, args))
-    return 0
+        closed = measure(tool, deployment, bodies, [Load(False, c) for c in args.concurrency], args, work)
+        return closed + measure(tool, deployment, bodies, open_loop_rates(closed, args.rate_shares), args, work)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,20 @@ ModelLatency of the highest load level that meets the limits, with intervals and
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from recommender.load.generators import MasterSettings, auto_workers
+from recommender.load.isolation import CpuSplit, pin_processes, split_cpus
 from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
 from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.metrics.headline import Headline, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
 from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels, limits_of
 from recommender.metrics.prometheus import counter_delta, scrape
+from recommender.metrics.selfcheck import level_flags
 from recommender.metrics.steady import Rules, Window, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
@@ -67,23 +71,39 @@ class Measurement:
 def measure(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path,
             progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
-    repeats = []
+    split = split_cpus(spec.traffic.generator_cpus)
+    repeats: list[Repeat] = []
     for number in range(spec.traffic.repeats):
         folder = out_dir if spec.traffic.repeats == 1 else out_dir / f"repeat-{number + 1}"
-        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress))
+        workers = _workers(spec.traffic.workers, repeats[-1].result if repeats else None, split)
+        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress, workers, split,
+                                    MasterSettings.from_traffic(spec.traffic)))
     return summarize_repeats(repeats, rules)
 
 
+def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -> int:
+    """`traffic.workers`, with `auto` resolved from the previous repeat's busiest second (load/generators.auto_workers)."""
+    if setting != "auto":
+        return int(setting)
+    cores = len(split.generator) + 1 if split.generator else os.cpu_count()  # the rule keeps one core free
+    peak = float(previous.timeline.cpu_percent.max()) if previous is not None and len(previous.timeline.t_s) else None
+    return auto_workers(peak, cores)
+
+
 def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: list[dict], out_dir: Path,
-                 progress: Callable[[LoadProgress], None] | None = None) -> Repeat:
+                 progress: Callable[[LoadProgress], None] | None = None, workers: int = 1,
+                 split: CpuSplit = CpuSplit(None, None), master: MasterSettings = MasterSettings()) -> Repeat:
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
     request = LoadRequest(endpoint=load_endpoint(deployment), model_name=deployment.model_name, bodies=bodies, phases=plan,
-                          out_dir=out_dir, rules=rules)
+                          out_dir=out_dir, rules=rules, workers=workers, generator_cpus=split.generator, master=master)
+    pinned = pin_processes(deployment.server_pids(), split.server) if split.server else 0
     with ServerSampler(deployment) as sampler:
         result = run_load(request, progress=progress)
     after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
+    generator = split.to_dict() | {"server_threads_pinned": pinned, "workers": result.workers,
+                                   "remote_workers": master.remote_workers, "clocks": list(result.generators), "lost_workers": list(result.lost_workers)}
     server = stats_delta(before, after).to_dict() | {"prometheus": counter_delta(prometheus_before, prometheus_after),
-                                                     "gpu": sampler.gpu_status}
+                                                     "gpu": sampler.gpu_status, "generator": generator}
     return summarize_load(result, plan, rules, sampler.samples, server)
 
 
@@ -96,7 +116,8 @@ def summarize_load(result: LoadResult, plan: TrafficPlan, rules: Rules, samples:
     windows = [dataclasses.replace(w, server=window_figures(samples, result.started_at, w.stats.start_s, w.stats.end_s))
                for w in measure_windows(result.requests, spans, loads, rules, result.timeline)]
     ran = [(start, end) for start, end in plan.windows() if start < result.duration_s]
-    phases = [dataclasses.replace(p, stable=any(w.stable for w in mine), flags=tuple(phase_flags(mine, rules)))
+    phases = [dataclasses.replace(p, stable=any(w.stable for w in mine), flags=tuple(
+                  phase_flags(mine, rules) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)))
               for p in summarize_phases(result.requests, ran, rules.warmup_s)
               for mine in [[w for w in windows if w.phase_index == p.index]]]
     return Repeat(result, windows, phases, server_stats)

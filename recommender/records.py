@@ -63,16 +63,31 @@ class RequestLog:
 
 @dataclass(frozen=True)
 class Timeline:
-    """One row per second of the run: actual and target users, and the load generator's own CPU %."""
+    """One row per second of the run: actual and target users, and the load generator's own CPU %.
+
+    `cpu_percent` is all generator processes together (% of one core); `cpu_max_percent` the busiest single generator
+    process (Locust's distributed mode: one value per worker, the highest kept; None: one process, the same figure).
+    """
 
     t_s: np.ndarray
     users: np.ndarray
     target_users: np.ndarray
     cpu_percent: np.ndarray
+    cpu_max_percent: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name, array in _typed(columns_of(self), TIMELINE_DTYPES).items():
             object.__setattr__(self, name, array)
+        if self.cpu_max_percent is not None:
+            busiest = np.asarray(self.cpu_max_percent, dtype=np.float64)
+            if len(busiest) != len(self.t_s):
+                raise ValueError(f"cpu_max_percent has {len(busiest)} rows, t_s {len(self.t_s)}")
+            object.__setattr__(self, "cpu_max_percent", busiest)
+
+    @property
+    def busiest_cpu(self) -> np.ndarray:
+        """CPU % of the busiest generator process, per second."""
+        return self.cpu_percent if self.cpu_max_percent is None else self.cpu_max_percent
 
 
 def present_columns(columns: dict[str, np.ndarray | None]) -> dict[str, np.ndarray]:

@@ -18,7 +18,7 @@ INTERRUPTED = "[yellow]interrupted[/] ({name}): servers were torn down; run the 
 INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 COMMAND_MODULES = ("run", "plan", "validate", "schema", "rank", "report", "export", "cost", "prices", "cleanup",
-                   "import_", "dashboard")
+                   "import_", "dashboard", "worker")
 
 
 def build_app() -> typer.Typer:

@@ -1,11 +1,15 @@
 """The parent -> Locust child contract: one run's settings, passed as environment variables.
 
-Defined once here so `runner.py` (writer) and `locustfile.py` (reader) cannot drift apart.
+Defined once here so `runner.py` (writer) and `locustfile.py` (reader) cannot drift apart. In Locust's distributed
+mode only the master reads the environment; it sends each worker what a worker needs (`to_message`: the model, the
+plan, the headers and the request bodies) over Locust's own message channel, so a worker on another host needs no
+files from this one (distributed.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,3 +57,14 @@ class ChildConfig:
             )
         except KeyError as missing:
             raise RuntimeError(f"{missing.args[0]} is not set: this locustfile is started by recommender.load.runner") from None
+
+    def to_message(self) -> dict[str, str]:
+        """What a distributed worker needs, as a Locust message's data (the bodies as the payload file's JSON text)."""
+        return {"model": self.model_name, "plan": self.plan.to_json(), "headers": json.dumps(dict(self.headers)),
+                "bodies": self.payload_path.read_text(encoding="utf-8")}
+
+    @classmethod
+    def from_message(cls, data: Mapping[str, str]) -> "ChildConfig":
+        """A worker's settings from the master's message; a worker writes no result or progress file (os.devnull)."""
+        return cls(model_name=data["model"], payload_path=Path(os.devnull), plan=TrafficPlan.from_json(data["plan"]),
+                   result_path=Path(os.devnull), progress_path=Path(os.devnull), headers=json.loads(data["headers"]))

@@ -3,32 +3,42 @@
 Never import this module from the main process: importing locust monkey-patches the standard
 library with gevent. Settings arrive as environment variables (see config.ChildConfig).
 
-- `InferenceUser`: closed loop (no wait), POSTs KServe v2 JSON to /v2/models/<model>/infer and
-  records every request exactly (time.perf_counter_ns, microseconds), not from Locust's stats.
+- `RawInferenceUser` (the default) and `InferenceUser`: closed loop (no wait), POST pre-serialised KServe v2 JSON
+  to /v2/models/<model>/infer and record every request exactly (time.monotonic_ns, microseconds), not from Locust's
+  stats. The raw one holds a bare geventhttpclient connection; InferenceUser is Locust's FastHttpUser (request
+  events, response wrapper), about half as efficient per core (benchmarks/generator.py measures both).
   Open loop (`rate` traffic): the users are a pool of senders that take the next scheduled send time,
   sleep until it, send, and record latency from the SCHEDULED time and how late the send went out.
 - `PhaseShape`: the user count follows the clock through the compiled plan on every tick; it ends the
   test early once a stop condition (metrics.stopping) holds at the end of a steady-state window.
 - A sampler greenlet records users and this process's CPU % once per second and writes the
   progress file; the result `.npz` is written at test stop.
+- Locust's distributed mode (`--master` / `--worker`, see distributed.py): the master runs the shape, the sampler,
+  the stop judge and writes the result; workers get their settings from the master, run the users and send their rows
+  to the master every second.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
 import os
 import time
+from http.client import HTTPException
 from collections.abc import Iterator
 
 import gevent
 import psutil
-from locust import FastHttpUser, LoadTestShape, constant, events, task
+from geventhttpclient import HTTPClient
+from locust import FastHttpUser, LoadTestShape, User, constant, events, task
 from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
 
 from recommender import kserve
 from recommender.load.config import ChildConfig
+from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
 from recommender.metrics.steady import Window, window_spans
@@ -40,14 +50,15 @@ _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second 
 _WINDOW_GRACE_S = 0.05  # judge a window this long after it ends (requests completed inside it are recorded by then)
 _EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the scheduled time
 _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
+_TIMEOUT_S = 60.0  # connect and read timeouts of RawInferenceUser (FastHttpUser's defaults)
 
 
-def _load_bodies(path: os.PathLike[str]) -> Iterator[bytes]:
-    with open(path, encoding="utf-8") as file:
-        payload = json.load(file)
+def _cycle_bodies(text: str, source: str) -> Iterator[bytes]:
+    """The request bodies (JSON text: one body or a list of them), serialised once, sent in turn."""
+    payload = json.loads(text)
     bodies = payload if isinstance(payload, list) else [payload]
     if not bodies:
-        raise ValueError(f"{path} holds an empty list of request bodies")
+        raise ValueError(f"{source} holds an empty list of request bodies")
     return itertools.cycle([json.dumps(body).encode() for body in bodies])
 
 
@@ -77,23 +88,45 @@ class LoadRun:
         self.stop_reason: str | None = None
         self.schedule_ns: list[int] = []
         self.next_send = 0
+        self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
         self.pool_ready = False
+        self.in_flight = 0  # requests sent and not yet answered
+        self.draining = False  # a distributed worker past its final rows: start no more requests
+        self.master: MasterLink | None = None
+        self.worker: WorkerLink | None = None
+
+    def attach(self, runner: object, expected_workers: int) -> None:
+        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its WorkerLink)."""
+        if isinstance(runner, MasterRunner):
+            self.master = MasterLink(self, expected_workers)
+            self.master.attach(runner)
+
+    def begin(self, t0_ns: int, index: int, count: int) -> None:
+        """A worker: the master's start time on this clock; open loop: this worker's share of the schedule."""
+        self.t0_ns, self.started_at = t0_ns, time.time() - (time.monotonic_ns() - t0_ns) / 1e9
+        self.schedule_ns = [t0_ns + int(t * 1e9) for t in self.plan.schedule()]
+        self.next_send, self.send_step = index, count
+        self.process.cpu_percent(None)
 
     def start(self) -> None:
         """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first tick."""
-        self.t0_ns, self.started_at = time.perf_counter_ns(), time.time()
+        if self.master is not None:
+            self.master.wait_for_clocks()
+        self.t0_ns, self.started_at = time.monotonic_ns(), time.time()
         self.schedule_ns = [self.t0_ns + int(t * 1e9) for t in self.plan.schedule()]
         self.process.cpu_percent(None)  # prime: the next call measures from here
+        if self.master is not None:
+            self.master.start(self.t0_ns)
         self.greenlets.append(gevent.spawn(self._sample_every_second))
         if self.config.rules is not None:
             self.greenlets.append(gevent.spawn(self._judge_windows))
 
     def take_send(self) -> int | None:
-        """Open loop: the next scheduled send time (perf_counter ns), or None when the schedule is used up."""
+        """Open loop: the next scheduled send time (monotonic ns), or None when the schedule is used up."""
         if self.next_send >= len(self.schedule_ns):
             return None
-        self.next_send += 1
-        return self.schedule_ns[self.next_send - 1]
+        self.next_send += self.send_step
+        return self.schedule_ns[self.next_send - self.send_step]
 
     def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         """Open loop: latency from the scheduled send, lateness of the real send."""
@@ -106,8 +139,9 @@ class LoadRun:
         spans = window_spans(self.plan.windows(), rules.warmup_s, rules.window_s)
         planned, loads = planned_window_counts(spans), [level.load for level in self.plan.levels]
         windows: list[Window] = []
+        grace = _WINDOW_GRACE_S + (FLUSH_S + 0.2 if self.master is not None else 0.0)  # workers send rows once a second
         for phase, start, end in spans:
-            gevent.sleep(max(0.0, end + _WINDOW_GRACE_S - self.elapsed_s()))
+            gevent.sleep(max(0.0, end + grace - self.elapsed_s()))
             index = sum(w.phase_index == phase for w in windows)
             windows.append(Window(phase, index, window_stats(self.recorder.log(), start, end), loads[phase]))
             self.stop_reason = stop_reason(windows, planned, rules)
@@ -116,7 +150,7 @@ class LoadRun:
                 return
 
     def elapsed_s(self) -> float:
-        return (time.perf_counter_ns() - self.t0_ns) / 1e9
+        return (time.monotonic_ns() - self.t0_ns) / 1e9
 
     def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         self.recorder.record((sent_ns - self.t0_ns) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
@@ -126,7 +160,12 @@ class LoadRun:
             gevent.sleep(max(0.0, second + _SAMPLE_OFFSET_S - self.elapsed_s()))
             t_s = self.elapsed_s()
             users = self.environment.runner.user_count
-            self.recorder.sample(t_s, users, self.plan.users_at(t_s) or 0, self.process.cpu_percent(None))
+            cpu = self.process.cpu_percent(None)
+            if self.master is not None:
+                self.master.check_workers(t_s)
+                cpu, busiest = self.master.cpu_figures()
+                self.recorder.busiest.append(busiest)
+            self.recorder.sample(t_s, users, self.plan.users_at(t_s) or 0, cpu)
             self._write_progress(t_s, users)
 
     def _write_progress(self, t_s: float, users: int) -> None:
@@ -139,9 +178,16 @@ class LoadRun:
             return
         self.finished = True
         gevent.killall(self.greenlets, block=True)
+        if self.worker is not None:
+            return  # a worker's rows went to the master (distributed.WorkerLink.flush)
+        if self.master is not None:
+            self.master.collect_final()
         duration = self.elapsed_s() if self.t0_ns is not None else 0.0
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
-        self.recorder.result(self.started_at, duration, self.stop_reason).to_npz(self.config.result_path)
+        result = self.recorder.result(self.started_at, duration, self.stop_reason)
+        if self.master is not None:
+            result = dataclasses.replace(result, generators=self.master.generators(), lost_workers=tuple(self.master.lost))
+        result.to_npz(self.config.result_path)
 
 
 def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
@@ -151,20 +197,37 @@ def _not_spawn_rate_warning(record: logging.LogRecord) -> bool:
 
 @events.init.add_listener
 def _attach_run(environment: Environment, **_kwargs: object) -> None:
+    """The master or the only process: settings from the environment. A worker: settings from the master."""
     logging.getLogger("locust.runners").addFilter(_not_spawn_rate_warning)
+    if isinstance(environment.runner, WorkerRunner):
+        WorkerLink(lambda config, bodies: _worker_run(environment, config, bodies)).attach(environment.runner)
+        return
     config = ChildConfig.from_env(os.environ)
-    environment.recommender_run = LoadRun(config, _load_bodies(config.payload_path), environment)
+    bodies = _cycle_bodies(config.payload_path.read_text(encoding="utf-8"), str(config.payload_path))
+    environment.recommender_run = LoadRun(config, bodies, environment)
+    options = environment.parsed_options
+    environment.recommender_run.attach(environment.runner, getattr(options, "expect_workers", 1) or 1)
+
+
+def _worker_run(environment: Environment, config: ChildConfig, bodies: str) -> LoadRun:
+    run = LoadRun(config, _cycle_bodies(bodies, "the master's request bodies"), environment)
+    environment.recommender_run = run
+    return run
 
 
 @events.test_stop.add_listener
 @events.quitting.add_listener
 def _finish_run(environment: Environment, **_kwargs: object) -> None:
-    environment.recommender_run.finish()
+    run = getattr(environment, "recommender_run", None)
+    if run is not None:  # a worker the master never sent settings has no run
+        run.finish()
 
 
-class InferenceUser(FastHttpUser):
-    """One closed-loop client: send, wait for the answer, send again."""
+class _Inference(User):
+    """One closed-loop client: send, wait for the answer, send again (open loop: at the scheduled times). The HTTP
+    client is the subclass's (`_send`)."""
 
+    abstract = True
     wait_time = constant(0)
 
     def on_start(self) -> None:
@@ -172,11 +235,14 @@ class InferenceUser(FastHttpUser):
 
     @task
     def infer(self) -> None:
+        if self.run.draining:
+            gevent.sleep(_IDLE_S)
+            return
         if self.run.plan.open_loop:
             self._send_scheduled()
             return
         users = self.environment.runner.user_count
-        sent_ns = time.perf_counter_ns()
+        sent_ns = time.monotonic_ns()
         ok, done_ns = self._post()
         self.run.record(sent_ns, done_ns, ok, users)
 
@@ -188,24 +254,59 @@ class InferenceUser(FastHttpUser):
             return
         _sleep_until(scheduled_ns)
         users = self.environment.runner.user_count
-        sent_ns = time.perf_counter_ns()
+        sent_ns = time.monotonic_ns()
         ok, done_ns = self._post()
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
 
     def _post(self) -> tuple[bool, int]:
         run = self.run
+        run.in_flight += 1
+        try:
+            return self._send(run)
+        finally:
+            run.in_flight -= 1
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
+        raise NotImplementedError
+
+
+class InferenceUser(_Inference, FastHttpUser):
+    """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
         with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
-            done_ns = time.perf_counter_ns()
+            done_ns = time.monotonic_ns()
             ok = _is_inference(response)
             if not ok:
                 response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
         return ok, done_ns
 
 
+class RawInferenceUser(_Inference):
+    """The same requests on a bare geventhttpclient connection per user: no Locust request event, no response
+    wrapper, no failure bookkeeping beyond the recorder's ok flag (benchmarks/generator.py measures both)."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.http = HTTPClient.from_url(self.host, concurrency=1, connection_timeout=_TIMEOUT_S, network_timeout=_TIMEOUT_S)
+
+    def on_stop(self) -> None:
+        self.http.close()
+
+    def _send(self, run: LoadRun) -> tuple[bool, int]:
+        try:
+            response = self.http.post(run.path, body=next(run.bodies), headers=run.headers)
+            content = response.read()
+        except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
+            return False, time.monotonic_ns()
+        done_ns = time.monotonic_ns()
+        return response.status_code == 200 and content[:1] == b"{" and b'"outputs"' in content, done_ns
+
+
 def _sleep_until(deadline_ns: int) -> None:
     """Sleep to just before the deadline, then yield in a loop to it: gevent's timer alone wakes ~1 ms late."""
-    gevent.sleep(max(0, deadline_ns - _EARLY_WAKE_NS - time.perf_counter_ns()) / 1e9)
-    while time.perf_counter_ns() < deadline_ns:
+    gevent.sleep(max(0, deadline_ns - _EARLY_WAKE_NS - time.monotonic_ns()) / 1e9)
+    while time.monotonic_ns() < deadline_ns:
         gevent.sleep(0)
 
 
@@ -214,6 +315,8 @@ class PhaseShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         run = self.runner.environment.recommender_run
+        if run.t0_ns is None and run.master is not None:
+            run.master.wait_for_clocks()  # every worker has its settings before any user is spawned on it
         if run.t0_ns is None and run.plan.open_loop and not run.pool_ready:
             run.pool_ready = True  # open loop: spawn the sender pool one tick before the schedule's clock starts
             return run.plan.levels[0].initial_users, _SPAWN_RATE

@@ -31,6 +31,7 @@ class RequestRecorder:
         self.users = array("i")
         self.late_us = array("q")  # open loop only: send time minus scheduled time
         self.failures = 0
+        self.busiest = array("d")  # distributed mode: the busiest worker's CPU % per sample (empty: one process)
         self.timeline = {name: array(code) for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))}
 
     def __len__(self) -> int:
@@ -44,6 +45,21 @@ class RequestRecorder:
         self.ok.append(ok)
         self.users.append(users)
         self.failures += not ok
+
+    def rows_since(self, mark: int) -> dict[str, bytes]:
+        """The rows recorded from index `mark` on, as raw column bytes (a distributed worker sends these to the master)."""
+        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
+        chunk = {name: column[mark:].tobytes() for name, column in columns.items()}
+        if len(self.late_us):
+            chunk["late_us"] = self.late_us[mark:].tobytes()
+        return chunk
+
+    def extend(self, chunk: dict[str, bytes]) -> None:
+        """Append rows sent by `rows_since` (the master collects its workers' requests this way)."""
+        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users, "late_us": self.late_us}
+        for name, data in chunk.items():
+            columns[name].frombytes(data)
+        self.failures += len(chunk["ok"]) - sum(chunk["ok"])
 
     def sample(self, t_s: float, users: int, target_users: int, cpu_percent: float) -> None:
         for name, value in (("t_s", t_s), ("users", users), ("target_users", target_users), ("cpu_percent", cpu_percent)):
@@ -59,7 +75,8 @@ class RequestRecorder:
 
     def result(self, started_at: float, duration_s: float, stop_reason: str | None = None) -> LoadResult:
         """The run as arrays."""
-        timeline = Timeline(**{name: _numpy(column) for name, column in self.timeline.items()})
+        busiest = _numpy(self.busiest) if len(self.busiest) == len(self.timeline["t_s"]) and len(self.busiest) else None
+        timeline = Timeline(**{name: _numpy(column) for name, column in self.timeline.items()}, cpu_max_percent=busiest)
         return LoadResult(requests=self.log(), timeline=timeline, started_at=started_at, duration_s=duration_s,
                           stop_reason=stop_reason)
 

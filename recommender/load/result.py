@@ -28,12 +28,20 @@ class LoadResult:
     started_at: float
     duration_s: float
     stop_reason: str | None = None
+    generators: tuple[dict, ...] = ()  # distributed mode: per worker id, index, clock offset and round trip (us), requests
+    lost_workers: tuple[dict, ...] = ()  # workers lost mid-run: t_s (load clock), worker, reason
+
+    @property
+    def workers(self) -> int:
+        """Generator processes that sent requests (1: Locust's single-process mode)."""
+        return max(1, len(self.generators))
 
     def to_npz(self, path: Path) -> None:
         """One file: request arrays under their names, timeline arrays prefixed `timeline_`."""
-        timeline = {f"timeline_{name}": array for name, array in columns_of(self.timeline).items()}
+        timeline = {f"timeline_{name}": array for name, array in present_columns(columns_of(self.timeline)).items()}
         meta = {"started_at": np.float64(self.started_at), "duration_s": np.float64(self.duration_s),
-                "stop_reason": np.str_(self.stop_reason or "")}
+                "stop_reason": np.str_(self.stop_reason or ""),
+                "generators_json": np.str_(json.dumps({"generators": self.generators, "lost": self.lost_workers}))}
         np.savez(path, **present_columns(columns_of(self.requests)), **timeline, **meta)
 
     @classmethod
@@ -41,11 +49,20 @@ class LoadResult:
         with np.load(path) as data:
             return cls(
                 requests=RequestLog(**request_columns(data)),
-                timeline=Timeline(**{name: data[f"timeline_{name}"] for name in TIMELINE_DTYPES}),
+                timeline=Timeline(**{name: data[f"timeline_{name}"] for name in TIMELINE_DTYPES},
+                                  cpu_max_percent=data["timeline_cpu_max_percent"] if "timeline_cpu_max_percent" in data.files else None),
                 started_at=float(data["started_at"]),
                 duration_s=float(data["duration_s"]),
                 stop_reason=str(data["stop_reason"]) or None if "stop_reason" in data.files else None,
+                **_generators(data),
             )
+
+
+def _generators(data) -> dict[str, tuple[dict, ...]]:
+    if "generators_json" not in data.files:
+        return {}
+    stored = json.loads(str(data["generators_json"]))
+    return {"generators": tuple(stored["generators"]), "lost_workers": tuple(stored["lost"])}
 
 
 @dataclass(frozen=True)

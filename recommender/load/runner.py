@@ -1,18 +1,21 @@
-"""Drive load at an endpoint with Locust in a child process and return what it measured.
+"""Drive load at an endpoint with Locust in child processes and return what it measured.
 
 The main process never imports locust or gevent (gevent monkey-patches the standard library,
 which SQLAlchemy and boto3 in this process must not see). `run_load` writes the payload, starts
 `python -m locust --headless` in its own process group with settings in environment variables
 (config.ChildConfig), relays the child's progress file, enforces a hard timeout, and on any
 exception or interruption kills the whole process group before re-raising; the child dies with this
-process even when it is killed with -9 (lifeline.py).
+process even when it is killed with -9 (lifeline.py). `workers` > 1 or remote workers: Locust's distributed mode (one
+master bound to `master.bind`, 127.0.0.1 by default, N workers on this host, and `master.remote_workers` joining from
+other hosts with `recommender worker`, which calls `run_worker`; generators.py). The run waits for all of them (at
+most `master.wait_s`) and fails with a message naming them when they do not all join. The master's result file holds
+every worker's requests on its clock (distributed.py), and workers lost mid-run are recorded in the result.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +28,7 @@ from urllib.parse import urlsplit
 from recommender.errors import LoadError
 from recommender.lifeline import die_with_parent
 from recommender.load.config import ChildConfig
+from recommender.load.generators import GeneratorProcesses, MasterSettings, kill_group, master_arguments, worker_arguments
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.records import RequestLog, Timeline
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
@@ -33,12 +37,15 @@ from recommender.metrics.steady import Rules
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
 _LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's InferenceUser
+# endpoint URL scheme -> (extra locustfile with the user class, user class); http(s) use locustfile's users
 _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMakerUser")}
+# http(s) clients in locustfile.py, the default first: benchmarks/generator.py measures both side by side; the raw
+# geventhttpclient user was the faster (2.3x requests per core, 0.15 vs 0.38 ms added at c=1; docs/benchmarks.md)
+HTTP_CLIENTS = {"geventhttpclient": "RawInferenceUser", "fasthttp": "InferenceUser"}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
-_TERM_GRACE_S = 3.0
 _STDERR_TAIL_LINES = 20
+_GAVE_UP = "Gave up waiting for workers to connect"  # Locust master's log line when --expect-workers-max-wait passes
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,14 @@ class LoadRequest:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
+    workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
+    generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
+    master: MasterSettings = MasterSettings()  # distributed mode: the master's bind, port, remote workers, wait
+    client: str = "geventhttpclient"  # http(s) endpoints: a key of HTTP_CLIENTS
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers > 1 or self.master.remote_workers > 0
 
     @property
     def plan(self) -> TrafficPlan:
@@ -62,25 +77,72 @@ class LoadRequest:
 
     @property
     def timeout_s(self) -> float:
-        return self.plan.duration + self.timeout_slack_s
+        return self.plan.duration + self.timeout_slack_s + (self.master.wait_s if self.distributed else 0.0)
 
 
 def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | None = None) -> LoadResult:
     """Run the phases against the endpoint; raise LoadError when the generator fails or overruns."""
     request = dataclasses.replace(request, out_dir=Path(request.out_dir).resolve())  # the child runs in out_dir
     config = _prepare(request)
-    command = _locust_command(request.endpoint)
-    with open(request.out_dir / "locust.stdout.log", "wb") as stdout, open(request.out_dir / "locust.stderr.log", "wb") as stderr:
-        child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=_child_env(config),
-            cwd=request.out_dir, start_new_session=True, preexec_fn=die_with_parent(),
-        )  # fmt: skip
-        try:
-            _wait(child, config, request.timeout_s, progress)
-        except BaseException:
-            _kill_group(child)
-            raise
-    return _collect(child.returncode, config, request.out_dir)
+    commands, address = _commands(request)
+    processes = GeneratorProcesses.launch(commands, _child_env(config), request.out_dir, request.generator_cpus)
+    try:
+        _wait(processes, config, request.timeout_s, progress)
+        processes.finish()
+    except BaseException:
+        processes.kill()
+        raise
+    _check_workers_joined(processes.master.returncode, request, address)
+    result = _collect(processes.master.returncode, config, request.out_dir)
+    return _with_losses(result, processes.lost)
+
+
+def _commands(request: LoadRequest) -> tuple[list[list[str]], str]:
+    """One Locust command, or the master's followed by each local worker's; and the master's address ("" for one)."""
+    base = _locust_command(request.endpoint, request.client)
+    if not request.distributed:
+        return [base], ""
+    settings, port = request.master, request.master.choose_port()
+    master = [*base, *master_arguments(settings, port, request.workers + settings.remote_workers)]
+    worker = [*base, *worker_arguments(settings.local_host, port)]
+    return [master, *(worker for _ in range(request.workers))], f"{settings.bind}:{port}"
+
+
+def _check_workers_joined(returncode: int, request: LoadRequest, address: str) -> None:
+    """Locust's master gives up (exit 1) when the expected workers did not all join in time: say who was expected."""
+    if returncode == 0 or not address or _GAVE_UP not in _stderr_tail(request.out_dir):
+        return
+    remote = request.master.remote_workers
+    raise LoadError(
+        f"not all {request.workers + remote} expected load workers ({request.workers} on this host, {remote} remote) "
+        f"joined the Locust master at {address} within {request.master.wait_s:g} s (traffic.worker_wait_seconds)",
+        hint=(f"on each remote host run `recommender worker --master HOST:{address.rsplit(':', 1)[1]}` (HOST: an address "
+              f"of this host it can reach; traffic.master_bind must not be 127.0.0.1 for remote hosts), or lower "
+              f"traffic.remote_workers" if remote else f"see {request.out_dir / 'locust-worker-1.stderr.log'}"),
+    )
+
+
+def run_worker(host: str, port: int) -> int:
+    """One Locust worker joining the master at host:port for one run, as a remote host does (`recommender worker`):
+    it loads every user class and takes its settings, target URL included, from the master. Output goes to this
+    process's. Returns the worker's exit code; on any exception or interruption its process group is killed."""
+    files = ",".join(str(path) for path in (_LOCUSTFILE, *(extra for extra, _ in _USERS.values())))
+    command = [sys.executable, "-m", "locust", "-f", files, "--loglevel", "WARNING", "--exit-code-on-error", "0",
+               *worker_arguments(host, port)]
+    env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
+    worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, start_new_session=True, preexec_fn=die_with_parent())
+    try:
+        return worker.wait()
+    except BaseException:
+        kill_group(worker)
+        raise
+
+
+def _with_losses(result: LoadResult, lost: list[dict]) -> LoadResult:
+    """The master's record of lost workers, plus the exit status this process saw for each (on the load clock)."""
+    seen = tuple({"t_s": round(entry["at"] - result.started_at, 3), "worker": f"local worker {entry['index'] + 1}",
+                  "index": None, "reason": entry["reason"]} for entry in lost)
+    return dataclasses.replace(result, lost_workers=result.lost_workers + seen) if seen else result
 
 
 def _prepare(request: LoadRequest) -> ChildConfig:
@@ -88,6 +150,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
     if url.scheme not in ("http", "https", *_USERS) or not url.netloc:
         raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
                         hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME")
+    if request.client not in HTTP_CLIENTS:
+        raise LoadError(f"unknown HTTP client {request.client!r}", hint=f"use one of {', '.join(HTTP_CLIENTS)}")
     if not request.bodies:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
     if not request.plan.levels:
@@ -108,8 +172,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
     return config
 
 
-def _locust_command(endpoint: str) -> list[str]:
-    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, None))
+def _locust_command(endpoint: str, client: str) -> list[str]:
+    extra_file, user_class = _USERS.get(urlsplit(endpoint).scheme, (None, HTTP_CLIENTS[client]))
     files = ",".join(str(path) for path in (_LOCUSTFILE, extra_file) if path)
     return [
         sys.executable, "-m", "locust", "-f", files, "--headless", "--host", endpoint,
@@ -121,16 +185,19 @@ def _locust_command(endpoint: str) -> list[str]:
 
 def _child_env(config: ChildConfig) -> dict[str, str]:
     """This checkout first on the child's path, so it loads the same `recommender` as the parent."""
-    path = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, **config.to_env(), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, **config.to_env(), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
 
 
-def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
-    """Relay progress until the child exits (the last heartbeat included) or the deadline passes."""
+def _python_path() -> str:
+    return os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
+
+
+def _wait(processes: GeneratorProcesses, config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
+    """Relay progress until the child (the master) exits (the last heartbeat included) or the deadline passes."""
     deadline = time.monotonic() + timeout_s
     last: LoadProgress | None = None
     while True:
-        exited = child.poll() is not None
+        exited = processes.poll()
         current = LoadProgress.read(config.progress_path)
         if progress is not None and current is not None and current != last:
             progress(current)
@@ -138,27 +205,12 @@ def _wait(child: subprocess.Popen[bytes], config: ChildConfig, timeout_s: float,
         if exited:
             return
         if time.monotonic() > deadline:
-            _kill_group(child)
+            processes.kill()
             raise LoadError(
                 f"the load generator did not finish within {timeout_s:.0f} s\n{_stderr_tail(config.result_path.parent)}",
                 hint=f"Locust started or stopped too slowly on this host: raise timeout_slack_s; see {config.result_path.parent / 'locust.stderr.log'}",
             )
         time.sleep(_POLL_S)
-
-
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the child's process group, SIGKILL it after a grace period, and reap the child."""
-    for signum, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(child.pid, signum)
-        except ProcessLookupError:
-            break
-        try:
-            child.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    child.wait()
 
 
 def _collect(returncode: int, config: ChildConfig, out_dir: Path) -> LoadResult:

@@ -121,7 +121,7 @@ def _mean_cpu(timeline: Timeline | None, start: float, end: float) -> float | No
     if timeline is None:
         return None
     inside = (timeline.t_s >= start) & (timeline.t_s < end)
-    return float(timeline.cpu_percent[inside].mean()) if inside.any() else None
+    return float(timeline.busiest_cpu[inside].mean()) if inside.any() else None
 
 
 def mark_stable(windows: list[Window], rules: Rules) -> list[Window]:

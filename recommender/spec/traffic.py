@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import Strict
 
@@ -104,8 +105,35 @@ class TrafficSpec(Strict):
     window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
     stability: Stability = Field(default_factory=Stability, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(1, description="Load generator processes on "
+                         "this host: 1 = one Locust process; N > 1 = Locust's distributed mode (one master, N workers, "
+                         "records merged on the master's clock); auto = enough that none exceeds 60 % of a core at the "
+                         "rate measured by the previous repeat (the first repeat: cores - 1), never more than cores - 1.")
+    generator_cpus: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, description="CPUs the load "
+                         "generator is pinned to (the local target's server gets the others). None: isolate only on a "
+                         "host with 4 or more CPUs (the generator gets the last quarter); [] is not allowed.")
+    remote_workers: int = Field(0, ge=0, le=1024, description="Locust workers expected from other hosts (started "
+                                "there with `recommender worker --master HOST:PORT`); the run waits for them (and the "
+                                "local ones) up to `worker_wait_seconds`. Needs `master_bind` reachable from those hosts.")
+    master_bind: str = Field("127.0.0.1", min_length=1, description="Address the Locust master binds to. 127.0.0.1 "
+                             "(default): only workers on this host can join. 0.0.0.0 or this host's address lets "
+                             "remote workers join; anyone who can reach that port can then join the run.")
+    master_port: int | None = Field(None, ge=1, le=65535, description="TCP port of the Locust master. None: an "
+                                    "OS-chosen free port without remote workers, 5557 (Locust's default) with them.")
+    worker_wait_seconds: float = Field(60, gt=0, le=3600, description="How long a run waits for all expected workers "
+                                       "(local + remote) to join before it fails with a message naming them.")
     repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
                          "2 or more give 95 % confidence intervals.")
+
+    @field_validator("master_bind")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address: use 127.0.0.1 (this host only), 0.0.0.0 (every "
+                             "interface) or one of this host's addresses") from None
+        return value
 
     @model_validator(mode="after")
     def _one_shape(self) -> "TrafficSpec":
@@ -115,6 +143,17 @@ class TrafficSpec(Strict):
         if not given:
             object.__setattr__(self, "phases", [Phase()])
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_generator_defaults(self, handler: Any) -> dict[str, Any]:
+        """The generator's distribution settings at their defaults (today's single process) are left out, so measurement keys stored before
+        these settings existed stay valid (protocol.py hashes this dump)."""
+        data = handler(self)
+        for name, default in (("workers", 1), ("generator_cpus", None), ("remote_workers", 0), ("master_bind", "127.0.0.1"),
+                              ("master_port", None), ("worker_wait_seconds", 60)):
+            if data.get(name, default) == default:
+                data.pop(name, None)
+        return data
 
     @property
     def shape(self) -> str:

@@ -21,9 +21,12 @@ from recommender.modelrepo.repository import default_threads_per_instance, pytho
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.load.shapes import traffic_seconds
-from recommender.measurement import measure
+from recommender.decide.verdicts import decide_result
+from recommender.metrics.steady import Rules
 from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
+from recommender.search import Work, strategy_for
+from recommender.search.load_search import measure_work
 from recommender.candidates import Candidate, expand_candidates
 from recommender.protocol import protocol_fingerprint
 from recommender.spec import ExperimentSpec
@@ -68,8 +71,9 @@ class Job:
 
     def _run(self) -> list[CandidateResult]:
         candidates = expand_candidates(self.spec)
+        strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure it
         # refuses a plan estimated above budget_usd; counts what earlier runs of the experiment spent
-        self.budget = RunBudget.for_spec(self.spec, len(candidates), self.store.spent(self.spec.name),
+        self.budget = RunBudget.for_spec(self.spec, strategy.total, self.store.spent(self.spec.name),
                                          record=lambda usd: self.store.add_spend(self.spec.name, usd))
         self.run_id = new_run_id()
         experiment_id = self.store.save_experiment(self.spec)
@@ -79,32 +83,47 @@ class Job:
         self.target, self.protocol = target, protocol_fingerprint(self.spec, accelerator=self.serving.accelerator)
         self.bodies = inference_bodies(self.spec.payload)
         try:
-            for index, candidate in enumerate(candidates):
-                candidate_id = self.store.save_candidate(experiment_id, candidate)
-                self._run_candidate(candidate, candidate_id, index, len(candidates))
+            self._search(strategy, experiment_id)
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
         self.store.set_experiment_status(self.spec.name, "budget-exhausted" if self.budget.stopped else "done")
         return decided_from_store(self.store, self.spec.name, self.spec, self.protocol)
 
-    def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int) -> None:
+    def _search(self, strategy, experiment_id: int) -> None:
+        """Ask the strategy for work until it has none; tell it each candidate's result, decided under the spec."""
+        index = 0
+        while (work := strategy.ask()) is not None:
+            candidate_id = self.store.save_candidate(experiment_id, work.candidate)
+            if work.stage == "prune":
+                self.store.prune(candidate_id, self.protocol, work.reason)
+                self.reporter.candidate_finished(work.candidate, "pruned", work.reason, reused=False)
+            else:
+                self._run_candidate(work.candidate, candidate_id, index, max(strategy.total, index + 1), work)
+                index += 1
+            strategy.tell(work, self._decided(work.candidate.key))
+
+    def _decided(self, key: str) -> CandidateResult:
+        result = next(r for r in self.store.results(self.spec.name, self.protocol) if r.key == key)
+        return decide_result(result, self.store.window_records(result.run_id) if result.run_id else [], Rules.from_spec(self.spec))
+
+    def _run_candidate(self, candidate: Candidate, candidate_id: int, index: int, total: int, work: Work) -> None:
         load_seconds = traffic_seconds(self.spec.traffic)
         self.reporter.candidate_started(candidate, index, total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, self.protocol)
-        if stored is not None and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
+        if stored is not None and _reusable(stored, work) and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
-        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
+        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}{_SUFFIX.get(work.stage, '')}"
         backend = python_backend_name(candidate.optimization) if self.target.deploys else None
         run_id = self.store.start_run(candidate_id, self.protocol, str(run_dir.resolve()),
                                       hardware=self.serving.to_dict(), backend=backend)
-        refusal = self.budget.refusal()
+        refusal = work.reason if work.stage == "skip" else self.budget.refusal()
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
             return
         try:
-            outcome = self._measure(candidate, run_dir)
+            outcome = self._measure(candidate, run_dir, work)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
         except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
@@ -128,7 +147,7 @@ class Job:
         self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
-    def _measure(self, candidate: Candidate, run_dir: Path) -> dict:
+    def _measure(self, candidate: Candidate, run_dir: Path, work: Work) -> dict:
         spec = self.spec
         repository = self._repository(candidate, run_dir) if self.target.deploys else None
         self.reporter.stage(candidate, f"deploying on {self.target.name}")
@@ -143,7 +162,7 @@ class Job:
 
             started = datetime.now(timezone.utc)
             with deployment.watched():  # a server or stub that dies during the load fails the candidate
-                fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
+                fields = measure_work(work, deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
             cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
         fields["correctness"] = correctness.to_dict()
         if cloud:
@@ -169,6 +188,16 @@ class Job:
         gpus = tuple(g.index for g in self.serving.hardware.gpus) if gpu and self.serving.hardware else ()
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
                                       instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus)
+
+
+_SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
+
+
+def _reusable(stored, work: Work) -> bool:
+    """A stored run answers the work unless the work needs more repeats than it has (adaptive search's final stage)."""
+    if stored.status == "pruned":  # a candidate back in the race is measured in full
+        return work.stage != "final"
+    return stored.status != "ok" or (stored.headline or {}).get("repeats", 1) >= work.repeats
 
 
 def one_line_reason(error: RecommenderError, run_dir: Path) -> str:

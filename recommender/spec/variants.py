@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Any, Union
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Discriminator, Field, Tag, model_validator
 
 from recommender.spec.base import MAX_GRID, Optimization, Precision, Strict
+from recommender.spec.search import IntRange
 
 
 class DynamicBatching(Strict):
@@ -19,6 +20,16 @@ class DynamicBatching(Strict):
 DynamicBatchingChoice = Union[bool, DynamicBatching]
 
 
+def _axis_kind(value: Any) -> str:
+    return "IntRange" if isinstance(value, (dict, IntRange)) else "values"
+
+
+def _axis(low: int, high: int) -> Any:
+    """A numeric axis: a list of values, or {range: [low, high]} (errors name the list's items, not both union arms)."""
+    values = Annotated[list[Annotated[int, Field(ge=low, le=high)]], Field(min_length=1), Tag("values")]
+    return Annotated[Union[values, Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)]
+
+
 class VariantGrid(Strict):
     """The grid of serving configurations; every combination becomes a candidate."""
 
@@ -29,15 +40,33 @@ class VariantGrid(Strict):
     dynamic_batching: list[DynamicBatchingChoice] = Field(
         [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
     )
-    instance_group_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field(
-        [1], min_length=1, validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
+    instance_group_counts: _axis(1, 16) = Field(
+        [1], validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
         description="Triton instance_group count values (model instances inside one server); "
-        "`instance_counts` is accepted as its former name.")
-    max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
+        "`instance_counts` is accepted as its former name; `{range: [1, 8]}` under adaptive search only.")
+    max_batch_sizes: _axis(1, 1024) = Field(
+        [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only.")
+
+    def values(self, axis: str) -> list:
+        """An axis's values: its list, or every integer of its range (the space the sampler searches)."""
+        value = getattr(self, axis)
+        return value.values() if isinstance(value, IntRange) else list(value)
+
+    def ranged_axes(self) -> dict[str, IntRange]:
+        """The axes given as numeric ranges (searched by the adaptive sampler), by field name."""
+        return {name: getattr(self, name) for name in RANGED_AXES if isinstance(getattr(self, name), IntRange)}
 
     @model_validator(mode="after")
     def _bounded(self) -> "VariantGrid":
-        size = len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching) * len(self.instance_group_counts) * len(self.max_batch_sizes)
+        for name, (low, high) in {"instance_group_counts": (1, 16), "max_batch_sizes": (1, 1024)}.items():
+            given = self.values(name)
+            if not given or min(given) < low or max(given) > high:
+                raise ValueError(f"{name}: give at least one value, each from {low} to {high}")
+        size = (len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching)
+                * len(self.values("instance_group_counts")) * len(self.values("max_batch_sizes")))
         if size > MAX_GRID:
             raise ValueError(f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)")
         return self
+
+
+RANGED_AXES = ("instance_group_counts", "max_batch_sizes")  # the numeric axes that accept {range: [low, high]}

@@ -1,0 +1,20 @@
+"""Grid search: every candidate in order, each with the experiment's whole traffic plan (the default)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from recommender.candidates import Candidate, CandidateResult
+from recommender.search.work import Work
+
+
+class GridSearch:
+    def __init__(self, candidates: list[Candidate], repeats: int) -> None:
+        self.queue = deque(Work(c, "full", repeats=repeats) for c in candidates)
+        self.total = len(self.queue)
+
+    def ask(self) -> Work | None:
+        return self.queue.popleft() if self.queue else None
+
+    def tell(self, work: Work, result: CandidateResult) -> None:
+        """The grid measures everything whatever it hears."""

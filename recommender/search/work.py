@@ -1,0 +1,42 @@
+"""What a search strategy hands the job: one piece of work at a time (ask), and what the job tells it back (tell).
+
+    stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
+           probe  a load search, 1 repeat (adaptive search, first round)
+           final  `repeats` load runs at the level the probe found (adaptive search, candidates still in the race)
+           prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
+           skip   no measurement: the candidate is recorded as not measured, with `reason` (e.g. the search budget)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from recommender.candidates import Candidate, CandidateResult
+
+Stage = Literal["full", "probe", "final", "prune", "skip"]
+MEASURING = ("full", "probe", "final")
+
+
+@dataclass(frozen=True)
+class Work:
+    candidate: Candidate
+    stage: Stage
+    repeats: int = 1  # a stored run with fewer repeats is not reused for this work
+    level: float | None = None  # final: the offered load to measure at
+    reason: str | None = None  # prune / skip: why
+    knee_tolerance: float = 0.05  # probe: where the load search stops
+
+    @property
+    def measures(self) -> bool:
+        return self.stage in MEASURING
+
+
+class Strategy(Protocol):
+    """A search strategy as an ask/tell object; `total` is how many pieces of work it expects (for progress)."""
+
+    total: int
+
+    def ask(self) -> Work | None: ...
+
+    def tell(self, work: Work, result: CandidateResult) -> None: ...

@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget
@@ -92,7 +92,7 @@ class Job:
 
     def _search(self, strategy, experiment_id: int) -> None:
         """Ask the strategy for work until it has none; tell it each candidate's result, decided under the spec."""
-        index = 0
+        index, self.strategy = 0, strategy
         while (work := strategy.ask()) is not None:
             candidate_id = self.store.save_candidate(experiment_id, work.candidate)
             if work.stage == "prune":
@@ -122,8 +122,18 @@ class Job:
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
             return
+
+        def follow(probe: dict) -> Work | None:  # adaptive search, between the probe and the teardown
+            nonlocal run_id
+            then = self.strategy.follow(work, probe["headline"]) if work.stage == "probe" else None
+            if then is not None:  # the probe stays stored as a run of its own; the full measurement gets the next
+                self.store.finish_run(run_id, "ok", reason=then.reason, **probe)
+                run_id = self.store.start_run(candidate_id, self.protocol, str((run_dir / "final").resolve()),
+                                              hardware=self.serving.to_dict(), backend=backend)
+            return then
+
         try:
-            outcome = self._measure(candidate, run_dir, work)
+            outcome = self._measure(candidate, run_dir, work, follow)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
         except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
@@ -147,24 +157,31 @@ class Job:
         self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
-    def _measure(self, candidate: Candidate, run_dir: Path, work: Work) -> dict:
-        spec = self.spec
+    def _measure(self, candidate: Candidate, run_dir: Path, work: Work, follow: Callable[[dict], Work | None]) -> dict:
+        """Deploy, check, load as the work asks; `follow` may ask for more on the same deployment (adaptive search)."""
         repository = self._repository(candidate, run_dir) if self.target.deploys else None
         self.reporter.stage(candidate, f"deploying on {self.target.name}")
         with self.budget.billed(), self.target.deploy(repository, MODEL_NAME, run_dir) as deployment:
             deployment.probe(self.bodies[0])
-            correctness = self._check(candidate, deployment)
-            self.reporter.stage(candidate, "load")
+            correctness = {"correctness": self._check(candidate, deployment).to_dict()}
+            fields = self._load(candidate, deployment, work, run_dir) | correctness
+            then = follow(fields)
+            if then is not None:
+                self.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
+                fields = self._load(candidate, deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+        return fields
 
-            def progress(p) -> None:
-                self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
-                self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+    def _load(self, candidate: Candidate, deployment, work: Work, run_dir: Path) -> dict:
+        self.reporter.stage(candidate, "load")
 
-            started = datetime.now(timezone.utc)
-            with deployment.watched():  # a server or stub that dies during the load fails the candidate
-                fields = measure_work(work, deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
-            cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
-        fields["correctness"] = correctness.to_dict()
+        def progress(p) -> None:
+            self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
+            self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+
+        started = datetime.now(timezone.utc)
+        with deployment.watched():  # a server or stub that dies during the load fails the candidate
+            fields = measure_work(work, deployment, self.spec, self.bodies, run_dir / "load", progress).store_fields()
+        cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
         return fields

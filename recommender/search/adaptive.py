@@ -1,10 +1,13 @@
-"""Adaptive search: a brief load search on every candidate (or on those the sampler proposes, for numeric ranges),
-then racing: the candidates whose MaxInvocations interval could still contain the best are measured again at their
-found level (`racing.final_repeats` repeats); the others are pruned, keeping their partial figures and the reason.
+"""Adaptive search: a brief load search (probe) on every candidate, or on those the sampler proposes for numeric
+ranges, each judged at once against the candidates measured in full so far (racing.judge: the incumbent rule with
+successive halving's cap). A candidate that may still be the best is measured in full right away on the SAME
+deployment (`follow`, called by the job between the probe and the teardown: no second deployment); the others are
+pruned, keeping their probe's figures and the reason.
 
-Ask/tell: ask() hands out probes until the candidates (or the budget) run out, then the race's prunes and finals.
-Candidates of the grid left out by the budget are recorded as skipped for budget (store BUDGET_SKIP: a larger budget
-measures them).
+Ask/tell: ask() hands out probes, each followed by its prune when judged out; tell() hears every stored result.
+A probe reused from an earlier run (resume) is judged in tell(); if it is to be measured in full and was not, a
+`final` work measures it on a deployment of its own. Candidates left out by the budget are recorded as skipped for
+budget (store BUDGET_SKIP: a larger budget measures them).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from collections import deque
 from typing import Callable
 
 from recommender.candidates import Candidate, CandidateResult
-from recommender.search.racing import Entrant, race
+from recommender.metrics.headline import Headline
+from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
@@ -28,34 +32,52 @@ class AdaptiveSearch:
         self.sampler = Sampler(spec) if spec.variants.ranged_axes() else None
         self.pending = deque(() if self.sampler else candidates)
         budget = self.search.budget.candidates
-        self.total = min(budget or len(candidates), len(candidates)) if not self.sampler else (budget or SAMPLED)
-        self.probed: dict[str, tuple[Candidate, CandidateResult]] = {}
+        probes = min(budget or len(candidates), len(candidates)) if not self.sampler else (budget or SAMPLED)
+        self.keep = keep_count(probes, self.search.racing.eta)
+        self.total = probes
+        self.probed: set[str] = set()
+        self.full: dict[str, Entrant] = {}  # measured in full: the leaders' field
+        self.judged: set[str] = set()
+        self.continued: set[str] = set()  # judged to be measured in full
         self.queue: deque[Work] = deque()
-        self.raced = False
 
     def ask(self) -> Work | None:
-        if not self.queue and not self.raced:
-            probe = self._probe()
-            if probe is not None:
-                return probe
-            self._race()
-        return self.queue.popleft() if self.queue else None
-
-    def tell(self, work: Work, result: CandidateResult) -> None:
-        if work.stage != "probe":
-            return
-        self.probed[work.candidate.key] = (work.candidate, result)
-        if self.sampler is not None:
-            self.sampler.tell(work.candidate, _max_invocations(result))
-
-    def _probe(self) -> Work | None:
+        if self.queue:
+            return self.queue.popleft()
         stop = self._budget_spent()
         if stop:
             self.queue.extend(Work(c, "skip", reason=stop) for c in self.pending)  # recorded under BUDGET_SKIP
             self.pending.clear()
-            return None
+            return self.queue.popleft() if self.queue else None
         candidate = self.sampler.ask() if self.sampler else (self.pending.popleft() if self.pending else None)
-        return None if candidate is None else Work(candidate, "probe", knee_tolerance=self.search.knee_tolerance)
+        return None if candidate is None else Work(candidate, "probe", knee_tolerance=self.search.knee_tolerance,
+                                                   seconds=self.search.racing.probe_seconds)
+
+    def follow(self, work: Work, headline: Headline) -> Work | None:
+        """Right after a probe, on its deployment: the full measurement to run there, or None (a prune is queued)."""
+        self.judged.add(work.candidate.key)
+        full, why = judge(_entrant(work.candidate, headline), list(self.full.values()), self.search.racing.margin, self.keep)
+        if not full:
+            self.queue.append(Work(work.candidate, "prune", reason=f"pruned by racing: {why}"))
+            return None
+        self.continued.add(work.candidate.key)
+        return Work(work.candidate, "final", repeats=self.search.racing.final_repeats, level=headline.level_load,
+                    reason=f"measured in full on the probe's deployment: {why}")
+
+    def tell(self, work: Work, result: CandidateResult) -> None:
+        key = work.candidate.key
+        if work.stage == "probe":
+            self.probed.add(key)
+            if self.sampler is not None:
+                self.sampler.tell(work.candidate, _max_invocations(result))
+        if result.status != "ok" or result.headline is None:
+            return
+        if key in self.continued or result.headline.repeats >= self.search.racing.final_repeats:
+            self.full[key] = _entrant(work.candidate, result.headline)
+        elif work.stage == "probe" and key not in self.judged:  # a probe reused from an earlier run
+            follow = self.follow(work, result.headline)
+            if follow is not None:
+                self.queue.append(follow)
 
     def _budget_spent(self) -> str | None:
         budget = self.search.budget
@@ -66,16 +88,9 @@ class AdaptiveSearch:
             return f"the search budget of {budget.minutes:g} minutes was spent before this one (not measured)"
         return None
 
-    def _race(self) -> None:
-        self.raced = True
-        measured = {k: (c, r) for k, (c, r) in self.probed.items() if r.status == "ok" and r.headline is not None}
-        entrants = [Entrant(k, c.name, _max_invocations(r), r.headline.ipm_interval) for k, (c, r) in measured.items()]
-        verdict = race(entrants, self.search.racing.margin, self.search.racing.eta)
-        self.queue.extend(Work(measured[k][0], "prune", reason=f"pruned by racing: {why}") for k, why in verdict.pruned.items())
-        repeats = self.search.racing.final_repeats
-        self.queue.extend(Work(measured[k][0], "final", repeats=repeats, level=measured[k][1].headline.level_load)
-                          for k in verdict.survivors)
-        self.total = len(self.probed) + len(verdict.survivors)
+
+def _entrant(candidate: Candidate, headline: Headline) -> Entrant:
+    return Entrant(candidate.key, candidate.name, headline.max_invocations, headline.ipm_interval)
 
 
 def _max_invocations(result: CandidateResult) -> float | None:

@@ -16,5 +16,8 @@ class GridSearch:
     def ask(self) -> Work | None:
         return self.queue.popleft() if self.queue else None
 
+    def follow(self, work: Work, headline) -> None:
+        """Nothing more on a deployment: each candidate's one measurement is already the full one."""
+
     def tell(self, work: Work, result: CandidateResult) -> None:
         """The grid measures everything whatever it hears."""

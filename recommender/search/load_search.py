@@ -67,10 +67,10 @@ def levels_by_load(plan: TrafficPlan) -> list[Level]:
 
 
 def search_load(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path, knee_tolerance: float,
-                progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
-    """The load search on one deployment; each tried level is a load run of its own (1 repeat)."""
+                progress: Callable[[LoadProgress], None] | None = None, seconds: float | None = None) -> Measurement:
+    """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`)."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
-    levels = levels_by_load(plan)
+    levels = [shortened(level, seconds or rules.warmup_s + 2 * rules.window_s) for level in levels_by_load(plan)]
     search, runs = LoadSearch(len(levels), knee_tolerance), []
     while (index := search.ask()) is not None:
         one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
@@ -79,6 +79,12 @@ def search_load(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], 
         search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
         runs.append((index, repeat))
     return combine_levels(runs, rules)
+
+
+def shortened(level: Level, seconds: float) -> Level:
+    """The level cut to `seconds` (the probe's length), unless that would change its offered load (a ramp)."""
+    short = dataclasses.replace(level, duration_seconds=min(seconds, level.duration_seconds))
+    return short if short.load == level.load else level
 
 
 def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
@@ -113,7 +119,7 @@ def measure_work(work: Work, deployment: Measured, spec: ExperimentSpec, bodies:
                  progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
     """What the work's stage asks for: the whole plan (full), a load search (probe), repeats at one level (final)."""
     if work.stage == "probe":
-        return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress)
+        return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds)
     if work.stage == "final":
         return measure_level(deployment, spec, bodies, out_dir, work.level, work.repeats, progress)
     return measure(deployment, spec, bodies, out_dir, progress)

@@ -1,9 +1,18 @@
-"""Racing across candidates: confidence-bound elimination, then successive halving, over the brief measurements.
+"""Racing across candidates, one probe at a time (the incumbent rule), with successive halving's cap.
 
-A candidate stays in the race while its MaxInvocations interval could still contain the best: its upper bound,
-widened by `margin` (the brief intervals rest on window-to-window noise only), is not below the leader's lower bound
-(the highest lower bound in the race). Of those, at most ceil(n / eta) continue (n = candidates in the race), by
-upper bound. A candidate none of whose load levels met the limits is out of the race at once. Pure logic.
+Candidates are probed one after another (a brief load search). Right after a probe, on the SAME deployment, the
+probe is judged against the leader: the candidate measured in full so far whose MaxInvocations interval has the
+highest lower bound. The candidate is measured in full (the experiment's repeats at the level its probe found)
+when its probe could still contain the best:
+
+  1. some load level met the limits, and
+  2. its upper bound, widened by `margin` (a probe's interval rests on a few windows of one brief run), is not
+     below the leader's lower bound, and
+  3. successive halving: fewer than ceil(n / eta) candidates were measured in full so far, OR its probe's
+     MaxInvocations is above the leader's (a new leader is always measured in full: the pick guarantee beats the cap).
+
+Otherwise it is pruned with the reason (which rule, the figures it was judged on). The first candidate with a
+meeting level becomes the leader. Pure logic: no store, no clock.
 """
 
 from __future__ import annotations
@@ -33,30 +42,30 @@ class Entrant:
         return self.interval is not None and self.interval.known
 
 
-@dataclass(frozen=True)
-class Verdict:
-    survivors: tuple[str, ...]  # keys, best upper bound first
-    pruned: dict[str, str]  # key -> reason
+def keep_count(candidates: int, eta: int) -> int:
+    """Successive halving: how many candidates are measured in full (unless a later probe leads)."""
+    return max(1, math.ceil(candidates / eta))
 
 
-def race(entrants: list[Entrant], margin: float, eta: int) -> Verdict:
-    """Who continues and who is pruned, with the reason in words."""
-    pruned = {e.key: "no load level met the latency and error limits in the load search" for e in entrants
-              if e.max_invocations is None}
-    racing = [e for e in entrants if e.max_invocations is not None]
-    if not racing:
-        return Verdict((), pruned)
-    leader = max(racing, key=lambda e: e.low)
-    for e in racing:
-        if e.high(margin) < leader.low:
-            pruned[e.key] = (f"MaxInvocations {_bounds(e)} (upper bound +{margin:.0%}: {e.high(margin):,.0f}) lies below "
-                             f"the lower bound {leader.low:,.0f} of the leader {leader.name}")
-    left = sorted((e for e in racing if e.key not in pruned), key=lambda e: (-e.high(margin), e.name))
-    keep = max(1, math.ceil(len(racing) / eta))
-    for rank, e in enumerate(left[keep:], start=keep + 1):
-        pruned[e.key] = (f"successive halving: upper bound {e.high(margin):,.0f} ranks {rank} of {len(left)} still "
-                         f"in the race; the top {keep} continue (eta {eta}); MaxInvocations {_bounds(e)}")
-    return Verdict(tuple(e.key for e in left[:keep]), pruned)
+def judge(probe: Entrant, full: list[Entrant], margin: float, keep: int) -> tuple[bool, str]:
+    """(measure in full?, why): the probe against the candidates measured in full so far."""
+    if probe.max_invocations is None:
+        return False, "no load level met the latency and error limits in the load search"
+    leaders = [e for e in full if e.max_invocations is not None]
+    if not leaders:
+        return True, f"probe {_bounds(probe)}: the first candidate that met the limits leads"
+    leader = max(leaders, key=lambda e: e.low)
+    if probe.high(margin) < leader.low:
+        return False, (f"probe {_bounds(probe)} (upper bound +{margin:.0%}: {probe.high(margin):,.0f}) lies below the "
+                       f"lower bound {leader.low:,.0f} of the leader {leader.name}")
+    if probe.max_invocations > leader.max_invocations:
+        return True, f"probe {_bounds(probe)} is above the leader {leader.name} ({_bounds(leader)})"
+    if len(full) >= keep:
+        return False, (f"successive halving: probe {_bounds(probe)} could still contain the best but is not above the "
+                       f"leader {leader.name} ({_bounds(leader)}), and {len(full)} candidates (ceil(n / eta) = {keep}) "
+                       f"were measured in full already")
+    return True, (f"probe {_bounds(probe)} is within reach of the leader {leader.name} ({_bounds(leader)}); "
+                  f"{len(full) + 1} of at most {keep} measured in full")
 
 
 def _bounds(e: Entrant) -> str:

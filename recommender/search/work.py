@@ -1,8 +1,8 @@
 """What a search strategy hands the job: one piece of work at a time (ask), and what the job tells it back (tell).
 
     stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
-           probe  a load search, 1 repeat (adaptive search, first round)
-           final  `repeats` load runs at the level the probe found (adaptive search, candidates still in the race)
+           probe  a load search, 1 short repeat per tried level (adaptive search)
+           final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own on resume)
            prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
            skip   no measurement: the candidate is recorded as not measured, with `reason` (e.g. the search budget)
 """
@@ -26,6 +26,7 @@ class Work:
     level: float | None = None  # final: the offered load to measure at
     reason: str | None = None  # prune / skip: why
     knee_tolerance: float = 0.05  # probe: where the load search stops
+    seconds: float | None = None  # probe: each tried level runs this long (None: the traffic plan's duration)
 
     @property
     def measures(self) -> bool:
@@ -38,5 +39,8 @@ class Strategy(Protocol):
     total: int
 
     def ask(self) -> Work | None: ...
+
+    def follow(self, work: Work, headline) -> Work | None:
+        """Right after `work` measured, on the same deployment: more work to measure there, or None."""
 
     def tell(self, work: Work, result: CandidateResult) -> None: ...

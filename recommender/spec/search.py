@@ -48,12 +48,14 @@ class Racing(Strict):
     """Across candidates: measure all briefly (a load search, 1 repeat), then keep measuring only those whose
     MaxInvocations interval could still contain the best; the others stop with status `pruned`."""
 
-    final_repeats: int = Field(3, ge=1, le=20, description="Repeats at the found load level for the candidates still "
+    final_repeats: int = Field(3, ge=2, le=20, description="Repeats at the found load level for the candidates still "
                                "in the race (3 or more give intervals over repeats).")
+    probe_seconds: float | None = Field(None, gt=0, description="Length of each load level the probe tries (1 repeat); "
+                                        "default: warm-up + 2 windows, never longer than the traffic plan's level.")
     margin: float = Field(0.1, ge=0, le=1, description="The brief intervals rest on window-to-window noise only; each "
                           "upper bound is widened by this share before a candidate is judged out of the race.")
-    eta: int = Field(3, ge=2, le=10, description="Successive halving: at most ceil(n / eta) candidates continue "
-                     "(those with the highest upper bounds), even when more could still contain the best.")
+    eta: int = Field(3, ge=2, le=10, description="Successive halving: at most ceil(n / eta) candidates are measured in "
+                     "full, plus any later one whose probe is above the leader's MaxInvocations.")
 
 
 class SearchSpec(Strict):

@@ -9,7 +9,7 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.search import strategy_for
 from recommender.search.load_search import LoadSearch
-from recommender.search.racing import Entrant, race
+from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
 from recommender.spec import ExperimentSpec
 
@@ -44,24 +44,29 @@ def entrant(name: str, mean: float | None, half: float = 10.0, n: int = 4) -> En
     return Entrant(name, name, mean, interval)
 
 
-def test_racing_prunes_those_whose_interval_cannot_reach_the_leader():
-    verdict = race([entrant("a", 1000), entrant("b", 990), entrant("c", 500), entrant("d", None)], margin=0.1, eta=2)
-    assert verdict.survivors == ("a", "b")
-    assert "below the lower bound 990 of the leader a" in verdict.pruned["c"]
-    assert "no load level met" in verdict.pruned["d"]
+@pytest.mark.parametrize("probe, full, keep, measured, words", [
+    (entrant("p", 900), [], 2, True, "first candidate that met the limits leads"),
+    (entrant("p", None), [entrant("a", 1000)], 2, False, "no load level met"),
+    (entrant("p", 500), [entrant("a", 1000)], 2, False, "below the lower bound 990 of the leader a"),
+    (entrant("p", 950), [entrant("a", 1000)], 2, True, "2 of at most 2 measured in full"),
+    (entrant("p", 950), [entrant("a", 1000), entrant("b", 980)], 2, False, "successive halving"),
+    (entrant("p", 1050), [entrant("a", 1000), entrant("b", 980)], 2, True, "above the leader a"),  # a new leader: always
+    (entrant("p", 950, n=1), [entrant("a", 1000)], 1, False, "successive halving"),  # no noise estimate: the point +10 %
+])
+def test_judge_measures_in_full_only_what_could_still_be_the_best(probe, full, keep, measured, words):
+    verdict, why = judge(probe, full, margin=0.1, keep=keep)
+    assert verdict is measured and words in why
 
 
-def test_racing_halves_a_crowd_of_ties():
-    crowd = [entrant(str(i), 1000 + i, half=100) for i in range(9)]
-    verdict = race(crowd, margin=0.0, eta=3)
-    assert verdict.survivors == ("8", "7", "6")
-    assert "successive halving" in verdict.pruned["0"] and "ranks 9 of 9" in verdict.pruned["0"]
+def test_the_leader_is_the_highest_lower_bound():
+    full = [entrant("wide", 1100, half=400), entrant("narrow", 1000, half=10)]  # leader: narrow (low 990 > 700)
+    verdict, why = judge(entrant("p", 880, half=5), full, margin=0.1, keep=5)  # 885 x 1.1 = 973.5 < 990
+    assert not verdict and "lower bound 990 of the leader narrow" in why
 
 
-def test_racing_never_prunes_on_an_unknown_interval_alone():
-    verdict = race([entrant("a", 1000, n=4), entrant("b", 950, n=1)], margin=0.1, eta=2)  # b: one window, no noise estimate
-    assert verdict.survivors == ("a",) and "successive halving" in verdict.pruned["b"]
-    assert race([entrant("a", 1000), entrant("b", 950, n=1)], margin=0.1, eta=1).survivors == ("a", "b")
+@pytest.mark.parametrize("n, eta, keep", [(12, 3, 4), (13, 3, 5), (2, 3, 1), (1, 2, 1)])
+def test_keep_count_is_ceil_n_over_eta(n, eta, keep):
+    assert keep_count(n, eta) == keep
 
 
 def adaptive_spec(**search) -> ExperimentSpec:
@@ -71,29 +76,56 @@ def adaptive_spec(**search) -> ExperimentSpec:
         "traffic": {"concurrency": {"users": [1, 2, 4], "duration_seconds": 10}}})
 
 
-def result(candidate, ipm: float | None, status: str = "ok") -> CandidateResult:
+def result(candidate, ipm: float | None, status: str = "ok", repeats: int = 1) -> CandidateResult:
     interval = Interval(ipm, ipm - 5, ipm + 5, 3, "windows") if ipm else None
-    headline = Headline(max_invocations=ipm, ipm_interval=interval, level_load=4.0, repeats=1)
+    headline = Headline(max_invocations=ipm, ipm_interval=interval, level_load=4.0, repeats=repeats)
     return CandidateResult(candidate.key, candidate.name, candidate.config(), status, None, headline, None, 1, 1.0, None)
 
 
 def drive(strategy, figures) -> list[tuple[str, str]]:
-    """Ask until done, telling each probe the figure given for its candidate; returns (stage, name) in order."""
+    """Ask until done as the job does: a probe is followed on its deployment, then told the stored result."""
     asked = []
     while (work := strategy.ask()) is not None:
         asked.append((work.stage, work.candidate.name))
-        strategy.tell(work, result(work.candidate, figures(work.candidate)))
+        told = result(work.candidate, figures(work.candidate))
+        then = strategy.follow(work, told.headline) if work.stage == "probe" else None
+        if then is not None:
+            asked.append(("full on the same deployment", work.candidate.name))
+            told = result(work.candidate, figures(work.candidate), repeats=then.repeats)
+        strategy.tell(work, told)
     return asked
 
 
-def test_adaptive_probes_everything_then_prunes_and_measures_the_survivors_in_full():
+def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead():
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    candidates = expand_candidates(spec)  # ig1-mbs4, ig1-mbs8, ig2-mbs4, ig2-mbs8, ig3-mbs4, ig3-mbs8
+    asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
+    assert [name for stage, name in asked if stage == "probe"] == [c.name for c in candidates]
+    full = [name for stage, name in asked if stage == "full on the same deployment"]
+    assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig2-mbs8", "pt-db-ig3-mbs4", "pt-db-ig3-mbs8"]
+    assert "final" not in [stage for stage, _ in asked]  # never a second deployment
+
+
+def test_adaptive_prunes_at_once_with_the_reason_and_caps_the_full_measurements():
     spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
     candidates = expand_candidates(spec)
-    asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
-    probes = [name for stage, name in asked if stage == "probe"]
-    assert probes == [c.name for c in candidates]
-    assert [name for stage, name in asked if stage == "final"] == ["pt-db-ig3-mbs8", "pt-db-ig3-mbs4"]
-    assert len([1 for stage, _ in asked if stage == "prune"]) == 4
+    best_first = {c.key: 1000.0 - 10 * i for i, c in enumerate(candidates)}  # within 10 % of the leader, none above
+    strategy = strategy_for(spec, candidates)
+    asked = drive(strategy, lambda c: best_first[c.key])
+    assert [stage for stage, _ in asked].count("full on the same deployment") == 2  # ceil(6 / 3)
+    assert [stage for stage, _ in asked][-2:] == ["probe", "prune"]
+
+
+def test_adaptive_resume_judges_a_reused_probe_and_measures_it_on_its_own_deployment():
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    candidates = expand_candidates(spec)[:1]
+    strategy = strategy_for(spec, candidates)
+    probe = strategy.ask()
+    strategy.tell(probe, result(probe.candidate, 500.0))  # reused from an earlier run: the job did not follow it
+    final = strategy.ask()
+    assert (final.stage, final.repeats, final.level) == ("final", 3, 4.0)
+    strategy.tell(final, result(final.candidate, 500.0, repeats=3))
+    assert strategy.ask() is None
 
 
 def test_adaptive_budget_records_the_rest_as_not_measured():

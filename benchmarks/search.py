@@ -1,7 +1,13 @@
 """Adaptive search against the full grid on the same model and grid: wall time and pick, side by side.
 
-    python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8, 3 runs of each strategy (long)
+    python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8 x 8 s x 3 repeats, 3 runs of each (~100 min)
+    python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
     python benchmarks/search.py --quick    # smoke test: 4 candidates, concurrency 1 4, 1 run of each
+
+The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
+each candidate with a short load search (each tried level `probe_seconds` long, 1 repeat) and measures in full, on
+the probe's deployment, only those whose probe could still be the best (racing.judge: at most ceil(12 / 3) = 4,
+plus any later probe above the leader).
 
 Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real
 tritonserver, real Locust), the two strategies alternating. The model is exported once before any timing. Per run
@@ -46,16 +52,17 @@ variants:
   max_batch_sizes: {sizes}
 target: {{kind: local, instance_type: local-cpu}}
 traffic:
-  warmup_seconds: 1
-  window_seconds: 1
+  warmup_seconds: {window}
+  window_seconds: {window}
   repeats: 3
   stability: {{windows: 3}}
   concurrency: {{users: {users}, duration_seconds: {seconds}}}
 latency_threshold: {{percentile: p95, ms: {threshold}}}
-search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1}}}}
+search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1, probe_seconds: {probe}}}}}
 """
-FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users="[1, 2, 4, 8]", seconds=5, runs=3)
-QUICK = dict(batching="[false, true]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=4, runs=1)
+FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users="[1, 2, 4, 8]", seconds=8, window=2,
+            probe=4, runs=3)
+QUICK = dict(batching="[false, true]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=4, window=1, probe=3, runs=1)
 
 
 def write_spec(folder: Path, strategy: str, grid: dict, threshold: float) -> Path:
@@ -82,6 +89,12 @@ def decided(url: str, spec_path: Path) -> dict:
     spec = load_spec(spec_path)
     results = decided_from_store(ResultStore.open(url), spec.name, spec)
     return {r.key: r for r in results}
+
+
+def measured_in_full(results: dict) -> str:
+    """Adaptive's decisions: how many candidates were measured in full and how many pruned after their probe."""
+    statuses = [r.status for r in results.values()]
+    return f"{statuses.count('ok')} full, {statuses.count('pruned')} pruned"
 
 
 def pick(results: dict):
@@ -117,15 +130,19 @@ def main() -> None:
     spec = load_spec(specs["grid"])
     export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts")
     print(f"grid: {len(expand_candidates(spec))} candidates; work dir {folder}")
-    print("| run | grid s | adaptive s | ratio (target <= 0.4) | pick |\n|---|---|---|---|---|")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print("| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | pick |\n|---|---|---|---|---|---|")
     ratios, picks = [], []
     for number in range(1, runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         measured = {s: run_once(folder, specs[s], number) for s in order}
         ratio = measured["adaptive"][0] / measured["grid"][0]
-        said = verdict(decided(measured["grid"][1], specs["grid"]), decided(measured["adaptive"][1], specs["adaptive"]))
+        adaptive = decided(measured["adaptive"][1], specs["adaptive"])
+        said = verdict(decided(measured["grid"][1], specs["grid"]), adaptive)
         ratios.append(ratio), picks.append(said.startswith(("same", "tied")))
-        print(f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | {ratio:.2f} | {said} |", flush=True)
+        print(f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | {ratio:.2f} | "
+              f"{measured_in_full(adaptive)} | {said} |", flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"wall-time ratio <= 0.4 in every run -> {'PASS' if max(ratios) <= 0.4 else 'FAIL'} (max {max(ratios):.2f})")
     print(f"adaptive pick same as or tied with the grid's best in every run -> {'PASS' if all(picks) else 'FAIL'}")
     analyzer = Path(os.environ.get("PEERS", "/tmp/peers")) / "ma" / "bin" / "model-analyzer"

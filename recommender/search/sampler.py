@@ -1,7 +1,8 @@
 """The model-based sampler for numeric ranges: Optuna's TPE, seeded, as an ask/tell object over candidates.
 
 Each axis of the variant grid is a parameter: ranges (`{range: [1, 8]}`) are integers (log scale when asked), lists
-are categorical. The objective is MaxInvocations (maximised); a candidate that met no level, failed or was skipped
+are categorical; a dynamic-batching choice whose `max_queue_delay_microseconds` is a range adds that delay as an
+integer parameter (conditional on the choice). The objective is MaxInvocations (maximised); a candidate that met no level, failed or was skipped
 tells 0. A proposal that repeats a candidate already tried is told its known value and another is asked for.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import optuna
 
 from recommender.candidates import Candidate, expand_candidates
-from recommender.spec import ExperimentSpec
+from recommender.spec import DynamicBatching, ExperimentSpec
 from recommender.spec.search import IntRange
 
 _AXES = ("optimizations", "precisions", "dynamic_batching", "instance_group_counts", "max_batch_sizes")
@@ -57,4 +58,9 @@ class Sampler:
         if isinstance(values, IntRange):
             return trial.suggest_int(axis, *values.range, log=values.log)
         index = trial.suggest_categorical(axis, list(range(len(values))))  # by index: dicts are not Optuna choices
-        return values[index]
+        chosen = values[index]
+        if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a queue-delay range: the delay is a parameter too
+            delay = chosen.max_queue_delay_microseconds
+            value = trial.suggest_int(f"{axis}[{index}].max_queue_delay_microseconds", *delay.range, log=delay.log)
+            return chosen.model_copy(update={"max_queue_delay_microseconds": value})
+        return chosen

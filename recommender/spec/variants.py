@@ -10,18 +10,25 @@ from recommender.spec.base import MAX_GRID, Optimization, Precision, Strict
 from recommender.spec.search import IntRange
 
 
+def _axis_kind(value: Any) -> str:
+    return "IntRange" if isinstance(value, (dict, IntRange)) else "values"
+
+
 class DynamicBatching(Strict):
     """Triton dynamic batching settings (the `dynamic_batching { ... }` block of config.pbtxt)."""
 
-    max_queue_delay_microseconds: int = Field(100, ge=0, description="How long a request may wait to form a batch.")
+    max_queue_delay_microseconds: Annotated[
+        Union[Annotated[int, Field(ge=0), Tag("values")], Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)
+    ] = Field(100, description="How long a request may wait to form a batch; `{range: [0, 5000]}` under adaptive "
+              "search only (the sampler picks the delay).")
     preferred_batch_size: list[int] = Field(default_factory=list, description="Batch sizes the scheduler aims for.")
+
+    @property
+    def ranged(self) -> bool:
+        return isinstance(self.max_queue_delay_microseconds, IntRange)
 
 
 DynamicBatchingChoice = Union[bool, DynamicBatching]
-
-
-def _axis_kind(value: Any) -> str:
-    return "IntRange" if isinstance(value, (dict, IntRange)) else "values"
 
 
 def _axis(low: int, high: int) -> Any:
@@ -54,7 +61,9 @@ class VariantGrid(Strict):
 
     def ranged_axes(self) -> dict[str, IntRange]:
         """The axes given as numeric ranges (searched by the adaptive sampler), by field name."""
-        return {name: getattr(self, name) for name in RANGED_AXES if isinstance(getattr(self, name), IntRange)}
+        ranged = {name: getattr(self, name) for name in RANGED_AXES if isinstance(getattr(self, name), IntRange)}
+        delays = [c.max_queue_delay_microseconds for c in self.dynamic_batching if isinstance(c, DynamicBatching) and c.ranged]
+        return ranged | ({"dynamic_batching": delays[0]} if delays else {})
 
     @model_validator(mode="after")
     def _bounded(self) -> "VariantGrid":

@@ -170,3 +170,33 @@ def test_ranges_need_adaptive_search():
         ExperimentSpec.model_validate({"name": "r", "variants": {"max_batch_sizes": {"range": [1, 64]}}})
     with pytest.raises(ValueError, match="first value must not be above"):
         ExperimentSpec.model_validate({"name": "r", "search": "adaptive", "variants": {"max_batch_sizes": {"range": [8, 1]}}})
+
+
+def delay_spec(seed: int, strategy: str = "adaptive") -> ExperimentSpec:
+    return ExperimentSpec.model_validate({
+        "name": "q", "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 6}},
+        "variants": {"dynamic_batching": [False, {"max_queue_delay_microseconds": {"range": [0, 5000]}}],
+                     "instance_group_counts": [1, 2]}})
+
+
+def delays(seed: int) -> list[int | None]:
+    sampler, found = Sampler(delay_spec(seed)), []
+    for _ in range(6):
+        candidate = sampler.ask()
+        batching = candidate.config()["dynamic_batching"]
+        found.append(batching["max_queue_delay_microseconds"] if batching else None)
+        sampler.tell(candidate, 1000.0 - (found[-1] or 0) / 10)
+    return found
+
+
+def test_queue_delay_range_is_sampled_as_a_seeded_integer_within_the_range():
+    first = delays(3)
+    assert first == delays(3)
+    sampled = [d for d in first if d is not None]
+    assert sampled and all(isinstance(d, int) and 0 <= d <= 5000 for d in sampled)
+    assert "dynamic_batching" in delay_spec(3).variants.ranged_axes()
+
+
+def test_queue_delay_range_needs_adaptive_search():
+    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+        delay_spec(0, strategy="grid")

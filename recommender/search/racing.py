@@ -8,8 +8,11 @@ when its probe could still contain the best:
   1. some load level met the limits, and
   2. its upper bound, widened by `margin` (a probe's interval rests on a few windows of one brief run), is not
      below the leader's lower bound, and
-  3. successive halving: fewer than ceil(n / eta) candidates were measured in full so far, OR its probe's
-     MaxInvocations is above the leader's (a new leader is always measured in full: the pick guarantee beats the cap).
+  3. successive halving: fewer than ceil(n / eta) candidates were measured in full so far, OR its probe separates
+     above every candidate measured in full (its MaxInvocations narrowed by `margin` is above each one's upper
+     bound): a candidate shown better than all measured ones is measured in full whatever the cap. One that cannot
+     be shown better than them at the probe's precision is pruned once the cap is reached; its grid measurement is
+     then expected to tie with theirs (the pick guarantee benchmarks/search.py checks).
 
 Otherwise it is pruned with the reason (which rule, the figures it was judged on). The first candidate with a
 meeting level becomes the leader. Pure logic: no store, no clock.
@@ -58,12 +61,13 @@ def judge(probe: Entrant, full: list[Entrant], margin: float, keep: int) -> tupl
     if probe.high(margin) < leader.low:
         return False, (f"probe {_bounds(probe)} (upper bound +{margin:.0%}: {probe.high(margin):,.0f}) lies below the "
                        f"lower bound {leader.low:,.0f} of the leader {leader.name}")
-    if probe.max_invocations > leader.max_invocations:
-        return True, f"probe {_bounds(probe)} is above the leader {leader.name} ({_bounds(leader)})"
+    top = max(leaders, key=lambda e: e.high(0.0))
+    if probe.max_invocations / (1 + margin) > top.high(0.0):
+        return True, f"probe {_bounds(probe)} (-{margin:.0%}) is above the upper bound of every candidate measured in full"
     if len(full) >= keep:
-        return False, (f"successive halving: probe {_bounds(probe)} could still contain the best but is not above the "
-                       f"leader {leader.name} ({_bounds(leader)}), and {len(full)} candidates (ceil(n / eta) = {keep}) "
-                       f"were measured in full already")
+        return False, (f"successive halving: probe {_bounds(probe)} could still contain the best but (-{margin:.0%}) "
+                       f"is not above the upper bound {top.high(0.0):,.0f} of {top.name}, and {len(full)} candidates "
+                       f"(ceil(n / eta) = {keep}) were measured in full already")
     return True, (f"probe {_bounds(probe)} is within reach of the leader {leader.name} ({_bounds(leader)}); "
                   f"{len(full) + 1} of at most {keep} measured in full")
 

@@ -45,11 +45,13 @@ class Budget(Strict):
 
 
 class Racing(Strict):
-    """Across candidates: measure all briefly (a load search, 1 repeat), then keep measuring only those whose
-    MaxInvocations interval could still contain the best; the others stop with status `pruned`."""
+    """Across candidates: probe each briefly (a load search, 1 short repeat per tried level); right after its probe,
+    on the same deployment, measure in full only a candidate whose probe could still contain the best (search/racing.py:
+    the incumbent rule, capped by successive halving); the others stop with status `pruned`, figures and reason kept."""
 
-    final_repeats: int = Field(3, ge=2, le=20, description="Repeats at the found load level for the candidates still "
-                               "in the race (3 or more give intervals over repeats).")
+    final_repeats: int = Field(3, ge=2, le=20, description="Repeats at the found load level for the candidates "
+                               "measured in full (3 or more give intervals over repeats; at least 2, so a full "
+                               "measurement is never mistaken for a probe).")
     probe_seconds: float | None = Field(None, gt=0, description="Length of each load level the probe tries (1 repeat); "
                                         "default: warm-up + 2 windows, never longer than the traffic plan's level.")
     margin: float = Field(0.1, ge=0, le=1, description="The brief intervals rest on window-to-window noise only; each "

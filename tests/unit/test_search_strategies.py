@@ -50,7 +50,8 @@ def entrant(name: str, mean: float | None, half: float = 10.0, n: int = 4) -> En
     (entrant("p", 500), [entrant("a", 1000)], 2, False, "below the lower bound 990 of the leader a"),
     (entrant("p", 950), [entrant("a", 1000)], 2, True, "2 of at most 2 measured in full"),
     (entrant("p", 950), [entrant("a", 1000), entrant("b", 980)], 2, False, "successive halving"),
-    (entrant("p", 1050), [entrant("a", 1000), entrant("b", 980)], 2, True, "above the leader a"),  # a new leader: always
+    (entrant("p", 1050), [entrant("a", 1000), entrant("b", 980)], 2, False, "upper bound 1,010 of a"),  # not separable
+    (entrant("p", 1120), [entrant("a", 1000), entrant("b", 980)], 2, True, "above the upper bound of every"),  # shown better
     (entrant("p", 950, n=1), [entrant("a", 1000)], 1, False, "successive halving"),  # no noise estimate: the point +10 %
 ])
 def test_judge_measures_in_full_only_what_could_still_be_the_best(probe, full, keep, measured, words):
@@ -96,13 +97,15 @@ def drive(strategy, figures) -> list[tuple[str, str]]:
     return asked
 
 
-def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead():
+def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead_or_separates():
     spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
     candidates = expand_candidates(spec)  # ig1-mbs4, ig1-mbs8, ig2-mbs4, ig2-mbs8, ig3-mbs4, ig3-mbs8
     asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
     assert [name for stage, name in asked if stage == "probe"] == [c.name for c in candidates]
     full = [name for stage, name in asked if stage == "full on the same deployment"]
-    assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig2-mbs8", "pt-db-ig3-mbs4", "pt-db-ig3-mbs8"]
+    # 104 and 108 fill the cap (2); 204 and 304 are > 10 % above every upper bound; 208 (vs 209) and 308 (vs 309) are not
+    assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig3-mbs4"]
+    assert [name for stage, name in asked if stage == "prune"] == ["pt-db-ig2-mbs8", "pt-db-ig3-mbs8"]
     assert "final" not in [stage for stage, _ in asked]  # never a second deployment
 
 

@@ -19,6 +19,7 @@ PAGES = (
     ("views/curves.py", "Curves", ":material/show_chart:"),
     ("views/cost.py", "Cost", ":material/payments:"),
     ("views/history.py", "History", ":material/history:"),
+    ("views/search.py", "Search", ":material/route:"),
     ("views/report.py", "Report", ":material/download:"),
 )
 

@@ -40,6 +40,7 @@ def experiments_table(infos: list[ExperimentInfo], results_of) -> pd.DataFrame:
             "ok": counts["ok"],
             "failed": counts["failed"] + counts["interrupted"],
             "skipped": counts["skipped"],
+            "pruned": counts["pruned"],
             "pending": counts["pending"] + counts["running"],
         })
     return pd.DataFrame(rows)

@@ -83,7 +83,7 @@ class CandidateResult:
     key: str
     name: str
     config: dict[str, Any]
-    status: str  # ok | failed | skipped | interrupted | incorrect | pending
+    status: str  # ok | failed | skipped | interrupted | incorrect | pruned | pending
     reason: str | None
     headline: Headline | None
     server_stats: dict[str, Any] | None
@@ -120,7 +120,8 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     labels = [target_label(t) if spec.multi_target else "" for t in spec.all_targets]
     seen: dict[str, Candidate] = {}
     for opt, precision, batching, count, mbs in itertools.product(
-        grid.optimizations, grid.precisions, grid.dynamic_batching, grid.instance_group_counts, grid.max_batch_sizes
+        grid.optimizations, grid.precisions, grid.dynamic_batching, grid.values("instance_group_counts"),
+        grid.values("max_batch_sizes"),
     ):
         if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
             continue

@@ -1,6 +1,8 @@
-"""The main job: spec -> candidates (variants x targets) -> build -> deploy -> load -> collect -> store.
+"""The main job: spec -> candidates (variants x targets) -> search -> build -> deploy -> load -> collect -> store.
 
-Candidates run one at a time, or up to `max_parallel` at once where they share no hardware (schedule.py).
+The search strategy (search/) says what to measure and how much. Grid search knows every piece of work up front, so
+its candidates run one at a time or up to `max_parallel` at once where they share no hardware (schedule.py);
+adaptive search runs one candidate at a time, each result shaping the next question.
 
 A candidate that cannot run is recorded (skipped or failed, with its reason) and the job goes on; a candidate
 already stored under the same measurement protocol is not measured again unless `fresh` is set.
@@ -16,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from recommender import paths
 from recommender.decide.budget import BudgetExceeded, RunBudget, estimate_plan
@@ -26,9 +28,12 @@ from recommender.modelrepo.repository import default_threads_per_instance, servi
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.load.shapes import traffic_seconds
-from recommender.measurement import measure
+from recommender.decide.verdicts import decide_result
+from recommender.metrics.steady import Rules
 from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
+from recommender.search import Work, strategy_for
+from recommender.search.load_search import measure_work
 from recommender.candidates import Candidate, expand_candidates, target_index
 from recommender.protocol import protocol_fingerprint
 from recommender.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
@@ -62,13 +67,17 @@ class Placement:
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One candidate on its target: what the job's loop (schedule.run_all) hands to `Job._run_item`."""
+    """One piece of the search's work on its candidate's target: what the job's loop hands to `Job._run_item`."""
 
-    candidate: Candidate
+    work: Work
     placement: Placement
     index: int
     total: int
     experiment_id: int
+
+    @property
+    def candidate(self) -> Candidate:
+        return self.work.candidate
 
 
 def time_limit(seconds: float | None) -> float | None:
@@ -110,6 +119,7 @@ class Job:
 
     def _run(self) -> list[CandidateResult]:
         candidates = expand_candidates(self.spec)
+        strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure it
         # refuses a plan estimated above the budget; counts what earlier runs of the experiment spent
         counts = Counter(target_index(self.spec, c) for c in candidates)
         self.budget = RunBudget.for_spec(self.spec, counts, self.store.spent(self.spec.name),
@@ -120,11 +130,12 @@ class Job:
         self.bodies = inference_bodies(self.spec.payload)
         self.stop, self.deadline = Stop(), time_limit(self.spec.time_budget_seconds)
         self.export_lock = threading.Lock()  # exports (and their imports of torch/transformers) run one at a time
-        items = [WorkItem(c, placements[target_index(self.spec, c)], i, len(candidates), experiment_id)
-                 for i, c in enumerate(candidates)]
-        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, self.spec.max_parallel) for p in placements})
+        self.placements, self.strategy, self.experiment_id = placements, strategy, experiment_id
         try:
-            run_all(items, self._run_item, lambda item: item.placement.group, pool, self.spec.max_parallel, self.stop)
+            if strategy.independent:  # grid: every piece of work is known up front
+                self._run_all([self._item(work, i, strategy.total) for i, work in enumerate(iter(strategy.ask, None))])
+            else:
+                self._search(strategy)
         except KeyboardInterrupt:
             self.store.set_experiment_status(self.spec.name, "interrupted")
             raise
@@ -140,6 +151,33 @@ class Job:
         return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name,
                          slot_group(spec, index), getattr(target, "native_backends", False))
 
+    def _item(self, work: Work, index: int, total: int) -> WorkItem:
+        placement = self.placements[target_index(self.spec, work.candidate)]
+        return WorkItem(work, placement, index, total, self.experiment_id)
+
+    def _run_all(self, items: list[WorkItem]) -> None:
+        """Independent work through the slot pool: up to max_parallel at once where candidates share no hardware."""
+        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, self.spec.max_parallel) for p in self.placements})
+        run_all(items, self._run_item, lambda item: item.placement.group, pool, self.spec.max_parallel, self.stop)
+
+    def _search(self, strategy) -> None:
+        """Ask the strategy for work until it has none; tell it each candidate's result, decided under the spec."""
+        index = 0
+        while (work := strategy.ask()) is not None:
+            item = self._item(work, index, max(strategy.total, index + 1))
+            if work.stage == "prune":
+                candidate_id = self.store.save_candidate(self.experiment_id, work.candidate)
+                self.store.prune(candidate_id, item.placement.protocol, work.reason)
+                self.reporter.candidate_finished(work.candidate, "pruned", work.reason, reused=False)
+            else:
+                self._run_item(item, None)
+                index += 1
+            strategy.tell(work, self._decided(work.candidate.key, item.placement.protocol))
+
+    def _decided(self, key: str, protocol: str) -> CandidateResult:
+        result = next(r for r in self.store.results(self.spec.name, protocol) if r.key == key)
+        return decide_result(result, self.store.window_records(result.run_id) if result.run_id else [], Rules.from_spec(self.spec))
+
     def _run_item(self, item: WorkItem, slot: Slot) -> None:
         """One work item: its candidate stored, then measured on its target (pinned to `slot`'s GPUs, if any)."""
         self.stop.check()
@@ -147,23 +185,33 @@ class Job:
         self._run_candidate(item, candidate_id, slot)
 
     def _run_candidate(self, item: WorkItem, candidate_id: int, slot: Slot) -> None:
-        candidate, placement = item.candidate, item.placement
+        candidate, placement, work = item.candidate, item.placement, item.work
         load_seconds = traffic_seconds(self.spec.traffic)
         self.reporter.candidate_started(candidate, item.index, item.total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, placement.protocol)
-        if stored is not None and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
+        if stored is not None and _reusable(stored, work) and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
-        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}"
+        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}{_SUFFIX.get(work.stage, '')}"
         backend = serving_backend(candidate.optimization, placement.native_backends) if placement.deploys else None
         run_id = self.store.start_run(candidate_id, placement.protocol, str(run_dir.resolve()),
                                       hardware=placement.serving.to_dict(), backend=backend)
-        refusal = self._refusal(item)
+        refusal = work.reason if work.stage == "skip" else self._refusal(item)
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
             return
+
+        def follow(probe: dict) -> Work | None:  # adaptive search, between the probe and the teardown
+            nonlocal run_id
+            then = self.strategy.follow(work, probe["headline"]) if work.stage == "probe" else None
+            if then is not None:  # the probe stays stored as a run of its own; the full measurement gets the next
+                self.store.finish_run(run_id, "ok", reason=then.reason, **probe)
+                run_id = self.store.start_run(candidate_id, placement.protocol, str((run_dir / "final").resolve()),
+                                              hardware=placement.serving.to_dict(), backend=backend)
+            return then
+
         try:
-            outcome = self._measure(item, run_dir, slot)
+            outcome = self._measure(item, run_dir, slot, follow)
         except CandidateSkipped as exc:
             self._finish(candidate, run_id, "skipped", exc.message)
         except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
@@ -201,7 +249,8 @@ class Job:
         self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
-    def _measure(self, item: WorkItem, run_dir: Path, slot: Slot) -> dict:
+    def _measure(self, item: WorkItem, run_dir: Path, slot: Slot, follow: Callable[[dict], Work | None]) -> dict:
+        """Deploy, check, load as the work asks; `follow` may ask for more on the same deployment (adaptive search)."""
         spec, candidate, placement = self.spec, item.candidate, item.placement
         target = target_for(placement.spec, spec.name, self.run_id)  # one per candidate: concurrent ones share no client
         if hasattr(target, "cancel"):
@@ -214,19 +263,26 @@ class Job:
         with self.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count), \
                 target.deploy(repository, MODEL_NAME, run_dir) as deployment:
             deployment.probe(self.bodies[0])
-            correctness = self._check(candidate, deployment)
-            self.reporter.stage(candidate, "load")
+            correctness = {"correctness": self._check(candidate, deployment).to_dict()}
+            fields = self._load(candidate, deployment, item.work, run_dir) | correctness
+            then = follow(fields)
+            if then is not None:
+                self.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
+                fields = self._load(candidate, deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+        return fields
 
-            def progress(p) -> None:
-                self.stop.check()  # an interrupted job: the generator stops and the deployment is torn down
-                self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
-                self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+    def _load(self, candidate: Candidate, deployment, work: Work, run_dir: Path) -> dict:
+        self.reporter.stage(candidate, "load")
 
-            started = datetime.now(timezone.utc)
-            with deployment.watched():  # a server or stub that dies during the load fails the candidate
-                fields = measure(deployment, spec, self.bodies, run_dir / "load", progress).store_fields()
-            cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
-        fields["correctness"] = correctness.to_dict()
+        def progress(p) -> None:
+            self.stop.check()  # an interrupted job: the generator stops and the deployment is torn down
+            self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
+            self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
+
+        started = datetime.now(timezone.utc)
+        with deployment.watched():  # a server or stub that dies during the load fails the candidate
+            fields = measure_work(work, deployment, self.spec, self.bodies, run_dir / "load", progress).store_fields()
+        cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
         return fields
@@ -253,6 +309,16 @@ class Job:
         return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
                                       instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus,
                                       native_sequence_length=native)
+
+
+_SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
+
+
+def _reusable(stored, work: Work) -> bool:
+    """A stored run answers the work unless the work needs more repeats than it has (adaptive search's final stage)."""
+    if stored.status == "pruned":  # a candidate back in the race is measured in full
+        return work.stage != "final"
+    return stored.status != "ok" or (stored.headline or {}).get("repeats", 1) >= work.repeats
 
 
 def one_line_reason(error: RecommenderError, run_dir: Path) -> str:

@@ -46,6 +46,8 @@ def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None
     document = protocol_document(spec, versions, target)
     if accelerator != "cpu":
         document["accelerator"] = accelerator
+    if spec.search.adaptive:  # a load search measures differently from the full plan (grid keys stay as they were)
+        document["search"] = {"strategy": "adaptive", "knee_tolerance": spec.search.knee_tolerance}
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 

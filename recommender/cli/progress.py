@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from recommender.candidates import Candidate
 
-STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "magenta"}
+STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "magenta", "pruned": "cyan"}
 
 
 class ProgressReporter:

@@ -1,7 +1,9 @@
-"""The Markdown report: the recommendation in plain words, the ranked table, the excluded candidates."""
+"""The Markdown report: the recommendation in plain words, the ranked table, the excluded candidates, and what the
+search did not measure in full (pruned or left out by its budget) and why."""
 
 from __future__ import annotations
 
+from recommender.store.results import BUDGET_SKIP
 from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
 
 
@@ -21,11 +23,23 @@ def render_markdown(report: Report) -> str:
     parts += ["", f"Score weights: {_inline(report.weights)}.", ""]
     if report.excluded:
         parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
+    parts += _not_measured(report.excluded)
     if report.notes:
         parts += ["## Notes", "", *(f"- {_inline(note)}" for note in report.notes), ""]
     if report.definitions:
         parts += ["## Definitions", "", *(f"- **{_inline(term)}**: {_inline(text)}" for term, text in report.definitions), ""]
     return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
+    """Adaptive search: candidates pruned from the race (partial figures above) or left out by the search budget."""
+    rows = [row for row in excluded if row.status == "pruned" or
+            (row.status == "skipped" and any(r.startswith("skipped: " + BUDGET_SKIP) for r in row.excluded_reasons))]
+    if not rows:
+        return []
+    lines = [f"- **{_inline(row.name)}** ({row.status}): {_inline('; '.join(row.excluded_reasons))}" for row in rows]
+    return ["## Not measured in full", "", "Pruned candidates were measured briefly (a load search, 1 repeat) and "
+            "stopped; skipped ones were never measured.", "", *lines, ""]
 
 
 def _limits(report: Report) -> list[str]:

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 from recommender.spec.base import NAME_PATTERN, Strict
 from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives
 from recommender.spec.model import ModelSpec, PayloadSpec
+from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
 
 MAX_TARGETS = 50
@@ -48,6 +49,8 @@ class ExperimentSpec(Strict):
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
     objectives: Objectives = Field(default_factory=Objectives, description="Ranking importance of cost, latency, throughput.")
     capacity: CapacitySpec = Field(default_factory=CapacitySpec, description="Target load for instance counts and autoscaling.")
+    search: SearchSpec = Field(default_factory=SearchSpec, description="grid (every candidate in full) or adaptive "
+                               "(load search per candidate, racing, a seeded sampler for numeric ranges), with a budget.")
     correctness: CorrectnessSpec | Literal["off"] = Field(
         default_factory=CorrectnessSpec, description="Tolerances of the correctness gate ({atol, rtol, min_cosine, "
         "reference_outputs}), or `off` to disable it (every report then says correctness was not checked).")
@@ -94,3 +97,11 @@ class ExperimentSpec(Strict):
     @classmethod
     def _off(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @model_validator(mode="after")
+    def _ranges_need_adaptive(self) -> "ExperimentSpec":
+        ranged = sorted(self.variants.ranged_axes())
+        if ranged and not self.search.adaptive:
+            raise ValueError(f"variants.{ranged[0]}: a {{range: [low, high]}} needs `search: adaptive` (the sampler "
+                             f"searches ranges); grid search needs a list of values, e.g. [1, 2, 4]")
+        return self

@@ -67,7 +67,7 @@ def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
 
 
 def _is_union_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part in ("bool", "DynamicBatching", "CorrectnessSpec") or part.startswith("function-"))
+    return isinstance(part, str) and (part in ("bool", "DynamicBatching", "CorrectnessSpec", "values", "IntRange") or part.startswith("function-"))
 
 
 def _suggestion(root: type[BaseModel], loc: list[Any]) -> str:

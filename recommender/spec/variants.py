@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Any, Union
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Discriminator, Field, Tag, model_validator
 
 from recommender.spec.base import MAX_GRID, Optimization, Precision, Strict
+from recommender.spec.search import IntRange
+
+
+def _axis_kind(value: Any) -> str:
+    return "IntRange" if isinstance(value, (dict, IntRange)) else "values"
 
 
 class DynamicBatching(Strict):
     """Triton dynamic batching settings (the `dynamic_batching { ... }` block of config.pbtxt)."""
 
-    max_queue_delay_microseconds: int = Field(100, ge=0, description="How long a request may wait to form a batch.")
+    max_queue_delay_microseconds: Annotated[
+        Union[Annotated[int, Field(ge=0), Tag("values")], Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)
+    ] = Field(100, description="How long a request may wait to form a batch; `{range: [0, 5000]}` under adaptive "
+              "search only (the sampler picks the delay).")
     preferred_batch_size: list[int] = Field(default_factory=list, description="Batch sizes the scheduler aims for.")
+
+    @property
+    def ranged(self) -> bool:
+        return isinstance(self.max_queue_delay_microseconds, IntRange)
 
 
 DynamicBatchingChoice = Union[bool, DynamicBatching]
+
+
+def _axis(low: int, high: int) -> Any:
+    """A numeric axis: a list of values, or {range: [low, high]} (errors name the list's items, not both union arms)."""
+    values = Annotated[list[Annotated[int, Field(ge=low, le=high)]], Field(min_length=1), Tag("values")]
+    return Annotated[Union[values, Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)]
 
 
 class VariantGrid(Strict):
@@ -29,15 +47,35 @@ class VariantGrid(Strict):
     dynamic_batching: list[DynamicBatchingChoice] = Field(
         [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
     )
-    instance_group_counts: list[Annotated[int, Field(ge=1, le=16)]] = Field(
-        [1], min_length=1, validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
+    instance_group_counts: _axis(1, 16) = Field(
+        [1], validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
         description="Triton instance_group count values (model instances inside one server); "
-        "`instance_counts` is accepted as its former name.")
-    max_batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field([8], min_length=1, description="Triton max_batch_size values.")
+        "`instance_counts` is accepted as its former name; `{range: [1, 8]}` under adaptive search only.")
+    max_batch_sizes: _axis(1, 1024) = Field(
+        [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only.")
+
+    def values(self, axis: str) -> list:
+        """An axis's values: its list, or every integer of its range (the space the sampler searches)."""
+        value = getattr(self, axis)
+        return value.values() if isinstance(value, IntRange) else list(value)
+
+    def ranged_axes(self) -> dict[str, IntRange]:
+        """The axes given as numeric ranges (searched by the adaptive sampler), by field name."""
+        ranged = {name: getattr(self, name) for name in RANGED_AXES if isinstance(getattr(self, name), IntRange)}
+        delays = [c.max_queue_delay_microseconds for c in self.dynamic_batching if isinstance(c, DynamicBatching) and c.ranged]
+        return ranged | ({"dynamic_batching": delays[0]} if delays else {})
 
     @model_validator(mode="after")
     def _bounded(self) -> "VariantGrid":
-        size = len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching) * len(self.instance_group_counts) * len(self.max_batch_sizes)
+        for name, (low, high) in {"instance_group_counts": (1, 16), "max_batch_sizes": (1, 1024)}.items():
+            given = self.values(name)
+            if not given or min(given) < low or max(given) > high:
+                raise ValueError(f"{name}: give at least one value, each from {low} to {high}")
+        size = (len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching)
+                * len(self.values("instance_group_counts")) * len(self.values("max_batch_sizes")))
         if size > MAX_GRID:
             raise ValueError(f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)")
         return self
+
+
+RANGED_AXES = ("instance_group_counts", "max_batch_sizes")  # the numeric axes that accept {range: [low, high]}

@@ -22,7 +22,7 @@ from recommender.store.lease import Lease, live_holder
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
 
-FINAL = ("ok", "skipped", "incorrect")  # a run in one of these states is not measured again unless --fresh...
+FINAL = ("ok", "skipped", "incorrect", "pruned")  # a run in one of these states is not measured again unless --fresh...
 BUDGET_SKIP = "budget: "  # ...except a candidate skipped for budget (reason starts so): a raised budget measures it
 SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
@@ -159,6 +159,19 @@ class ResultStore:
             session.add_all(_phase_row(run_id, p) for p in phases)
             session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
             session.add_all(_window_row(run_id, repeat, w) for repeat, w in windows)
+
+        self._write(work)
+
+    def prune(self, candidate_id: int, protocol_key: str, reason: str) -> None:
+        """Adaptive search took the candidate out of the race: its latest run under the protocol becomes `pruned`
+        with the reason; its figures and windows (the partial measurement) stay as they were stored."""
+
+        def work(session: Session) -> None:
+            run = session.scalar(select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                                 .order_by(Run.id.desc()).limit(1).with_for_update())
+            if run is None:
+                raise StoreError(f"candidate {candidate_id} has no run to prune", hint="a pruned candidate is one measured briefly first")
+            run.status, run.reason = "pruned", reason
 
         self._write(work)
 

@@ -64,7 +64,7 @@ class CandidateRow(Base):
 
 
 class Run(Base):
-    """One measurement of one candidate. status: running | ok | failed | skipped | interrupted | incorrect."""
+    """One measurement of one candidate. status: running | ok | failed | skipped | interrupted | incorrect | pruned."""
 
     __tablename__ = "runs"
 

@@ -19,7 +19,7 @@ def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedPro
     return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py"])
+@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py", "search.py"])
 def test_help_describes_the_benchmark(name: str) -> None:
     done = run_script(name, "--help", timeout=60)
     assert done.returncode == 0, done.stderr
@@ -66,3 +66,12 @@ def test_soak_quick_ends_without_orphans_lost_rows_or_missing_candidates(tmp_pat
     done = run_script("soak.py", "--quick", "--workdir", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "round: SIGTERM exit 143, resume exit 0, orphans 0, running rows 0" in done.stdout and "soak -> PASS" in done.stdout
+
+
+@pytest.mark.slow
+def test_search_quick_races_and_prints_ratio_and_pick_verdicts(tmp_path: Path) -> None:
+    done = run_script("search.py", "--quick", "--work-dir", str(tmp_path), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"wall-time ratio <= 0.4 in every run -> (PASS|FAIL) \(max \d+\.\d\d\)", done.stdout)
+    assert re.search(r"grid's best in every run -> (PASS|FAIL)", done.stdout)
+    assert re.search(r"^\| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d+ full, \d+ pruned \| (same|tied|NOT tied|n/a|unknown)", done.stdout, re.M)

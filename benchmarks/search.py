@@ -1,0 +1,156 @@
+"""Adaptive search against the full grid on the same model and grid: wall time and pick, side by side.
+
+    python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8 x 8 s x 3 repeats, 3 runs of each (~100 min)
+    python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
+    python benchmarks/search.py --quick    # smoke test: 4 candidates, concurrency 1 4, 1 run of each
+
+The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
+each candidate with a short load search (each tried level `probe_seconds` long, 1 repeat) and measures in full, on
+the probe's deployment, only those whose probe could still be the best (racing.judge: at most ceil(12 / 3) = 4,
+plus any later probe above the leader).
+
+Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real
+tritonserver, real Locust), the two strategies alternating. The model is exported once before any timing. Per run
+pair it prints the wall-time ratio adaptive / grid (target <= 0.4) and whether adaptive's pick (highest
+MaxInvocations within the limits) is the grid's best or statistically tied with it, judged on the GRID's own
+measurement of both with the decide/ranking tie rule (MaxInvocations intervals overlap). Triton Model Analyzer is
+compared only where it is installed ($PEERS/ma/bin/model-analyzer, see /work/shared/peers); otherwise it says so.
+Exits non-zero only on errors, never on a missed target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from recommender.candidates import expand_candidates, model_fingerprint  # noqa: E402
+from recommender.metrics.intervals import tied  # noqa: E402
+from recommender.modelrepo.export import export_model  # noqa: E402
+from recommender.review import decided_from_store  # noqa: E402
+from recommender.spec import load_spec  # noqa: E402
+from recommender.store.results import ResultStore  # noqa: E402
+
+SPEC = """name: search-{strategy}
+model:
+  source: bert
+  architecture: {{layers: 1, hidden: 32, heads: 2, intermediate: 64}}
+payload:
+  sequence_length: 16
+correctness: off
+variants:
+  optimizations: [pt]
+  dynamic_batching: {batching}
+  instance_group_counts: {counts}
+  max_batch_sizes: {sizes}
+target: {{kind: local, instance_type: local-cpu}}
+traffic:
+  warmup_seconds: {window}
+  window_seconds: {window}
+  repeats: 3
+  stability: {{windows: 3}}
+  concurrency: {{users: {users}, duration_seconds: {seconds}}}
+latency_threshold: {{percentile: p95, ms: {threshold}}}
+search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1, probe_seconds: {probe}}}}}
+"""
+FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users="[1, 2, 4, 8]", seconds=8, window=2,
+            probe=4, runs=3)
+QUICK = dict(batching="[false, true]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=4, window=1, probe=3, runs=1)
+
+
+def write_spec(folder: Path, strategy: str, grid: dict, threshold: float) -> Path:
+    fields = {k: v for k, v in grid.items() if k != "runs"}
+    path = folder / f"{strategy}.yaml"
+    path.write_text(SPEC.format(strategy=strategy, threshold=threshold, **fields))
+    return path
+
+
+def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
+    """One `recommender run --fresh`; returns (wall seconds, database URL)."""
+    url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "recommender", "run", str(spec), "--fresh", "--db", url,
+                           "--run-dir", str(folder / "runs")], cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"recommender run {spec.name} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return wall, url
+
+
+def decided(url: str, spec_path: Path) -> dict:
+    spec = load_spec(spec_path)
+    results = decided_from_store(ResultStore.open(url), spec.name, spec)
+    return {r.key: r for r in results}
+
+
+def measured_in_full(results: dict) -> str:
+    """Adaptive's decisions: how many candidates were measured in full and how many pruned after their probe."""
+    statuses = [r.status for r in results.values()]
+    return f"{statuses.count('ok')} full, {statuses.count('pruned')} pruned"
+
+
+def pick(results: dict):
+    within = [r for r in results.values() if r.status == "ok" and r.headline and r.headline.max_invocations]
+    return max(within, key=lambda r: r.headline.max_invocations, default=None)
+
+
+def verdict(grid: dict, adaptive: dict) -> str:
+    best, chosen = pick(grid), pick(adaptive)
+    if best is None or chosen is None:
+        return f"n/a (grid best {best and best.name}, adaptive pick {chosen and chosen.name})"
+    if chosen.key == best.key:
+        return f"same ({best.name})"
+    grid_view = grid[chosen.key].headline
+    verdict = tied(best.headline.ipm_interval, grid_view.ipm_interval if grid_view else None)
+    word = {True: "tied", False: "NOT tied", None: "unknown (no interval)"}[verdict]
+    return (f"{word}: adaptive {chosen.name} {grid_view.max_invocations or 0:,.0f} IPM in the grid's measurement vs grid "
+            f"best {best.name} {best.headline.max_invocations:,.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke test: 4 candidates, 2 levels, 1 run each")
+    parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
+    parser.add_argument("--threshold-ms", type=float, default=100.0, help="p95 latency threshold (default 100)")
+    parser.add_argument("--work-dir", type=Path, help="keep the databases and run folders here (default: a temp dir)")
+    args = parser.parse_args()
+    grid_settings = QUICK if args.quick else FULL
+    runs = args.runs or grid_settings["runs"]
+    folder = args.work_dir or Path(tempfile.mkdtemp(prefix="search-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = {s: write_spec(folder, s, grid_settings, args.threshold_ms) for s in ("grid", "adaptive")}
+    spec = load_spec(specs["grid"])
+    export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts")
+    print(f"grid: {len(expand_candidates(spec))} candidates; work dir {folder}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print("| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | pick |\n|---|---|---|---|---|---|")
+    ratios, picks = [], []
+    for number in range(1, runs + 1):
+        order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
+        measured = {s: run_once(folder, specs[s], number) for s in order}
+        ratio = measured["adaptive"][0] / measured["grid"][0]
+        adaptive = decided(measured["adaptive"][1], specs["adaptive"])
+        said = verdict(decided(measured["grid"][1], specs["grid"]), adaptive)
+        ratios.append(ratio), picks.append(said.startswith(("same", "tied")))
+        print(f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | {ratio:.2f} | "
+              f"{measured_in_full(adaptive)} | {said} |", flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"wall-time ratio <= 0.4 in every run -> {'PASS' if max(ratios) <= 0.4 else 'FAIL'} (max {max(ratios):.2f})")
+    print(f"adaptive pick same as or tied with the grid's best in every run -> {'PASS' if all(picks) else 'FAIL'}")
+    analyzer = Path(os.environ.get("PEERS", "/tmp/peers")) / "ma" / "bin" / "model-analyzer"
+    if not analyzer.exists():
+        print(f"Model Analyzer: not installed here ({analyzer} missing; /work/shared/peers/setup.sh installs it): no side-by-side run")
+    else:
+        print(f"Model Analyzer: installed at {analyzer}, but this script does not drive it yet: no side-by-side run")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Per candidate, a load search instead of the fixed schedule: the traffic plan's levels, sorted by load, are tried in
+exponentially growing steps upwards and bisected after the first breach, stopping at the knee (a meeting level whose
+mean IPM grows less than `knee_tolerance` over the previous meeting one). Every level is one load run on the same
+deployment (measurement.measure_once), judged by the same windows, stability and level rules (metrics/levels.py).
+
+    LoadSearch(levels).ask() -> level index | None;  .tell(index, meets, ipm);  .found -> the highest meeting index
+    search_load(...) -> Measurement        # every level run stored as one run: level k is phase k, repeat 0
+    measure_level(...) -> Measurement      # the final measurement: `repeats` load runs at the found level only
+    measure_work(work, ...) -> Measurement # what a search strategy's Work asks for (the job calls this)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from recommender.load.runner import LoadProgress
+from recommender.load.shapes import Level, TrafficPlan, compile_traffic
+from recommender.measurement import Measured, Measurement, Repeat, measure, measure_once, measured_headline, summarize_repeats
+from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
+from recommender.metrics.steady import Rules
+from recommender.metrics.summary import per_second_series
+from recommender.search.work import Work
+from recommender.spec import ExperimentSpec
+
+
+class LoadSearch:
+    """Ask/tell over levels sorted by load: step up (1, 2, 4 ... indices), bisect after a breach, stop at the knee."""
+
+    def __init__(self, count: int, knee_tolerance: float) -> None:
+        self.count, self.knee_tolerance = count, knee_tolerance
+        self.low, self.high = -1, count  # highest meeting index so far; lowest breaching index so far
+        self.step, self.next, self.best_ipm, self.done = 1, 0, None, count == 0
+
+    def ask(self) -> int | None:
+        return None if self.done else self.next
+
+    def tell(self, index: int, meets: bool, ipm: float) -> None:
+        if meets:
+            knee = self.best_ipm is not None and index > self.low and ipm < self.best_ipm * (1 + self.knee_tolerance)
+            self.low, self.best_ipm = max(self.low, index), max(ipm, self.best_ipm or 0.0)
+            if knee:
+                self.done = True
+                return
+            self.step *= 2
+        else:
+            self.high = min(self.high, index)
+        self._advance(meets)
+
+    def _advance(self, stepping: bool) -> None:
+        if self.high - self.low <= 1:
+            self.done = True
+        elif stepping and self.high == self.count:
+            self.next = min(self.low + self.step // 2, self.count - 1)
+        else:
+            self.next = (self.low + self.high) // 2
+
+    @property
+    def found(self) -> int | None:
+        return self.low if self.low >= 0 else None
+
+
+def levels_by_load(plan: TrafficPlan) -> list[Level]:
+    """The plan's levels sorted by offered load (rate for open loop, users for closed loop)."""
+    return sorted(plan.levels, key=lambda level: level.load)
+
+
+def search_load(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path, knee_tolerance: float,
+                progress: Callable[[LoadProgress], None] | None = None, seconds: float | None = None) -> Measurement:
+    """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`)."""
+    plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    levels = [shortened(level, seconds or rules.warmup_s + 2 * rules.window_s) for level in levels_by_load(plan)]
+    search, runs = LoadSearch(len(levels), knee_tolerance), []
+    while (index := search.ask()) is not None:
+        one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
+        repeat = measure_once(deployment, one, rules, bodies, out_dir / f"level-{index + 1}", progress)
+        level = decide_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules).levels
+        search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
+        runs.append((index, repeat))
+    return combine_levels(runs, rules)
+
+
+def shortened(level: Level, seconds: float) -> Level:
+    """The level cut to `seconds` (the probe's length), unless that would change its offered load (a ramp)."""
+    short = dataclasses.replace(level, duration_seconds=min(seconds, level.duration_seconds))
+    return short if short.load == level.load else level
+
+
+def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
+    """Level runs as one stored run: level index as phase index, times shifted to follow each other, repeat 0."""
+    windows, phases, series, offset = [], [], [], 0.0
+    for index, repeat in runs:
+        windows += [(0, dataclasses.replace(w, phase_index=index, stats=_shifted(w.stats, offset))) for w in repeat.windows]
+        phases += [dataclasses.replace(p, index=index, stats=_shifted(p.stats, offset), phase_start_s=p.phase_start_s + offset,
+                                       phase_end_s=p.phase_end_s + offset) for p in repeat.phases]
+        series += per_second_series(repeat.result.requests, repeat.result.duration_s)
+        offset += repeat.result.duration_s
+    measured = measured_headline([r for _, r in runs], rules)
+    measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,))
+    records = [WindowRecord.of(number, w) for number, w in windows]
+    chosen = decide_levels(records, 1, rules).shown
+    first = runs[0][1]
+    server = first.server_stats | {"at_max_invocations": chosen.server() if chosen else {}}
+    return Measurement(decide_headline(measured, records, rules), server, phases, series, windows)
+
+
+def measure_level(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path, load: float,
+                  repeats: int, progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+    """`repeats` load runs at the one level whose load is `load` (the level the load search found)."""
+    plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    level = next(v for v in plan.levels if v.load == load)
+    one = TrafficPlan((level,), plan.arrival, plan.seed)
+    runs = [measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{n + 1}", progress) for n in range(repeats)]
+    return summarize_repeats(runs, rules)
+
+
+def measure_work(work: Work, deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path,
+                 progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+    """What the work's stage asks for: the whole plan (full), a load search (probe), repeats at one level (final)."""
+    if work.stage == "probe":
+        return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds)
+    if work.stage == "final":
+        return measure_level(deployment, spec, bodies, out_dir, work.level, work.repeats, progress)
+    return measure(deployment, spec, bodies, out_dir, progress)
+
+
+def _shifted(stats, offset: float):
+    return dataclasses.replace(stats, start_s=stats.start_s + offset, end_s=stats.end_s + offset)

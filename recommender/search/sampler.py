@@ -1,0 +1,66 @@
+"""The model-based sampler for numeric ranges: Optuna's TPE, seeded, as an ask/tell object over candidates.
+
+Each axis of the variant grid is a parameter: ranges (`{range: [1, 8]}`) are integers (log scale when asked), lists
+are categorical; a dynamic-batching choice whose `max_queue_delay_microseconds` is a range adds that delay as an
+integer parameter (conditional on the choice). The objective is MaxInvocations (maximised); a candidate that met no level, failed or was skipped
+tells 0. A proposal that repeats a candidate already tried is told its known value and another is asked for.
+"""
+
+from __future__ import annotations
+
+import optuna
+
+from recommender.candidates import Candidate, expand_candidates
+from recommender.spec import DynamicBatching, ExperimentSpec
+from recommender.spec.search import IntRange
+
+_AXES = ("optimizations", "precisions", "dynamic_batching", "instance_group_counts", "max_batch_sizes")
+_ATTEMPTS = 50  # proposals asked for before the sampler says the space is used up
+
+
+class Sampler:
+    def __init__(self, spec: ExperimentSpec) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = optuna.samplers.TPESampler(seed=spec.search.seed, n_startup_trials=min(10, max(2, spec.search.budget.candidates or 10) // 2))
+        self.study = optuna.create_study(direction="maximize", sampler=sampler)
+        self.spec, self.trials, self.values = spec, {}, {}
+
+    def ask(self) -> Candidate | None:
+        """The next untried candidate the sampler proposes, or None when it keeps proposing tried ones."""
+        for _ in range(_ATTEMPTS):
+            trial = self.study.ask()
+            candidate = self._candidate(trial)
+            if candidate is None:  # e.g. fp16 on an optimization that serves fp32 only
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            elif candidate.key in self.values:
+                self.study.tell(trial, self.values[candidate.key])
+            elif candidate.key not in self.trials.values():
+                self.trials[trial.number] = candidate.key
+                return candidate
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return None
+
+    def tell(self, candidate: Candidate, max_invocations: float | None) -> None:
+        number = next(n for n, key in self.trials.items() if key == candidate.key)
+        self.values[candidate.key] = max_invocations or 0.0
+        self.study.tell(number, self.values[candidate.key])
+
+    def _candidate(self, trial: optuna.trial.Trial) -> Candidate | None:
+        grid = self.spec.variants
+        chosen = {axis: [self._suggest(trial, axis, getattr(grid, axis))] for axis in _AXES}
+        variants = grid.model_construct(**{**dict(grid), **chosen})
+        found = expand_candidates(self.spec.model_copy(update={"variants": variants}))
+        return found[0] if found else None
+
+    @staticmethod
+    def _suggest(trial: optuna.trial.Trial, axis: str, values):
+        if isinstance(values, IntRange):
+            return trial.suggest_int(axis, *values.range, log=values.log)
+        index = trial.suggest_categorical(axis, list(range(len(values))))  # by index: dicts are not Optuna choices
+        chosen = values[index]
+        if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a queue-delay range: the delay is a parameter too
+            delay = chosen.max_queue_delay_microseconds
+            value = trial.suggest_int(f"{axis}[{index}].max_queue_delay_microseconds", *delay.range, log=delay.log)
+            return chosen.model_copy(update={"max_queue_delay_microseconds": value})
+        return chosen

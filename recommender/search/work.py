@@ -1,0 +1,47 @@
+"""What a search strategy hands the job: one piece of work at a time (ask), and what the job tells it back (tell).
+
+    stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
+           probe  a load search, 1 short repeat per tried level (adaptive search)
+           final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own on resume)
+           prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
+           skip   no measurement: the candidate is recorded as not measured, with `reason` (e.g. the search budget)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from recommender.candidates import Candidate, CandidateResult
+
+Stage = Literal["full", "probe", "final", "prune", "skip"]
+MEASURING = ("full", "probe", "final")
+
+
+@dataclass(frozen=True)
+class Work:
+    candidate: Candidate
+    stage: Stage
+    repeats: int = 1  # a stored run with fewer repeats is not reused for this work
+    level: float | None = None  # final: the offered load to measure at
+    reason: str | None = None  # prune / skip: why
+    knee_tolerance: float = 0.05  # probe: where the load search stops
+    seconds: float | None = None  # probe: each tried level runs this long (None: the traffic plan's duration)
+
+    @property
+    def measures(self) -> bool:
+        return self.stage in MEASURING
+
+
+class Strategy(Protocol):
+    """A search strategy as an ask/tell object; `total` is how many pieces of work it expects (for progress)."""
+
+    total: int
+    independent: bool  # True: every piece of work is known up front (ask() never waits on tell()), so it may run in parallel
+
+    def ask(self) -> Work | None: ...
+
+    def follow(self, work: Work, headline) -> Work | None:
+        """Right after `work` measured, on the same deployment: more work to measure there, or None."""
+
+    def tell(self, work: Work, result: CandidateResult) -> None: ...

@@ -1,0 +1,73 @@
+"""Adaptive search end to end on the real tritonserver and real Locust (the tiny bert, SQLite): the probes are stored,
+the candidate that cannot be the best is pruned at once with its reason and its partial figures, the one that can is
+measured in full on its probe's deployment (no second deployment), a pick is made; resuming measures nothing again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recommender.review import decided_from_store
+from recommender.spec import load_spec
+from recommender.store.results import ResultStore
+
+from tests.fixtures_text import TINY_BERT_YAML
+from tests.integration.test_cli_run import cli_env, servers_under
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# The second candidate holds every request 20 ms for a batch that never fills (max_batch_size 8, at most 2 users):
+# its MaxInvocations is a small fraction of the first's, so its probe lies below the leader's lower bound.
+SPEC = """name: adaptive-it
+""" + TINY_BERT_YAML + """correctness: off
+variants:
+  optimizations: [pt]
+  dynamic_batching: [false, {{max_queue_delay_microseconds: 20000}}]
+  instance_group_counts: [1]
+  max_batch_sizes: [8]
+target: {{kind: local, instance_type: local-cpu}}
+traffic:
+  warmup_seconds: 1
+  window_seconds: 1
+  repeats: 2
+  concurrency: {{users: [1, 2], duration_seconds: 4}}
+latency_threshold: {{percentile: p95, ms: 3000}}
+search: {{strategy: adaptive, racing: {{final_repeats: 2, eta: 2, margin: 0.1}}}}
+"""
+
+
+def run(workdir: Path, db: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recommender", "run", str(workdir / "adaptive.yaml"), "--db", db],
+                          cwd=workdir, capture_output=True, text=True, timeout=600, env=cli_env())
+
+
+def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_resumes_without_measuring(tmp_path: Path):
+    (tmp_path / "adaptive.yaml").write_text(SPEC.format())
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    first = run(tmp_path, db)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    store = ResultStore.open(db)
+    runs = [(r.candidate_id, r.status, r.reason, r.artifacts_dir) for r in store.runs("adaptive-it")]
+    fast, slow = store.results("adaptive-it")  # grid order: batching off, then the 20 ms queue delay
+
+    assert (fast.status, fast.headline.repeats) == ("ok", 2), fast  # measured in full...
+    probes = [r for r in store.history("adaptive-it") if r.key == fast.key and r.headline.repeats == 1]
+    assert len(probes) == 1 and "measured in full on the probe's deployment" in probes[0].reason  # ...after its stored probe
+    assert [d.endswith("/final") for _, _, _, d in runs] == [True if i == 1 else False for i in range(len(runs))]
+
+    assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, slow
+    assert slow.headline.max_invocations < fast.headline.max_invocations / 2  # its partial figures, kept
+    assert store.window_records(slow.run_id), "the pruned candidate's probe windows are stored"
+
+    decided = {r.key: r for r in decided_from_store(store, "adaptive-it", load_spec(tmp_path / "adaptive.yaml"))}
+    assert decided[fast.key].headline.max_invocations and decided[slow.key].status == "pruned"  # the pick: fast
+    assert "pruned" in first.stdout
+
+    again = run(tmp_path, db)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert [(r.candidate_id, r.status, r.reason, r.artifacts_dir) for r in store.runs("adaptive-it")] == runs  # nothing new
+    assert [r.status for r in store.results("adaptive-it")] == ["ok", "pruned"]
+    assert servers_under(tmp_path) == []

@@ -1,0 +1,205 @@
+"""Search strategies as pure logic: the load search's steps, racing's eliminations, the sampler, the ask/tell flow."""
+
+from __future__ import annotations
+
+import pytest
+
+from recommender.candidates import CandidateResult, expand_candidates
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
+from recommender.search import strategy_for
+from recommender.search.load_search import LoadSearch
+from recommender.search.racing import Entrant, judge, keep_count
+from recommender.search.sampler import Sampler
+from recommender.spec import ExperimentSpec
+
+
+def run_search(meets_up_to: int, ipms: list[float], knee: float = 0.05) -> tuple[list[int], int | None]:
+    search, tried = LoadSearch(len(ipms), knee), []
+    while (index := search.ask()) is not None:
+        tried.append(index)
+        search.tell(index, index <= meets_up_to, ipms[index])
+    return tried, search.found
+
+
+@pytest.mark.parametrize("meets_up_to, expected_tried, found", [
+    (7, [0, 1, 3, 7], 7),          # steps 1, 2, 4 reach the top: every level meets
+    (4, [0, 1, 3, 7, 5, 4], 4),    # breach at 7, bisect 3..7: 5 breaches, 4 meets
+    (0, [0, 1], 0),                # the second level breaches
+    (-1, [0], None),               # nothing meets
+])
+def test_load_search_steps_up_then_bisects(meets_up_to, expected_tried, found):
+    ipms = [100.0 * (i + 1) for i in range(8)]
+    assert run_search(meets_up_to, ipms) == (expected_tried, found)
+
+
+def test_load_search_stops_at_the_knee():
+    ipms = [100, 200, 205, 206, 207, 208, 209, 210]  # flat after level 1
+    tried, found = run_search(7, ipms)
+    assert tried == [0, 1, 3] and found == 3
+
+
+def entrant(name: str, mean: float | None, half: float = 10.0, n: int = 4) -> Entrant:
+    interval = None if mean is None else Interval(mean, mean - half, mean + half, n, "windows")
+    return Entrant(name, name, mean, interval)
+
+
+@pytest.mark.parametrize("probe, full, keep, measured, words", [
+    (entrant("p", 900), [], 2, True, "first candidate that met the limits leads"),
+    (entrant("p", None), [entrant("a", 1000)], 2, False, "no load level met"),
+    (entrant("p", 500), [entrant("a", 1000)], 2, False, "below the lower bound 990 of the leader a"),
+    (entrant("p", 950), [entrant("a", 1000)], 2, True, "2 of at most 2 measured in full"),
+    (entrant("p", 950), [entrant("a", 1000), entrant("b", 980)], 2, False, "successive halving"),
+    (entrant("p", 1050), [entrant("a", 1000), entrant("b", 980)], 2, False, "upper bound 1,010 of a"),  # not separable
+    (entrant("p", 1120), [entrant("a", 1000), entrant("b", 980)], 2, True, "above the upper bound of every"),  # shown better
+    (entrant("p", 950, n=1), [entrant("a", 1000)], 1, False, "successive halving"),  # no noise estimate: the point +10 %
+])
+def test_judge_measures_in_full_only_what_could_still_be_the_best(probe, full, keep, measured, words):
+    verdict, why = judge(probe, full, margin=0.1, keep=keep)
+    assert verdict is measured and words in why
+
+
+def test_the_leader_is_the_highest_lower_bound():
+    full = [entrant("wide", 1100, half=400), entrant("narrow", 1000, half=10)]  # leader: narrow (low 990 > 700)
+    verdict, why = judge(entrant("p", 880, half=5), full, margin=0.1, keep=5)  # 885 x 1.1 = 973.5 < 990
+    assert not verdict and "lower bound 990 of the leader narrow" in why
+
+
+@pytest.mark.parametrize("n, eta, keep", [(12, 3, 4), (13, 3, 5), (2, 3, 1), (1, 2, 1)])
+def test_keep_count_is_ceil_n_over_eta(n, eta, keep):
+    assert keep_count(n, eta) == keep
+
+
+def adaptive_spec(**search) -> ExperimentSpec:
+    return ExperimentSpec.model_validate({
+        "name": "s", "search": {"strategy": "adaptive", **search},
+        "variants": {"instance_group_counts": [1, 2, 3], "max_batch_sizes": [4, 8], "dynamic_batching": [True]},
+        "traffic": {"concurrency": {"users": [1, 2, 4], "duration_seconds": 10}}})
+
+
+def result(candidate, ipm: float | None, status: str = "ok", repeats: int = 1) -> CandidateResult:
+    interval = Interval(ipm, ipm - 5, ipm + 5, 3, "windows") if ipm else None
+    headline = Headline(max_invocations=ipm, ipm_interval=interval, level_load=4.0, repeats=repeats)
+    return CandidateResult(candidate.key, candidate.name, candidate.config(), status, None, headline, None, 1, 1.0, None)
+
+
+def drive(strategy, figures) -> list[tuple[str, str]]:
+    """Ask until done as the job does: a probe is followed on its deployment, then told the stored result."""
+    asked = []
+    while (work := strategy.ask()) is not None:
+        asked.append((work.stage, work.candidate.name))
+        told = result(work.candidate, figures(work.candidate))
+        then = strategy.follow(work, told.headline) if work.stage == "probe" else None
+        if then is not None:
+            asked.append(("full on the same deployment", work.candidate.name))
+            told = result(work.candidate, figures(work.candidate), repeats=then.repeats)
+        strategy.tell(work, told)
+    return asked
+
+
+def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead_or_separates():
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    candidates = expand_candidates(spec)  # ig1-mbs4, ig1-mbs8, ig2-mbs4, ig2-mbs8, ig3-mbs4, ig3-mbs8
+    asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
+    assert [name for stage, name in asked if stage == "probe"] == [c.name for c in candidates]
+    full = [name for stage, name in asked if stage == "full on the same deployment"]
+    # 104 and 108 fill the cap (2); 204 and 304 are > 10 % above every upper bound; 208 (vs 209) and 308 (vs 309) are not
+    assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig3-mbs4"]
+    assert [name for stage, name in asked if stage == "prune"] == ["pt-db-ig2-mbs8", "pt-db-ig3-mbs8"]
+    assert "final" not in [stage for stage, _ in asked]  # never a second deployment
+
+
+def test_adaptive_prunes_at_once_with_the_reason_and_caps_the_full_measurements():
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    candidates = expand_candidates(spec)
+    best_first = {c.key: 1000.0 - 10 * i for i, c in enumerate(candidates)}  # within 10 % of the leader, none above
+    strategy = strategy_for(spec, candidates)
+    asked = drive(strategy, lambda c: best_first[c.key])
+    assert [stage for stage, _ in asked].count("full on the same deployment") == 2  # ceil(6 / 3)
+    assert [stage for stage, _ in asked][-2:] == ["probe", "prune"]
+
+
+def test_adaptive_resume_judges_a_reused_probe_and_measures_it_on_its_own_deployment():
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    candidates = expand_candidates(spec)[:1]
+    strategy = strategy_for(spec, candidates)
+    probe = strategy.ask()
+    strategy.tell(probe, result(probe.candidate, 500.0))  # reused from an earlier run: the job did not follow it
+    final = strategy.ask()
+    assert (final.stage, final.repeats, final.level) == ("final", 3, 4.0)
+    strategy.tell(final, result(final.candidate, 500.0, repeats=3))
+    assert strategy.ask() is None
+
+
+def test_adaptive_budget_records_the_rest_as_not_measured():
+    spec = adaptive_spec(budget={"candidates": 2})
+    asked = drive(strategy_for(spec, expand_candidates(spec)), lambda c: 100.0)
+    assert [stage for stage, _ in asked].count("probe") == 2
+    assert [stage for stage, _ in asked].count("skip") == 4
+
+
+def test_grid_asks_for_every_candidate_in_full():
+    spec = adaptive_spec().model_copy(update={"search": adaptive_spec().search.model_copy(update={"strategy": "grid"})})
+    asked = drive(strategy_for(spec, expand_candidates(spec)), lambda c: 1.0)
+    assert [stage for stage, _ in asked] == ["full"] * 6
+
+
+def ranged_spec(seed: int) -> ExperimentSpec:
+    return ExperimentSpec.model_validate({
+        "name": "r", "search": {"strategy": "adaptive", "seed": seed, "budget": {"candidates": 12}},
+        "variants": {"instance_group_counts": {"range": [1, 8]}, "max_batch_sizes": {"range": [1, 64], "log": True}}})
+
+
+def proposals(seed: int) -> list[str]:
+    sampler, names = Sampler(ranged_spec(seed)), []
+    for _ in range(12):
+        candidate = sampler.ask()
+        names.append(candidate.name)
+        sampler.tell(candidate, 100.0 * candidate.instance_group_count - abs(candidate.max_batch_size - 16))
+    return names
+
+
+def test_sampler_is_seeded_stays_in_range_and_never_repeats():
+    first = proposals(7)
+    assert first == proposals(7) and first != proposals(8)
+    assert len(set(first)) == 12
+    spec = ranged_spec(7)
+    assert all(1 <= c.instance_group_count <= 8 and 1 <= c.max_batch_size <= 64
+               for c in expand_candidates(spec) if c.name in first)
+
+
+def test_ranges_need_adaptive_search():
+    with pytest.raises(ValueError, match="needs `search: adaptive`"):
+        ExperimentSpec.model_validate({"name": "r", "variants": {"max_batch_sizes": {"range": [1, 64]}}})
+    with pytest.raises(ValueError, match="first value must not be above"):
+        ExperimentSpec.model_validate({"name": "r", "search": "adaptive", "variants": {"max_batch_sizes": {"range": [8, 1]}}})
+
+
+def delay_spec(seed: int, strategy: str = "adaptive") -> ExperimentSpec:
+    return ExperimentSpec.model_validate({
+        "name": "q", "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 6}},
+        "variants": {"dynamic_batching": [False, {"max_queue_delay_microseconds": {"range": [0, 5000]}}],
+                     "instance_group_counts": [1, 2]}})
+
+
+def delays(seed: int) -> list[int | None]:
+    sampler, found = Sampler(delay_spec(seed)), []
+    for _ in range(6):
+        candidate = sampler.ask()
+        batching = candidate.config()["dynamic_batching"]
+        found.append(batching["max_queue_delay_microseconds"] if batching else None)
+        sampler.tell(candidate, 1000.0 - (found[-1] or 0) / 10)
+    return found
+
+
+def test_queue_delay_range_is_sampled_as_a_seeded_integer_within_the_range():
+    first = delays(3)
+    assert first == delays(3)
+    sampled = [d for d in first if d is not None]
+    assert sampled and all(isinstance(d, int) and 0 <= d <= 5000 for d in sampled)
+    assert "dynamic_batching" in delay_spec(3).variants.ranged_axes()
+
+
+def test_queue_delay_range_needs_adaptive_search():
+    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+        delay_spec(0, strategy="grid")

@@ -2,7 +2,7 @@
 
     python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8 x 8 s x 3 repeats, 3 runs of each (~100 min)
     python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
-    python benchmarks/search.py --quick    # smoke test: 4 candidates, concurrency 1 4, 1 run of each
+    python benchmarks/search.py --quick    # smoke test: 2 candidates, concurrency 1 4, 1 run of each
 
 The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
 each candidate with a short load search (each tried level `probe_seconds` long, 1 repeat) and measures in full, on
@@ -62,7 +62,7 @@ search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1,
 """
 FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users="[1, 2, 4, 8]", seconds=8, window=2,
             probe=4, runs=3)
-QUICK = dict(batching="[false, true]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=4, window=1, probe=3, runs=1)
+QUICK = dict(batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1, probe=2, runs=1)
 
 
 def write_spec(folder: Path, strategy: str, grid: dict, threshold: float) -> Path:
@@ -117,7 +117,7 @@ def verdict(grid: dict, adaptive: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke test: 4 candidates, 2 levels, 1 run each")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 2 candidates, 2 levels, 1 run each")
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
     parser.add_argument("--threshold-ms", type=float, default=100.0, help="p95 latency threshold (default 100)")
     parser.add_argument("--work-dir", type=Path, help="keep the databases and run folders here (default: a temp dir)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from recommender.errors import LoadError
 from recommender.load.generators import generator_cpus
 
 
@@ -31,6 +32,11 @@ class CpuSplit:
 def split_cpus(setting: Sequence[int] | None, available: Sequence[int] | None = None) -> CpuSplit:
     """The generator gets `setting` (or the default of generators.generator_cpus), the server every other CPU."""
     cpus = sorted(os.sched_getaffinity(0) if available is None else available)
+    missing = sorted(set(setting or ()) - set(cpus))
+    if missing:
+        raise LoadError(f"traffic.generator_cpus names CPU {', '.join(map(str, missing))}, which this process may not use "
+                        f"(available: {', '.join(map(str, cpus))})", hint="pick CPUs from the available ones, or leave "
+                        "generator_cpus out (isolated by default on hosts with 4 or more CPUs)")
     generator = generator_cpus(setting, cpus)
     if generator is None:
         return CpuSplit(None, None)

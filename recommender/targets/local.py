@@ -46,6 +46,7 @@ class LocalTarget:
     name: ClassVar[str] = "local"
     load_shares_host: ClassVar[bool] = True
     deploys: ClassVar[bool] = True
+    native_backends: ClassVar[bool] = False  # the pip wheel's tritonserver has the Python backend only: the runner
     ready_timeout: float = 180.0  # seconds to wait for the server and the model to become ready
     stop_timeout: float = 20.0  # seconds between SIGTERM and SIGKILL on teardown
     exit_timeout_secs: int = 5  # Triton's own wait for in-flight requests on shutdown

@@ -61,6 +61,7 @@ class RemoteTarget:
     name: ClassVar[str] = "remote"
     load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = False
+    native_backends: ClassVar[bool] = False  # nothing is built for an existing endpoint
     endpoint: str = ""
     region: str = "us-east-1"
     endpoint_url: str | None = None  # AWS API override for a sagemaker:// endpoint (an emulator)

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from measurement import WindowStats, cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
-from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer
+from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer, input_data_file
 
 use_this_checkout()
 
@@ -117,13 +117,6 @@ def build_repository(model: str, sequence_length: int, threads: int, work: Path)
     root = work / f"repo-{model}-{sequence_length}"
     shutil.rmtree(root, ignore_errors=True)
     return write_model_repository(candidate, artifact, root, MODEL_NAME, threads_per_instance=threads)
-
-
-def perf_analyzer_data(bodies: list[dict], path: Path) -> Path:
-    """The same requests in perf_analyzer's --input-data JSON: one entry per body, used in turn (batch 1)."""
-    entries = [{t["name"]: {"content": t["data"], "shape": t["shape"][1:]} for t in body["inputs"]} for body in bodies]
-    path.write_text(json.dumps({"data": entries}))
-    return path
 
 
 def warm_up(deployment: LocalDeployment, bodies: list[dict], count: int = 30) -> None:
@@ -211,7 +204,7 @@ def run_ours(deployment: LocalDeployment, load: Load, bodies: list[dict], args: 
 
 def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict], loads: list[Load], args: argparse.Namespace,
             work: Path) -> list[Measurement]:
-    data = perf_analyzer_data(bodies, work / "input-data.json")
+    data = input_data_file(bodies, work / "input-data.json")
     measurements = []
     for repeat in range(args.repeats):
         for load in loads:

@@ -9,6 +9,7 @@ downloaded and unzipped; put on LD_LIBRARY_PATH for perf_analyzer only).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,13 @@ CUDART = "nvidia-cuda-runtime-cu12==12.9.79"
 _BINARY_MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
 _CUDART_MEMBER = "nvidia/cuda_runtime/lib/libcudart.so.12"
 _LIBB64 = "libb64.so.0d"
+
+
+def input_data_file(bodies: list[dict], path: Path) -> Path:
+    """KServe v2 request bodies in perf_analyzer's --input-data JSON: one entry per body, used in turn (batch 1)."""
+    entries = [{t["name"]: {"content": t["data"], "shape": t["shape"][1:]} for t in body["inputs"]} for body in bodies]
+    path.write_text(json.dumps({"data": entries}))
+    return path
 
 
 class ToolMissing(RuntimeError):

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec, target_label
+from recommender.spec.search import IntRange
 
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
@@ -144,5 +145,7 @@ def _batching_settings(choice: bool | DynamicBatching, max_batch_size: int) -> D
     if choice is False:
         return None
     settings = DynamicBatching() if choice is True else choice
+    if isinstance(settings.preferred_batch_size, IntRange):  # adaptive search: the sampler picks a size later
+        return settings
     preferred = [size for size in settings.preferred_batch_size if size <= max_batch_size]
     return settings.model_copy(update={"preferred_batch_size": preferred})

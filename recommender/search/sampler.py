@@ -1,9 +1,10 @@
 """The model-based sampler for numeric ranges: Optuna's TPE, seeded, as an ask/tell object over candidates.
 
 Each axis of the variant grid is a parameter: ranges (`{range: [1, 8]}`) are integers (log scale when asked), lists
-are categorical; a dynamic-batching choice whose `max_queue_delay_microseconds` is a range adds that delay as an
-integer parameter (conditional on the choice). The objective is MaxInvocations (maximised); a candidate that met no level, failed or was skipped
-tells 0. A proposal that repeats a candidate already tried is told its known value and another is asked for.
+are categorical; a dynamic-batching choice whose `max_queue_delay_microseconds` or `preferred_batch_size` is a range
+adds that setting as an integer parameter (conditional on the choice; a preferred size is served as a one-item list,
+and one above the candidate's max_batch_size is dropped as in a list, so two proposals can be the same candidate). The objective is MaxInvocations (maximised); a candidate that met no
+level, failed or was skipped tells 0. A proposal that repeats a candidate already tried is told its known value and another is asked for.
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ class Sampler:
             return trial.suggest_int(axis, *values.range, log=values.log)
         index = trial.suggest_categorical(axis, list(range(len(values))))  # by index: dicts are not Optuna choices
         chosen = values[index]
-        if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a queue-delay range: the delay is a parameter too
-            delay = chosen.max_queue_delay_microseconds
-            value = trial.suggest_int(f"{axis}[{index}].max_queue_delay_microseconds", *delay.range, log=delay.log)
-            return chosen.model_copy(update={"max_queue_delay_microseconds": value})
+        if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a delay or preferred-size range: a parameter too
+            picked = {name: trial.suggest_int(f"{axis}[{index}].{name}", *within.range, log=within.log)
+                      for name, within in chosen.ranges.items()}
+            if "preferred_batch_size" in picked:
+                picked["preferred_batch_size"] = [picked["preferred_batch_size"]]
+            return chosen.model_copy(update=picked)
         return chosen

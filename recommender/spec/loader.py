@@ -55,8 +55,9 @@ def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
     """One `field.path: message` line per pydantic error; unknown keys get the closest valid key."""
-    lines = []
-    for error in exc.errors():
+    lines, errors = [], exc.errors()
+    mapped = [e for e in errors if not (e["type"] == "bool_type" and isinstance(e.get("input"), dict))]
+    for error in mapped or errors:  # a mapping given to a `bool | settings` union: its bool arm's complaint is noise
         loc = [part for part in error["loc"] if not _is_union_tag(part)]
         where = ".".join(str(part) for part in loc) or "(top level)"
         if error["type"] == "extra_forbidden":

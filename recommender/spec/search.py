@@ -35,6 +35,10 @@ class IntRange(Strict):
         low, high = self.range
         return list(range(low, high + 1))
 
+    def __str__(self) -> str:
+        low, high = self.range
+        return f"{low}..{high}" + (" (log)" if self.log else "")
+
 
 class Budget(Strict):
     """How much adaptive search may spend: candidates tried and/or wall-clock minutes (whichever ends first)."""

@@ -21,11 +21,29 @@ class DynamicBatching(Strict):
         Union[Annotated[int, Field(ge=0), Tag("values")], Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)
     ] = Field(100, description="How long a request may wait to form a batch; `{range: [0, 5000]}` under adaptive "
               "search only (the sampler picks the delay).")
-    preferred_batch_size: list[int] = Field(default_factory=list, description="Batch sizes the scheduler aims for.")
+    preferred_batch_size: Annotated[
+        Union[Annotated[list[Annotated[int, Field(ge=1)]], Tag("values")], Annotated[IntRange, Tag("IntRange")]],
+        Discriminator(_axis_kind),
+    ] = Field(default_factory=list, description="Batch sizes the scheduler aims for; `{range: [1, 32], log: true}` "
+              "under adaptive search only (the sampler picks one preferred size; one above the candidate's "
+              "max_batch_size is dropped, as in a list).")
+
+    @model_validator(mode="after")
+    def _sizes_from_one(self) -> "DynamicBatching":
+        if isinstance(self.preferred_batch_size, IntRange) and self.preferred_batch_size.range[0] < 1:
+            raise ValueError(f"preferred_batch_size: range {list(self.preferred_batch_size.range)} starts below 1; "
+                             "batch sizes start at 1, e.g. {range: [1, 32], log: true}")
+        return self
+
+    @property
+    def ranges(self) -> dict[str, IntRange]:
+        """The settings given as ranges (the sampler picks their values), by field name."""
+        return {name: value for name in ("max_queue_delay_microseconds", "preferred_batch_size")
+                if isinstance(value := getattr(self, name), IntRange)}
 
     @property
     def ranged(self) -> bool:
-        return isinstance(self.max_queue_delay_microseconds, IntRange)
+        return bool(self.ranges)
 
 
 DynamicBatchingChoice = Union[bool, DynamicBatching]
@@ -62,8 +80,8 @@ class VariantGrid(Strict):
     def ranged_axes(self) -> dict[str, IntRange]:
         """The axes given as numeric ranges (searched by the adaptive sampler), by field name."""
         ranged = {name: getattr(self, name) for name in RANGED_AXES if isinstance(getattr(self, name), IntRange)}
-        delays = [c.max_queue_delay_microseconds for c in self.dynamic_batching if isinstance(c, DynamicBatching) and c.ranged]
-        return ranged | ({"dynamic_batching": delays[0]} if delays else {})
+        inner = [r for c in self.dynamic_batching if isinstance(c, DynamicBatching) for r in c.ranges.values()]
+        return ranged | ({"dynamic_batching": inner[0]} if inner else {})
 
     @model_validator(mode="after")
     def _bounded(self) -> "VariantGrid":

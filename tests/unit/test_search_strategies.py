@@ -203,3 +203,39 @@ def test_queue_delay_range_is_sampled_as_a_seeded_integer_within_the_range():
 def test_queue_delay_range_needs_adaptive_search():
     with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         delay_spec(0, strategy="grid")
+
+
+def preferred_spec(seed: int, strategy: str = "adaptive") -> ExperimentSpec:
+    return ExperimentSpec.model_validate({
+        "name": "p", "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 8}},
+        "variants": {"dynamic_batching": [{"preferred_batch_size": {"range": [1, 32], "log": True}}],
+                     "max_batch_sizes": [8, 32]}})
+
+
+def preferred_sizes(seed: int) -> list[tuple[int, list[int]]]:
+    sampler, found = Sampler(preferred_spec(seed)), []
+    for _ in range(8):
+        candidate = sampler.ask()
+        if candidate is None:
+            break
+        found.append((candidate.max_batch_size, candidate.config()["dynamic_batching"]["preferred_batch_size"]))
+        sampler.tell(candidate, 100.0 * candidate.max_batch_size)
+    return found
+
+
+def test_preferred_batch_size_range_is_sampled_seeded_and_never_above_max_batch_size():
+    first = preferred_sizes(5)
+    assert first == preferred_sizes(5)
+    assert len(first) >= 3
+    for max_batch_size, preferred in first:
+        assert len(preferred) <= 1 and all(1 <= size <= max_batch_size for size in preferred)
+    assert any(preferred for _, preferred in first)
+    assert len({(m, tuple(p)) for m, p in first}) == len(first)  # each proposal a new candidate
+    assert "dynamic_batching" in preferred_spec(5).variants.ranged_axes()
+
+
+def test_preferred_batch_size_range_needs_adaptive_search_and_sizes_from_one():
+    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+        preferred_spec(0, strategy="grid")
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        ExperimentSpec.model_validate({"name": "p", "variants": {"dynamic_batching": [{"preferred_batch_size": [0, 4]}]}})

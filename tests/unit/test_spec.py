@@ -144,3 +144,11 @@ def test_targets_is_a_list_and_a_multi_target_spec_dumps_and_validates_again():
 def test_bad_targets_and_scheduling_fields_name_the_fix(tmp_path, text, expected):
     path = write(tmp_path, text)
     assert any(expected in line and str(path) in line for line in problems_of(path))
+
+
+def test_a_bad_dynamic_batching_mapping_gets_its_own_error_not_the_bool_arms(tmp_path):
+    path = write(tmp_path, "name: x\nsearch: adaptive\nvariants:\n  dynamic_batching: "
+                           "[false, {preferred_batch_size: {range: [0, 32]}}]\n")
+    problems = problems_of(path)
+    assert problems == [f"{path}: variants.dynamic_batching.1: Value error, preferred_batch_size: range [0, 32] "
+                        "starts below 1; batch sizes start at 1, e.g. {range: [1, 32], log: true}"]

@@ -13,8 +13,13 @@ Each run is `recommender run FILE --fresh` in a subprocess against its own fresh
 tritonserver, real Locust), the two strategies alternating. The model is exported once before any timing. Per run
 pair it prints the wall-time ratio adaptive / grid (target <= 0.4) and whether adaptive's pick (highest
 MaxInvocations within the limits) is the grid's best or statistically tied with it, judged on the GRID's own
-measurement of both with the decide/ranking tie rule (MaxInvocations intervals overlap). Triton Model Analyzer is
-compared only where it is installed ($PEERS/ma/bin/model-analyzer, see /work/shared/peers); otherwise it says so.
+measurement of both with the decide/ranking tie rule (MaxInvocations intervals overlap).
+
+Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see /work/shared/peers/setup.sh), its quick
+search then runs on the same model repository (the same exported model, same threads, same input ids) over the same
+space (instance counts up to 3, max batch sizes up to 8, client concurrency up to 8, p95 under the same threshold):
+its wall time, its pick and its own measured throughput, and our grid's measurement of that configuration when the
+grid holds it. `--peer-only --work-dir DIR` runs only that part against the grid databases a previous run left in DIR.
 Exits non-zero only on errors, never on a missed target.
 """
 
@@ -31,14 +36,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from recommender.candidates import expand_candidates, model_fingerprint  # noqa: E402
+import peer_model_analyzer as model_analyzer  # noqa: E402  (benchmarks/, next to this script)
+from recommender.candidates import Candidate, expand_candidates, model_fingerprint  # noqa: E402
 from recommender.metrics.intervals import tied  # noqa: E402
 from recommender.modelrepo.export import export_model  # noqa: E402
+from recommender.modelrepo.repository import write_model_repository  # noqa: E402
+from recommender.payload import inference_bodies  # noqa: E402
 from recommender.review import decided_from_store  # noqa: E402
-from recommender.spec import load_spec  # noqa: E402
+from recommender.spec import DynamicBatching, load_spec  # noqa: E402
 from recommender.store.results import ResultStore  # noqa: E402
 
-SPEC = """name: search-{strategy}
+SPEC = """name: search-{name}
 model:
   source: bert
   architecture: {{layers: 1, hidden: 32, heads: 2, intermediate: 64}}
@@ -65,10 +73,10 @@ FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users=
 QUICK = dict(batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1, probe=2, runs=1)
 
 
-def write_spec(folder: Path, strategy: str, grid: dict, threshold: float) -> Path:
+def write_spec(folder: Path, strategy: str, grid: dict, threshold: float, name: str | None = None) -> Path:
     fields = {k: v for k, v in grid.items() if k != "runs"}
-    path = folder / f"{strategy}.yaml"
-    path.write_text(SPEC.format(strategy=strategy, threshold=threshold, **fields))
+    path = folder / f"{name or strategy}.yaml"
+    path.write_text(SPEC.format(name=name or strategy, strategy=strategy, threshold=threshold, **fields))
     return path
 
 
@@ -103,16 +111,65 @@ def pick(results: dict):
 
 
 def verdict(grid: dict, adaptive: dict) -> str:
-    best, chosen = pick(grid), pick(adaptive)
-    if best is None or chosen is None:
-        return f"n/a (grid best {best and best.name}, adaptive pick {chosen and chosen.name})"
-    if chosen.key == best.key:
+    chosen = pick(adaptive)
+    return compare(grid, chosen.key, "adaptive") if chosen else f"n/a (adaptive picked none; grid best {pick(grid)})"
+
+
+def compare(grid: dict, key: str, who: str, elsewhere=None) -> str:
+    """`same`, `tied` or `NOT tied`: a picked configuration against the grid's best, on the grid's measurement of both
+    (or on `elsewhere`, a CandidateResult of the same protocol measured in its own run, when the grid lacks it)."""
+    best = pick(grid)
+    if best is None:
+        return "n/a (the grid found no configuration within the limits)"
+    if key == best.key:
         return f"same ({best.name})"
-    grid_view = grid[chosen.key].headline
-    verdict = tied(best.headline.ipm_interval, grid_view.ipm_interval if grid_view else None)
+    theirs = grid.get(key, elsewhere)
+    if theirs is None or theirs.headline is None:
+        return f"n/a ({who}'s pick was not measured)"
+    verdict = tied(best.headline.ipm_interval, theirs.headline.ipm_interval)
     word = {True: "tied", False: "NOT tied", None: "unknown (no interval)"}[verdict]
-    return (f"{word}: adaptive {chosen.name} {grid_view.max_invocations or 0:,.0f} IPM in the grid's measurement vs grid "
+    where = "the grid's measurement" if key in grid else "our measurement of it"
+    return (f"{word}: {who} {theirs.name} {theirs.headline.max_invocations or 0:,.0f} IPM in {where} vs grid "
             f"best {best.name} {best.headline.max_invocations:,.0f}")
+
+
+def side_by_side(folder: Path, grid_spec: Path, threshold_ms: float, grid_urls: list[str], grid_settings: dict) -> None:
+    """Model Analyzer's quick search on the same model repository and space; its pick measured by our grid's protocol
+    (from the grid's runs when the grid holds it, else in one run of its own) and set against our grid's best."""
+    if not model_analyzer.executable().exists():
+        print(f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; /work/shared/peers/setup.sh "
+              "installs it): no side-by-side run")
+        return
+    spec = load_spec(grid_spec)
+    artifact = export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec),
+                            folder / ".recommender" / "artifacts")
+    base = Candidate("pt", None, 1, 8, spec.target.instance_type, model_fingerprint(spec))
+    repository = write_model_repository(base, artifact, folder / "model-analyzer" / "repository", "model",
+                                        threads_per_instance=1)  # the grid's pt candidates: 1 intra-op thread each
+    print(f"Model Analyzer quick search (p95 <= {threshold_ms:g} ms, instances <= 3, max batch <= 8, concurrency <= 8), "
+          f"load average {os.getloadavg()[0]:.2f} ...", flush=True)
+    found = model_analyzer.quick_search(repository, "model", inference_bodies(spec.payload), threshold_ms, 3, 8, 8,
+                                        folder / "model-analyzer" / "work")
+    # Quick search turns dynamic batching on with Triton's defaults (no queue delay); ours is the candidate with the
+    # same instance count, max batch size and batching on/off (our queue delay: 100 us):
+    same = Candidate("pt", DynamicBatching() if found.dynamic_batching else None, found.instance_count,
+                     found.max_batch_size, spec.target.instance_type, model_fingerprint(spec))
+    grids = [decided(url, grid_spec) for url in grid_urls]
+    elsewhere, wall = None, None
+    if grids and same.key not in grids[0]:
+        alone = {**grid_settings, "batching": f"[{str(found.dynamic_batching).lower()}]",
+                 "counts": f"[{found.instance_count}]", "sizes": f"[{found.max_batch_size}]"}
+        path = write_spec(folder, "grid", alone, threshold_ms, name="model-analyzer-pick")
+        wall, url = run_once(folder, path, 1)
+        elsewhere = next(iter(decided(url, path).values()))
+    ours = [compare(grid, same.key, "Model Analyzer", elsewhere) for grid in grids]
+    print("| tool | wall s | configurations measured | pick | its own measured throughput at the pick | "
+          "its pick vs our grid's best, per grid run |\n|---|---|---|---|---|---|")
+    print(f"| Model Analyzer 1.58 quick | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
+          f"{same.name} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
+          f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | {'; '.join(ours) or 'no grid run here'} |")
+    if wall is not None:
+        print(f"(its pick is not in our grid: measured by our grid's protocol in a run of its own, {wall:.0f} s)")
 
 
 def main() -> None:
@@ -121,7 +178,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
     parser.add_argument("--threshold-ms", type=float, default=100.0, help="p95 latency threshold (default 100)")
     parser.add_argument("--work-dir", type=Path, help="keep the databases and run folders here (default: a temp dir)")
+    parser.add_argument("--peer-only", action="store_true", help="only Model Analyzer's side-by-side run, against the "
+                        "grid databases already in --work-dir")
     args = parser.parse_args()
+    if args.peer_only and not args.work_dir:
+        parser.error("--peer-only needs --work-dir (the folder of an earlier run)")
     grid_settings = QUICK if args.quick else FULL
     runs = args.runs or grid_settings["runs"]
     folder = args.work_dir or Path(tempfile.mkdtemp(prefix="search-bench-"))
@@ -129,13 +190,17 @@ def main() -> None:
     specs = {s: write_spec(folder, s, grid_settings, args.threshold_ms) for s in ("grid", "adaptive")}
     spec = load_spec(specs["grid"])
     export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts")
+    if args.peer_only:
+        urls = [f"sqlite:///{db}" for db in sorted(folder.glob("grid-*.db"))]
+        return side_by_side(folder, specs["grid"], args.threshold_ms, urls, grid_settings)
     print(f"grid: {len(expand_candidates(spec))} candidates; work dir {folder}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print("| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | pick |\n|---|---|---|---|---|---|")
-    ratios, picks = [], []
+    ratios, picks, grid_urls = [], [], []
     for number in range(1, runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         measured = {s: run_once(folder, specs[s], number) for s in order}
+        grid_urls.append(measured["grid"][1])
         ratio = measured["adaptive"][0] / measured["grid"][0]
         adaptive = decided(measured["adaptive"][1], specs["adaptive"])
         said = verdict(decided(measured["grid"][1], specs["grid"]), adaptive)
@@ -145,12 +210,10 @@ def main() -> None:
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"wall-time ratio <= 0.4 in every run -> {'PASS' if max(ratios) <= 0.4 else 'FAIL'} (max {max(ratios):.2f})")
     print(f"adaptive pick same as or tied with the grid's best in every run -> {'PASS' if all(picks) else 'FAIL'}")
-    analyzer = Path(os.environ.get("PEERS", "/tmp/peers")) / "ma" / "bin" / "model-analyzer"
-    if not analyzer.exists():
-        print(f"Model Analyzer: not installed here ({analyzer} missing; /work/shared/peers/setup.sh installs it): no side-by-side run")
+    if args.quick:
+        print("Model Analyzer: not run in --quick (its quick search alone takes about 6 minutes here)")
     else:
-        print(f"Model Analyzer: installed at {analyzer}, but this script does not drive it yet: no side-by-side run")
-
+        side_by_side(folder, specs["grid"], args.threshold_ms, grid_urls, grid_settings)
 
 if __name__ == "__main__":
     main()

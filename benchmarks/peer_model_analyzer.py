@@ -35,6 +35,7 @@ class QuickSearch:
     pick_config: str  # e.g. "model_config_3"
     instance_count: int
     max_batch_size: int
+    dynamic_batching: bool  # quick search turns it on; its default configuration (the repository's own) may be off
     concurrency: int
     throughput_per_s: float  # its measured inferences per second at the pick (batch 1 requests: = requests per s)
     p95_ms: float
@@ -81,10 +82,10 @@ def quick_search(repository: Path, model: str, bodies: list[dict], threshold_ms:
     if done.returncode != 0:
         tail = (work / "model-analyzer.log").read_text()[-3000:]
         raise RuntimeError(f"model-analyzer profile exited {done.returncode}:\n{tail}")
-    return _pick(wall, work / "results" / "results" / "metrics-model-inference.csv")
+    return _pick(wall, work / "results" / "results" / "metrics-model-inference.csv", work / "models")
 
 
-def _pick(wall: float, table: Path) -> QuickSearch:
+def _pick(wall: float, table: Path, configs: Path) -> QuickSearch:
     with table.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     if not rows:
@@ -99,5 +100,7 @@ def _pick(wall: float, table: Path) -> QuickSearch:
     return QuickSearch(
         wall_s=wall, configs=len({r[column["config"]] for r in rows}), measurements=len(rows),
         pick_config=best[column["config"]], instance_count=int(best[column["instances"]].split(":")[0]),
-        max_batch_size=int(best[column["mbs"]]), concurrency=int(best[column["concurrency"]]),
+        max_batch_size=int(best[column["mbs"]]),
+        dynamic_batching="dynamic_batching" in (configs / best[column["config"]] / "config.pbtxt").read_text(),
+        concurrency=int(best[column["concurrency"]]),
         throughput_per_s=float(best[column["throughput"]]), p95_ms=float(best[column["p95"]]))

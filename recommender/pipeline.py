@@ -14,7 +14,6 @@ import secrets
 import threading
 import time
 import traceback
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +33,7 @@ from recommender.payload import inference_bodies
 from recommender.review import decided_from_store
 from recommender.search import Work, strategy_for
 from recommender.search.load_search import measure_work
+from recommender.search.plan import planned_counts
 from recommender.candidates import Candidate, expand_candidates, target_index
 from recommender.protocol import protocol_fingerprint
 from recommender.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
@@ -121,8 +121,7 @@ class Job:
         candidates = expand_candidates(self.spec)
         strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure it
         # refuses a plan estimated above the budget; counts what earlier runs of the experiment spent
-        counts = Counter(target_index(self.spec, c) for c in candidates)
-        self.budget = RunBudget.for_spec(self.spec, counts, self.store.spent(self.spec.name),
+        self.budget = RunBudget.for_spec(self.spec, planned_counts(self.spec, candidates), self.store.spent(self.spec.name),
                                          record=lambda usd: self.store.add_spend(self.spec.name, usd))
         self.run_id = new_run_id()
         placements = [self._place(i, t) for i, t in enumerate(self.spec.all_targets)]  # every target checked first

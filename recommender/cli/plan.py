@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from recommender.candidates import expand_candidates, target_index
+from recommender.candidates import expand_candidates
 from recommender.cli import options
 from recommender.decide.budget import CostEstimate, check_budget, estimate_plan, experiment_budget, total_estimate
 from recommender.load.shapes import traffic_seconds
 from recommender.modelrepo.model_source import describe
 from recommender.schedule import slot_group, slots_for
-from recommender.spec import ExperimentSpec, load_spec, target_label
+from recommender.search.plan import planned_counts, planned_total
+from recommender.spec import DynamicBatching, ExperimentSpec, load_spec, target_label
+from recommender.spec.search import IntRange
 
 
 def plan(
@@ -39,7 +41,8 @@ def plan(
     budget = experiment_budget(spec)
     over = estimate.usd > budget if budget is not None else False
     if as_json:
-        typer.echo(json.dumps({"candidates": estimate.candidates, "minutes": minutes, "instance_hours": estimate.instance_hours,
+        typer.echo(json.dumps({"search": spec.search.strategy, "space": len(expand_candidates(spec)),
+                               "candidates": estimate.candidates, "minutes": minutes, "instance_hours": estimate.instance_hours,
                                "price_per_hour": estimate.price_per_hour, "estimated_usd": estimate.usd,
                                "budget_usd": budget, "within_budget": not over, "max_parallel": spec.max_parallel,
                                "targets": [_target_json(spec, i, e) for i, e in enumerate(per_target)]}, indent=2))
@@ -55,9 +58,9 @@ def plan(
 
 
 def target_estimates(spec: ExperimentSpec) -> list[CostEstimate]:
-    """One estimate per target (spec.all_targets order) for the candidates it runs (max_candidates applied)."""
-    candidates = expand_candidates(spec)[: spec.max_candidates]
-    counts = Counter(target_index(spec, c) for c in candidates)
+    """One estimate per target (spec.all_targets order) for the candidates it may run (search/plan.py: max_candidates
+    applied; adaptive: the candidates it may probe, each counted as if measured in full, an upper bound)."""
+    counts = planned_counts(spec, expand_candidates(spec))
     return [estimate_plan(spec, counts[i], target) for i, target in enumerate(spec.all_targets)]
 
 
@@ -71,11 +74,14 @@ def wall_minutes(spec: ExperimentSpec, per_target: list[CostEstimate]) -> float:
         minutes_by_group[slot_group(t, index)] += math.ceil(e.candidates / slots) * e.minutes_per_candidate
     serial = sum(e.candidates * e.minutes_per_candidate for e in per_target)
     minutes = serial if spec.max_parallel == 1 else max(max(minutes_by_group.values(), default=0.0), serial / spec.max_parallel)
-    limit = spec.time_budget_seconds
-    return min(minutes, limit / 60) if limit is not None else minutes
+    limits = [spec.time_budget_seconds / 60 if spec.time_budget_seconds is not None else None,
+              spec.search.budget.minutes if spec.search.adaptive else None]
+    return min([minutes, *(limit for limit in limits if limit is not None)])
 
 
 def _parallel_note(spec: ExperimentSpec) -> str:
+    if spec.search.adaptive:
+        return ", one at a time; adaptive search: an upper bound, each as if measured in full (pruned ones stop after their probe)"
     if spec.max_parallel == 1:
         return ", one at a time"
     return f", up to {spec.max_parallel} at once where the target allows (local CPU: one at a time)"
@@ -101,8 +107,12 @@ def cost_table(spec: ExperimentSpec, per_target: list[CostEstimate]) -> Table:
 def plan_table(spec: ExperimentSpec) -> Table:
     load_s = traffic_seconds(spec.traffic)
     candidates = expand_candidates(spec)
-    table = Table(title=f"{spec.name}: {len(candidates)} candidates, {load_s:g} s of traffic each "
-                        f"({spec.traffic.shape}, {spec.traffic.repeats} repeat(s))", title_justify="left")
+    traffic = f"{load_s:g} s of traffic each in full ({spec.traffic.shape}, {spec.traffic.repeats} repeat(s))"
+    if spec.search.adaptive and spec.variants.ranged_axes():
+        return space_table(spec, len(candidates), traffic)
+    probed = (f"adaptive search probes up to {planned_total(spec, len(candidates))} of "
+              if spec.search.adaptive else "")
+    table = Table(title=f"{spec.name}: {probed}{len(candidates)} candidates, {traffic}", title_justify="left")
     for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
         table.add_column(column)
     for index, c in enumerate(candidates):
@@ -113,6 +123,31 @@ def plan_table(spec: ExperimentSpec) -> Table:
                       str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
     table.caption = describe(spec.model)
     return table
+
+
+def space_table(spec: ExperimentSpec, size: int, traffic: str) -> Table:
+    """Adaptive search over ranges: the axes the sampler searches, not the hundreds of points of the space."""
+    table = Table(title=f"{spec.name}: adaptive search, the sampler proposes up to {planned_total(spec, size)} "
+                        f"candidates from a space of {size:,}, {traffic}", title_justify="left")
+    table.add_column("axis")
+    table.add_column("searched over")
+    grid = spec.variants
+    for axis in ("optimizations", "precisions", "dynamic_batching", "instance_group_counts", "max_batch_sizes"):
+        value = getattr(grid, axis)
+        shown = (f"range {value}" if isinstance(value, IntRange) else
+                 " | ".join(_batching(v) if axis == "dynamic_batching" else str(v) for v in value))
+        table.add_row(axis, shown)
+    if spec.multi_target:
+        table.add_row("target", " | ".join(target_label(t) for t in spec.all_targets))
+    table.caption = describe(spec.model)
+    return table
+
+
+def _batching(choice: bool | DynamicBatching) -> str:
+    if not isinstance(choice, DynamicBatching):
+        return "on (defaults)" if choice else "off"
+    return (f"on, delay {choice.max_queue_delay_microseconds} us, preferred "
+            f"{choice.preferred_batch_size or 'none'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,12 +18,12 @@ from typing import Callable
 
 from recommender.candidates import Candidate, CandidateResult
 from recommender.metrics.headline import Headline
+from recommender.search.plan import planned_total
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
 
-SAMPLED = 20  # candidates the sampler proposes when the budget names none (a range's space can be in the hundreds)
 
 
 class AdaptiveSearch:
@@ -33,10 +33,8 @@ class AdaptiveSearch:
         self.search, self.clock, self.started = spec.search, clock, clock()
         self.sampler = Sampler(spec) if spec.variants.ranged_axes() else None
         self.pending = deque(() if self.sampler else candidates)
-        budget = self.search.budget.candidates
-        probes = min(budget or len(candidates), len(candidates)) if not self.sampler else (budget or SAMPLED)
-        self.keep = keep_count(probes, self.search.racing.eta)
-        self.total = probes
+        self.total = planned_total(spec, len(candidates))  # candidates it may probe
+        self.keep = keep_count(self.total, self.search.racing.eta)
         self.probed: set[str] = set()
         self.full: dict[str, Entrant] = {}  # measured in full: the leaders' field
         self.judged: set[str] = set()
@@ -83,7 +81,7 @@ class AdaptiveSearch:
 
     def _budget_spent(self) -> str | None:
         budget = self.search.budget
-        limit = budget.candidates or (SAMPLED if self.sampler else None)
+        limit = self.total if (budget.candidates or self.sampler) else None
         if limit is not None and len(self.probed) >= limit:
             return f"the search budget of {limit} candidates was spent before this one (not measured)"
         if budget.minutes is not None and self.clock() - self.started >= budget.minutes * 60:

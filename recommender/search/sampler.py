@@ -3,8 +3,10 @@
 Each axis of the variant grid is a parameter: ranges (`{range: [1, 8]}`) are integers (log scale when asked), lists
 are categorical; a dynamic-batching choice whose `max_queue_delay_microseconds` or `preferred_batch_size` is a range
 adds that setting as an integer parameter (conditional on the choice; a preferred size is served as a one-item list,
-and one above the candidate's max_batch_size is dropped as in a list, so two proposals can be the same candidate). The objective is MaxInvocations (maximised); a candidate that met no
-level, failed or was skipped tells 0. A proposal that repeats a candidate already tried is told its known value and another is asked for.
+and one above the candidate's max_batch_size is dropped as in a list, so two proposals can be the same candidate). The
+objective is MaxInvocations (maximised); a candidate that met no level, failed or was skipped tells 0. With several
+targets, the target is a categorical parameter too. A proposal that repeats a candidate already tried is told its
+known value and another is asked for.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class Sampler:
         grid = self.spec.variants
         chosen = {axis: [self._suggest(trial, axis, getattr(grid, axis))] for axis in _AXES}
         variants = grid.model_construct(**{**dict(grid), **chosen})
-        found = expand_candidates(self.spec.model_copy(update={"variants": variants}))
+        found = expand_candidates(self.spec.model_copy(update={"variants": variants}))  # one per target
+        if len(found) > 1:  # several targets: where to serve it is a choice too
+            return found[trial.suggest_categorical("target", list(range(len(found))))]
         return found[0] if found else None
 
     @staticmethod

@@ -239,3 +239,16 @@ def test_preferred_batch_size_range_needs_adaptive_search_and_sizes_from_one():
         preferred_spec(0, strategy="grid")
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         ExperimentSpec.model_validate({"name": "p", "variants": {"dynamic_batching": [{"preferred_batch_size": [0, 4]}]}})
+
+
+def test_the_sampler_chooses_the_target_too_when_there_are_several():
+    spec = ExperimentSpec.model_validate({
+        "name": "t", "search": {"strategy": "adaptive", "seed": 1, "budget": {"candidates": 8}},
+        "variants": {"instance_group_counts": {"range": [1, 4]}},
+        "targets": [{"kind": "local", "instance_type": "small"}, {"kind": "local", "instance_type": "large"}]})
+    sampler, seen = Sampler(spec), []
+    for _ in range(8):
+        candidate = sampler.ask()
+        seen.append(candidate.instance_type)
+        sampler.tell(candidate, 100.0)
+    assert set(seen) == {"small", "large"}

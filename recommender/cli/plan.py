@@ -125,6 +125,22 @@ def plan_table(spec: ExperimentSpec) -> Table:
     return table
 
 
+def summary(spec: ExperimentSpec) -> str:
+    """One line: how many candidates (the search's share of them) on which targets, for `run` and `validate`."""
+    size = len(expand_candidates(spec))
+    if spec.search.adaptive and spec.variants.ranged_axes():
+        count = f"adaptive search: up to {planned_total(spec, size)} candidates sampled from a space of {size:,}"
+    elif spec.search.adaptive:
+        count = f"{size} candidates, adaptive search: up to {planned_total(spec, size)} probed"
+    else:
+        capped = planned_total(spec, size)
+        count = f"{size} candidates" + (f" (the first {capped} measured: max_candidates)" if capped < size else "")
+    targets = spec.all_targets
+    where = (f"target {targets[0].kind} ({targets[0].instance_type})" if len(targets) == 1 else
+             f"{len(targets)} targets: " + ", ".join(target_label(t) for t in targets))
+    return f"{count} on {where}"
+
+
 def space_table(spec: ExperimentSpec, size: int, traffic: str) -> Table:
     """Adaptive search over ranges: the axes the sampler searches, not the hundreds of points of the space."""
     table = Table(title=f"{spec.name}: adaptive search, the sampler proposes up to {planned_total(spec, size)} "

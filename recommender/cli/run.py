@@ -12,12 +12,11 @@ from rich.console import Console
 from recommender.modelrepo.model_source import describe
 from recommender import paths
 from recommender.cli import options
-from recommender.cli.plan import plan_table
+from recommender.cli.plan import plan_table, summary
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import print_decision
 from recommender.pipeline import Job, JobOptions
 from recommender.decide.recommendation import recommend
-from recommender.candidates import expand_candidates
 from recommender.spec import load_spec
 from recommender.store.results import ResultStore
 
@@ -47,8 +46,7 @@ def run(
         console.print(plan_table(spec))
         return
     store = ResultStore.open(db)
-    console.print(f"[bold]{spec.name}[/]: {describe(spec.model)}; {len(expand_candidates(spec))} candidates "
-                  f"on target {spec.target.kind} ({spec.target.instance_type})", highlight=False)
+    console.print(f"[bold]{spec.name}[/]: {describe(spec.model)}; {summary(spec)}", highlight=False)
     if wait and (holder := store.lease_holder(spec.name)):
         console.print(f"waiting for the job measuring {spec.name}: {holder}", highlight=False, soft_wrap=True)
     started = time.monotonic()

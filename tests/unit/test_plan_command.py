@@ -97,3 +97,17 @@ def test_a_run_checks_its_money_budget_against_the_candidates_it_may_probe_not_t
     RunBudget.for_spec(spec, planned_counts(spec, candidates))  # 4 x 1.5 min at $36/h = $3.60: allowed
     with pytest.raises(BudgetExceeded):
         RunBudget.for_spec(spec, len(candidates))  # the whole space of 1,024 would be refused
+
+
+@pytest.mark.parametrize("document, expected", [
+    (RANGED, "adaptive search: up to 6 candidates sampled from a space of 1,024 on target local (local-cpu)"),
+    ({"search": "adaptive", "max_candidates": 1}, "2 candidates, adaptive search: up to 1 probed on target local"),
+    ({"max_candidates": 1, "targets": TARGETS}, "4 candidates (the first 1 measured: max_candidates) on 2 targets: "
+                                                "ml.g4dn.xlarge, ml.g4dn.2xlarge"),
+])
+def test_validate_and_run_say_what_the_search_will_measure(tmp_path, document, expected) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"name": "p", "variants": {"dynamic_batching": [False, True]}} | document))
+    done = CliRunner().invoke(build_app(), ["validate", str(path)], env={"COLUMNS": "300"})
+    assert done.exit_code == 0, done.output
+    assert expected in done.output

@@ -21,6 +21,7 @@ class ProgressReporter:
         )
         self.overall = None
         self.current = None
+        self.counted: set[str] = set()  # candidate keys the overall bar has counted
 
     def __enter__(self) -> "ProgressReporter":
         self.progress.__enter__()
@@ -49,4 +50,6 @@ class ProgressReporter:
         why = f": {reason}" if reason else ""
         self.progress.console.print(f"[{style}]{status:>8}[/] {candidate.name}{note}{why}", highlight=False)
         self.progress.update(self.current, completed=self.progress.tasks[-1].total, detail=status)
-        self.progress.advance(self.overall)
+        if candidate.key not in self.counted:  # adaptive search: a probe's candidate is pruned after it, counted once
+            self.counted.add(candidate.key)
+            self.progress.advance(self.overall)

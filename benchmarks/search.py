@@ -133,7 +133,8 @@ def compare(grid: dict, key: str, who: str, elsewhere=None) -> str:
             f"best {best.name} {best.headline.max_invocations:,.0f}")
 
 
-def side_by_side(folder: Path, grid_spec: Path, threshold_ms: float, grid_urls: list[str], grid_settings: dict) -> None:
+def side_by_side(folder: Path, grid_spec: Path, artifact, threshold_ms: float, grid_urls: list[str],
+                 grid_settings: dict) -> None:
     """Model Analyzer's quick search on the same model repository and space; its pick measured by our grid's protocol
     (from the grid's runs when the grid holds it, else in one run of its own) and set against our grid's best."""
     if not model_analyzer.executable().exists():
@@ -141,8 +142,6 @@ def side_by_side(folder: Path, grid_spec: Path, threshold_ms: float, grid_urls: 
               "installs it): no side-by-side run")
         return
     spec = load_spec(grid_spec)
-    artifact = export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec),
-                            folder / ".recommender" / "artifacts")
     base = Candidate("pt", None, 1, 8, spec.target.instance_type, model_fingerprint(spec))
     repository = write_model_repository(base, artifact, folder / "model-analyzer" / "repository", "model",
                                         threads_per_instance=1)  # the grid's pt candidates: 1 intra-op thread each
@@ -189,10 +188,11 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     specs = {s: write_spec(folder, s, grid_settings, args.threshold_ms) for s in ("grid", "adaptive")}
     spec = load_spec(specs["grid"])
-    export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts")
+    artifact = export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec),
+                            folder / ".recommender" / "artifacts")
     if args.peer_only:
         urls = [f"sqlite:///{db}" for db in sorted(folder.glob("grid-*.db"))]
-        return side_by_side(folder, specs["grid"], args.threshold_ms, urls, grid_settings)
+        return side_by_side(folder, specs["grid"], artifact, args.threshold_ms, urls, grid_settings)
     print(f"grid: {len(expand_candidates(spec))} candidates; work dir {folder}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print("| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | pick |\n|---|---|---|---|---|---|")
@@ -213,7 +213,7 @@ def main() -> None:
     if args.quick:
         print("Model Analyzer: not run in --quick (its quick search alone takes about 6 minutes here)")
     else:
-        side_by_side(folder, specs["grid"], args.threshold_ms, grid_urls, grid_settings)
+        side_by_side(folder, specs["grid"], artifact, args.threshold_ms, grid_urls, grid_settings)
 
 if __name__ == "__main__":
     main()

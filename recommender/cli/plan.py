@@ -116,8 +116,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
     for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
         table.add_column(column)
     for index, c in enumerate(candidates):
-        db = c.dynamic_batching
-        batching = (f"on, delay {db.max_queue_delay_microseconds} us, preferred {db.preferred_batch_size}" if db else "off")
+        batching = _batching(c.dynamic_batching or False)
         capped = spec.max_candidates is not None and index >= spec.max_candidates
         table.add_row(c.name + (" (over max_candidates: skipped)" if capped else ""), c.key, c.optimization, batching,
                       str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
@@ -162,8 +161,7 @@ def space_table(spec: ExperimentSpec, size: int, traffic: str) -> Table:
 def _batching(choice: bool | DynamicBatching) -> str:
     if not isinstance(choice, DynamicBatching):
         return "on (defaults)" if choice else "off"
-    return (f"on, delay {choice.max_queue_delay_microseconds} us, preferred "
-            f"{choice.preferred_batch_size or 'none'}")
+    return f"on, delay {choice.max_queue_delay_microseconds} us, preferred {choice.preferred_batch_size}"
 
 
 def register(app: typer.Typer) -> None:

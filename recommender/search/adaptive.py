@@ -25,7 +25,6 @@ from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
 
 
-
 class AdaptiveSearch:
     independent = False  # each result shapes the next question: one candidate at a time
 

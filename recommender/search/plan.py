@@ -22,10 +22,10 @@ def planned_total(spec: ExperimentSpec, grid_size: int) -> int:
     capped = min(grid_size, spec.max_candidates or grid_size)
     if not spec.search.adaptive:
         return capped
-    budget = spec.search.budget.candidates
-    if spec.variants.ranged_axes():
-        return min(budget or SAMPLED, spec.max_candidates or SAMPLED * 1000)
-    return min(budget or capped, capped)
+    if spec.variants.ranged_axes():  # the space is too large to bound anything: the sampler's budget does
+        limit = spec.search.budget.candidates or SAMPLED
+        return min(limit, spec.max_candidates or limit)
+    return min(spec.search.budget.candidates or capped, capped)
 
 
 def planned_counts(spec: ExperimentSpec, candidates: list[Candidate]) -> Counter[int]:

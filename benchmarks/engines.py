@@ -69,8 +69,10 @@ def main() -> None:
         base_ms, reference = results["pt"]
         for engine, (median_s, output) in results.items():
             error = float(np.abs(output - reference).max())
-            print(f"| {batch} | {engine} | {median_s * 1e3:.2f} | {batch / median_s:.1f} | {base_ms / median_s:.2f}x "
-                  f"| {error:.1e} |")
+            print(
+                f"| {batch} | {engine} | {median_s * 1e3:.2f} | {batch / median_s:.1f} | {base_ms / median_s:.2f}x "
+                f"| {error:.1e} |"
+            )
 
 
 if __name__ == "__main__":

@@ -43,18 +43,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from measurement import WindowStats, cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
+from measurement import (
+    WindowStats,
+    cpu_seconds,
+    ratio,
+    render_table,
+    run_tool,
+    summarise,
+    use_this_checkout,
+    window_stats,
+)
 from perf_analyzer_tool import PerfAnalyzer, ToolMissing, ensure_perf_analyzer, input_data_file
 
 use_this_checkout()
 
+from recommender.candidates import Candidate, model_fingerprint  # noqa: E402
+from recommender.load.payload import inference_bodies  # noqa: E402
+from recommender.load.runner import LoadRequest, run_load  # noqa: E402
+from recommender.load.shapes import TrafficPlan, compile_traffic  # noqa: E402
 from recommender.modelrepo.export import export_model  # noqa: E402
 from recommender.modelrepo.repository import write_model_repository  # noqa: E402
-from recommender.load.runner import LoadRequest, run_load  # noqa: E402
-from recommender.payload import inference_bodies  # noqa: E402
-from recommender.candidates import Candidate, model_fingerprint  # noqa: E402
-from recommender.load.shapes import TrafficPlan, compile_traffic  # noqa: E402
 from recommender.spec import BertArchitecture, ExperimentSpec, ModelSpec, PayloadSpec  # noqa: E402
 from recommender.spec.traffic import Concurrency, Rate, TrafficSpec  # noqa: E402
 from recommender.targets.local import LocalDeployment, LocalTarget  # noqa: E402
@@ -87,8 +95,14 @@ class Load:
 
     def perf_analyzer_arguments(self) -> list[str]:
         if self.open_loop:
-            return ["--request-rate-range", f"{self.value}:{self.value}", "--request-distribution", "constant",
-                    "--max-threads", str(OPEN_LOOP_SLOTS)]
+            return [
+                "--request-rate-range",
+                f"{self.value}:{self.value}",
+                "--request-distribution",
+                "constant",
+                "--max-threads",
+                str(OPEN_LOOP_SLOTS),
+            ]
         return ["--concurrency-range", f"{self.value}:{self.value}"]
 
     def plan(self, seconds: float) -> TrafficPlan:
@@ -103,7 +117,7 @@ class Measurement:
     """One tool at one concurrency in one round (`stats` None when the tool gave no stable measurement)."""
 
     tool: str
-    load: "Load"
+    load: Load
     stats: WindowStats | None
     generator_cores: float  # the tool's own CPU, in cores, over its run
     server_compute_ms: float  # Triton's mean compute_infer time per inference over the run
@@ -158,7 +172,10 @@ def run_perf_analyzer(
     server = mean_compute_ms(before, compute_ms(deployment))
     cores = run.cpu_s / run.wall_s
     if run.returncode != 0 or not profile_path.is_file() or not csv_path.is_file():
-        reason = next((line.strip() for line in text.splitlines() if "stable" in line.lower() or "error" in line.lower()), text.strip()[-200:])
+        reason = next(
+            (line.strip() for line in text.splitlines() if "stable" in line.lower() or "error" in line.lower()),
+            text.strip()[-200:],
+        )
         return Measurement("perf_analyzer", load, None, cores, server, f"no result: {reason}")
     t_s, latency_us, ok, covered_s = _profile_log(profile_path)
     stats = window_stats(t_s, latency_us, ok, args.warmup, args.warmup + window_s)
@@ -182,7 +199,9 @@ def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]
     return (sent - t0) / 1e9, np.where(ok, (done - sent) // 1000, 0), ok, covered_s
 
 
-def run_ours(deployment: LocalDeployment, load: Load, bodies: list[dict], args: argparse.Namespace, work: Path) -> Measurement:
+def run_ours(
+    deployment: LocalDeployment, load: Load, bodies: list[dict], args: argparse.Namespace, work: Path
+) -> Measurement:
     """Open loop: timed from the actual send like perf_analyzer (send = scheduled + late); our own figure (from the
     scheduled send) is in the note."""
     window_s = 3 * args.interval_ms / 1000.0
@@ -202,8 +221,14 @@ def run_ours(deployment: LocalDeployment, load: Load, bodies: list[dict], args: 
     return Measurement("ours", load, stats, cores, server, note)
 
 
-def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict], loads: list[Load], args: argparse.Namespace,
-            work: Path) -> list[Measurement]:
+def measure(
+    tool: PerfAnalyzer,
+    deployment: LocalDeployment,
+    bodies: list[dict],
+    loads: list[Load],
+    args: argparse.Namespace,
+    work: Path,
+) -> list[Measurement]:
     data = input_data_file(bodies, work / "input-data.json")
     measurements = []
     for repeat in range(args.repeats):
@@ -216,7 +241,11 @@ def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict],
                     m = run_perf_analyzer(tool, deployment, load, data, args, _mkdir(work / f"round{repeat}"))
                 measurements.append(m)
                 s = m.stats
-                figures = f"{s.throughput:8.1f} inf/s  p50 {s.p50_ms:7.2f} ms  p95 {s.p95_ms:7.2f} ms" if s else "no stable measurement"
+                figures = (
+                    f"{s.throughput:8.1f} inf/s  p50 {s.p50_ms:7.2f} ms  p95 {s.p95_ms:7.2f} ms"
+                    if s
+                    else "no stable measurement"
+                )
                 print(f"  round {repeat + 1}/{args.repeats}  {load.label:<22} {m.tool:13} {figures}  generator {m.generator_cores:.2f} cores  "
                       f"server compute {m.server_compute_ms:.2f} ms  {m.note}", flush=True)  # fmt: skip
     return measurements
@@ -224,8 +253,12 @@ def measure(tool: PerfAnalyzer, deployment: LocalDeployment, bodies: list[dict],
 
 def open_loop_rates(closed: list[Measurement], shares: list[float]) -> list[Load]:
     """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over rounds)."""
-    peaks = [summarise([m.stats.throughput for m in closed if m.load == load and m.tool == "perf_analyzer" and m.stats]).median
-             for load in {m.load for m in closed if m.tool == "perf_analyzer" and m.stats}]
+    peaks = [
+        summarise(
+            [m.stats.throughput for m in closed if m.load == load and m.tool == "perf_analyzer" and m.stats]
+        ).median
+        for load in {m.load for m in closed if m.tool == "perf_analyzer" and m.stats}
+    ]
     return [Load(True, max(1, round(share * max(peaks)))) for share in shares] if peaks else []
 
 
@@ -246,7 +279,9 @@ def _within(ours: float, theirs: float, tolerance: float, floor: float = 0.0) ->
 def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
     sections = []
     for load in dict.fromkeys(m.load for m in measurements):
-        by_tool = {tool: [m for m in measurements if m.load == load and m.tool == tool] for tool in ("perf_analyzer", "ours")}
+        by_tool = {
+            tool: [m for m in measurements if m.load == load and m.tool == tool] for tool in ("perf_analyzer", "ours")
+        }
         stable = {tool: [m.stats for m in items if m.stats] for tool, items in by_tool.items()}
         if not stable["perf_analyzer"] or not stable["ours"]:
             sections.append(f"### {load.label}\n\nno comparison: a tool gave no stable measurement in any round")
@@ -271,8 +306,20 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
                  for tool, items in by_tool.items()]  # fmt: skip
         sections.append(
             f"### {load.label}\n\n"
-            + render_table(["metric", "perf_analyzer (median)", "pa spread", "ours (median)", "ours spread", "ours/pa (medians)",
-                            "ours/pa paired by round: median (min..max)", "target", "verdict"], rows)
+            + render_table(
+                [
+                    "metric",
+                    "perf_analyzer (median)",
+                    "pa spread",
+                    "ours (median)",
+                    "ours spread",
+                    "ours/pa (medians)",
+                    "ours/pa paired by round: median (min..max)",
+                    "target",
+                    "verdict",
+                ],
+                rows,
+            )
             + "\n\n"
             + render_table(["tool", "rounds with a result", "generator CPU (cores, median)"], extra)
         )
@@ -282,30 +329,76 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--models", choices=sorted(MODELS), nargs="+", default=["minilm", "bert-tiny"],
-                        help="Served models, one after another (default minilm (real weights) bert-tiny (2 layers, 128 wide)).")
+    parser.add_argument(
+        "--models",
+        choices=sorted(MODELS),
+        nargs="+",
+        default=["minilm", "bert-tiny"],
+        help="Served models, one after another (default minilm (real weights) bert-tiny (2 layers, 128 wide)).",
+    )
     parser.add_argument("--sequence-length", type=int, default=32, help="Tokens per request (default 32).")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="Intra-op threads of the model instance (default 1: on a shared 2-core host, 2 threads make every "
-                             "operator wait at a barrier for a descheduled thread and latencies explode).")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16, 32], help="Concurrency levels (default 1 4 8 16 32).")
-    parser.add_argument("--rate-shares", type=float, nargs="*", default=[0.5, 0.8],
-                        help="Open-loop levels at these shares of perf_analyzer's highest closed-loop throughput (default 0.5 0.8; "
-                             "none: no open-loop comparison).")
-    parser.add_argument("--repeats", type=int, default=5, help="Rounds; the tool order alternates per round (default 5).")
-    parser.add_argument("--interval-ms", type=int, default=2000, help="Window = 3 x this (default 2000 ms: short runs, more rounds).")
-    parser.add_argument("--warmup", type=float, default=None, help="Seconds our runs exclude at the start (default: one interval).")
-    parser.add_argument("--stability", type=float, default=1000.0,
-                        help="perf_analyzer --stability-percentage (default 1000: no stability gate, so it makes exactly 3 passes "
-                             "covering warm-up + window; with 10, a shared noisy host makes it give up after --max-trials).")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="Intra-op threads of the model instance (default 1: on a shared 2-core host, 2 threads make every "
+        "operator wait at a barrier for a descheduled thread and latencies explode).",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 4, 8, 16, 32],
+        help="Concurrency levels (default 1 4 8 16 32).",
+    )
+    parser.add_argument(
+        "--rate-shares",
+        type=float,
+        nargs="*",
+        default=[0.5, 0.8],
+        help="Open-loop levels at these shares of perf_analyzer's highest closed-loop throughput (default 0.5 0.8; "
+        "none: no open-loop comparison).",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="Rounds; the tool order alternates per round (default 5)."
+    )
+    parser.add_argument(
+        "--interval-ms", type=int, default=2000, help="Window = 3 x this (default 2000 ms: short runs, more rounds)."
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=None, help="Seconds our runs exclude at the start (default: one interval)."
+    )
+    parser.add_argument(
+        "--stability",
+        type=float,
+        default=1000.0,
+        help="perf_analyzer --stability-percentage (default 1000: no stability gate, so it makes exactly 3 passes "
+        "covering warm-up + window; with 10, a shared noisy host makes it give up after --max-trials).",
+    )
     parser.add_argument("--max-trials", type=int, default=10, help="perf_analyzer --max-trials (default 10).")
-    parser.add_argument("--quick", action="store_true",
-                        help="Smoke test: bert-tiny, concurrency 1 and 4, open loop at 0.5, 1 round, 1 s interval.")
-    parser.add_argument("--no-download", action="store_true", help="Do not download the perf_analyzer wheels; only say what is missing.")
-    parser.add_argument("--work-dir", type=Path, default=WORK_DIR / "fidelity", help="Exports, repository, logs (default benchmarks/.work/fidelity).")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="Smoke test: bert-tiny, concurrency 1 and 4, open loop at 0.5, 1 round, 1 s interval.",
+    )
+    parser.add_argument(
+        "--no-download", action="store_true", help="Do not download the perf_analyzer wheels; only say what is missing."
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=WORK_DIR / "fidelity",
+        help="Exports, repository, logs (default benchmarks/.work/fidelity).",
+    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.models, args.concurrency, args.rate_shares, args.repeats, args.interval_ms = ["bert-tiny"], [1, 4], [0.5], 1, 1000
+        args.models, args.concurrency, args.rate_shares, args.repeats, args.interval_ms = (
+            ["bert-tiny"],
+            [1, 4],
+            [0.5],
+            1,
+            1000,
+        )
     if args.warmup is None:
         args.warmup = args.interval_ms / 1000.0
     return args
@@ -330,14 +423,19 @@ def main(argv: list[str] | None = None) -> int:
           f"concurrency {args.concurrency}, open loop at {args.rate_shares} of the closed-loop peak; {args.repeats} rounds; "
           f"window 3 x {args.interval_ms} ms after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    reports = [f"## {model}\n\n{report(measure_model(tool, model, bodies, args, _mkdir(work / model)), args)}" for model in args.models]
+    reports = [
+        f"## {model}\n\n{report(measure_model(tool, model, bodies, args, _mkdir(work / model)), args)}"
+        for model in args.models
+    ]
     print()
     print("\n\n".join(reports))
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     return 0
 
 
-def measure_model(tool: PerfAnalyzer, model: str, bodies: list[dict], args: argparse.Namespace, work: Path) -> list[Measurement]:
+def measure_model(
+    tool: PerfAnalyzer, model: str, bodies: list[dict], args: argparse.Namespace, work: Path
+) -> list[Measurement]:
     """One model on its own server: the closed-loop levels, then open-loop levels derived from them."""
     repository = build_repository(model, args.sequence_length, args.threads, work)
     print(f"model {model}:", flush=True)

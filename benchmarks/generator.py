@@ -36,16 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-
 from measurement import cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
 
 use_this_checkout()
 
-from recommender import kserve  # noqa: E402
 from recommender.load.null_endpoint import NullEndpoint  # noqa: E402
+from recommender.load.payload import inference_bodies  # noqa: E402
 from recommender.load.runner import HTTP_CLIENTS, LoadRequest, run_load  # noqa: E402
-from recommender.payload import inference_bodies  # noqa: E402
-from recommender.spec import Phase, PayloadSpec  # noqa: E402
+from recommender.spec import PayloadSpec, Phase  # noqa: E402
+from recommender.targets import kserve  # noqa: E402
 
 MODEL = "null"
 TARGET_PER_CORE = 5000.0
@@ -101,8 +100,9 @@ class Tool:
         return name + (f", {self.workers} workers" if self.workers > 1 else "") + (", c=1" if self.users == 1 else "")
 
 
-def run_ours(endpoint: str, server: psutil.Process, bodies: list[dict], args: argparse.Namespace, work: Path,
-             tool: Tool) -> GeneratorRun:
+def run_ours(
+    endpoint: str, server: psutil.Process, bodies: list[dict], args: argparse.Namespace, work: Path, tool: Tool
+) -> GeneratorRun:
     phase = Phase(initial_users=tool.users, spawn_rate=0, duration_seconds=args.warmup + args.duration)
     before = _cpu_s(server)
     result = run_load(LoadRequest(endpoint, MODEL, bodies, [phase], work, workers=tool.workers, client=tool.client))
@@ -111,11 +111,14 @@ def run_ours(endpoint: str, server: psutil.Process, bodies: list[dict], args: ar
     end = args.warmup + args.duration
     stats = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
     cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, args.warmup, end) / args.duration
-    return GeneratorRun(tool.label, stats.throughput, cores, server_s_per_request * stats.throughput, stats.failures, stats.p50_ms)
+    return GeneratorRun(
+        tool.label, stats.throughput, cores, server_s_per_request * stats.throughput, stats.failures, stats.p50_ms
+    )
 
 
-def run_wrk(endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace,
-            tool: Tool) -> GeneratorRun:
+def run_wrk(
+    endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace, tool: Tool
+) -> GeneratorRun:
     seconds = args.warmup + args.duration
     command = ["wrk", "-t1", f"-c{tool.users}", f"-d{seconds:g}s", "--timeout", "10s", "-s", str(lua_path),
                endpoint + kserve.infer_path(MODEL)]  # fmt: skip
@@ -131,8 +134,14 @@ def run_wrk(endpoint: str, server: psutil.Process, body_path: Path, lua_path: Pa
     ok = summary["requests"] - summary["status_errors"]
     cores = run.cpu_s / duration_s
     server_cores = server_cpu_s / max(1, summary["requests"]) * ok / duration_s  # server CPU per request x rate
-    return GeneratorRun(tool.label, ok / duration_s, cores, server_cores, summary["status_errors"] + summary["socket_errors"],
-                        summary["p50_us"] / 1000)
+    return GeneratorRun(
+        tool.label,
+        ok / duration_s,
+        cores,
+        server_cores,
+        summary["status_errors"] + summary["socket_errors"],
+        summary["p50_us"] / 1000,
+    )
 
 
 def _cpu_s(process: psutil.Process) -> float:
@@ -175,11 +184,22 @@ def report(runs: dict[Tool, list[GeneratorRun]], args: argparse.Namespace) -> st
     loaded = {tool: items for tool, items in runs.items() if tool.users == args.users}
     rows = []
     for tool, items in loaded.items():
-        figures = [summarise([getattr(r, name) for r in items]) for name in ("requests_per_s", "generator_cores", "per_core", "server_cores")]
+        figures = [
+            summarise([getattr(r, name) for r in items])
+            for name in ("requests_per_s", "generator_cores", "per_core", "server_cores")
+        ]
         rows.append([tool.label, *(f"{s.median:,.0f}" if i != 1 and i != 3 else f"{s.median:.2f}" for i, s in enumerate(figures)),
                      figures[2].spread, sum(r.failures for r in items)])  # fmt: skip
     table = render_table(
-        ["tool", "requests/s", "generator CPU (cores)", "requests/s per core", "server CPU (cores)", "per-core spread (min..max)", "failures"],
+        [
+            "tool",
+            "requests/s",
+            "generator CPU (cores)",
+            "requests/s per core",
+            "server CPU (cores)",
+            "per-core spread (min..max)",
+            "failures",
+        ],
         rows,
     )
     wrk = Tool("wrk", args.users)
@@ -188,12 +208,17 @@ def report(runs: dict[Tool, list[GeneratorRun]], args: argparse.Namespace) -> st
     for client in args.clients:
         ours = _median(runs[Tool(client, args.users)], "per_core")
         verdict = "PASS" if ours >= TARGET_PER_CORE else "FAIL"
-        lines += [f"{CLIENT_LABELS[client]} / wrk: requests/s per core {ratio(ours, theirs):.3f}, requests/s "
-                  f"{ratio(_median(runs[Tool(client, args.users)], 'requests_per_s'), wrk_rate):.3f}",
-                  f"target: {CLIENT_LABELS[client]} >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} (median {ours:,.0f})"]
+        lines += [
+            f"{CLIENT_LABELS[client]} / wrk: requests/s per core {ratio(ours, theirs):.3f}, requests/s "
+            f"{ratio(_median(runs[Tool(client, args.users)], 'requests_per_s'), wrk_rate):.3f}",
+            f"target: {CLIENT_LABELS[client]} >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} (median {ours:,.0f})",
+        ]
     single = _median(runs[Tool(args.clients[0], args.users)], "requests_per_s")
-    lines += [f"scaling, {tool.workers} workers / 1 process, requests/s: {ratio(_median(items, 'requests_per_s'), single):.2f}"
-              for tool, items in loaded.items() if tool.workers > 1]
+    lines += [
+        f"scaling, {tool.workers} workers / 1 process, requests/s: {ratio(_median(items, 'requests_per_s'), single):.2f}"
+        for tool, items in loaded.items()
+        if tool.workers > 1
+    ]
     return "\n".join(lines + (latency_report(runs) if args.latency else []))
 
 
@@ -206,12 +231,27 @@ def latency_report(runs: dict[Tool, list[GeneratorRun]]) -> list[str]:
             continue
         p50 = _median(items, "p50_ms")
         added = p50 - wrk
-        rows.append([tool.label, f"{p50:.3f}", summarise([r.p50_ms for r in items]).spread, "" if tool.client == "wrk" else f"{added:+.3f}"])
+        rows.append(
+            [
+                tool.label,
+                f"{p50:.3f}",
+                summarise([r.p50_ms for r in items]).spread,
+                "" if tool.client == "wrk" else f"{added:+.3f}",
+            ]
+        )
         if tool.client != "wrk":
-            verdicts.append(f"target: {CLIENT_LABELS[tool.client]} adds <= {TARGET_ADDED_MS} ms at c=1 -> "
-                            f"{'PASS' if added <= TARGET_ADDED_MS else 'FAIL'} ({added:+.3f} ms)")
-    return ["", "Added latency at concurrency 1 (our p50 minus wrk's p50 at -c1, medians over rounds):", "",
-            render_table(["tool", "p50 (ms)", "p50 spread (min..max)", "added vs wrk (ms)"], rows), "", *verdicts]
+            verdicts.append(
+                f"target: {CLIENT_LABELS[tool.client]} adds <= {TARGET_ADDED_MS} ms at c=1 -> "
+                f"{'PASS' if added <= TARGET_ADDED_MS else 'FAIL'} ({added:+.3f} ms)"
+            )
+    return [
+        "",
+        "Added latency at concurrency 1 (our p50 minus wrk's p50 at -c1, medians over rounds):",
+        "",
+        render_table(["tool", "p50 (ms)", "p50 spread (min..max)", "added vs wrk (ms)"], rows),
+        "",
+        *verdicts,
+    ]
 
 
 def _median(items: list[GeneratorRun], name: str) -> float:
@@ -223,17 +263,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--users", type=int, default=32, help="Locust users = wrk connections (default 32).")
     parser.add_argument("--duration", type=float, default=10.0, help="Measured seconds per run (default 10).")
-    parser.add_argument("--warmup", type=float, default=2.0, help="Seconds excluded at the start of our runs; wrk runs them too (default 2).")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=2.0,
+        help="Seconds excluded at the start of our runs; wrk runs them too (default 2).",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="Rounds of every tool, order alternating (default 3).")
     parser.add_argument("--sequence-length", type=int, default=128, help="Tokens in the request body (default 128).")
-    parser.add_argument("--workers", type=lambda text: [int(n) for n in text.split(",")], default=[1],
-                        help="Also run ours in Locust's distributed mode with these worker counts, e.g. 1,2,4 (default 1).")
-    parser.add_argument("--clients", type=lambda text: text.split(","), default=list(HTTP_CLIENTS),
-                        help=f"Our HTTP clients to measure side by side (default {','.join(HTTP_CLIENTS)}).")
-    parser.add_argument("--no-latency", dest="latency", action="store_false",
-                        help="Skip the runs at 1 connection (added latency against wrk -c1).")
+    parser.add_argument(
+        "--workers",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1],
+        help="Also run ours in Locust's distributed mode with these worker counts, e.g. 1,2,4 (default 1).",
+    )
+    parser.add_argument(
+        "--clients",
+        type=lambda text: text.split(","),
+        default=list(HTTP_CLIENTS),
+        help=f"Our HTTP clients to measure side by side (default {','.join(HTTP_CLIENTS)}).",
+    )
+    parser.add_argument(
+        "--no-latency",
+        dest="latency",
+        action="store_false",
+        help="Skip the runs at 1 connection (added latency against wrk -c1).",
+    )
     parser.add_argument("--quick", action="store_true", help="Smoke test: 1 round, 3 s measured, 1 s warm-up, 8 users.")
-    parser.add_argument("--work-dir", type=Path, default=None, help="Where run files go (default: a temporary folder, removed).")
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="Where run files go (default: a temporary folder, removed)."
+    )
     args = parser.parse_args(argv)
     if unknown := set(args.clients) - set(HTTP_CLIENTS):
         parser.error(f"--clients: unknown {', '.join(sorted(unknown))}; use {', '.join(HTTP_CLIENTS)}")

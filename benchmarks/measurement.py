@@ -130,7 +130,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     """A Markdown table (pipe-separated), readable in a terminal and pasteable into docs."""
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max(len(str(h)), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
-    line = lambda values: "| " + " | ".join(str(v).ljust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
+    line = lambda values: "| " + " | ".join(str(v).ljust(w) for v, w in zip(values, widths, strict=False)) + " |"
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 

@@ -21,8 +21,17 @@ from pathlib import Path
 from perf_analyzer_tool import input_data_file
 
 PEERS = Path(os.environ.get("PEERS", "/tmp/peers"))
-FIELDS = ["model_name", "batch_size", "concurrency", "model_config_path", "instance_group", "max_batch_size",
-          "satisfies_constraints", "perf_throughput", "perf_latency_p95"]
+FIELDS = [
+    "model_name",
+    "batch_size",
+    "concurrency",
+    "model_config_path",
+    "instance_group",
+    "max_batch_size",
+    "satisfies_constraints",
+    "perf_throughput",
+    "perf_latency_p95",
+]
 
 
 @dataclass(frozen=True)
@@ -48,36 +57,56 @@ def executable() -> Path:
 def peer_paths() -> dict[str, str]:
     """The `export NAME=VALUE` lines of $PEERS/env.sh, as a dict."""
     lines = (PEERS / "env.sh").read_text().splitlines()
-    return dict(line[len("export "):].split("=", 1) for line in lines if line.startswith("export "))
+    return dict(line[len("export ") :].split("=", 1) for line in lines if line.startswith("export "))
 
 
-def quick_search(repository: Path, model: str, bodies: list[dict], threshold_ms: float, max_instances: int,
-                 max_batch_size: int, max_concurrency: int, work: Path) -> QuickSearch:
+def quick_search(
+    repository: Path,
+    model: str,
+    bodies: list[dict],
+    threshold_ms: float,
+    max_instances: int,
+    max_batch_size: int,
+    max_concurrency: int,
+    work: Path,
+) -> QuickSearch:
     """Run `model-analyzer profile` in quick mode on `repository/model`; raises RuntimeError with its log's tail on failure."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "results").mkdir(parents=True)
     data = input_data_file(bodies, work / "input-data.json")
     paths = peer_paths()
     config = {
-        "model_repository": str(repository), "output_model_repository_path": str(work / "models"),
-        "override_output_model_repository": True, "export_path": str(work / "results"),
-        "checkpoint_directory": str(work / "results" / "checkpoints"), "triton_launch_mode": "local",
-        "triton_server_path": paths["TRITONSERVER"], "triton_server_flags": {"backend-directory": paths["TRITON_BACKENDS"]},
+        "model_repository": str(repository),
+        "output_model_repository_path": str(work / "models"),
+        "override_output_model_repository": True,
+        "export_path": str(work / "results"),
+        "checkpoint_directory": str(work / "results" / "checkpoints"),
+        "triton_launch_mode": "local",
+        "triton_server_path": paths["TRITONSERVER"],
+        "triton_server_flags": {"backend-directory": paths["TRITON_BACKENDS"]},
         "triton_server_environment": {"LD_LIBRARY_PATH": paths["LD_LIBRARY_PATH"]},
-        "triton_http_endpoint": "localhost:18000", "triton_grpc_endpoint": "localhost:18001",
-        "triton_metrics_url": "http://localhost:18002/metrics", "perf_analyzer_path": paths["PERF_ANALYZER"],
-        "collect_cpu_metrics": True, "run_config_search_mode": "quick",
-        "run_config_search_min_concurrency": 1, "run_config_search_max_concurrency": max_concurrency,
-        "run_config_search_max_instance_count": max_instances, "run_config_search_min_model_batch_size": 1,
-        "run_config_search_max_model_batch_size": max_batch_size, "objectives": ["perf_throughput"],
-        "constraints": {"perf_latency_p95": {"max": threshold_ms}}, "inference_output_fields": FIELDS,
+        "triton_http_endpoint": "localhost:18000",
+        "triton_grpc_endpoint": "localhost:18001",
+        "triton_metrics_url": "http://localhost:18002/metrics",
+        "perf_analyzer_path": paths["PERF_ANALYZER"],
+        "collect_cpu_metrics": True,
+        "run_config_search_mode": "quick",
+        "run_config_search_min_concurrency": 1,
+        "run_config_search_max_concurrency": max_concurrency,
+        "run_config_search_max_instance_count": max_instances,
+        "run_config_search_min_model_batch_size": 1,
+        "run_config_search_max_model_batch_size": max_batch_size,
+        "objectives": ["perf_throughput"],
+        "constraints": {"perf_latency_p95": {"max": threshold_ms}},
+        "inference_output_fields": FIELDS,
         "profile_models": {model: {"perf_analyzer_flags": {"input-data": str(data)}}},
     }
     (work / "ma.yaml").write_text(json.dumps(config, indent=1))  # JSON is YAML
     started = time.monotonic()
     with (work / "model-analyzer.log").open("w") as log:
-        done = subprocess.run([str(executable()), "profile", "-f", str(work / "ma.yaml")], stdout=log,
-                              stderr=subprocess.STDOUT, cwd=work)
+        done = subprocess.run(
+            [str(executable()), "profile", "-f", str(work / "ma.yaml")], stdout=log, stderr=subprocess.STDOUT, cwd=work
+        )
     wall = time.monotonic() - started
     if done.returncode != 0:
         tail = (work / "model-analyzer.log").read_text()[-3000:]
@@ -90,17 +119,31 @@ def _pick(wall: float, table: Path, configs: Path) -> QuickSearch:
         rows = list(csv.DictReader(handle))
     if not rows:
         raise RuntimeError(f"{table}: no measurements")
-    column = {name: next(c for c in rows[0] if c.lower().startswith(prefix)) for name, prefix in
-              (("config", "model config path"), ("instances", "instance group"), ("mbs", "max batch"),
-               ("concurrency", "concurrency"), ("ok", "satisfies"), ("throughput", "throughput"), ("p95", "p95"))}
+    column = {
+        name: next(c for c in rows[0] if c.lower().startswith(prefix))
+        for name, prefix in (
+            ("config", "model config path"),
+            ("instances", "instance group"),
+            ("mbs", "max batch"),
+            ("concurrency", "concurrency"),
+            ("ok", "satisfies"),
+            ("throughput", "throughput"),
+            ("p95", "p95"),
+        )
+    }
     within = [r for r in rows if r[column["ok"]].strip().lower() == "yes"]
     if not within:
         raise RuntimeError(f"{table}: no measurement within the latency constraint")
     best = max(within, key=lambda r: float(r[column["throughput"]]))
     return QuickSearch(
-        wall_s=wall, configs=len({r[column["config"]] for r in rows}), measurements=len(rows),
-        pick_config=best[column["config"]], instance_count=int(best[column["instances"]].split(":")[0]),
+        wall_s=wall,
+        configs=len({r[column["config"]] for r in rows}),
+        measurements=len(rows),
+        pick_config=best[column["config"]],
+        instance_count=int(best[column["instances"]].split(":")[0]),
         max_batch_size=int(best[column["mbs"]]),
         dynamic_batching="dynamic_batching" in (configs / best[column["config"]] / "config.pbtxt").read_text(),
         concurrency=int(best[column["concurrency"]]),
-        throughput_per_s=float(best[column["throughput"]]), p95_ms=float(best[column["p95"]]))
+        throughput_per_s=float(best[column["throughput"]]),
+        p95_ms=float(best[column["p95"]]),
+    )

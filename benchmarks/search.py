@@ -37,11 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import peer_model_analyzer as model_analyzer  # noqa: E402  (benchmarks/, next to this script)
+
 from recommender.candidates import Candidate, expand_candidates, model_fingerprint  # noqa: E402
+from recommender.load.payload import inference_bodies  # noqa: E402
 from recommender.metrics.intervals import tied  # noqa: E402
 from recommender.modelrepo.export import export_model  # noqa: E402
 from recommender.modelrepo.repository import write_model_repository  # noqa: E402
-from recommender.payload import inference_bodies  # noqa: E402
 from recommender.review import decided_from_store  # noqa: E402
 from recommender.spec import DynamicBatching, load_spec  # noqa: E402
 from recommender.store.results import ResultStore  # noqa: E402
@@ -68,8 +69,16 @@ traffic:
 latency_threshold: {{percentile: p95, ms: {threshold}}}
 search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1, probe_seconds: {probe}}}}}
 """
-FULL = dict(batching="[false, true]", counts="[1, 2, 3]", sizes="[1, 8]", users="[1, 2, 4, 8]", seconds=8, window=2,
-            probe=4, runs=3)
+FULL = dict(
+    batching="[false, true]",
+    counts="[1, 2, 3]",
+    sizes="[1, 8]",
+    users="[1, 2, 4, 8]",
+    seconds=8,
+    window=2,
+    probe=4,
+    runs=3,
+)
 QUICK = dict(batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1, probe=2, runs=1)
 
 
@@ -85,11 +94,29 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "recommender", "run", str(spec), "--fresh", "--db", url,
-                           "--run-dir", str(folder / "runs")], cwd=folder, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recommender",
+            "run",
+            str(spec),
+            "--fresh",
+            "--db",
+            url,
+            "--run-dir",
+            str(folder / "runs"),
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - started
     if done.returncode != 0:
-        sys.exit(f"recommender run {spec.name} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        sys.exit(
+            f"recommender run {spec.name} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return wall, url
 
 
@@ -129,44 +156,68 @@ def compare(grid: dict, key: str, who: str, elsewhere=None) -> str:
     verdict = tied(best.headline.ipm_interval, theirs.headline.ipm_interval)
     word = {True: "tied", False: "NOT tied", None: "unknown (no interval)"}[verdict]
     where = "the grid's measurement" if key in grid else "our measurement of it"
-    return (f"{word}: {who} {theirs.name} {theirs.headline.max_invocations or 0:,.0f} IPM in {where} vs grid "
-            f"best {best.name} {best.headline.max_invocations:,.0f}")
+    return (
+        f"{word}: {who} {theirs.name} {theirs.headline.max_invocations or 0:,.0f} IPM in {where} vs grid "
+        f"best {best.name} {best.headline.max_invocations:,.0f}"
+    )
 
 
-def side_by_side(folder: Path, grid_spec: Path, artifact, threshold_ms: float, grid_urls: list[str],
-                 grid_settings: dict) -> None:
+def side_by_side(
+    folder: Path, grid_spec: Path, artifact, threshold_ms: float, grid_urls: list[str], grid_settings: dict
+) -> None:
     """Model Analyzer's quick search on the same model repository and space; its pick measured by our grid's protocol
     (from the grid's runs when the grid holds it, else in one run of its own) and set against our grid's best."""
     if not model_analyzer.executable().exists():
-        print(f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; /work/shared/peers/setup.sh "
-              "installs it): no side-by-side run")
+        print(
+            f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; /work/shared/peers/setup.sh "
+            "installs it): no side-by-side run"
+        )
         return
     spec = load_spec(grid_spec)
     base = Candidate("pt", None, 1, 8, spec.target.instance_type, model_fingerprint(spec))
-    repository = write_model_repository(base, artifact, folder / "model-analyzer" / "repository", "model",
-                                        threads_per_instance=1)  # the grid's pt candidates: 1 intra-op thread each
-    print(f"Model Analyzer quick search (p95 <= {threshold_ms:g} ms, instances <= 3, max batch <= 8, concurrency <= 8), "
-          f"load average {os.getloadavg()[0]:.2f} ...", flush=True)
-    found = model_analyzer.quick_search(repository, "model", inference_bodies(spec.payload), threshold_ms, 3, 8, 8,
-                                        folder / "model-analyzer" / "work")
+    repository = write_model_repository(
+        base, artifact, folder / "model-analyzer" / "repository", "model", threads_per_instance=1
+    )  # the grid's pt candidates: 1 intra-op thread each
+    print(
+        f"Model Analyzer quick search (p95 <= {threshold_ms:g} ms, instances <= 3, max batch <= 8, concurrency <= 8), "
+        f"load average {os.getloadavg()[0]:.2f} ...",
+        flush=True,
+    )
+    found = model_analyzer.quick_search(
+        repository, "model", inference_bodies(spec.payload), threshold_ms, 3, 8, 8, folder / "model-analyzer" / "work"
+    )
     # Quick search turns dynamic batching on with Triton's defaults (no queue delay); ours is the candidate with the
     # same instance count, max batch size and batching on/off (our queue delay: 100 us):
-    same = Candidate("pt", DynamicBatching() if found.dynamic_batching else None, found.instance_count,
-                     found.max_batch_size, spec.target.instance_type, model_fingerprint(spec))
+    same = Candidate(
+        "pt",
+        DynamicBatching() if found.dynamic_batching else None,
+        found.instance_count,
+        found.max_batch_size,
+        spec.target.instance_type,
+        model_fingerprint(spec),
+    )
     grids = [decided(url, grid_spec) for url in grid_urls]
     elsewhere, wall = None, None
     if grids and same.key not in grids[0]:
-        alone = {**grid_settings, "batching": f"[{str(found.dynamic_batching).lower()}]",
-                 "counts": f"[{found.instance_count}]", "sizes": f"[{found.max_batch_size}]"}
+        alone = {
+            **grid_settings,
+            "batching": f"[{str(found.dynamic_batching).lower()}]",
+            "counts": f"[{found.instance_count}]",
+            "sizes": f"[{found.max_batch_size}]",
+        }
         path = write_spec(folder, "grid", alone, threshold_ms, name="model-analyzer-pick")
         wall, url = run_once(folder, path, 1)
         elsewhere = next(iter(decided(url, path).values()))
     ours = [compare(grid, same.key, "Model Analyzer", elsewhere) for grid in grids]
-    print("| tool | wall s | configurations measured | pick | its own measured throughput at the pick | "
-          "its pick vs our grid's best, per grid run |\n|---|---|---|---|---|---|")
-    print(f"| Model Analyzer 1.58 quick | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
-          f"{same.name} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
-          f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | {'; '.join(ours) or 'no grid run here'} |")
+    print(
+        "| tool | wall s | configurations measured | pick | its own measured throughput at the pick | "
+        "its pick vs our grid's best, per grid run |\n|---|---|---|---|---|---|"
+    )
+    print(
+        f"| Model Analyzer 1.58 quick | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
+        f"{same.name} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
+        f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | {'; '.join(ours) or 'no grid run here'} |"
+    )
     if wall is not None:
         print(f"(its pick is not in our grid: measured by our grid's protocol in a run of its own, {wall:.0f} s)")
 
@@ -177,8 +228,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
     parser.add_argument("--threshold-ms", type=float, default=100.0, help="p95 latency threshold (default 100)")
     parser.add_argument("--work-dir", type=Path, help="keep the databases and run folders here (default: a temp dir)")
-    parser.add_argument("--peer-only", action="store_true", help="only Model Analyzer's side-by-side run, against the "
-                        "grid databases already in --work-dir")
+    parser.add_argument(
+        "--peer-only",
+        action="store_true",
+        help="only Model Analyzer's side-by-side run, against the grid databases already in --work-dir",
+    )
     args = parser.parse_args()
     if args.peer_only and not args.work_dir:
         parser.error("--peer-only needs --work-dir (the folder of an earlier run)")
@@ -188,8 +242,9 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     specs = {s: write_spec(folder, s, grid_settings, args.threshold_ms) for s in ("grid", "adaptive")}
     spec = load_spec(specs["grid"])
-    artifact = export_model(spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec),
-                            folder / ".recommender" / "artifacts")
+    artifact = export_model(
+        spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts"
+    )
     if args.peer_only:
         urls = [f"sqlite:///{db}" for db in sorted(folder.glob("grid-*.db"))]
         return side_by_side(folder, specs["grid"], artifact, args.threshold_ms, urls, grid_settings)
@@ -205,8 +260,11 @@ def main() -> None:
         adaptive = decided(measured["adaptive"][1], specs["adaptive"])
         said = verdict(decided(measured["grid"][1], specs["grid"]), adaptive)
         ratios.append(ratio), picks.append(said.startswith(("same", "tied")))
-        print(f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | {ratio:.2f} | "
-              f"{measured_in_full(adaptive)} | {said} |", flush=True)
+        print(
+            f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | {ratio:.2f} | "
+            f"{measured_in_full(adaptive)} | {said} |",
+            flush=True,
+        )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"wall-time ratio <= 0.4 in every run -> {'PASS' if max(ratios) <= 0.4 else 'FAIL'} (max {max(ratios):.2f})")
     print(f"adaptive pick same as or tied with the grid's best in every run -> {'PASS' if all(picks) else 'FAIL'}")
@@ -214,6 +272,7 @@ def main() -> None:
         print("Model Analyzer: not run in --quick (its quick search alone takes about 6 minutes here)")
     else:
         side_by_side(folder, specs["grid"], artifact, args.threshold_ms, grid_urls, grid_settings)
+
 
 if __name__ == "__main__":
     main()

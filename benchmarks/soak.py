@@ -64,10 +64,14 @@ def main() -> int:
     rounds, failures = 0, []
     while rounds == 0 or (not args.quick and time.monotonic() - started < args.minutes * 60):
         rounds += 1
-        failures += [f"round {rounds}: {problem}" for problem in soak_round(workdir / "soak", reference, fresh=rounds > 1)]
-    print(f"| rounds | minutes | candidates | reference statuses | problems |\n|---|---|---|---|---|\n"
-          f"| {rounds} | {(time.monotonic() - started) / 60:.1f} | {len(reference)} | "
-          f"{sorted(set(reference.values()))} | {len(failures)} |")
+        failures += [
+            f"round {rounds}: {problem}" for problem in soak_round(workdir / "soak", reference, fresh=rounds > 1)
+        ]
+    print(
+        f"| rounds | minutes | candidates | reference statuses | problems |\n|---|---|---|---|---|\n"
+        f"| {rounds} | {(time.monotonic() - started) / 60:.1f} | {len(reference)} | "
+        f"{sorted(set(reference.values()))} | {len(failures)} |"
+    )
     for failure in failures:
         print(failure)
     print("soak -> " + ("PASS" if not failures else "FAIL"))
@@ -91,25 +95,43 @@ def soak_round(workdir: Path, reference: dict[str, str], fresh: bool) -> list[st
     runs = list(store(workdir).runs("soak"))
     running = [r for r in runs if r.status == "running"]
     problems += [f"{len(running)} run row(s) left running"] if running else []
-    problems += [f"{rows_expected - len(runs)} run row(s) lost: {len(runs)} stored, {rows_expected} expected"] if len(runs) != rows_expected else []
+    problems += (
+        [f"{rows_expected - len(runs)} run row(s) lost: {len(runs)} stored, {rows_expected} expected"]
+        if len(runs) != rows_expected
+        else []
+    )
     empty = lost_measurements(workdir)
     problems += [f"ok run(s) without stored windows: {empty}"] if empty else []
     stored = final_statuses(workdir)
     problems += [f"stored candidates {stored} differ from the reference {reference}"] if stored != reference else []
-    print(f"round: SIGTERM exit {code}, resume exit {resumed.returncode}, orphans {len(orphans)}, "
-          f"running rows {len(running)}, runs {len(runs)} (expected {rows_expected}) {sorted(r.status for r in runs)}, "
-          f"ok runs without windows {len(empty)}, same candidates {stored == reference}")
+    print(
+        f"round: SIGTERM exit {code}, resume exit {resumed.returncode}, orphans {len(orphans)}, "
+        f"running rows {len(running)}, runs {len(runs)} (expected {rows_expected}) {sorted(r.status for r in runs)}, "
+        f"ok runs without windows {len(empty)}, same candidates {stored == reference}"
+    )
     return problems
 
 
 def cli(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=workdir, env=child_env(), text=True,
-                          capture_output=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", *args],
+        cwd=workdir,
+        env=child_env(),
+        text=True,
+        capture_output=True,
+        timeout=1800,
+    )
 
 
 def start(workdir: Path, fresh: bool) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "recommender", "run", "soak.yaml", *(["--fresh"] if fresh else [])],
-                            cwd=workdir, env=child_env(), text=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "soak.yaml", *(["--fresh"] if fresh else [])],
+        cwd=workdir,
+        env=child_env(),
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def child_env() -> dict[str, str]:
@@ -131,7 +153,11 @@ def kill_during_load(workdir: Path, job: subprocess.Popen[str], act, skip: int =
 
 
 def servers_under(path: Path) -> list[psutil.Process]:
-    return [p for p in _processes() if str(path) in _cmdline(p) and ("tritonserver" in _cmdline(p) or "backend_stub" in _cmdline(p))]
+    return [
+        p
+        for p in _processes()
+        if str(path) in _cmdline(p) and ("tritonserver" in _cmdline(p) or "backend_stub" in _cmdline(p))
+    ]
 
 
 def generators_under(path: Path) -> list[psutil.Process]:

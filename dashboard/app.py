@@ -59,7 +59,9 @@ def main() -> None:
         return
     decision.keep_settings()
     pick_experiment()
-    pages = [st.Page(path, title=title, icon=icon, default=index == 0) for index, (path, title, icon) in enumerate(PAGES)]
+    pages = [
+        st.Page(path, title=title, icon=icon, default=index == 0) for index, (path, title, icon) in enumerate(PAGES)
+    ]
     st.navigation(pages).run()
 
 

@@ -11,10 +11,13 @@ COLOR = alt.Color("configuration:N", title="configuration")
 def throughput_over_time(series: pd.DataFrame, windows: pd.DataFrame | None = None) -> alt.LayerChart:
     """Invocations per minute (solid) and users (dashed, right axis) per second, one colour per candidate."""
     base = alt.Chart(series).encode(x=alt.X("second:Q", title="second of the run"), color=COLOR)
-    ipm = base.mark_line(point=True).encode(y=alt.Y("invocations/min:Q", title="invocations per minute"),
-                                            tooltip=["configuration", "second", "invocations/min", "users"])
-    users = base.mark_line(strokeDash=[4, 3]).encode(y=alt.Y("users:Q", title="users (dashed)"),
-                                                      color=alt.Color("configuration:N", legend=None))
+    ipm = base.mark_line(point=True).encode(
+        y=alt.Y("invocations/min:Q", title="invocations per minute"),
+        tooltip=["configuration", "second", "invocations/min", "users"],
+    )
+    users = base.mark_line(strokeDash=[4, 3]).encode(
+        y=alt.Y("users:Q", title="users (dashed)"), color=alt.Color("configuration:N", legend=None)
+    )
     layers = [ipm]
     if windows is not None and not windows.empty:
         layers.insert(0, window_bands(windows))
@@ -25,50 +28,98 @@ def throughput_over_time(series: pd.DataFrame, windows: pd.DataFrame | None = No
 def window_bands(windows: pd.DataFrame) -> alt.Chart:
     """Shaded steady-state windows, green when stable, orange when unstable."""
     scale = alt.Scale(domain=["stable", "unstable", "window"], range=["#59a14f", "#f28e2b", "#bab0ac"])
-    return alt.Chart(windows).mark_rect(opacity=0.15).encode(
-        x="start_s:Q", x2="end_s:Q", fill=alt.Fill("window:N", scale=scale, title="steady-state window"),
-        tooltip=["configuration", "window", "start_s", "end_s"])
+    return (
+        alt.Chart(windows)
+        .mark_rect(opacity=0.15)
+        .encode(
+            x="start_s:Q",
+            x2="end_s:Q",
+            fill=alt.Fill("window:N", scale=scale, title="steady-state window"),
+            tooltip=["configuration", "window", "start_s", "end_s"],
+        )
+    )
 
 
 def latency_over_time(series: pd.DataFrame) -> alt.Chart:
     """p50 / p95 / p99 per second, one panel row per percentile."""
-    long = series.melt(id_vars=["configuration", "second"], value_vars=["p50_ms", "p95_ms", "p99_ms"],
-                       var_name="percentile", value_name="latency ms").dropna()
+    long = series.melt(
+        id_vars=["configuration", "second"],
+        value_vars=["p50_ms", "p95_ms", "p99_ms"],
+        var_name="percentile",
+        value_name="latency ms",
+    ).dropna()
     long["percentile"] = long["percentile"].str.removesuffix("_ms")
-    return alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("second:Q", title="second of the run"), y=alt.Y("latency ms:Q", title="latency (ms)"),
-        color=COLOR, strokeDash=alt.StrokeDash("percentile:N"),
-        tooltip=["configuration", "percentile", "second", "latency ms"]).properties(height=320)
+    return (
+        alt.Chart(long)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("second:Q", title="second of the run"),
+            y=alt.Y("latency ms:Q", title="latency (ms)"),
+            color=COLOR,
+            strokeDash=alt.StrokeDash("percentile:N"),
+            tooltip=["configuration", "percentile", "second", "latency ms"],
+        )
+        .properties(height=320)
+    )
 
 
 def frontier(phases: pd.DataFrame, percentile: str) -> alt.Chart:
     """Throughput-latency frontier: each phase's invocations per minute against its latency at `percentile`."""
     column = f"{percentile}_ms"
     data = phases.dropna(subset=[column]).sort_values(["configuration", "invocations_per_minute"])
-    return alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80)).encode(
-        x=alt.X("invocations_per_minute:Q", title="invocations per minute (phase)"),
-        y=alt.Y(f"{column}:Q", title=f"{percentile} latency (ms)"), color=COLOR,
-        order="invocations_per_minute:Q",
-        tooltip=["configuration", "phase_index", "users_max", "invocations_per_minute", column]).properties(height=320)
+    return (
+        alt.Chart(data)
+        .mark_line(point=alt.OverlayMarkDef(size=80))
+        .encode(
+            x=alt.X("invocations_per_minute:Q", title="invocations per minute (phase)"),
+            y=alt.Y(f"{column}:Q", title=f"{percentile} latency (ms)"),
+            color=COLOR,
+            order="invocations_per_minute:Q",
+            tooltip=["configuration", "phase_index", "users_max", "invocations_per_minute", column],
+        )
+        .properties(height=320)
+    )
 
 
 def server_time(breakdown: pd.DataFrame) -> alt.Chart:
     """Stacked bars of the server-side average time per request: queue vs compute input / infer / output."""
-    return alt.Chart(breakdown).mark_bar().encode(
-        x=alt.X("ms:Q", title="average time per request (ms)", stack="zero"),
-        y=alt.Y("configuration:N", title=None), color=alt.Color("part:N", title="server-side part"),
-        tooltip=["configuration", "part", alt.Tooltip("ms:Q", format=".3f")]).properties(height=alt.Step(28))
+    return (
+        alt.Chart(breakdown)
+        .mark_bar()
+        .encode(
+            x=alt.X("ms:Q", title="average time per request (ms)", stack="zero"),
+            y=alt.Y("configuration:N", title=None),
+            color=alt.Color("part:N", title="server-side part"),
+            tooltip=["configuration", "part", alt.Tooltip("ms:Q", format=".3f")],
+        )
+        .properties(height=alt.Step(28))
+    )
 
 
 def bars(frame: pd.DataFrame, value: str, title: str, color: str = "instance type") -> alt.Chart:
     """Horizontal grouped bars of `value` per configuration, coloured by `color`."""
-    return alt.Chart(frame).mark_bar().encode(
-        x=alt.X(f"{value}:Q", title=title), y=alt.Y("configuration:N", title=None),
-        yOffset=alt.YOffset(f"{color}:N"), color=alt.Color(f"{color}:N"),
-        tooltip=["configuration", color, alt.Tooltip(f"{value}:Q", format=",.4f")]).properties(height=alt.Step(18))
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{value}:Q", title=title),
+            y=alt.Y("configuration:N", title=None),
+            yOffset=alt.YOffset(f"{color}:N"),
+            color=alt.Color(f"{color}:N"),
+            tooltip=["configuration", color, alt.Tooltip(f"{value}:Q", format=",.4f")],
+        )
+        .properties(height=alt.Step(18))
+    )
 
 
 def history(points: pd.DataFrame, value: str, title: str) -> alt.Chart:
-    return alt.Chart(points).mark_line(point=alt.OverlayMarkDef(size=80)).encode(
-        x=alt.X("finished:T", title="measured at"), y=alt.Y(f"{value}:Q", title=title),
-        tooltip=["experiment", "finished", value]).properties(height=300)
+    return (
+        alt.Chart(points)
+        .mark_line(point=alt.OverlayMarkDef(size=80))
+        .encode(
+            x=alt.X("finished:T", title="measured at"),
+            y=alt.Y(f"{value}:Q", title=title),
+            tooltip=["experiment", "finished", value],
+        )
+        .properties(height=300)
+    )

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from recommender.candidates import CandidateResult
 from recommender.decide.prices import load_catalog
 from recommender.decide.ranking import IMPORTANCE_WEIGHTS
 from recommender.decide.recommendation import Recommendation, recommend
 from recommender.errors import SpecError
-from recommender.review import stored_spec
 from recommender.report import Report, build_report
+from recommender.review import stored_spec
 from recommender.spec import CapacitySpec, ExperimentSpec, LatencyThreshold, Objectives
-from recommender.candidates import CandidateResult
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
@@ -40,19 +40,30 @@ class Settings:
 
 def from_spec(spec: ExperimentSpec) -> Settings:
     o, t = spec.objectives, spec.latency_threshold
-    return Settings(o.cost, o.latency, o.throughput, t.percentile, t.ms, spec.capacity.target_invocations_per_minute,
-                    spec.max_error_rate)
+    return Settings(
+        o.cost,
+        o.latency,
+        o.throughput,
+        t.percentile,
+        t.ms,
+        spec.capacity.target_invocations_per_minute,
+        spec.max_error_rate,
+    )
 
 
 def apply(spec: ExperimentSpec, settings: Settings) -> ExperimentSpec:
     """The stored spec with the settings in place (validated sub-models, so bad values fail as they would in YAML)."""
-    return spec.model_copy(update={
-        "objectives": Objectives(cost=settings.cost, latency=settings.latency, throughput=settings.throughput),
-        "latency_threshold": LatencyThreshold(percentile=settings.percentile, ms=settings.threshold_ms),
-        "capacity": CapacitySpec(target_invocations_per_minute=settings.target_ipm,
-                                 autoscaling_headroom=spec.capacity.autoscaling_headroom),
-        "max_error_rate": _error_rate(settings.max_error_rate),
-    })
+    return spec.model_copy(
+        update={
+            "objectives": Objectives(cost=settings.cost, latency=settings.latency, throughput=settings.throughput),
+            "latency_threshold": LatencyThreshold(percentile=settings.percentile, ms=settings.threshold_ms),
+            "capacity": CapacitySpec(
+                target_invocations_per_minute=settings.target_ipm,
+                autoscaling_headroom=spec.capacity.autoscaling_headroom,
+            ),
+            "max_error_rate": _error_rate(settings.max_error_rate),
+        }
+    )
 
 
 def _error_rate(value: float) -> float:
@@ -73,14 +84,23 @@ def controls(info: ExperimentInfo, spec: ExperimentSpec) -> Settings:
         st.session_state.setdefault(key + name, float(value) if name in _NUMBERS else value)
     sidebar = st.sidebar
     sidebar.subheader("Decision settings")
-    values = {name: sidebar.select_slider(f"{name.title()} importance", LEVELS, key=key + name)
-              for name in ("cost", "latency", "throughput")}
+    values = {
+        name: sidebar.select_slider(f"{name.title()} importance", LEVELS, key=key + name)
+        for name in ("cost", "latency", "throughput")
+    }
     percentile = sidebar.selectbox("Latency percentile", PERCENTILE_NAMES, key=key + "percentile")
     threshold = sidebar.number_input("Latency threshold (ms)", min_value=0.001, key=key + "threshold_ms")
-    errors = sidebar.number_input("Max error rate (0.01 = 1 %)", min_value=0.0, max_value=1.0, step=0.005, format="%.3f",
-                                  key=key + "max_error_rate")
-    target = sidebar.number_input("Target load (invocations per minute)", min_value=1.0, step=1000.0,
-                                  key=key + "target_ipm")
+    errors = sidebar.number_input(
+        "Max error rate (0.01 = 1 %)",
+        min_value=0.0,
+        max_value=1.0,
+        step=0.005,
+        format="%.3f",
+        key=key + "max_error_rate",
+    )
+    target = sidebar.number_input(
+        "Target load (invocations per minute)", min_value=1.0, step=1000.0, key=key + "target_ipm"
+    )
     if sidebar.button("Reset to the experiment file", key=f"reset-settings:{info.name}"):
         for name in [k for k in st.session_state if str(k).startswith(key)]:
             del st.session_state[name]

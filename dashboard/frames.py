@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -30,19 +31,21 @@ def experiments_table(infos: list[ExperimentInfo], results_of) -> pd.DataFrame:
     for info in infos:
         results = results_of(info.name)
         counts = status_counts(results)
-        rows.append({
-            "experiment": info.name,
-            "status": info.status,
-            "created": info.created_at,
-            "updated": info.updated_at,
-            "measured time (s)": sum(r.duration_s or 0.0 for r in results),
-            "candidates": len(results),
-            "ok": counts["ok"],
-            "failed": counts["failed"] + counts["interrupted"],
-            "skipped": counts["skipped"],
-            "pruned": counts["pruned"],
-            "pending": counts["pending"] + counts["running"],
-        })
+        rows.append(
+            {
+                "experiment": info.name,
+                "status": info.status,
+                "created": info.created_at,
+                "updated": info.updated_at,
+                "measured time (s)": sum(r.duration_s or 0.0 for r in results),
+                "candidates": len(results),
+                "ok": counts["ok"],
+                "failed": counts["failed"] + counts["interrupted"],
+                "skipped": counts["skipped"],
+                "pruned": counts["pruned"],
+                "pending": counts["pending"] + counts["running"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -53,14 +56,26 @@ def candidates_table(results: list[CandidateResult]) -> pd.DataFrame:
 
 def candidate_row(r: CandidateResult) -> dict[str, Any]:
     h = r.headline
-    row = {"configuration": r.name, "status": r.status, "reason": first_line(r.reason),
-           "duration (s)": r.duration_s, "finished": r.finished_at}
+    row = {
+        "configuration": r.name,
+        "status": r.status,
+        "reason": first_line(r.reason),
+        "duration (s)": r.duration_s,
+        "finished": r.finished_at,
+    }
     if h is None:
-        return row | dict.fromkeys(["invocations/min", *(f"{p} ms" for p in PERCENTILE_NAMES), "error rate",
-                                    "within threshold"])
-    row |= {"invocations/min": h.invocations_per_minute, **{f"{p} ms": h.latency(p) for p in PERCENTILE_NAMES},
-            "error rate": h.error_rate, "within threshold": h.within_threshold,
-            "max invocations": h.max_invocations, "stable": h.stable, "stop reason": h.stop_reason}
+        return row | dict.fromkeys(
+            ["invocations/min", *(f"{p} ms" for p in PERCENTILE_NAMES), "error rate", "within threshold"]
+        )
+    row |= {
+        "invocations/min": h.invocations_per_minute,
+        **{f"{p} ms": h.latency(p) for p in PERCENTILE_NAMES},
+        "error rate": h.error_rate,
+        "within threshold": h.within_threshold,
+        "max invocations": h.max_invocations,
+        "stable": h.stable,
+        "stop reason": h.stop_reason,
+    }
     if h.notes:
         row["notes"] = "; ".join(map(str, h.notes))
     return row
@@ -71,10 +86,14 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
     columns = {}
     for r in results:
         s = r.server
-        columns[r.name] = {"status": r.status, **headline_figures(r.headline),
-                           "avg batch size": s.avg_batch_size, "executions": s.execution_count,
-                           **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
-                           "reason": first_line(r.reason)}
+        columns[r.name] = {
+            "status": r.status,
+            **headline_figures(r.headline),
+            "avg batch size": s.avg_batch_size,
+            "executions": s.execution_count,
+            **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
+            "reason": first_line(r.reason),
+        }
     frame = pd.DataFrame(columns)
     return frame.dropna(how="all").map(text_cell)  # one column mixes figures and words: show all as text
 
@@ -83,14 +102,25 @@ def headline_figures(h: Headline | None) -> dict[str, Any]:
     """The headline's rows of the Compare table (all None for a run without a headline)."""
     if h is None:
         return dict.fromkeys(headline_figures(Headline()))
-    return {"invocations/min": h.invocations_per_minute, "max invocations": h.max_invocations,
-            **{f"{p} latency ms": h.latency(p) for p in PERCENTILE_NAMES}, "model latency ms": h.model_latency_ms,
-            "error rate": h.error_rate, "requests": h.requests, "failures": h.failures,
-            "within threshold": h.within_threshold, "stable": h.stable, "stop reason": h.stop_reason,
-            "ipm interval": interval_text(h.ipm_interval), "latency interval": interval_text(h.latency_interval),
-            "repeats": h.repeats, "repeats breached": h.repeats_breached if h.stability else None,
-            "level load": h.level_load, "percentile samples": h.samples if h.stability else None,
-            "stability": describe(h.stability, h.percentile) if h.stability else None}
+    return {
+        "invocations/min": h.invocations_per_minute,
+        "max invocations": h.max_invocations,
+        **{f"{p} latency ms": h.latency(p) for p in PERCENTILE_NAMES},
+        "model latency ms": h.model_latency_ms,
+        "error rate": h.error_rate,
+        "requests": h.requests,
+        "failures": h.failures,
+        "within threshold": h.within_threshold,
+        "stable": h.stable,
+        "stop reason": h.stop_reason,
+        "ipm interval": interval_text(h.ipm_interval),
+        "latency interval": interval_text(h.latency_interval),
+        "repeats": h.repeats,
+        "repeats breached": h.repeats_breached if h.stability else None,
+        "level load": h.level_load,
+        "percentile samples": h.samples if h.stability else None,
+        "stability": describe(h.stability, h.percentile) if h.stability else None,
+    }
 
 
 def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
@@ -99,7 +129,7 @@ def config_difference(results: list[CandidateResult]) -> pd.DataFrame:
     rows = {}
     for key in names:
         values = [text_cell(r.config.get(key)) for r in results]
-        rows[key] = dict(zip([r.name for r in results], values)) | {"differs": len(set(values)) > 1}
+        rows[key] = dict(zip([r.name for r in results], values, strict=False)) | {"differs": len(set(values)) > 1}
     return pd.DataFrame(rows).T
 
 
@@ -112,12 +142,25 @@ def interval_text(interval: Interval | None) -> str | None:
 
 def levels_frame(result: CandidateResult, levels: Iterable[Level], percentile: str) -> pd.DataFrame:
     """One row per load level of a run: its pooled figures, verdict, repeats' verdicts and the stability numbers."""
-    rows = [{"configuration": result.name, "load": v.load, "windows (n)": len(v.windows),
-             "invocations/min": v.ipm, f"{percentile} ms": v.latency(percentile), "error rate": v.error_rate,
-             "meets limits": v.meets, "repeats breached": f"{v.breached} of {v.repeats}",
-             "SE IPM": v.stability.ipm.relative_se, f"SE {percentile}": v.stability.latency.relative_se,
-             "slope t IPM": v.stability.ipm.slope_t, f"slope t {percentile}": v.stability.latency.slope_t,
-             "stable": v.stability.stable, "why": v.why_not or v.stability.reason} for v in levels]
+    rows = [
+        {
+            "configuration": result.name,
+            "load": v.load,
+            "windows (n)": len(v.windows),
+            "invocations/min": v.ipm,
+            f"{percentile} ms": v.latency(percentile),
+            "error rate": v.error_rate,
+            "meets limits": v.meets,
+            "repeats breached": f"{v.breached} of {v.repeats}",
+            "SE IPM": v.stability.ipm.relative_se,
+            f"SE {percentile}": v.stability.latency.relative_se,
+            "slope t IPM": v.stability.ipm.slope_t,
+            f"slope t {percentile}": v.stability.latency.slope_t,
+            "stable": v.stability.stable,
+            "why": v.why_not or v.stability.reason,
+        }
+        for v in levels
+    ]
     return pd.DataFrame(rows)
 
 
@@ -156,8 +199,11 @@ def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         parts = r.server.avg_us
-        rows += [{"configuration": r.name, "part": part, "ms": parts[part] / 1000}
-                 for part in SERVER_PARTS if parts.get(part) is not None]
+        rows += [
+            {"configuration": r.name, "part": part, "ms": parts[part] / 1000}
+            for part in SERVER_PARTS
+            if parts.get(part) is not None
+        ]
     return pd.DataFrame(rows)
 
 

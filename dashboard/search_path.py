@@ -17,15 +17,36 @@ def search_path(history: list[CandidateResult], protocol_key: str | None) -> pd.
     return pd.DataFrame([_row(step, r) for step, r in enumerate(runs, start=1)], columns=COLUMNS)
 
 
-COLUMNS = ("step", "configuration", "status", "repeats", "level", "MaxInvocations", "interval low", "interval high",
-           "interval", "duration (s)", "reason")
+COLUMNS = (
+    "step",
+    "configuration",
+    "status",
+    "repeats",
+    "level",
+    "MaxInvocations",
+    "interval low",
+    "interval high",
+    "interval",
+    "duration (s)",
+    "reason",
+)
 
 
 def _row(step: int, r: CandidateResult) -> dict[str, Any]:
     h = r.headline
     interval = h.ipm_interval if h else None
-    return {"step": step, "configuration": r.name, "status": r.status, "repeats": h.repeats if h else None,
-            "level": h.level_load if h else None,
-            "MaxInvocations": (h.max_invocations if h.max_invocations is not None else h.invocations_per_minute) if h else None,
-            "interval low": interval.low if interval else None, "interval high": interval.high if interval else None,
-            "interval": interval.label if interval else "n/a", "duration (s)": r.duration_s, "reason": r.reason or ""}
+    return {
+        "step": step,
+        "configuration": r.name,
+        "status": r.status,
+        "repeats": h.repeats if h else None,
+        "level": h.level_load if h else None,
+        "MaxInvocations": (h.max_invocations if h.max_invocations is not None else h.invocations_per_minute)
+        if h
+        else None,
+        "interval low": interval.low if interval else None,
+        "interval high": interval.high if interval else None,
+        "interval": interval.label if interval else "n/a",
+        "duration (s)": r.duration_s,
+        "reason": r.reason or "",
+    }

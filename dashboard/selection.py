@@ -8,11 +8,11 @@ import streamlit as st
 
 from dashboard import decision, source
 from dashboard.text import escape, no_experiments, show_error
-from recommender.errors import RecommenderError
+from recommender.candidates import CandidateResult
 from recommender.decide.recommendation import Recommendation
+from recommender.errors import RecommenderError
 from recommender.metrics.steady import Rules
 from recommender.spec import ExperimentSpec
-from recommender.candidates import CandidateResult
 from recommender.store.results import ExperimentInfo
 
 
@@ -72,8 +72,11 @@ def decision_in_view() -> DecisionView | None:
 
 def running_notice(info: ExperimentInfo) -> None:
     if info.status == "running":
-        st.info(f"{escape(info.name)} is still running: the figures below are what is stored so far. "
-                "Rerun the page (R) to refresh.", icon="⏳")
+        st.info(
+            f"{escape(info.name)} is still running: the figures below are what is stored so far. "
+            "Rerun the page (R) to refresh.",
+            icon="⏳",
+        )
     elif info.status == "interrupted":
         st.warning(f"{escape(info.name)} was interrupted; run the same command again to resume it.")
 
@@ -87,5 +90,7 @@ def nothing_measured(info: ExperimentInfo, results: list[CandidateResult]) -> No
     if not results:
         st.info(f"{escape(info.name)} has no candidates stored yet.")
         return
-    st.info(f"None of the {len(results)} candidates of {escape(info.name)} has a successful measurement yet "
-            "(see the Experiments page for each one's status and reason).")
+    st.info(
+        f"None of the {len(results)} candidates of {escape(info.name)} has a successful measurement yet "
+        "(see the Experiments page for each one's status and reason)."
+    )

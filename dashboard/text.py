@@ -24,8 +24,10 @@ def show_error(error: RecommenderError) -> None:
 
 
 def no_experiments() -> None:
-    st.info("No experiments in this results database yet. Run one with `recommender run experiments/quickstart.yaml` "
-            "(or start the dashboard with `--db URL` to read another database).")
+    st.info(
+        "No experiments in this results database yet. Run one with `recommender run experiments/quickstart.yaml` "
+        "(or start the dashboard with `--db URL` to read another database)."
+    )
 
 
 def number(value: float | None, digits: int = 1, unit: str = "") -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec, target_label
 from recommender.spec.search import IntRange
-
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
 # its configuration, so renaming the key would give every stored candidate a new key (re-measured, history lost).
@@ -56,7 +56,7 @@ class Candidate:
         return data
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "Candidate":
+    def from_config(cls, config: Mapping[str, Any]) -> Candidate:
         """The candidate back from its stored configuration (the inverse of `config()`)."""
         batching = config.get("dynamic_batching")
         return cls(
@@ -92,7 +92,9 @@ class CandidateResult:
     duration_s: float | None
     finished_at: datetime | None
     protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
-    hardware: dict[str, Any] | None = None  # what the run served on (accelerator, CPU, GPUs); None before migration 0005
+    hardware: dict[str, Any] | None = (
+        None  # what the run served on (accelerator, CPU, GPUs); None before migration 0005
+    )
     backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
     correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
 
@@ -121,13 +123,16 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     labels = [target_label(t) if spec.multi_target else "" for t in spec.all_targets]
     seen: dict[str, Candidate] = {}
     for opt, precision, batching, count, mbs in itertools.product(
-        grid.optimizations, grid.precisions, grid.dynamic_batching, grid.values("instance_group_counts"),
+        grid.optimizations,
+        grid.precisions,
+        grid.dynamic_batching,
+        grid.values("instance_group_counts"),
         grid.values("max_batch_sizes"),
     ):
         if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
             continue
         settings = _batching_settings(batching, mbs)
-        for target, label in zip(spec.all_targets, labels):
+        for target, label in zip(spec.all_targets, labels, strict=False):
             candidate = Candidate(opt, settings, count, mbs, target.instance_type, fingerprint, precision, label)
             seen.setdefault(candidate.key, candidate)
     return list(seen.values())

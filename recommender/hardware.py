@@ -51,7 +51,7 @@ class Hardware:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "Hardware | None":
+    def from_dict(cls, data: dict[str, Any] | None) -> Hardware | None:
         if not data:
             return None
         fields = {key: data.get(key) for key in ("cpu_model", "cpu_cores", "driver_version", "cuda_version")}
@@ -65,8 +65,10 @@ class Hardware:
             return f"{cpu}; {self.gpu_status}"
         names = sorted({gpu.name for gpu in self.gpus})
         memory = max(gpu.memory_mb for gpu in self.gpus)
-        return (f"{cpu}; {len(self.gpus)} x {', '.join(names)} ({memory:.0f} MiB), driver {self.driver_version}, "
-                f"CUDA {self.cuda_version}")
+        return (
+            f"{cpu}; {len(self.gpus)} x {', '.join(names)} ({memory:.0f} MiB), driver {self.driver_version}, "
+            f"CUDA {self.cuda_version}"
+        )
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class ServingHardware:
     """Where one run serves: the resolved accelerator, the hardware and the backend that served it."""
 
     accelerator: str  # cpu | gpu (resolved, never auto)
-    hardware: Hardware | None  # None where the hardware is not this host's (sagemaker, remote): declared by instance_type
+    hardware: (
+        Hardware | None
+    )  # None where the hardware is not this host's (sagemaker, remote): declared by instance_type
     declared: str | None = None  # the instance type label for a target whose hardware is not detected here
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -94,8 +98,11 @@ def describe_served(hardware: dict[str, Any] | None, backend: str | None) -> str
     return f"{hardware.get('accelerator')} ({where})" + (f", backend {backend}" if backend else "")
 
 
-GPU_FIGURES = (("gpu_utilization_percent", "{:.0f} % utilisation"), ("gpu_memory_mb", "{:,.0f} MiB used"),
-               ("gpu_power_w", "{:.0f} W"))
+GPU_FIGURES = (
+    ("gpu_utilization_percent", "{:.0f} % utilisation"),
+    ("gpu_memory_mb", "{:,.0f} MiB used"),
+    ("gpu_power_w", "{:.0f} W"),
+)
 
 
 def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
@@ -118,7 +125,7 @@ def detect_hardware(nvml: Any = None) -> Hardware:
     cpu_model, cores = cpu_model_name(), available_cores()
     if nvml is None:
         try:
-            import pynvml as nvml  # noqa: PLC0415 - optional dependency, the [gpu] extra
+            import pynvml as nvml
         except ImportError:
             return Hardware(cpu_model, cores, gpu_status=f"no GPU (nvidia-ml-py not installed: {GPU_INSTALL})")
     try:
@@ -143,7 +150,8 @@ def resolve_accelerator(requested: str, hardware: Hardware) -> str:
         raise HardwareMissing(
             f"target.accelerator is gpu but this host has {hardware.gpu_status}; nothing was measured",
             hint="Run on a host with an NVIDIA GPU and driver (and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
-                 "target.accelerator: auto (measures the CPU here) or cpu.")
+            "target.accelerator: auto (measures the CPU here) or cpu.",
+        )
     if requested == "auto":
         return "gpu" if hardware.gpus else "cpu"
     return requested
@@ -157,7 +165,7 @@ def gpu_instance_groups(count: int, gpu_indices: list[int] | tuple[int, ...]) ->
     if not gpu_indices:
         raise ValueError("no GPU to place instances on")
     per_gpu = [count // len(gpu_indices) + (1 if i < count % len(gpu_indices) else 0) for i in range(len(gpu_indices))]
-    return [(n, [gpu]) for n, gpu in zip(per_gpu, gpu_indices) if n]
+    return [(n, [gpu]) for n, gpu in zip(per_gpu, gpu_indices, strict=False) if n]
 
 
 DETECTED_KINDS = ("local", "docker")  # targets serving on this host: their hardware is detected here
@@ -173,8 +181,10 @@ def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHa
         return ServingHardware(resolve_accelerator(target.accelerator, hardware), hardware)
     has_gpu = target.instance_type.startswith(GPU_FAMILIES)
     if target.accelerator == "gpu" and not has_gpu:
-        raise HardwareMissing(f"target.accelerator is gpu but instance_type {target.instance_type} has no GPU",
-                              hint="Choose a GPU instance type (ml.g5.xlarge, ml.g4dn.xlarge) or set target.accelerator: auto.")
+        raise HardwareMissing(
+            f"target.accelerator is gpu but instance_type {target.instance_type} has no GPU",
+            hint="Choose a GPU instance type (ml.g5.xlarge, ml.g4dn.xlarge) or set target.accelerator: auto.",
+        )
     accelerator = "cpu" if target.accelerator == "cpu" or not has_gpu else "gpu"
     return ServingHardware(accelerator, None, declared=target.instance_type)
 

@@ -8,8 +8,9 @@ Verdicts are taken at read time, under the limits given (by default the stored e
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -32,9 +33,13 @@ class Overrides:
     max_error_rate: float | None = None
 
 
-def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable[Catalog] | None = None,
-                         endpoint_name: str | None = None, limits: Overrides | None = None,
-                         ) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
+def recommend_from_store(
+    store: ResultStore,
+    experiment: str,
+    catalogs: Iterable[Catalog] | None = None,
+    endpoint_name: str | None = None,
+    limits: Overrides | None = None,
+) -> tuple[Recommendation, ExperimentSpec, list[CandidateResult]]:
     """Read an experiment's spec and results from the store, decide under `limits` and recommend; StoreError for an
     unknown experiment. Nothing is measured: the verdicts are recomputed from the stored windows."""
     info, limits = store.experiment(experiment), limits or Overrides()
@@ -43,8 +48,13 @@ def recommend_from_store(store: ResultStore, experiment: str, catalogs: Iterable
     return recommend(results, spec, catalogs, endpoint_name), spec, results
 
 
-def decided_from_store(store: ResultStore, experiment: str, spec: ExperimentSpec, protocol_key: str | Collection[str] | None = None,
-                       windows_of: Callable[[int], list[WindowRecord]] | None = None) -> list[CandidateResult]:
+def decided_from_store(
+    store: ResultStore,
+    experiment: str,
+    spec: ExperimentSpec,
+    protocol_key: str | Collection[str] | None = None,
+    windows_of: Callable[[int], list[WindowRecord]] | None = None,
+) -> list[CandidateResult]:
     """The experiment's results under one protocol per target (default: each target's current one), decided under the
     spec's limits;
     `windows_of` reads a run's window records (default: from the store; the dashboard passes a cached reader)."""
@@ -56,5 +66,7 @@ def stored_spec(name: str, document: dict[str, Any]) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(document)
     except ValidationError as exc:
-        raise StoreError(f"the stored experiment file of {name!r} no longer validates: {exc.errors()[0]['msg']}",
-                         hint="run the experiment again with `recommender run FILE` to store it under the current schema") from exc
+        raise StoreError(
+            f"the stored experiment file of {name!r} no longer validates: {exc.errors()[0]['msg']}",
+            hint="run the experiment again with `recommender run FILE` to store it under the current schema",
+        ) from exc

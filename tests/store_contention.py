@@ -20,15 +20,24 @@ def _children(action: str, url: str, count: int, *args: str) -> list[tuple[int, 
     """Run `count` children of ACTION at once; (exit code, stdout after "ready", stderr) of each."""
     from tests.integration.test_cli_run import REPO_ROOT, cli_env
 
-    children = [subprocess.Popen([sys.executable, "-m", "tests.store_contention", action, url, str(index), *args],
-                                 cwd=REPO_ROOT, env=cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for index in range(count)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.store_contention", action, url, str(index), *args],
+            cwd=REPO_ROOT,
+            env=cli_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(count)
+    ]
     ready = [child.stdout.readline().strip() for child in children]
     for child in children:
         child.stdin.write("go\n")
         child.stdin.flush()
     outcomes = []
-    for child, said in zip(children, ready):
+    for child, said in zip(children, ready, strict=False):
         out, err = child.communicate(timeout=120)
         outcomes.append((child.returncode, out.strip(), f"{said}: {err}"))
     return outcomes
@@ -77,9 +86,9 @@ def _lease(url: str, hold_s: str) -> None:
 
 def _write(url: str, index: str, runs: str) -> None:
     from recommender.candidates import expand_candidates
+    from recommender.load.records import RequestLog
     from recommender.metrics.headline import Headline
     from recommender.metrics.summary import per_second_series, summarize_phases
-    from recommender.records import RequestLog
     from recommender.spec import ExperimentSpec
     from recommender.store.results import ResultStore
 
@@ -89,18 +98,27 @@ def _write(url: str, index: str, runs: str) -> None:
     import numpy as np
 
     t = np.arange(0, SECONDS, 0.01)
-    log = RequestLog(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
+    log = RequestLog(
+        t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32)
+    )
     for _ in range(int(runs)):
         run_id = store.start_run(store.save_candidate(experiment_id, candidate), "proto", None)
-        store.finish_run(run_id, "ok", headline=Headline(invocations_per_minute=6000.0),
-                         phases=summarize_phases(log, [(0, SECONDS)], warmup_s=1), series=per_second_series(log, SECONDS))
+        store.finish_run(
+            run_id,
+            "ok",
+            headline=Headline(invocations_per_minute=6000.0),
+            phases=summarize_phases(log, [(0, SECONDS)], warmup_s=1),
+            series=per_second_series(log, SECONDS),
+        )
 
 
 if __name__ == "__main__":
     action, url, index, *rest = sys.argv[1:]
-    import recommender.store.lease  # noqa: F401  (imports first: they take seconds on a busy host)
+    import recommender.store.lease
     import recommender.store.results  # noqa: F401
 
     print("ready", flush=True)
     sys.stdin.readline()
-    {"open": lambda: _open(url), "lease": lambda: _lease(url, *rest), "write": lambda: _write(url, index, *rest)}[action]()
+    {"open": lambda: _open(url), "lease": lambda: _lease(url, *rest), "write": lambda: _write(url, index, *rest)}[
+        action
+    ]()

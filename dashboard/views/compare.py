@@ -26,8 +26,9 @@ def main() -> None:
     by_name = {r.name: r for r in results}
     ok = [r.name for r in results if r.status == "ok"]
     default = (ok or list(by_name))[:2]
-    chosen = st.multiselect("Candidates (2 to 4)", list(by_name), default=default, max_selections=MAX_COMPARED,
-                            key=f"compare:{info.name}")
+    chosen = st.multiselect(
+        "Candidates (2 to 4)", list(by_name), default=default, max_selections=MAX_COMPARED, key=f"compare:{info.name}"
+    )
     if len(chosen) < 2:
         st.info("Pick at least two candidates.")
         return
@@ -45,11 +46,18 @@ def main() -> None:
 def levels(picked: list, rules: Rules) -> None:
     """Every load level of the picked runs (all repeats pooled) with its verdict and stability numbers."""
     st.subheader("Load levels and stability")
-    st.caption(f"Stability rule: {RULE} (here: at least {rules.stable_windows} windows, tolerance "
-               f"{rules.stability_tolerance:.0%}). SE = relative standard error of the level mean; slope t = the "
-               "trend's t statistic across the windows.")
-    tables = [frames.levels_frame(r, decide_levels(source.window_records(r.run_id), r.headline.repeats, rules).levels,
-                                  rules.percentile) for r in picked if r.status == "ok" and r.headline and r.run_id]
+    st.caption(
+        f"Stability rule: {RULE} (here: at least {rules.stable_windows} windows, tolerance "
+        f"{rules.stability_tolerance:.0%}). SE = relative standard error of the level mean; slope t = the "
+        "trend's t statistic across the windows."
+    )
+    tables = [
+        frames.levels_frame(
+            r, decide_levels(source.window_records(r.run_id), r.headline.repeats, rules).levels, rules.percentile
+        )
+        for r in picked
+        if r.status == "ok" and r.headline and r.run_id
+    ]
     frame = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if frame.empty:
         st.info("No steady-state windows stored for these runs.")

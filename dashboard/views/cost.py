@@ -12,25 +12,34 @@ import streamlit as st
 from dashboard import charts, decision
 from dashboard.selection import decision_in_view
 from dashboard.text import escape, show_error
-from recommender.errors import RecommenderError
 from recommender.decide.recommendation import Recommendation
+from recommender.errors import RecommenderError
 
 DEFAULT_TYPES = ("ml.c5.xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge")
 
 
 def cost_rows(rec: Recommendation) -> list[dict]:
-    return [{"configuration": r.name, "instance type": r.instance_type, "instances for target": r.initial_instance_count,
-             "fleet cost per hour (USD)": r.cost_per_hour, "cost per million (USD)": r.cost_per_million,
-             "recommended": r.recommended}
-            for r in decision.report(rec).rows]
+    return [
+        {
+            "configuration": r.name,
+            "instance type": r.instance_type,
+            "instances for target": r.initial_instance_count,
+            "fleet cost per hour (USD)": r.cost_per_hour,
+            "cost per million (USD)": r.cost_per_million,
+            "recommended": r.recommended,
+        }
+        for r in decision.report(rec).rows
+    ]
 
 
 def pick_types(spec, info_name: str) -> list[str]:
     types = decision.catalog_types()
     own = spec.target.priced_as
     default = [own] if own in types else [t for t in DEFAULT_TYPES if t in types]
-    st.caption("Measured throughput priced as each instance type (the benchmark ran on "
-               f"{escape(spec.target.instance_type)}); prices from the catalog, see `recommender prices show`.")
+    st.caption(
+        "Measured throughput priced as each instance type (the benchmark ran on "
+        f"{escape(spec.target.instance_type)}); prices from the catalog, see `recommender prices show`."
+    )
     return st.multiselect("Instance types", types, default=default, key=f"cost-types:{info_name}")
 
 
@@ -48,17 +57,22 @@ def main() -> None:
     recs = ([own] if own.pricing.priced else []) + priced
     frame = pd.DataFrame([row for rec in recs for row in cost_rows(rec)])
     if not own.pricing.priced:
-        st.info(f"The experiment file leaves {escape(own.pricing.instance_type)} unpriced (not free); pick instance "
-                "types above to price the measured throughput.")
+        st.info(
+            f"The experiment file leaves {escape(own.pricing.instance_type)} unpriced (not free); pick instance "
+            "types above to price the measured throughput."
+        )
     if frame.empty:
         st.info("Nothing to price: no candidate is within the limits, or no instance type is picked.")
         return
     st.caption(f"Target load {settings.target_ipm:,.0f} invocations per minute.")
     st.dataframe(frame, hide_index=True, width="stretch")
     left, right = st.columns(2)
-    left.altair_chart(charts.bars(frame, "cost per million (USD)", "cost per million inferences (USD)"), width="stretch")
-    right.altair_chart(charts.bars(frame, "fleet cost per hour (USD)", "fleet cost per hour at the target (USD)"),
-                       width="stretch")
+    left.altair_chart(
+        charts.bars(frame, "cost per million (USD)", "cost per million inferences (USD)"), width="stretch"
+    )
+    right.altair_chart(
+        charts.bars(frame, "fleet cost per hour (USD)", "fleet cost per hour at the target (USD)"), width="stretch"
+    )
 
 
 st.title("Cost")

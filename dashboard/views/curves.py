@@ -59,7 +59,9 @@ def hardware_and_gpu(picked: list[CandidateResult]) -> None:
         st.markdown(f"- {line}")
     figures = pd.concat([gpu.gpu_frame(r, source.window_rows(r.run_id)) for r in picked], ignore_index=True)
     if figures.empty:
-        st.info("No GPU figures stored for these runs: they served without a GPU (or without NVML); see the reasons above.")
+        st.info(
+            "No GPU figures stored for these runs: they served without a GPU (or without NVML); see the reasons above."
+        )
         return
     st.altair_chart(gpu.gpu_chart(figures), width="stretch")
 

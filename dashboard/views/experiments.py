@@ -21,8 +21,12 @@ def overview() -> None:
     if not infos:
         no_experiments()
         return
-    st.dataframe(frames.experiments_table(infos, source.results), hide_index=True, width="stretch",
-                 column_config={"measured time (s)": st.column_config.NumberColumn(format="%.1f")})
+    st.dataframe(
+        frames.experiments_table(infos, source.results),
+        hide_index=True,
+        width="stretch",
+        column_config={"measured time (s)": st.column_config.NumberColumn(format="%.1f")},
+    )
 
 
 def detail() -> None:
@@ -32,10 +36,14 @@ def detail() -> None:
     st.subheader(f"Experiment {escape(info.name)}")
     running_notice(info)
     results = source.results(info.name)
-    st.caption(f"status {escape(info.status)}; created {info.created_at:%Y-%m-%d %H:%M}; "
-               f"last update {info.updated_at:%Y-%m-%d %H:%M}")
+    st.caption(
+        f"status {escape(info.status)}; created {info.created_at:%Y-%m-%d %H:%M}; "
+        f"last update {info.updated_at:%Y-%m-%d %H:%M}"
+    )
     if results:
-        st.dataframe(frames.candidates_table(results), hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
+        st.dataframe(
+            frames.candidates_table(results), hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS
+        )
     else:
         st.info("No candidates stored for this experiment yet.")
     for r in results:

@@ -22,10 +22,18 @@ def points(key: str, percentile: str) -> list[dict]:
                 continue
             h = r.headline
             protocol = f"{r.protocol_key} ({'current' if r.protocol_key in current else 'older'})"
-            rows.append({"experiment": info.name, "protocol": protocol, "finished": r.finished_at, "status": r.status,
-                         "invocations/min": h.invocations_per_minute if h else None,
-                         f"{percentile} ms": h.latency(percentile) if h else None,
-                         "error rate": h.error_rate if h else None, "reason": frames.first_line(r.reason)})
+            rows.append(
+                {
+                    "experiment": info.name,
+                    "protocol": protocol,
+                    "finished": r.finished_at,
+                    "status": r.status,
+                    "invocations/min": h.invocations_per_minute if h else None,
+                    f"{percentile} ms": h.latency(percentile) if h else None,
+                    "error rate": h.error_rate if h else None,
+                    "reason": frames.first_line(r.reason),
+                }
+            )
     return sorted(rows, key=lambda row: (row["finished"] is None, row["finished"] or 0))
 
 
@@ -45,8 +53,10 @@ def main() -> None:
     st.dataframe(table, hide_index=True, width="stretch")
     ok = table[table["status"] == "ok"].dropna(subset=["finished"])
     if len(ok) < 2:
-        st.info("This configuration was measured successfully in only one experiment so far; "
-                "the chart appears once another experiment measures the same configuration.")
+        st.info(
+            "This configuration was measured successfully in only one experiment so far; "
+            "the chart appears once another experiment measures the same configuration."
+        )
         return
     left, right = st.columns(2)
     left.altair_chart(charts.history(ok, "invocations/min", "invocations per minute"), width="stretch")

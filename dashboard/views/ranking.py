@@ -24,10 +24,30 @@ COLUMNS = {
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
 }
 
-ORDER = ("rank", "name", "instance_type", "status", "invocations_per_minute", "interval", "latency_ms", "initial_instance_count",
-         "fleet_size_at_point", "cost_per_hour",
-         "cost_per_million", "score", "notes", "excluded_reasons", "optimization", "dynamic_batching", "instance_group",
-         "max_batch_size", "vcpus", "gpus", "gpu_memory_gib", "key")
+ORDER = (
+    "rank",
+    "name",
+    "instance_type",
+    "status",
+    "invocations_per_minute",
+    "interval",
+    "latency_ms",
+    "initial_instance_count",
+    "fleet_size_at_point",
+    "cost_per_hour",
+    "cost_per_million",
+    "score",
+    "notes",
+    "excluded_reasons",
+    "optimization",
+    "dynamic_batching",
+    "instance_group",
+    "max_batch_size",
+    "vcpus",
+    "gpus",
+    "gpu_memory_gib",
+    "key",
+)
 
 
 def card(rec: Recommendation) -> None:
@@ -41,15 +61,19 @@ def card(rec: Recommendation) -> None:
         st.subheader(f"Recommended: {escape(c.name)}")
         cost = "unpriced" if rec.capacity is None else f"{rec.capacity.cost_per_hour:,.2f} USD"
         fleet = rec.fleets[c.key]
-        metrics = [("Instance type", c.instance_type),
-                   (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
-                   ("Cost per hour", cost),
-                   (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
-                   ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min"))]
-        for column, (label, value) in zip(st.columns(len(metrics)), metrics):
+        metrics = [
+            ("Instance type", c.instance_type),
+            (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
+            ("Cost per hour", cost),
+            (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
+            ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
+        ]
+        for column, (label, value) in zip(st.columns(len(metrics)), metrics, strict=False):
             column.metric(label, value)
-        st.caption(f"Instances sized on the {escape(fleet.sized_on)}; {fleet.fleet_size_at_point} at the point estimate. "
-                   + escape(rec.justification))
+        st.caption(
+            f"Instances sized on the {escape(fleet.sized_on)}; {fleet.fleet_size_at_point} at the point estimate. "
+            + escape(rec.justification)
+        )
         if rec.tie_notice:
             st.warning(f"Tie: {escape(rec.tie_notice)}")
     for note in rec.notes:
@@ -72,8 +96,10 @@ def main() -> None:
     rec = view.recommendation
     card(rec)
     st.subheader("All candidates")
-    st.caption(f"Ranked within {rec.percentile} <= {rec.threshold_ms:g} ms and error rate <= "
-               f"{rec.max_error_rate:.2%}; weights {escape(decision.report(rec).weights)}. Click a header to sort.")
+    st.caption(
+        f"Ranked within {rec.percentile} <= {rec.threshold_ms:g} ms and error rate <= "
+        f"{rec.max_error_rate:.2%}; weights {escape(decision.report(rec).weights)}. Click a header to sort."
+    )
     frame = decision.rows_frame(decision.report(rec))
     if frame.empty:
         st.info("No candidates stored for this experiment yet.")

@@ -22,9 +22,14 @@ def main() -> None:
     else:
         st.caption(f"Same as `recommender report {info.name} --format md|html|csv`.")
     columns = st.columns(len(RENDERERS))
-    for column, (fmt, render) in zip(columns, RENDERERS.items()):
-        column.download_button(f"Download {fmt}", render(report), file_name=f"{info.name}-report.{fmt}",
-                               mime=MIME[fmt], key=f"download-{fmt}")
+    for column, (fmt, render) in zip(columns, RENDERERS.items(), strict=False):
+        column.download_button(
+            f"Download {fmt}",
+            render(report),
+            file_name=f"{info.name}-report.{fmt}",
+            mime=MIME[fmt],
+            key=f"download-{fmt}",
+        )
     with st.expander("Markdown preview (as text)", expanded=True):
         st.code(RENDERERS["md"](report), language="markdown")
 

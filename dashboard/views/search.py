@@ -21,13 +21,25 @@ def main() -> None:
     if table.empty:
         st.info(f"{escape(info.name)} has no finished run yet.")
         return
-    st.caption(f"search: {escape(strategy)}; {len(table)} runs in the order they ran; pruned: "
-               f"{(table['status'] == 'pruned').sum()} (measured briefly, figures partial)")
-    points = alt.Chart(table).mark_point(filled=True, size=80).encode(
-        x=alt.X("step:Q"), y=alt.Y("MaxInvocations:Q", title="MaxInvocations (IPM)"), color="status:N",
-        tooltip=["step", "configuration", "status", "repeats", "level", "MaxInvocations", "interval", "reason"])
-    bars = alt.Chart(table.dropna(subset=["interval low"])).mark_rule().encode(
-        x="step:Q", y="interval low:Q", y2="interval high:Q", color="status:N")
+    st.caption(
+        f"search: {escape(strategy)}; {len(table)} runs in the order they ran; pruned: "
+        f"{(table['status'] == 'pruned').sum()} (measured briefly, figures partial)"
+    )
+    points = (
+        alt.Chart(table)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("step:Q"),
+            y=alt.Y("MaxInvocations:Q", title="MaxInvocations (IPM)"),
+            color="status:N",
+            tooltip=["step", "configuration", "status", "repeats", "level", "MaxInvocations", "interval", "reason"],
+        )
+    )
+    bars = (
+        alt.Chart(table.dropna(subset=["interval low"]))
+        .mark_rule()
+        .encode(x="step:Q", y="interval low:Q", y2="interval high:Q", color="status:N")
+    )
     st.altair_chart(bars + points, width="stretch")
     st.dataframe(table, hide_index=True, width="stretch")
 

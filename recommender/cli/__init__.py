@@ -4,7 +4,6 @@ files and the store, calls the pipeline and the decision code, and prints."""
 
 from __future__ import annotations
 
-import importlib
 import signal
 import sys
 
@@ -17,9 +16,6 @@ INTERRUPTED = "[yellow]interrupted[/] ({name}): servers were torn down; run the 
 
 INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-COMMAND_MODULES = ("run", "plan", "validate", "schema", "rank", "report", "export", "cost", "prices", "cleanup",
-                   "import_", "dashboard", "worker")
-
 
 def build_app() -> typer.Typer:
     app = typer.Typer(
@@ -30,8 +26,38 @@ def build_app() -> typer.Typer:
         rich_markup_mode="rich",
         pretty_exceptions_enable=False,
     )
-    for module in COMMAND_MODULES:
-        importlib.import_module(f"recommender.cli.{module}").register(app)
+    from recommender.cli import (  # each command's module registers it; imported here so `--help` stays one import
+        cleanup,
+        cost,
+        dashboard,
+        export,
+        import_,
+        plan,
+        prices,
+        rank,
+        report,
+        run,
+        schema,
+        validate,
+        worker,
+    )
+
+    for module in (
+        run,
+        plan,
+        validate,
+        schema,
+        rank,
+        report,
+        export,
+        cost,
+        prices,
+        cleanup,
+        import_,
+        dashboard,
+        worker,
+    ):
+        module.register(app)
     return app
 
 

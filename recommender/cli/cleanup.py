@@ -29,13 +29,18 @@ def parse_duration(text: str) -> timedelta:
 
 
 def cleanup(
-    older_than: str = typer.Option(None, "--older-than", help="Only resources created longer ago than this (30m, 2h, 1d)."),
+    older_than: str = typer.Option(
+        None, "--older-than", help="Only resources created longer ago than this (30m, 2h, 1d)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
     run_id: str = typer.Option(None, "--run-id", help="Only this run's resources (the recommender:run-id tag)."),
     region: str = typer.Option("us-east-1", "--region", help="AWS region."),
     endpoint_url: str = typer.Option(None, "--endpoint-url", help="AWS API URL override (an emulator)."),
-    bucket: str = typer.Option(None, "--bucket", help="The sagemaker target's S3 bucket: its model archives are "
-                               "cleaned up too (without it, S3 is not checked)."),
+    bucket: str = typer.Option(
+        None,
+        "--bucket",
+        help="The sagemaker target's S3 bucket: its model archives are cleaned up too (without it, S3 is not checked).",
+    ),
     s3_prefix: str = typer.Option("recommender", "--s3-prefix", help="The sagemaker target's s3_prefix."),
 ) -> None:
     """Remove docker containers labelled recommender.run-id (when a docker CLI is installed), then delete SageMaker
@@ -43,9 +48,11 @@ def cleanup(
     --s3-prefix tagged so. Unlabelled or untagged ones are never touched, and a scope is required: --older-than
     (any run's leftovers of that age), --run-id (one run's), or both."""
     if older_than is None and run_id is None:
-        raise UsageError("cleanup needs --older-than or --run-id: it never deletes every tagged resource at once",
-                         hint="e.g. `recommender cleanup --older-than 2h --dry-run` (a run in progress is younger), "
-                              "or --run-id with the id a run printed (the recommender:run-id tag).")
+        raise UsageError(
+            "cleanup needs --older-than or --run-id: it never deletes every tagged resource at once",
+            hint="e.g. `recommender cleanup --older-than 2h --dry-run` (a run in progress is younger), "
+            "or --run-id with the id a run printed (the recommender:run-id tag).",
+        )
     age = parse_duration(older_than) if older_than is not None else None
     console, verb = Console(), "would delete" if dry_run else "deleted"
     containers = _remove_containers(console, run_id, age, dry_run)
@@ -54,8 +61,12 @@ def cleanup(
     clients = AwsClients(region, endpoint_url=endpoint_url)
     report = delete_tagged(clients, older_than=age, dry_run=dry_run, run_id=run_id)
     archives = _remove_archives(console, clients, bucket, s3_prefix, run_id, age, dry_run)
-    for kind, names in (("endpoint", report.endpoints), ("endpoint config", report.endpoint_configs), ("model", report.models),
-                        ("S3 object", [f"s3://{bucket}/{key}" for key in archives])):
+    for kind, names in (
+        ("endpoint", report.endpoints),
+        ("endpoint config", report.endpoint_configs),
+        ("model", report.models),
+        ("S3 object", [f"s3://{bucket}/{key}" for key in archives]),
+    ):
         for name in names:
             console.print(f"{verb} {kind} {name}", highlight=False)
     total = report.total + len(containers) + len(archives)
@@ -76,8 +87,15 @@ def _remove_containers(console: Console, run_id: str | None, age: timedelta | No
     return names
 
 
-def _remove_archives(console: Console, clients: AwsClients, bucket: str | None, prefix: str, run_id: str | None,
-                     age: timedelta | None, dry_run: bool) -> list[str]:
+def _remove_archives(
+    console: Console,
+    clients: AwsClients,
+    bucket: str | None,
+    prefix: str,
+    run_id: str | None,
+    age: timedelta | None,
+    dry_run: bool,
+) -> list[str]:
     """The run's tagged model archives in S3, deleted unless dry_run; none without --bucket (said)."""
     if bucket is None:
         console.print("S3 model archives not checked: pass --bucket (the sagemaker target's bucket)", highlight=False)

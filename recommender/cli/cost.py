@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -19,7 +18,7 @@ def cost(
     instance_type: str = typer.Option(..., "--instance-type", help="SageMaker instance type, e.g. ml.g4dn.xlarge."),
     target_ipm: float = typer.Option(..., "--target-ipm", help="Peak load to serve, invocations per minute."),
     region: str = typer.Option("us-east-1", "--region", help="Region whose price to use."),
-    price: Optional[float] = typer.Option(None, "--price", help="USD per instance-hour; overrides the catalog."),
+    price: float | None = typer.Option(None, "--price", help="USD per instance-hour; overrides the catalog."),
     as_json: bool = options.JSON,
 ) -> None:
     """How many instances serve TARGET_IPM, and what they cost per hour, per inference and per million."""

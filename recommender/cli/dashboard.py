@@ -27,16 +27,28 @@ def find_app() -> Path:
     for candidate in (APP, Path.cwd() / "dashboard" / "app.py"):
         if candidate.is_file():
             return candidate.resolve()
-    raise RecommenderError(f"the dashboard app is not at {APP} nor in ./dashboard",
-                           hint="run from a source checkout (pip install -e .) or from a folder that holds dashboard/")
+    raise RecommenderError(
+        f"the dashboard app is not at {APP} nor in ./dashboard",
+        hint="run from a source checkout (pip install -e .) or from a folder that holds dashboard/",
+    )
 
 
 def streamlit_command(app: Path, host: str, port: int) -> list[str]:
     """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher, no Deploy button."""
-    return [sys.executable, "-m", "streamlit", "run", str(app),
-            "--server.headless=true", f"--server.address={host}", f"--server.port={port}",
-            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
-            "--client.toolbarMode=viewer"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.headless=true",
+        f"--server.address={host}",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+        "--global.developmentMode=false",
+        "--client.toolbarMode=viewer",
+    ]
 
 
 def dashboard_env(db: str | None, app: Path = APP) -> dict[str, str]:
@@ -51,7 +63,9 @@ def dashboard_env(db: str | None, app: Path = APP) -> dict[str, str]:
 def dashboard(
     db: str = options.DB,
     port: int = typer.Option(8501, "--port", min=0, max=65535, help="Port to serve on."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."
+    ),
 ) -> None:
     """Open the ranking, comparison, curves and cost dashboard (Streamlit) on http://HOST:PORT."""
     app = find_app()

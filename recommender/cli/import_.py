@@ -15,9 +15,12 @@ import_app = typer.Typer(help="Turn other tools' job definitions into experiment
 
 @import_app.command("sagemaker-job")
 def sagemaker_job(
-    job_file: Path = typer.Argument(..., readable=False, help="CreateInferenceRecommendationsJob request JSON (as for --cli-input-json)."),
-    out: Path = typer.Option(None, "--out", help="Experiment file to write, or a folder for <JobName>.yaml "
-                             "(default: <JobName>.yaml here)."),
+    job_file: Path = typer.Argument(
+        ..., readable=False, help="CreateInferenceRecommendationsJob request JSON (as for --cli-input-json)."
+    ),
+    out: Path = typer.Option(
+        None, "--out", help="Experiment file to write, or a folder for <JobName>.yaml (default: <JobName>.yaml here)."
+    ),
     force: bool = options.FORCE,
 ) -> None:
     """Write the experiment file and print the notes on what could not be mapped (they are kept in its `notes:`)."""

@@ -19,9 +19,9 @@ from rich.table import Table
 from recommender.candidates import expand_candidates
 from recommender.cli import options
 from recommender.decide.budget import CostEstimate, check_budget, estimate_plan, experiment_budget, total_estimate
+from recommender.job.schedule import slot_group, slots_for
 from recommender.load.shapes import traffic_seconds
 from recommender.modelrepo.model_source import describe
-from recommender.schedule import slot_group, slots_for
 from recommender.search.plan import planned_counts, planned_total
 from recommender.spec import DynamicBatching, ExperimentSpec, load_spec, target_label
 from recommender.spec.search import IntRange
@@ -41,19 +41,38 @@ def plan(
     budget = experiment_budget(spec)
     over = estimate.usd > budget if budget is not None else False
     if as_json:
-        typer.echo(json.dumps({"search": spec.search.strategy, "space": len(expand_candidates(spec)),
-                               "candidates": estimate.candidates, "minutes": minutes, "instance_hours": estimate.instance_hours,
-                               "price_per_hour": estimate.price_per_hour, "estimated_usd": estimate.usd,
-                               "budget_usd": budget, "within_budget": not over, "max_parallel": spec.max_parallel,
-                               "targets": [_target_json(spec, i, e) for i, e in enumerate(per_target)]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "search": spec.search.strategy,
+                    "space": len(expand_candidates(spec)),
+                    "candidates": estimate.candidates,
+                    "minutes": minutes,
+                    "instance_hours": estimate.instance_hours,
+                    "price_per_hour": estimate.price_per_hour,
+                    "estimated_usd": estimate.usd,
+                    "budget_usd": budget,
+                    "within_budget": not over,
+                    "max_parallel": spec.max_parallel,
+                    "targets": [_target_json(spec, i, e) for i, e in enumerate(per_target)],
+                },
+                indent=2,
+            )
+        )
     else:
         console = Console()
         console.print(plan_table(spec))
         console.print(cost_table(spec, per_target))
-        console.print(f"estimated duration: {minutes:.0f} min ({estimate.candidates} candidates, deploy and teardown "
-                      f"included{_parallel_note(spec)})", highlight=False)
-        console.print(f"estimated cost: ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours)"
-                      + (f"; budget ${budget:.2f}" if budget is not None else "; no budget set"), highlight=False)
+        console.print(
+            f"estimated duration: {minutes:.0f} min ({estimate.candidates} candidates, deploy and teardown "
+            f"included{_parallel_note(spec)})",
+            highlight=False,
+        )
+        console.print(
+            f"estimated cost: ${estimate.usd:.2f} ({estimate.instance_hours:.2f} instance-hours)"
+            + (f"; budget ${budget:.2f}" if budget is not None else "; no budget set"),
+            highlight=False,
+        )
     check_budget(estimate, budget)  # exit 1 with the budget message when a run would refuse to start
 
 
@@ -69,13 +88,19 @@ def wall_minutes(spec: ExperimentSpec, per_target: list[CostEstimate]) -> float:
     offers (GPUs of this host not counted: CPU slots), the groups side by side up to max_parallel; capped by
     time_budget_seconds."""
     minutes_by_group: dict[str, float] = defaultdict(float)
-    for index, (e, t) in enumerate(zip(per_target, spec.all_targets)):
+    for index, (e, t) in enumerate(zip(per_target, spec.all_targets, strict=False)):
         slots = len(slots_for(t.kind, (), spec.max_parallel))
         minutes_by_group[slot_group(t, index)] += math.ceil(e.candidates / slots) * e.minutes_per_candidate
     serial = sum(e.candidates * e.minutes_per_candidate for e in per_target)
-    minutes = serial if spec.max_parallel == 1 else max(max(minutes_by_group.values(), default=0.0), serial / spec.max_parallel)
-    limits = [spec.time_budget_seconds / 60 if spec.time_budget_seconds is not None else None,
-              spec.search.budget.minutes if spec.search.adaptive else None]
+    minutes = (
+        serial
+        if spec.max_parallel == 1
+        else max(max(minutes_by_group.values(), default=0.0), serial / spec.max_parallel)
+    )
+    limits = [
+        spec.time_budget_seconds / 60 if spec.time_budget_seconds is not None else None,
+        spec.search.budget.minutes if spec.search.adaptive else None,
+    ]
     return min([minutes, *(limit for limit in limits if limit is not None)])
 
 
@@ -89,18 +114,32 @@ def _parallel_note(spec: ExperimentSpec) -> str:
 
 def _target_json(spec: ExperimentSpec, index: int, estimate: CostEstimate) -> dict:
     target = spec.all_targets[index]
-    return {"target": target_label(target), "kind": target.kind, "instance_type": target.instance_type,
-            "candidates": estimate.candidates, "price_per_hour": estimate.price_per_hour, "estimated_usd": estimate.usd,
-            "minutes_per_candidate": estimate.minutes_per_candidate}
+    return {
+        "target": target_label(target),
+        "kind": target.kind,
+        "instance_type": target.instance_type,
+        "candidates": estimate.candidates,
+        "price_per_hour": estimate.price_per_hour,
+        "estimated_usd": estimate.usd,
+        "minutes_per_candidate": estimate.minutes_per_candidate,
+    }
 
 
 def cost_table(spec: ExperimentSpec, per_target: list[CostEstimate]) -> Table:
     table = Table(title="cost per target", title_justify="left")
     for column in ("target", "kind", "instance type", "candidates", "min each", "instances", "price/h", "cost"):
         table.add_column(column)
-    for target, e in zip(spec.all_targets, per_target):
-        table.add_row(target_label(target), target.kind, target.instance_type, str(e.candidates), f"{e.minutes_per_candidate:.1f}",
-                      str(e.endpoint_instance_count), f"${e.price_per_hour:.4f}", f"${e.usd:.2f}")
+    for target, e in zip(spec.all_targets, per_target, strict=False):
+        table.add_row(
+            target_label(target),
+            target.kind,
+            target.instance_type,
+            str(e.candidates),
+            f"{e.minutes_per_candidate:.1f}",
+            str(e.endpoint_instance_count),
+            f"${e.price_per_hour:.4f}",
+            f"${e.usd:.2f}",
+        )
     return table
 
 
@@ -110,16 +149,30 @@ def plan_table(spec: ExperimentSpec) -> Table:
     traffic = f"{load_s:g} s of traffic each in full ({spec.traffic.shape}, {spec.traffic.repeats} repeat(s))"
     if spec.search.adaptive and spec.variants.ranged_axes():
         return space_table(spec, len(candidates), traffic)
-    probed = (f"adaptive search probes up to {planned_total(spec, len(candidates))} of "
-              if spec.search.adaptive else "")
+    probed = f"adaptive search probes up to {planned_total(spec, len(candidates))} of " if spec.search.adaptive else ""
     table = Table(title=f"{spec.name}: {probed}{len(candidates)} candidates, {traffic}", title_justify="left")
-    for column in ("configuration", "key", "optimization", "dynamic batching", "instances", "max batch", "instance type"):
+    for column in (
+        "configuration",
+        "key",
+        "optimization",
+        "dynamic batching",
+        "instances",
+        "max batch",
+        "instance type",
+    ):
         table.add_column(column)
     for index, c in enumerate(candidates):
         batching = _batching(c.dynamic_batching or False)
         capped = spec.max_candidates is not None and index >= spec.max_candidates
-        table.add_row(c.name + (" (over max_candidates: skipped)" if capped else ""), c.key, c.optimization, batching,
-                      str(c.instance_group_count), str(c.max_batch_size), c.instance_type)
+        table.add_row(
+            c.name + (" (over max_candidates: skipped)" if capped else ""),
+            c.key,
+            c.optimization,
+            batching,
+            str(c.instance_group_count),
+            str(c.max_batch_size),
+            c.instance_type,
+        )
     table.caption = describe(spec.model)
     return table
 
@@ -135,22 +188,31 @@ def summary(spec: ExperimentSpec) -> str:
         capped = planned_total(spec, size)
         count = f"{size} candidates" + (f" (the first {capped} measured: max_candidates)" if capped < size else "")
     targets = spec.all_targets
-    where = (f"target {targets[0].kind} ({targets[0].instance_type})" if len(targets) == 1 else
-             f"{len(targets)} targets: " + ", ".join(target_label(t) for t in targets))
+    where = (
+        f"target {targets[0].kind} ({targets[0].instance_type})"
+        if len(targets) == 1
+        else f"{len(targets)} targets: " + ", ".join(target_label(t) for t in targets)
+    )
     return f"{count} on {where}"
 
 
 def space_table(spec: ExperimentSpec, size: int, traffic: str) -> Table:
     """Adaptive search over ranges: the axes the sampler searches, not the hundreds of points of the space."""
-    table = Table(title=f"{spec.name}: adaptive search, the sampler proposes up to {planned_total(spec, size)} "
-                        f"candidates from a space of {size:,}, {traffic}", title_justify="left")
+    table = Table(
+        title=f"{spec.name}: adaptive search, the sampler proposes up to {planned_total(spec, size)} "
+        f"candidates from a space of {size:,}, {traffic}",
+        title_justify="left",
+    )
     table.add_column("axis")
     table.add_column("searched over")
     grid = spec.variants
     for axis in ("optimizations", "precisions", "dynamic_batching", "instance_group_counts", "max_batch_sizes"):
         value = getattr(grid, axis)
-        shown = (f"range {value}" if isinstance(value, IntRange) else
-                 " | ".join(_batching(v) if axis == "dynamic_batching" else str(v) for v in value))
+        shown = (
+            f"range {value}"
+            if isinstance(value, IntRange)
+            else " | ".join(_batching(v) if axis == "dynamic_batching" else str(v) for v in value)
+        )
         table.add_row(axis, shown)
     if spec.multi_target:
         table.add_row("target", " | ".join(target_label(t) for t in spec.all_targets))

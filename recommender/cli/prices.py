@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -21,11 +19,17 @@ def show_prices() -> None:
     catalog = load_catalog()
     table = Table(title=f"SageMaker real-time hosting, on-demand, {catalog.region} ({catalog.currency}/hour)")
     for column in ("instance type", "USD/hour", "vCPUs", "memory GiB", "GPUs", "GPU memory GiB", "accelerator"):
-        table.add_column(column, justify="left" if column in ("instance type", "accelerator") else "right",
-                         no_wrap=column == "instance type")
+        table.add_column(
+            column,
+            justify="left" if column in ("instance type", "accelerator") else "right",
+            no_wrap=column == "instance type",
+        )
     for name, item in sorted(catalog.instances.items(), key=lambda kv: (kv[1].usd_per_hour, kv[0])):
-        table.add_row(name, f"{item.usd_per_hour:g}", *(_cell(v) for v in
-                      (item.vcpus, item.memory_gib, item.gpus, item.gpu_memory_gib, item.accelerator)))
+        table.add_row(
+            name,
+            f"{item.usd_per_hour:g}",
+            *(_cell(v) for v in (item.vcpus, item.memory_gib, item.gpus, item.gpu_memory_gib, item.accelerator)),
+        )
     console = Console()
     console.print(table)
     console.print(f"source: {catalog.source}", highlight=False, soft_wrap=True)
@@ -39,15 +43,18 @@ def _cell(value: object) -> str:
 @prices_app.command("refresh")
 def refresh(
     region: str = typer.Option("us-east-1", "--region", help="Region to read prices for."),
-    instance_type: Optional[list[str]] = typer.Option(None, "--instance-type", help="Only these types (repeatable)."),
+    instance_type: list[str] | None = typer.Option(None, "--instance-type", help="Only these types (repeatable)."),
 ) -> None:
     """Read current prices from the AWS Price List API into .recommender/prices.yaml (needs AWS credentials)."""
     import boto3  # only this command needs it
 
     client = boto3.client("pricing", region_name=PRICING_API_REGION)
     catalog = refresh_prices(client, region, instance_type or None)
-    Console().print(f"[green]ok[/] {len(catalog.instances)} {region} prices written to {catalog.path} "
-                    f"(retrieved {catalog.retrieved})", highlight=False)
+    Console().print(
+        f"[green]ok[/] {len(catalog.instances)} {region} prices written to {catalog.path} "
+        f"(retrieved {catalog.retrieved})",
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

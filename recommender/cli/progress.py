@@ -16,14 +16,20 @@ class ProgressReporter:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
         )
         self.overall = None
         self.current = None
         self.counted: set[str] = set()  # candidate keys the overall bar has counted
 
-    def __enter__(self) -> "ProgressReporter":
+    def __enter__(self) -> ProgressReporter:
         self.progress.__enter__()
         return self
 
@@ -42,7 +48,9 @@ class ProgressReporter:
 
     def load_progress(self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int) -> None:
         detail = f"{users} users, {requests} requests, {failures} failed"
-        self.progress.update(self.current, completed=min(int(elapsed_s), self.progress.tasks[-1].total or 0), detail=detail)
+        self.progress.update(
+            self.current, completed=min(int(elapsed_s), self.progress.tasks[-1].total or 0), detail=detail
+        )
 
     def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None:
         style = STATUS_STYLE.get(status, "white")

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
 from recommender.cli import options
-from recommender.destination import claim_file, write_text
+from recommender.files.destination import claim_file, write_text
 from recommender.report import RENDERERS, build_report
 from recommender.review import Overrides, recommend_from_store
 from recommender.store.results import ResultStore
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     md = "md"
     html = "html"
     csv = "csv"
@@ -25,7 +24,9 @@ class Format(str, Enum):
 def report_command(
     experiment: str = options.EXPERIMENT,
     format_: Format = typer.Option(Format.md, "--format", help="md (Markdown), html (one self-contained file) or csv."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write to this file (a new one, unless --force); stdout when left out."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Write to this file (a new one, unless --force); stdout when left out."
+    ),
     db: str = options.DB,
     force: bool = options.FORCE,
     threshold_ms: float = options.THRESHOLD_MS,

@@ -9,29 +9,37 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from recommender.modelrepo.model_source import describe
-from recommender import paths
 from recommender.cli import options
 from recommender.cli.plan import plan_table, summary
 from recommender.cli.progress import ProgressReporter
 from recommender.cli.tables import print_decision
-from recommender.pipeline import Job, JobOptions
 from recommender.decide.recommendation import recommend
+from recommender.files import paths
+from recommender.job.pipeline import Job, JobOptions
+from recommender.modelrepo.model_source import describe
 from recommender.spec import load_spec
 from recommender.store.results import ResultStore
-
 
 
 def run(
     spec_file: Path = options.SPEC_FILE,
     db: str = options.DB,
     fresh: bool = typer.Option(False, "--fresh", help="Measure every candidate again, even those already stored."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the candidates and the expected duration; deploy nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List the candidates and the expected duration; deploy nothing."
+    ),
     run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where server logs and model repositories go."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ranked result as JSON on stdout (the same document "
-                                 "as `recommender rank --json`); progress goes to stderr."),
-    wait: bool = typer.Option(False, "--wait", help="If another job is measuring this experiment, wait for it to "
-                              "finish instead of refusing (exit 2)."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the ranked result as JSON on stdout (the same document "
+        "as `recommender rank --json`); progress goes to stderr.",
+    ),
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="If another job is measuring this experiment, wait for it to finish instead of refusing (exit 2).",
+    ),
 ) -> None:
     """Deploy every serving variant of the experiment on a real Triton server, drive phased Locust traffic at it,
     store the measurements, and print the candidates ranked (the same view as `recommender rank`).
@@ -58,13 +66,23 @@ def run(
         return
     print_decision(console, rec, results)
     if store.experiment(spec.name).status == "budget-exhausted":
-        console.print(f"[yellow]budget exhausted[/]: ${store.spent(spec.name):.2f} of ${spec.target.budget_usd:.2f} spent over "
-                      "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "
-                      "target.budget_usd and run again to measure them.", highlight=False)
-    console.print(f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
-                  f" | recommender export {spec.name} --out deploy/", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
-                  highlight=False)
+        console.print(
+            f"[yellow]budget exhausted[/]: ${store.spent(spec.name):.2f} of ${spec.target.budget_usd:.2f} spent over "
+            "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "
+            "target.budget_usd and run again to measure them.",
+            highlight=False,
+        )
+    console.print(
+        f"next: recommender rank {spec.name} | recommender report {spec.name} --format html --out report.html"
+        f" | recommender export {spec.name} --out deploy/",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -7,8 +7,8 @@ file, a pipe): one card per candidate, plain lines wrapped between fields, never
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -22,12 +22,14 @@ from recommender.metrics.intervals import Interval, tied
 
 CARD_INDENT = "   "
 VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
-LEGEND = ("configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
-          "Triton instance group 2, max batch size 8. MaxInvocations: mean invocations/min over the steady-state "
-          "windows (all repeats) of the highest load level within the limits; ± is its 95 % interval, over n repeats, "
-          "or over n windows when there are fewer than 3 repeats (window-to-window noise only). breached = repeats "
-          "whose own windows at that level breach the limits. stable = the level's mean known within the stability "
-          "tolerance, with no trend. tied = intervals overlap (indistinguishable at this noise level).")
+LEGEND = (
+    "configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
+    "Triton instance group 2, max batch size 8. MaxInvocations: mean invocations/min over the steady-state "
+    "windows (all repeats) of the highest load level within the limits; ± is its 95 % interval, over n repeats, "
+    "or over n windows when there are fewer than 3 repeats (window-to-window noise only). breached = repeats "
+    "whose own windows at that level breach the limits. stable = the level's mean known within the stability "
+    "tolerance, with no trend. tied = intervals overlap (indistinguishable at this noise level)."
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Row:
 class Column:
     label: str
     priority: int  # 1 is always shown; the highest numbers are dropped first when the width is short
-    cell: Callable[[Row, "Context"], str]
+    cell: Callable[[Row, Context], str]
     wraps: bool = False  # only text wraps; a figure never does
 
 
@@ -63,14 +65,20 @@ def rows_of(rec: Recommendation, results: list[CandidateResult]) -> list[Row]:
     return rows + [_row(None, e.candidate, None, e.reasons, by_key) for e in rec.ranking.excluded]
 
 
-def _row(rank: int | None, entry: RankInput, ranked: RankedCandidate | None, reasons: tuple[str, ...],
-         by_key: dict[str, CandidateResult]) -> Row:
+def _row(
+    rank: int | None,
+    entry: RankInput,
+    ranked: RankedCandidate | None,
+    reasons: tuple[str, ...],
+    by_key: dict[str, CandidateResult],
+) -> Row:
     result = by_key.get(entry.key)
     headline = (result.headline if result else None) or Headline()
     return Row(rank, entry, ranked, reasons, headline, result.server if result else ServerStats())
 
 
 # --- cells ---------------------------------------------------------------------------------------------------------
+
 
 def _rank(row: Row, _: Context) -> str:
     return str(row.rank) if row.rank else "-"
@@ -170,13 +178,23 @@ def _verdict(row: Row, ctx: Context) -> str:
 
 
 COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow)
-    Column("rank", 1, _rank), Column("configuration", 1, lambda row, _: row.entry.name),
-    Column("MaxInvocations/min", 1, _max_invocations), Column("{p} ms", 1, _latency),
-    Column("verdict", 1, _verdict, wraps=True), Column("score", 2, _score), Column("cost per million", 2, _cost),
-    Column("± over", 3, _interval_n), Column("{p} over requests", 4, _samples), Column("breached", 3, _breached),
-    Column("errors", 3, _errors), Column("stable", 3, _stable),
-    Column("unstable because", 6, _stability_reason, wraps=True), Column("queue / compute ms", 4, _server_split),
-    Column("avg batch", 4, _batch), Column("stopped", 5, _stopped), Column("pareto", 5, _pareto),
+    Column("rank", 1, _rank),
+    Column("configuration", 1, lambda row, _: row.entry.name),
+    Column("MaxInvocations/min", 1, _max_invocations),
+    Column("{p} ms", 1, _latency),
+    Column("verdict", 1, _verdict, wraps=True),
+    Column("score", 2, _score),
+    Column("cost per million", 2, _cost),
+    Column("± over", 3, _interval_n),
+    Column("{p} over requests", 4, _samples),
+    Column("breached", 3, _breached),
+    Column("errors", 3, _errors),
+    Column("stable", 3, _stable),
+    Column("unstable because", 6, _stability_reason, wraps=True),
+    Column("queue / compute ms", 4, _server_split),
+    Column("avg batch", 4, _batch),
+    Column("stopped", 5, _stopped),
+    Column("pareto", 5, _pareto),
 )
 
 
@@ -194,6 +212,7 @@ WITH_INSTANCE_TYPE = (*COLUMNS[:2], INSTANCE_TYPE, *COLUMNS[2:])
 
 
 # --- layout --------------------------------------------------------------------------------------------------------
+
 
 def ranking_view(rec: Recommendation, results: list[CandidateResult], console: Console) -> Table | Text:
     """The table when the console is a terminal wide enough for its essential columns, else the cards."""
@@ -232,8 +251,13 @@ def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[Column]
     table = Table(title=_title(rec), title_justify="left")
     for column in shown:
         figure = not column.wraps
-        table.add_column(column.label.format(p=ctx.percentile), justify="right" if figure and column.label !=
-                         "configuration" else "left", no_wrap=figure, overflow="fold", min_width=_width(column, cells, ctx))
+        table.add_column(
+            column.label.format(p=ctx.percentile),
+            justify="right" if figure and column.label != "configuration" else "left",
+            no_wrap=figure,
+            overflow="fold",
+            min_width=_width(column, cells, ctx),
+        )
     for index in range(len(next(iter(cells.values())))):
         table.add_row(*(Text(cells[c.label][index]) for c in shown))  # Text: a reason is never read as markup
     return table
@@ -244,8 +268,11 @@ def cards(rows: list[Row], cells: dict[str, list[str]], ctx: Context, width: int
     lines = []
     for index, row in enumerate(rows):
         lines.append(f"{'#' + cells['rank'][index] if row.rank else '-'} {row.entry.name}: {cells['verdict'][index]}")
-        fields = [f"{c.label.format(p=ctx.percentile)} {cells[c.label][index]}" for c in WITH_INSTANCE_TYPE
-                  if c.label in cells and c.label not in ("rank", "configuration", "verdict") and cells[c.label][index] != "-"]
+        fields = [
+            f"{c.label.format(p=ctx.percentile)} {cells[c.label][index]}"
+            for c in WITH_INSTANCE_TYPE
+            if c.label in cells and c.label not in ("rank", "configuration", "verdict") and cells[c.label][index] != "-"
+        ]
         lines += _wrapped(fields, max(width, 40) - len(CARD_INDENT))
     return Text("\n".join(lines))
 
@@ -262,8 +289,10 @@ def _wrapped(fields: list[str], width: int) -> list[str]:
 
 
 def _title(rec: Recommendation) -> str:
-    return (f"{rec.experiment}: ranked within {rec.percentile} <= {rec.threshold_ms:g} ms, "
-            f"error rate <= {rec.max_error_rate:.2%}")
+    return (
+        f"{rec.experiment}: ranked within {rec.percentile} <= {rec.threshold_ms:g} ms, "
+        f"error rate <= {rec.max_error_rate:.2%}"
+    )
 
 
 def print_decision(console: Console, rec: Recommendation, results: list[CandidateResult]) -> None:
@@ -275,7 +304,8 @@ def print_decision(console: Console, rec: Recommendation, results: list[Candidat
     console.print(view, highlight=False, soft_wrap=isinstance(view, Text))
     console.print(LEGEND, highlight=False, markup=False, style="dim", soft_wrap=True)
     weights = ", ".join(f"{name} {weight:.0%}" for name, weight in rec.ranking.weights.items())
-    console.print(f"recommendation (weights {weights}): {rec.justification}", highlight=False, markup=False,
-                  soft_wrap=True)
+    console.print(
+        f"recommendation (weights {weights}): {rec.justification}", highlight=False, markup=False, soft_wrap=True
+    )
     for line in ([rec.tie_notice] if rec.tie_notice else []) + list(rec.notes):
         console.print(f"note: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)

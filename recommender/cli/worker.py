@@ -24,18 +24,23 @@ def parse_master(text: str) -> tuple[str, int]:
     host, port = (head.strip("[]"), tail) if tail.isdigit() else (text.strip(), "")
     number = int(port) if port else LOCUST_MASTER_PORT
     if not host or not 1 <= number <= 65535:
-        raise UsageError(f"--master {text!r} is not HOST:PORT", hint="e.g. --master 10.0.0.5:5557 (traffic.master_port)")
+        raise UsageError(
+            f"--master {text!r} is not HOST:PORT", hint="e.g. --master 10.0.0.5:5557 (traffic.master_port)"
+        )
     try:
         socket.getaddrinfo(host, number, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
-        raise UsageError(f"--master {text!r}: the host {host!r} does not resolve ({error.strerror})",
-                         hint="give the master's IP address or a name this host can resolve") from None
+        raise UsageError(
+            f"--master {text!r}: the host {host!r} does not resolve ({error.strerror})",
+            hint="give the master's IP address or a name this host can resolve",
+        ) from None
     return host, number
 
 
 def worker(
-    master: str = typer.Option(..., "--master", help="The run's Locust master, HOST:PORT (PORT: traffic.master_port, "
-                               "default 5557)."),
+    master: str = typer.Option(
+        ..., "--master", help="The run's Locust master, HOST:PORT (PORT: traffic.master_port, default 5557)."
+    ),
     runs: int = typer.Option(0, "--runs", min=0, help="Serve this many runs, then exit (0: until interrupted)."),
 ) -> None:
     """Join runs as a load worker: wait for the master at HOST:PORT, drive the load it assigns, send every request's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recommender.payload import batch_body, tokenize
+from recommender.load.payload import batch_body, tokenize
 from recommender.spec import PayloadSpec
 
 
@@ -26,8 +26,10 @@ def check_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
     Rows keep the payload's padded length (the length the load sends, and the only one a fixed-length export takes)."""
     length = payload.sequence_length
     samples = [Case(f"sample text {i + 1}", *_rows([tokenize(text, length)])) for i, text in enumerate(payload.texts)]
-    edges = [Case("shortest (one token)", *_rows([_one_token(payload)])),
-             Case(f"longest ({length} tokens)", *_rows([tokenize(_long_text(payload), length)]))]
+    edges = [
+        Case("shortest (one token)", *_rows([_one_token(payload)])),
+        Case(f"longest ({length} tokens)", *_rows([tokenize(_long_text(payload), length)])),
+    ]
     cases = samples + edges
     if max_batch_size > 1:
         singles = [(c.ids[0], c.mask[0]) for c in cases]

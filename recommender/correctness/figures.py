@@ -8,8 +8,9 @@ cosine similarity with the reference row is at least min_cosine.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 # Defaults per precision. fp32: a served fp32 model (libtorch, onnxruntime, OpenVINO) differs from eager PyTorch by
 # reordered float sums only, ~1e-6 on L2-normalised embeddings; atol 1e-4 / rtol 1e-3 leaves two orders of margin
@@ -60,23 +61,40 @@ def tolerance_of(given: dict[str, float | None], precision: str) -> Tolerance:
     return Tolerance(**{name: default[name] if given.get(name) is None else float(given[name]) for name in default})
 
 
-def compare(case: str, output: str, served: Sequence[Sequence[float]], reference: Sequence[Sequence[float]],
-            tolerance: Tolerance) -> OutputFigures:
+def compare(
+    case: str,
+    output: str,
+    served: Sequence[Sequence[float]],
+    reference: Sequence[Sequence[float]],
+    tolerance: Tolerance,
+) -> OutputFigures:
     """The figures of one output ([rows][values]) against the reference; ValueError when the shapes differ."""
-    if len(served) != len(reference) or any(len(s) != len(r) for s, r in zip(served, reference)):
-        raise ValueError(f"output {output} for input {case}: shape {_shape(served)} differs from the reference's {_shape(reference)}")
-    pairs = [(s, r) for s_row, r_row in zip(served, reference) for s, r in zip(s_row, r_row)]
+    if len(served) != len(reference) or any(len(s) != len(r) for s, r in zip(served, reference, strict=False)):
+        raise ValueError(
+            f"output {output} for input {case}: shape {_shape(served)} differs from the reference's {_shape(reference)}"
+        )
+    pairs = [
+        (s, r) for s_row, r_row in zip(served, reference, strict=False) for s, r in zip(s_row, r_row, strict=False)
+    ]
     errors = [abs(s - r) if math.isfinite(s) else math.inf for s, r in pairs]
-    rel = [e / abs(r) if r else (0.0 if e == 0 else math.inf) for e, (_, r) in zip(errors, pairs)]
-    excess = [e - (tolerance.atol + tolerance.rtol * abs(r)) for e, (_, r) in zip(errors, pairs)]
-    cosines = [cosine(s, r) for s, r in zip(served, reference)] if reference and len(reference[0]) > 1 else []
-    return OutputFigures(case, output, max(errors, default=0.0), max(rel, default=0.0),
-                         min(cosines) if cosines else None, max(excess, default=-math.inf))
+    rel = [e / abs(r) if r else (0.0 if e == 0 else math.inf) for e, (_, r) in zip(errors, pairs, strict=False)]
+    excess = [e - (tolerance.atol + tolerance.rtol * abs(r)) for e, (_, r) in zip(errors, pairs, strict=False)]
+    cosines = (
+        [cosine(s, r) for s, r in zip(served, reference, strict=False)] if reference and len(reference[0]) > 1 else []
+    )
+    return OutputFigures(
+        case,
+        output,
+        max(errors, default=0.0),
+        max(rel, default=0.0),
+        min(cosines) if cosines else None,
+        max(excess, default=-math.inf),
+    )
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity of two vectors; 1.0 for two zero vectors, 0.0 when only one is zero, 0.0 for non-finite values."""
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     if not math.isfinite(dot) or not math.isfinite(norm):
         return 0.0
@@ -90,8 +108,10 @@ def violations(figures: OutputFigures, tolerance: Tolerance) -> list[str]:
     where = f"on output {figures.output} for input {figures.case}"
     found = []
     if figures.worst_excess > 0:
-        found.append(f"max abs error {figures.max_abs_error:.3g} > atol {tolerance.atol:g} + rtol {tolerance.rtol:g} "
-                     f"x |reference| (max rel error {figures.max_rel_error:.3g}) {where}")
+        found.append(
+            f"max abs error {figures.max_abs_error:.3g} > atol {tolerance.atol:g} + rtol {tolerance.rtol:g} "
+            f"x |reference| (max rel error {figures.max_rel_error:.3g}) {where}"
+        )
     if figures.min_cosine is not None and figures.min_cosine < tolerance.min_cosine:
         found.append(f"cosine {figures.min_cosine:.6g} < min_cosine {tolerance.min_cosine:g} {where}")
     return found

@@ -1,6 +1,6 @@
 """The gate: send the check cases to a deployed endpoint (the probe path every target has) and judge the answers.
 
-    check_outputs(deployment, spec, max_batch_size, precision) -> Correctness (stored with the run)
+check_outputs(deployment, spec, max_batch_size, precision) -> Correctness (stored with the run)
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from recommender.errors import RecommenderError, TargetError
 from recommender.spec import ExperimentSpec
 
 
-
 class Incorrect(RecommenderError):
     """A candidate's outputs are outside tolerance: recorded `incorrect` with the figures, not loaded, never ranked."""
 
-    def __init__(self, correctness: "Correctness") -> None:
+    def __init__(self, correctness: Correctness) -> None:
         super().__init__(correctness.reason or "outputs differ from the reference")
         self.correctness = correctness
 
@@ -46,7 +45,9 @@ class Correctness:
         return asdict(self)
 
 
-def check_outputs(endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32") -> Correctness:
+def check_outputs(
+    endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32"
+) -> Correctness:
     """Every check case through the endpoint, compared with the reference; `passed` False with the reason when out of tolerance."""
     if spec.correctness == "off":
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
@@ -59,9 +60,21 @@ def check_outputs(endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int,
             unchecked.append(case.name)
             continue
         figures += _case_figures(endpoint, case, expected, tolerance)
-    reason = verdict(figures, tolerance) if figures else "no check case has reference outputs (see correctness.reference_outputs)"
-    return Correctness(True, reason is None, reason, asdict(tolerance), precision, reference.identity,
-                       [f.to_dict() for f in figures], unchecked)
+    reason = (
+        verdict(figures, tolerance)
+        if figures
+        else "no check case has reference outputs (see correctness.reference_outputs)"
+    )
+    return Correctness(
+        True,
+        reason is None,
+        reason,
+        asdict(tolerance),
+        precision,
+        reference.identity,
+        [f.to_dict() for f in figures],
+        unchecked,
+    )
 
 
 def gate_settings(spec: ExperimentSpec, precision: str = "fp32") -> dict[str, float] | None:
@@ -80,12 +93,16 @@ def precision_of(config: dict[str, Any]) -> str:
     return config.get("precision") or "fp32"
 
 
-def _case_figures(endpoint: Endpoint, case: Case, expected: dict[str, list], tolerance: Tolerance) -> list[OutputFigures]:
+def _case_figures(
+    endpoint: Endpoint, case: Case, expected: dict[str, list], tolerance: Tolerance
+) -> list[OutputFigures]:
     served = served_outputs(endpoint.probe(case.body()))
     figures = []
     for name, rows in expected.items():
         if name not in served:
-            raise TargetError(f"the endpoint's answer for input {case.name} has no output {name!r} (it has {sorted(served)})")
+            raise TargetError(
+                f"the endpoint's answer for input {case.name} has no output {name!r} (it has {sorted(served)})"
+            )
         try:
             figures.append(compare(case.name, name, served[name], rows, tolerance))
         except ValueError as exc:  # a shape that differs is incorrect, with infinite error
@@ -99,5 +116,5 @@ def served_outputs(answer: dict) -> dict[str, list[list[float]]]:
     for output in answer.get("outputs", []):
         data, shape = [float(v) for v in output.get("data", [])], output.get("shape") or [1]
         width = math.prod(shape[1:]) if len(shape) > 1 else 1
-        outputs[output["name"]] = [data[i:i + width] for i in range(0, len(data), max(width, 1))]
+        outputs[output["name"]] = [data[i : i + width] for i in range(0, len(data), max(width, 1))]
     return outputs

@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from recommender.correctness.cases import Case
-from recommender.document import load_json
 from recommender.errors import SpecError
+from recommender.files.document import load_json
 from recommender.spec import ModelSpec
 
 Rows = list[list[float]]
@@ -42,7 +43,9 @@ def _from_file(path: Path) -> Reference:
     document = load_json(path, "reference outputs file", SpecError)
     if not isinstance(document, dict) or not document:
         raise SpecError(f"{path}: reference outputs must be a JSON object {{case name: {{output name: [[...], ...]}}}}")
-    return Reference({"kind": "reference outputs file", "path": str(path), "version": "-"}, lambda case: document.get(case.name))
+    return Reference(
+        {"kind": "reference outputs file", "path": str(path), "version": "-"}, lambda case: document.get(case.name)
+    )
 
 
 def _torch(model: ModelSpec) -> Reference:
@@ -52,7 +55,10 @@ def _torch(model: ModelSpec) -> Reference:
     from recommender.modelrepo.model_source import load_torch_model
 
     if model.source == "torchscript":
-        module, kind = torch.jit.load(str(model.path), map_location="cpu").eval(), "PyTorch TorchScript on CPU (the user's file)"
+        module, kind = (
+            torch.jit.load(str(model.path), map_location="cpu").eval(),
+            "PyTorch TorchScript on CPU (the user's file)",
+        )
     else:
         module, kind = load_torch_model(model), "PyTorch eager on CPU (same weights)"
 
@@ -73,10 +79,19 @@ def _onnxruntime(path: Path) -> Reference:
 
     def run(case: Case) -> dict[str, Rows]:
         feeds = {"input_ids": np.array(case.ids, dtype=np.int64), "attention_mask": np.array(case.mask, dtype=np.int64)}
-        return {name: _rows(np.asarray(value, dtype=np.float64)) for name, value in zip(names, session.run(None, feeds))}
+        return {
+            name: _rows(np.asarray(value, dtype=np.float64))
+            for name, value in zip(names, session.run(None, feeds), strict=False)
+        }
 
-    return Reference({"kind": "onnxruntime CPUExecutionProvider (the user's ONNX file; PyTorch cannot run it)",
-                      "library": "onnxruntime", "version": onnxruntime.__version__}, run)
+    return Reference(
+        {
+            "kind": "onnxruntime CPUExecutionProvider (the user's ONNX file; PyTorch cannot run it)",
+            "library": "onnxruntime",
+            "version": onnxruntime.__version__,
+        },
+        run,
+    )
 
 
 def _rows(array: Any) -> Rows:

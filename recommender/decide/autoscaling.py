@@ -86,32 +86,62 @@ class ScalingPlan:
 
 def target_value(max_invocations_per_instance: float, headroom: float = DEFAULT_HEADROOM) -> float:
     """TargetValue for SageMakerVariantInvocationsPerInstance: MaxInvocations per instance x headroom."""
-    _require(max_invocations_per_instance > 0, f"MaxInvocations per instance must be > 0, got {max_invocations_per_instance!r}",
-             "a candidate with no sustained invocations cannot be autoscaled on invocations")
-    _require(0 < headroom <= 1, f"headroom must be in (0, 1], got {headroom!r}",
-             "it is the fraction of MaxInvocations each instance is asked to carry; AWS suggests starting at 0.5")
+    _require(
+        max_invocations_per_instance > 0,
+        f"MaxInvocations per instance must be > 0, got {max_invocations_per_instance!r}",
+        "a candidate with no sustained invocations cannot be autoscaled on invocations",
+    )
+    _require(
+        0 < headroom <= 1,
+        f"headroom must be in (0, 1], got {headroom!r}",
+        "it is the fraction of MaxInvocations each instance is asked to carry; AWS suggests starting at 0.5",
+    )
     return float(Decimal(repr(float(max_invocations_per_instance))) * Decimal(repr(float(headroom))))
 
 
-def plan_scaling(endpoint_name: str, max_invocations_per_instance: float, peak_ipm: float, *,
-                 variant_name: str = "AllTraffic", headroom: float = DEFAULT_HEADROOM, trough_ipm: float = 0.0,
-                 min_instances: int = 1, scale_in_cooldown_s: int = DEFAULT_COOLDOWN_S,
-                 scale_out_cooldown_s: int = DEFAULT_COOLDOWN_S) -> ScalingPlan:
+def plan_scaling(
+    endpoint_name: str,
+    max_invocations_per_instance: float,
+    peak_ipm: float,
+    *,
+    variant_name: str = "AllTraffic",
+    headroom: float = DEFAULT_HEADROOM,
+    trough_ipm: float = 0.0,
+    min_instances: int = 1,
+    scale_in_cooldown_s: int = DEFAULT_COOLDOWN_S,
+    scale_out_cooldown_s: int = DEFAULT_COOLDOWN_S,
+) -> ScalingPlan:
     """Min capacity covers the trough load at the target, max capacity the peak load at the target."""
     for label, name in (("endpoint", endpoint_name), ("variant", variant_name)):
-        _require(bool(_NAME.match(name)), f"{label} name {name!r} is not a valid SageMaker name",
-                 "use 1-63 letters, digits and hyphens, starting with a letter or digit")
+        _require(
+            bool(_NAME.match(name)),
+            f"{label} name {name!r} is not a valid SageMaker name",
+            "use 1-63 letters, digits and hyphens, starting with a letter or digit",
+        )
     _require(peak_ipm > 0, f"peak invocations per minute must be > 0, got {peak_ipm!r}", "give the peak load to serve")
-    _require(0 <= trough_ipm <= peak_ipm, f"trough load {trough_ipm!r} must lie between 0 and the peak {peak_ipm!r}", None)
-    _require(isinstance(min_instances, int) and min_instances >= 1, f"min instances must be >= 1, got {min_instances!r}",
-             "a real-time endpoint variant keeps at least one instance")
+    _require(
+        0 <= trough_ipm <= peak_ipm, f"trough load {trough_ipm!r} must lie between 0 and the peak {peak_ipm!r}", None
+    )
+    _require(
+        isinstance(min_instances, int) and min_instances >= 1,
+        f"min instances must be >= 1, got {min_instances!r}",
+        "a real-time endpoint variant keeps at least one instance",
+    )
     target = target_value(max_invocations_per_instance, headroom)
     min_capacity = max(min_instances, _instances_for(trough_ipm, target))
     max_capacity = max(min_capacity, _instances_for(peak_ipm, target))
-    return ScalingPlan(endpoint_name=endpoint_name, variant_name=variant_name,
-                       max_invocations_per_instance=max_invocations_per_instance, peak_ipm=peak_ipm,
-                       headroom=headroom, target_value=target, min_capacity=min_capacity, max_capacity=max_capacity,
-                       scale_in_cooldown_s=scale_in_cooldown_s, scale_out_cooldown_s=scale_out_cooldown_s)
+    return ScalingPlan(
+        endpoint_name=endpoint_name,
+        variant_name=variant_name,
+        max_invocations_per_instance=max_invocations_per_instance,
+        peak_ipm=peak_ipm,
+        headroom=headroom,
+        target_value=target,
+        min_capacity=min_capacity,
+        max_capacity=max_capacity,
+        scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s,
+    )
 
 
 def _instances_for(load_ipm: float, per_instance_ipm: float) -> int:

@@ -36,8 +36,13 @@ class CostEstimate:
     usd: float
 
 
-def estimate_cost(candidates: int, traffic_seconds: float, endpoint_instance_count: int, price_per_hour: float,
-                  deploy_overhead_minutes: float = DEFAULT_DEPLOY_OVERHEAD_MINUTES) -> CostEstimate:
+def estimate_cost(
+    candidates: int,
+    traffic_seconds: float,
+    endpoint_instance_count: int,
+    price_per_hour: float,
+    deploy_overhead_minutes: float = DEFAULT_DEPLOY_OVERHEAD_MINUTES,
+) -> CostEstimate:
     """candidates x (traffic + deploy overhead) x endpoint instance count x price."""
     instances = endpoint_instance_count
     if candidates < 0 or traffic_seconds < 0 or instances < 1 or price_per_hour < 0 or deploy_overhead_minutes < 0:
@@ -110,8 +115,10 @@ class BudgetGuard:
     def check(self) -> None:
         """Raise BudgetExceeded once the budget is spent, so the caller stops and tears down."""
         if self.exhausted:
-            raise BudgetExceeded(f"spent ${self.spent_usd:.2f} of the ${self.budget_usd:.2f} budget; stopping the run",
-                                 hint="Every endpoint is torn down; raise the budget or shrink the plan and run again to resume.")
+            raise BudgetExceeded(
+                f"spent ${self.spent_usd:.2f} of the ${self.budget_usd:.2f} budget; stopping the run",
+                hint="Every endpoint is torn down; raise the budget or shrink the plan and run again to resume.",
+            )
 
 
 LOCAL_DEPLOY_OVERHEAD_MINUTES = 0.5  # a server start on this host (for the duration estimate; not billed)
@@ -177,9 +184,14 @@ class RunBudget:
     caller stores it); `stopped` tells whether either happened.
     """
 
-    def __init__(self, guard: BudgetGuard | None, endpoint_instance_count: int,
-                 clock: Callable[[], float] = time.monotonic, candidate_usd: float = 0.0,
-                 record: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        guard: BudgetGuard | None,
+        endpoint_instance_count: int,
+        clock: Callable[[], float] = time.monotonic,
+        candidate_usd: float = 0.0,
+        record: Callable[[float], None] | None = None,
+    ) -> None:
         self.guard, self.endpoint_instance_count, self.clock = guard, endpoint_instance_count, clock
         self.candidate_usd, self.record = candidate_usd, record
         self.stopped = False
@@ -188,8 +200,13 @@ class RunBudget:
         self._reserved: dict[int, list[float]] = {}  # by thread: [estimate, billed against it so far]
 
     @classmethod
-    def for_spec(cls, spec: Any, candidates: int | Mapping[int, int], spent_usd: float = 0.0,
-                 record: Callable[[float], None] | None = None) -> "RunBudget":
+    def for_spec(
+        cls,
+        spec: Any,
+        candidates: int | Mapping[int, int],
+        spent_usd: float = 0.0,
+        record: Callable[[float], None] | None = None,
+    ) -> RunBudget:
         """Refuse (BudgetExceeded) when the plan's estimate is above the experiment's budget; else a guard for the run
         that counts `spent_usd` (earlier runs) against it. `candidates`: a count on the first target, or counts by
         target index (spec.all_targets)."""
@@ -200,8 +217,12 @@ class RunBudget:
         estimate = total_estimate([estimate_plan(spec, n, spec.all_targets[i]) for i, n in counts.items()])
         check_budget(estimate, budget)
         first = estimate_plan(spec, 1)
-        return cls(BudgetGuard(budget, first.price_per_hour, spent_usd), first.endpoint_instance_count,
-                   candidate_usd=first.usd, record=record)
+        return cls(
+            BudgetGuard(budget, first.price_per_hour, spent_usd),
+            first.endpoint_instance_count,
+            candidate_usd=first.usd,
+            record=record,
+        )
 
     def refusal(self, candidate_usd: float | None = None) -> str | None:
         """Why a candidate estimated at `candidate_usd` (default: the first target's) may not start, or None."""
@@ -232,8 +253,10 @@ class RunBudget:
             return None
         self.stopped = True
         running = f" (${held:.2f} held for running candidates)" if held else ""
-        return (f"${guard.spent_usd:.2f} of the ${guard.budget_usd:.2f} budget spent, ${guard.remaining_usd:.2f} left{running}, "
-                f"a candidate is estimated at ${candidate_usd:.2f}; raise target.budget_usd and run again to measure it")
+        return (
+            f"${guard.spent_usd:.2f} of the ${guard.budget_usd:.2f} budget spent, ${guard.remaining_usd:.2f} left{running}, "
+            f"a candidate is estimated at ${candidate_usd:.2f}; raise target.budget_usd and run again to measure it"
+        )
 
     @contextlib.contextmanager
     def billed(self, usd_per_hour: float | None = None, instances: int | None = None) -> Iterator[None]:

@@ -1,10 +1,10 @@
 """Cost arithmetic, exactly as DESIGN.md defines it. Pure functions; prices come from `recommender.decide.prices`.
 
-    CostPerHour          = instance price per hour x instance count
-    CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
-    InitialInstanceCount = ceil(target IPM / MaxInvocations per instance)
-        sized on the lower bound of the MaxInvocations interval when there is one (`sizing_ipm`), the point estimate's
-        count kept beside it (`fleet_size_at_point`)
+CostPerHour          = instance price per hour x instance count
+CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
+InitialInstanceCount = ceil(target IPM / MaxInvocations per instance)
+    sized on the lower bound of the MaxInvocations interval when there is one (`sizing_ipm`), the point estimate's
+    count kept beside it (`fleet_size_at_point`)
 """
 
 from __future__ import annotations
@@ -29,13 +29,17 @@ def _positive(name: str, value: float, hint: str) -> float:
 
 def _price(price_per_hour: float) -> float:
     if not isinstance(price_per_hour, (int, float)) or not math.isfinite(price_per_hour) or price_per_hour < 0:
-        raise CostError(f"price per hour must be a finite number >= 0, got {price_per_hour!r}",
-                        hint="pass the on-demand USD price per instance-hour, e.g. --price 0.7364")
+        raise CostError(
+            f"price per hour must be a finite number >= 0, got {price_per_hour!r}",
+            hint="pass the on-demand USD price per instance-hour, e.g. --price 0.7364",
+        )
     return price_per_hour
 
 
-_THROUGHPUT_HINT = ("a candidate with no successful invocations has no cost per inference; "
-                    "check that its benchmark ran and met its latency and error limits")
+_THROUGHPUT_HINT = (
+    "a candidate with no successful invocations has no cost per inference; "
+    "check that its benchmark ran and met its latency and error limits"
+)
 
 
 def cost_per_hour(price_per_hour: float, instance_count: int = 1) -> float:
@@ -97,8 +101,13 @@ class CapacityPlan:
         return {("instance_count" if name == "fleet_size" else name): value for name, value in asdict(self).items()}
 
 
-def plan_capacity(instance_type: str, price_per_hour: float, ipm_per_instance: float, target_ipm: float,
-                  sizing_ipm: float | None = None) -> CapacityPlan:
+def plan_capacity(
+    instance_type: str,
+    price_per_hour: float,
+    ipm_per_instance: float,
+    target_ipm: float,
+    sizing_ipm: float | None = None,
+) -> CapacityPlan:
     """Combine the formulas for one instance type: count (sized on `sizing_ipm`, the interval's lower bound, when
     given), fleet cost, cost per inference and per million (at MaxInvocations, the point estimate)."""
     sized = sizing_ipm if sizing_ipm is not None and sizing_ipm != ipm_per_instance else None

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
-from recommender import paths
-from recommender.document import load_yaml
 from recommender.errors import CatalogError, CostError
+from recommender.files import paths
+from recommender.files.document import load_yaml
 
 REFRESHED_PATH = paths.REFRESHED_PRICES
 SERVICE_CODE = "AmazonSageMaker"
@@ -86,14 +87,24 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
 
 def _catalog_from_document(document: Any, path: Path) -> Catalog:
     try:
-        instances = {str(name): _priced(InstancePrice(instance_type=str(name), **fields))
-                     for name, fields in document["instances"].items()}
-        return Catalog(region=document["region"], source=document["source"], retrieved=str(document["retrieved"]),
-                       instances=instances, currency=document.get("currency", "USD"), path=path)
+        instances = {
+            str(name): _priced(InstancePrice(instance_type=str(name), **fields))
+            for name, fields in document["instances"].items()
+        }
+        return Catalog(
+            region=document["region"],
+            source=document["source"],
+            retrieved=str(document["retrieved"]),
+            instances=instances,
+            currency=document.get("currency", "USD"),
+            path=path,
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise CatalogError(f"{path}: price catalog is malformed ({exc!r})",
-                           hint="it needs region, source, retrieved and instances.<type>.usd_per_hour; "
-                                "`recommender prices refresh` rewrites it, deleting it brings back the packaged prices") from exc
+        raise CatalogError(
+            f"{path}: price catalog is malformed ({exc!r})",
+            hint="it needs region, source, retrieved and instances.<type>.usd_per_hour; "
+            "`recommender prices refresh` rewrites it, deleting it brings back the packaged prices",
+        ) from exc
 
 
 def _priced(item: InstancePrice) -> InstancePrice:
@@ -109,24 +120,29 @@ def candidate_catalogs() -> list[Catalog]:
     return [load_catalog(p) for p in [*paths, packaged_catalog_path()]]
 
 
-def find_price(instance_type: str, region: str = "us-east-1",
-               catalogs: Iterable[Catalog] | None = None) -> tuple[InstancePrice, Catalog]:
+def find_price(
+    instance_type: str, region: str = "us-east-1", catalogs: Iterable[Catalog] | None = None
+) -> tuple[InstancePrice, Catalog]:
     """The price entry for `instance_type` in `region` and the catalog it came from (for its source and date);
     a CostError naming close matches when unknown."""
     catalogs = list(candidate_catalogs() if catalogs is None else catalogs)
     in_region = [c for c in catalogs if c.region == region]
     if not in_region:
         known = ", ".join(sorted({c.region for c in catalogs})) or "none"
-        raise CostError(f"no price catalog for region {region} (catalogs cover: {known})",
-                        hint=f"run `recommender prices refresh --region {region}`, or pass the price with --price")
+        raise CostError(
+            f"no price catalog for region {region} (catalogs cover: {known})",
+            hint=f"run `recommender prices refresh --region {region}`, or pass the price with --price",
+        )
     for catalog in in_region:
         if instance_type in catalog.instances:
             return catalog.instances[instance_type], catalog
     known = sorted({name for c in in_region for name in c.instances})
     close = difflib.get_close_matches(instance_type, known, n=3, cutoff=0.6)
     suggestion = f"did you mean {', '.join(close)}? " if close else ""
-    raise CostError(f"no {region} price for instance type {instance_type!r}",
-                    hint=f"{suggestion}known types: {', '.join(known)}; or pass the price with --price")
+    raise CostError(
+        f"no {region} price for instance type {instance_type!r}",
+        hint=f"{suggestion}known types: {', '.join(known)}; or pass the price with --price",
+    )
 
 
 def save_catalog(catalog: Catalog, path: Path | str = REFRESHED_PATH) -> Path:
@@ -136,8 +152,9 @@ def save_catalog(catalog: Catalog, path: Path | str = REFRESHED_PATH) -> Path:
     return path
 
 
-def fetch_prices(client: Any, region: str, instance_types: Iterable[str] | None = None,
-                 today: date | None = None) -> Catalog:
+def fetch_prices(
+    client: Any, region: str, instance_types: Iterable[str] | None = None, today: date | None = None
+) -> Catalog:
     """Read current hosting prices for `region` from the Price List API through a boto3 `pricing` client."""
     wanted = set(instance_types) if instance_types else None
     seed = _seed_hardware()
@@ -148,34 +165,49 @@ def fetch_prices(client: Any, region: str, instance_types: Iterable[str] | None 
             instances[item.instance_type] = item
     missing = sorted(wanted - instances.keys()) if wanted else []
     if not instances or missing:
-        raise CostError(f"the AWS Price List API returned no {region} hosting price for "
-                        f"{', '.join(missing) if missing else 'any instance type'}",
-                        hint="check the region code and the instance type names (ml.<family>.<size>)")
+        raise CostError(
+            f"the AWS Price List API returned no {region} hosting price for "
+            f"{', '.join(missing) if missing else 'any instance type'}",
+            hint="check the region code and the instance type names (ml.<family>.<size>)",
+        )
     stamp = (today or date.today()).isoformat()
-    return Catalog(region=region, retrieved=stamp, instances=instances,
-                   source=f"AWS Price List API (pricing:GetProducts, ServiceCode {SERVICE_CODE}, "
-                          f"productFamily 'ML Instance', platoinstancetype 'Hosting', on-demand), read {stamp}")
+    return Catalog(
+        region=region,
+        retrieved=stamp,
+        instances=instances,
+        source=f"AWS Price List API (pricing:GetProducts, ServiceCode {SERVICE_CODE}, "
+        f"productFamily 'ML Instance', platoinstancetype 'Hosting', on-demand), read {stamp}",
+    )
 
 
-def refresh_prices(client: Any, region: str, instance_types: Iterable[str] | None = None,
-                   path: Path | str = REFRESHED_PATH, today: date | None = None) -> Catalog:
+def refresh_prices(
+    client: Any,
+    region: str,
+    instance_types: Iterable[str] | None = None,
+    path: Path | str = REFRESHED_PATH,
+    today: date | None = None,
+) -> Catalog:
     """Fetch current prices and store them, with their date, at `path` (default .recommender/prices.yaml)."""
     catalog = fetch_prices(client, region, instance_types, today=today)
     return replace(catalog, path=save_catalog(catalog, path))
 
 
 def _hosting_products(client: Any, region: str) -> Iterator[dict[str, Any]]:
-    filters = [{"Type": "TERM_MATCH", "Field": name, "Value": value}
-               for name, value in (*HOSTING_FILTERS, ("regionCode", region))]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": name, "Value": value}
+        for name, value in (*HOSTING_FILTERS, ("regionCode", region))
+    ]
     paginator = client.get_paginator("get_products")
     try:
         for page in paginator.paginate(ServiceCode=SERVICE_CODE, Filters=filters, FormatVersion="aws_v1"):
             for raw in page.get("PriceList", []):
                 yield json.loads(raw) if isinstance(raw, str) else raw
     except (BotoCoreError, ClientError) as exc:
-        raise CostError(f"could not read prices from the AWS Price List API: {exc}",
-                        hint="it needs AWS credentials allowed pricing:GetProducts and network access to "
-                             "api.pricing.us-east-1.amazonaws.com; the packaged prices stay in use") from exc
+        raise CostError(
+            f"could not read prices from the AWS Price List API: {exc}",
+            hint="it needs AWS credentials allowed pricing:GetProducts and network access to "
+            "api.pricing.us-east-1.amazonaws.com; the packaged prices stay in use",
+        ) from exc
 
 
 def _instance_price(product: dict[str, Any], seed: dict[str, InstancePrice]) -> InstancePrice | None:

@@ -29,9 +29,10 @@ Pure functions over `RankInput` records (no store, no I/O).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from recommender.decide.cost import cost_per_million
 from recommender.errors import RankingError
@@ -40,7 +41,8 @@ Status = Literal["ok", "failed", "skipped"]
 Interval = tuple[float, float]
 
 IMPORTANCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0})
+    {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0}
+)
 OBJECTIVES = ("cost", "latency", "throughput")
 TIED_TEXT = "indistinguishable from the winner at this noise level"
 
@@ -68,7 +70,9 @@ class RankInput:
     window_noise: bool = False  # the intervals are window-to-window noise only (repeats < 3)
     samples: int = 0  # successful requests the latency percentile rests on (all repeats, the level's windows)
     served_on: str | None = None  # the measured hardware and backend of the run, in words (None: not recorded)
-    gpu: str | None = None  # GPU figures at MaxInvocations, or "no GPU (why)" (hardware.describe_gpu; None: not recorded)
+    gpu: str | None = (
+        None  # GPU figures at MaxInvocations, or "no GPU (why)" (hardware.describe_gpu; None: not recorded)
+    )
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
 
 
@@ -128,8 +132,9 @@ class Ranking:
         return tuple(r for r in self.ranked[1:] if r.tied_with_winner)
 
 
-def rank(inputs: list[RankInput], constraints: Constraints | None = None,
-         importance: Importance | None = None) -> Ranking:
+def rank(
+    inputs: list[RankInput], constraints: Constraints | None = None, importance: Importance | None = None
+) -> Ranking:
     """Constraints, then weighted ratio-to-best scores, Pareto front and ties against the winner."""
     constraints = constraints or Constraints()
     weights = (importance or Importance()).weights()
@@ -143,10 +148,13 @@ def rank(inputs: list[RankInput], constraints: Constraints | None = None,
     scored = sorted(eligible, key=lambda item: (-_score(normalised[item.key], weights), item.name, item.key))
     front = _pareto_keys(eligible, metrics)
     ranked = _ranked(scored, normalised, weights, costs, front, constraints)
-    return Ranking(ranked=ranked, excluded=tuple(excluded), weights=weights, constraints=constraints, notes=tuple(notes))
+    return Ranking(
+        ranked=ranked, excluded=tuple(excluded), weights=weights, constraints=constraints, notes=tuple(notes)
+    )
 
 
 # --- constraints --------------------------------------------------------------------------------
+
 
 def exclusion_reasons(item: RankInput, constraints: Constraints) -> list[str]:
     """Every reason this candidate cannot be recommended, in plain words; empty when eligible."""
@@ -159,8 +167,10 @@ def exclusion_reasons(item: RankInput, constraints: Constraints) -> list[str]:
         if item.latency_ms is None:
             reasons.append(f"no {constraints.percentile} latency was measured")
         elif item.latency_ms > constraints.max_latency_ms:
-            reasons.append(f"{constraints.percentile} latency {item.latency_ms:g} ms is above the "
-                           f"{constraints.max_latency_ms:g} ms threshold")
+            reasons.append(
+                f"{constraints.percentile} latency {item.latency_ms:g} ms is above the "
+                f"{constraints.max_latency_ms:g} ms threshold"
+            )
     if constraints.max_error_rate is not None and item.error_rate > constraints.max_error_rate:
         reasons.append(f"error rate {item.error_rate:.2%} is above the {constraints.max_error_rate:.2%} limit")
     return reasons
@@ -179,10 +189,12 @@ def _apply_constraints(inputs: list[RankInput], constraints: Constraints) -> tup
 
 # --- objectives -----------------------------------------------------------------------------------
 
+
 def _level_weight(objective: str, level: str) -> float:
     if level not in IMPORTANCE_WEIGHTS:
-        raise RankingError(f"unknown importance {level!r} for {objective}",
-                           hint=f"use one of: {', '.join(IMPORTANCE_WEIGHTS)}")
+        raise RankingError(
+            f"unknown importance {level!r} for {objective}", hint=f"use one of: {', '.join(IMPORTANCE_WEIGHTS)}"
+        )
     return IMPORTANCE_WEIGHTS[level]
 
 
@@ -191,9 +203,11 @@ def _drop_incomplete(metrics: dict[str, tuple], weights: dict[str, float]) -> tu
     notes = []
     for index, name in enumerate(OBJECTIVES):
         if any(m[index] is None for m in metrics.values()):
-            notes.append(f"{name} left out of the score and the Pareto front: "
-                         f"some eligible candidates have no {'price' if name == 'cost' else name} figure")
-            metrics = {key: m[:index] + (None,) + m[index + 1:] for key, m in metrics.items()}
+            notes.append(
+                f"{name} left out of the score and the Pareto front: "
+                f"some eligible candidates have no {'price' if name == 'cost' else name} figure"
+            )
+            metrics = {key: (*m[:index], None, *m[index + 1 :]) for key, m in metrics.items()}
             weights = _without(name, weights)
     return metrics, weights, notes
 
@@ -239,20 +253,27 @@ def _score(normalised: dict[str, float], weights: dict[str, float]) -> float:
 
 def _pareto_keys(eligible: list[RankInput], metrics: dict[str, tuple]) -> set[str]:
     """Keys no other candidate dominates: no worse on every objective and better on one."""
+
     def oriented(key: str) -> tuple[float, ...]:
         cost, latency, ipm = metrics[key]
         return tuple(v for v in (cost, latency, -ipm if ipm is not None else None) if v is not None)
 
     points = {item.key: oriented(item.key) for item in eligible}
-    return {key for key, p in points.items()
-            if not any(_dominates(q, p) for other, q in points.items() if other != key)}
+    return {
+        key for key, p in points.items() if not any(_dominates(q, p) for other, q in points.items() if other != key)
+    }
 
 
 def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    return len(a) == len(b) and all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+    return (
+        len(a) == len(b)
+        and all(x <= y for x, y in zip(a, b, strict=False))
+        and any(x < y for x, y in zip(a, b, strict=False))
+    )
 
 
 # --- ties and comparisons -------------------------------------------------------------------------
+
 
 def _overlap(a: Interval, b: Interval) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
@@ -265,8 +286,9 @@ def is_tied(candidate: RankInput, winner: RankInput) -> bool:
     return all(a is not None and b is not None and _overlap(a, b) for a, b in pairs)
 
 
-def _ranked(scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str],
-            constraints: Constraints) -> tuple[RankedCandidate, ...]:
+def _ranked(
+    scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str], constraints: Constraints
+) -> tuple[RankedCandidate, ...]:
     if not scored:
         return ()
     winner = scored[0]
@@ -279,9 +301,18 @@ def _ranked(scored: list[RankInput], normalised: dict, weights: dict, costs: dic
             text = TIED_TEXT
         else:
             text = _comparison(winner, item, costs, constraints.percentile)
-        out.append(RankedCandidate(candidate=item, rank=position, score=_score(normalised[item.key], weights),
-                                   normalised=normalised[item.key], cost_per_million=costs[item.key],
-                                   pareto=item.key in front, tied_with_winner=tied, comparison=text))
+        out.append(
+            RankedCandidate(
+                candidate=item,
+                rank=position,
+                score=_score(normalised[item.key], weights),
+                normalised=normalised[item.key],
+                cost_per_million=costs[item.key],
+                pareto=item.key in front,
+                tied_with_winner=tied,
+                comparison=text,
+            )
+        )
     return tuple(out)
 
 
@@ -304,12 +335,30 @@ def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: st
 def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> list[tuple]:
     lower, higher = (lambda d: "lower" if d < 0 else "higher"), (lambda d: "higher" if d > 0 else "lower")
     return [
-        ("cost per million", costs[winner.key], costs[other.key], _cost_interval(winner, costs[winner.key]),
-         _cost_interval(other, costs[other.key]), lower),
-        (f"{percentile} latency", winner.latency_ms, other.latency_ms, winner.latency_interval, other.latency_interval,
-         lower),
-        ("throughput", winner.invocations_per_minute, other.invocations_per_minute, winner.ipm_interval,
-         other.ipm_interval, higher),
+        (
+            "cost per million",
+            costs[winner.key],
+            costs[other.key],
+            _cost_interval(winner, costs[winner.key]),
+            _cost_interval(other, costs[other.key]),
+            lower,
+        ),
+        (
+            f"{percentile} latency",
+            winner.latency_ms,
+            other.latency_ms,
+            winner.latency_interval,
+            other.latency_interval,
+            lower,
+        ),
+        (
+            "throughput",
+            winner.invocations_per_minute,
+            other.invocations_per_minute,
+            winner.ipm_interval,
+            other.ipm_interval,
+            higher,
+        ),
     ]
 
 
@@ -321,7 +370,9 @@ def _cost_interval(item: RankInput, cost: float | None) -> Interval | None:
     return cost * ipm / interval[1], cost * ipm / interval[0]
 
 
-def _comparison_text(claims: list[str], ties: list[str], unknown: list[str], winner: RankInput, other: RankInput) -> str:
+def _comparison_text(
+    claims: list[str], ties: list[str], unknown: list[str], winner: RankInput, other: RankInput
+) -> str:
     noise = f"no noise estimate (repeats: {min(winner.repeats, other.repeats)})"
     if unknown and not claims and not ties:
         return f"{noise}: no difference claimed"

@@ -13,20 +13,27 @@ themselves live in cost.py (CostPerHour, CostPerInference, InitialInstanceCount)
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from recommender.hardware import describe_gpu, describe_served
+from recommender.candidates import CandidateResult
 from recommender.correctness.figures import describe as describe_correctness
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
-from recommender.decide.cost import CapacityPlan, cost_per_hour, fleet_cost_per_hour, initial_instance_count, plan_capacity
+from recommender.decide.cost import (
+    CapacityPlan,
+    cost_per_hour,
+    fleet_cost_per_hour,
+    initial_instance_count,
+    plan_capacity,
+)
+from recommender.decide.prices import Catalog, InstancePrice, find_price
+from recommender.decide.ranking import Constraints, Importance, RankedCandidate, Ranking, RankInput, rank
 from recommender.errors import CostError
+from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
-from recommender.decide.prices import Catalog, InstancePrice, find_price
-from recommender.decide.ranking import Constraints, Importance, RankedCandidate, RankInput, Ranking, rank
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
-from recommender.candidates import CandidateResult
 
 UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
 
@@ -95,8 +102,12 @@ class Recommendation:
             "threshold_ms": self.threshold_ms,
             "max_error_rate": self.max_error_rate,
             "target_invocations_per_minute": self.target_ipm,
-            "pricing": {"instance_type": self.pricing.instance_type, "price_per_hour": self.pricing.price_per_hour,
-                        "priced": self.pricing.priced, "source": self.pricing.source},
+            "pricing": {
+                "instance_type": self.pricing.instance_type,
+                "price_per_hour": self.pricing.price_per_hour,
+                "priced": self.pricing.priced,
+                "source": self.pricing.source,
+            },
             "weights": dict(self.ranking.weights),
             "recommended": self.winner.candidate.name if self.winner else None,
             "no_winner_reason": self.no_winner_reason,
@@ -107,8 +118,15 @@ class Recommendation:
             "justification": self.justification,
             "notes": list(self.notes),
             "ranked": [_ranked_document(r, self.fleets[r.candidate.key]) for r in self.ranking.ranked],
-            "excluded": [{"name": e.candidate.name, "key": e.candidate.key, "status": e.candidate.status,
-                          "reasons": list(e.reasons)} for e in self.ranking.excluded],
+            "excluded": [
+                {
+                    "name": e.candidate.name,
+                    "key": e.candidate.key,
+                    "status": e.candidate.status,
+                    "reasons": list(e.reasons),
+                }
+                for e in self.ranking.excluded
+            ],
         }
 
     def candidate_at(self, position: int) -> RankedCandidate | None:
@@ -118,24 +136,45 @@ class Recommendation:
 
 def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
     c = r.candidate
-    return {"rank": r.rank, "name": c.name, "key": c.key, "score": r.score, "invocations_per_minute": c.invocations_per_minute,
-            "ipm_interval": c.ipm_interval, "latency_interval": c.latency_interval, "interval": c.interval_label,
-            "latency_samples": c.samples,
-            "latency_ms": c.latency_ms, "error_rate": c.error_rate, "cost_per_million": r.cost_per_million,
-            "initial_instance_count": fleet.fleet_size, "initial_instance_count_at_point": fleet.fleet_size_at_point,
-            "sized_on": fleet.sized_on, "fleet_cost_per_hour": fleet.cost_per_hour,
-            "pareto": r.pareto, "tied_with_winner": r.tied_with_winner, "comparison": r.comparison, "config": c.config}
+    return {
+        "rank": r.rank,
+        "name": c.name,
+        "key": c.key,
+        "score": r.score,
+        "invocations_per_minute": c.invocations_per_minute,
+        "ipm_interval": c.ipm_interval,
+        "latency_interval": c.latency_interval,
+        "interval": c.interval_label,
+        "latency_samples": c.samples,
+        "latency_ms": c.latency_ms,
+        "error_rate": c.error_rate,
+        "cost_per_million": r.cost_per_million,
+        "initial_instance_count": fleet.fleet_size,
+        "initial_instance_count_at_point": fleet.fleet_size_at_point,
+        "sized_on": fleet.sized_on,
+        "fleet_cost_per_hour": fleet.cost_per_hour,
+        "pareto": r.pareto,
+        "tied_with_winner": r.tied_with_winner,
+        "comparison": r.comparison,
+        "config": c.config,
+    }
 
 
 def _scaling_document(plan: ScalingPlan | None) -> dict[str, Any] | None:
     if plan is None:
         return None
-    return {"min_capacity": plan.min_capacity, "max_capacity": plan.max_capacity, "target_value": plan.target_value,
-            "headroom": plan.headroom, "register_scalable_target": plan.register_scalable_target_request(),
-            "put_scaling_policy": plan.put_scaling_policy_request()}
+    return {
+        "min_capacity": plan.min_capacity,
+        "max_capacity": plan.max_capacity,
+        "target_value": plan.target_value,
+        "headroom": plan.headroom,
+        "register_scalable_target": plan.register_scalable_target_request(),
+        "put_scaling_policy": plan.put_scaling_policy_request(),
+    }
 
 
 # --- pricing --------------------------------------------------------------------------------------
+
 
 def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = None) -> Pricing:
     """priced_as (catalog price in target.region) when set, else price_per_hour when above 0, else unpriced."""
@@ -143,24 +182,37 @@ def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = Non
     if target.priced_as:
         entry, catalog = find_price(target.priced_as, target.region, catalogs)
         source = f"{catalog.source.strip()} (retrieved {catalog.retrieved})"
-        return Pricing(target.priced_as, entry.usd_per_hour, f"catalog price of {target.priced_as} in {target.region}: {source}",
-                       entry, target.instance_type)
+        return Pricing(
+            target.priced_as,
+            entry.usd_per_hour,
+            f"catalog price of {target.priced_as} in {target.region}: {source}",
+            entry,
+            target.instance_type,
+        )
     hardware = _hardware_of(target.instance_type, target.region, catalogs)
     if target.price_per_hour > 0:
-        return Pricing(target.instance_type, target.price_per_hour, "target.price_per_hour in the experiment file",
-                       hardware, target.instance_type)
+        return Pricing(
+            target.instance_type,
+            target.price_per_hour,
+            "target.price_per_hour in the experiment file",
+            hardware,
+            target.instance_type,
+        )
     return Pricing(target.instance_type, None, "unpriced: " + UNPRICED_HINT, hardware, target.instance_type)
 
 
-def candidate_pricing(spec: ExperimentSpec, results: list[CandidateResult],
-                      catalogs: Iterable[Catalog] | None = None) -> dict[str, Pricing]:
+def candidate_pricing(
+    spec: ExperimentSpec, results: list[CandidateResult], catalogs: Iterable[Catalog] | None = None
+) -> dict[str, Pricing]:
     """Each result's pricing by key: its target's (candidates carry their target's label; a single-target
     experiment's carry none). A candidate of a target no longer in the file is unpriced."""
     catalogs = list(catalogs) if catalogs is not None else None
     by_label = {(target_label(t) if spec.multi_target else ""): resolve_pricing(t, catalogs) for t in spec.all_targets}
-    return {r.key: by_label.get(r.config.get("target", ""))
-            or Pricing(r.config.get("instance_type", "?"), None, "unpriced: its target is no longer in the experiment file")
-            for r in results}
+    return {
+        r.key: by_label.get(r.config.get("target", ""))
+        or Pricing(r.config.get("instance_type", "?"), None, "unpriced: its target is no longer in the experiment file")
+        for r in results
+    }
 
 
 def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None) -> InstancePrice | None:
@@ -171,6 +223,7 @@ def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None
 
 
 # --- rank inputs ----------------------------------------------------------------------------------
+
 
 def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> RankInput:
     """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
@@ -198,10 +251,17 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
 def _figures(h: Headline, percentile: str) -> dict[str, Any]:
     """The measured figures a RankInput takes from a headline, at the decision's percentile."""
     interval = h.ipm_interval or h.latency_interval
-    return {"invocations_per_minute": h.invocations_per_minute, "ipm_interval": _bounds(h.ipm_interval),
-            "latency_ms": h.latency(percentile), "latency_interval": _bounds(h.latency_interval),
-            "error_rate": h.error_rate, "repeats": h.repeats, "interval_label": interval.label if interval else None,
-            "window_noise": interval is not None and interval.counts == "windows", "samples": h.samples}
+    return {
+        "invocations_per_minute": h.invocations_per_minute,
+        "ipm_interval": _bounds(h.ipm_interval),
+        "latency_ms": h.latency(percentile),
+        "latency_interval": _bounds(h.latency_interval),
+        "error_rate": h.error_rate,
+        "repeats": h.repeats,
+        "interval_label": interval.label if interval else None,
+        "window_noise": interval is not None and interval.counts == "windows",
+        "samples": h.samples,
+    }
 
 
 def _bounds(interval: Interval | None) -> tuple[float, float] | None:
@@ -230,12 +290,19 @@ def importance_of(spec: ExperimentSpec) -> Importance:
 
 # --- the recommendation ---------------------------------------------------------------------------
 
-def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: Iterable[Catalog] | None = None,
-              endpoint_name: str | None = None) -> Recommendation:
+
+def recommend(
+    results: list[CandidateResult],
+    spec: ExperimentSpec,
+    catalogs: Iterable[Catalog] | None = None,
+    endpoint_name: str | None = None,
+) -> Recommendation:
     """Price, rank and size the stored results of one experiment; each candidate is priced as its own target."""
     pricing_of = candidate_pricing(spec, results, catalogs)
     percentile = spec.latency_threshold.percentile
-    ranking = rank([rank_input(r, percentile, pricing_of[r.key]) for r in results], constraints_of(spec), importance_of(spec))
+    ranking = rank(
+        [rank_input(r, percentile, pricing_of[r.key]) for r in results], constraints_of(spec), importance_of(spec)
+    )
     target = spec.capacity.target_invocations_per_minute
     fleets = {r.candidate.key: _fleet(r.candidate, pricing_of[r.candidate.key], target) for r in ranking.ranked}
     winner = ranking.winner
@@ -244,17 +311,36 @@ def recommend(results: list[CandidateResult], spec: ExperimentSpec, catalogs: It
     if winner is not None:
         ipm, sizing = winner.candidate.invocations_per_minute, sizing_ipm(winner.candidate)
         count = fleets[winner.candidate.key].fleet_size
-        capacity = (plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target, sizing)
-                    if pricing.priced else None)
-        scaling = plan_scaling(endpoint_name or endpoint_name_for(spec.name, winner.candidate.name), ipm, target,
-                               headroom=spec.capacity.autoscaling_headroom)  # headroom is its margin
+        capacity = (
+            plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target, sizing)
+            if pricing.priced
+            else None
+        )
+        scaling = plan_scaling(
+            endpoint_name or endpoint_name_for(spec.name, winner.candidate.name),
+            ipm,
+            target,
+            headroom=spec.capacity.autoscaling_headroom,
+        )  # headroom is its margin
     draft = Recommendation(
-        experiment=spec.name, description=spec.description, ranking=ranking, pricing=pricing, percentile=percentile,
-        threshold_ms=spec.latency_threshold.ms, max_error_rate=spec.max_error_rate, target_ipm=target, fleets=fleets,
-        capacity=capacity, fleet_size=count, scaling=scaling,
+        experiment=spec.name,
+        description=spec.description,
+        ranking=ranking,
+        pricing=pricing,
+        percentile=percentile,
+        threshold_ms=spec.latency_threshold.ms,
+        max_error_rate=spec.max_error_rate,
+        target_ipm=target,
+        fleets=fleets,
+        capacity=capacity,
+        fleet_size=count,
+        scaling=scaling,
         no_winner_reason=None if winner else no_winner_reason(ranking, len(results)),
-        tie_notice=tie_notice(ranking), justification="", notes=_notes(ranking, pricing, results),
-        unstable=frozenset(r.key for r in results if _unstable(r)), candidate_pricing=pricing_of,
+        tie_notice=tie_notice(ranking),
+        justification="",
+        notes=_notes(ranking, pricing, results),
+        unstable=frozenset(r.key for r in results if _unstable(r)),
+        candidate_pricing=pricing_of,
     )
     return _with_justification(draft)
 
@@ -268,8 +354,12 @@ def sizing_ipm(candidate: RankInput) -> float:
 def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
     ipm, sizing = candidate.invocations_per_minute, sizing_ipm(candidate)
     hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, sizing) if pricing.priced else None
-    return Fleet(initial_instance_count(target_ipm, sizing), hourly, initial_instance_count(target_ipm, ipm),
-                 _sized_on(candidate))
+    return Fleet(
+        initial_instance_count(target_ipm, sizing),
+        hourly,
+        initial_instance_count(target_ipm, ipm),
+        _sized_on(candidate),
+    )
 
 
 def _sized_on(candidate: RankInput) -> str:
@@ -301,26 +391,34 @@ def tie_notice(ranking: Ranking) -> str | None:
         return None
     names = ", ".join(r.candidate.name for r in tied)
     verb = "is" if len(tied) == 1 else "are"
-    return (f"{names} {verb} indistinguishable from {ranking.winner.candidate.name} at this noise level "
-            f"(throughput and latency intervals overlap): the order between them is not significant, "
-            f"so no 'better' claim is made; choose among them on other grounds")
+    return (
+        f"{names} {verb} indistinguishable from {ranking.winner.candidate.name} at this noise level "
+        f"(throughput and latency intervals overlap): the order between them is not significant, "
+        f"so no 'better' claim is made; choose among them on other grounds"
+    )
 
 
 def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -> tuple[str, ...]:
     notes = list(ranking.notes)
     if not pricing.priced:
-        notes.append(f"costs are not shown because {pricing.instance_type} is unpriced (it is not free): {UNPRICED_HINT}")
+        notes.append(
+            f"costs are not shown because {pricing.instance_type} is unpriced (it is not free): {UNPRICED_HINT}"
+        )
     if pricing.priced and pricing.measured_on != pricing.instance_type:
-        notes.append(f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
-                     f"{pricing.instance_type} serves as fast as the measured hardware")
+        notes.append(
+            f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
+            f"{pricing.instance_type} serves as fast as the measured hardware"
+        )
     unstable = sorted(_unstable_text(r) for r in results if _unstable(r))
     if unstable:
-        notes.append(f"unstable at the load level decided on (the stability rule, README \"Definitions\"): "
-                     f"{'; '.join(unstable)}")
+        notes.append(
+            f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'
+        )
     return tuple(notes)
 
 
 # --- justification --------------------------------------------------------------------------------
+
 
 def _with_justification(draft: Recommendation) -> Recommendation:
     return replace(draft, justification=justify(draft))
@@ -345,23 +443,29 @@ def justify(rec: Recommendation) -> str:
 
 def _sizing_sentence(rec: Recommendation) -> str:
     fleet = rec.fleets[rec.winner.candidate.key]
-    served = f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} " \
-             f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
+    served = (
+        f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} "
+        f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
+    )
     if fleet.sized_on.startswith("interval"):
         served += f" (sized on the {fleet.sized_on}; {fleet.fleet_size_at_point} at the point estimate)"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
     plan = rec.capacity
-    return (f"{served} at {plan.cost_per_hour:,.2f} USD/hour ({plan.cost_per_million:,.4f} USD per million inferences, "
-            f"{plan.cost_per_inference:.3e} USD per inference)")
+    return (
+        f"{served} at {plan.cost_per_hour:,.2f} USD/hour ({plan.cost_per_million:,.4f} USD per million inferences, "
+        f"{plan.cost_per_inference:.3e} USD per inference)"
+    )
 
 
 def _scaling_sentence(rec: Recommendation) -> str:
     plan = rec.scaling
     if plan is None:
         return ""
-    return (f"With autoscaling at {plan.headroom:.0%} of MaxInvocations ({plan.target_value:,.0f} invocations per "
-            f"instance per minute) the variant scales between {plan.min_capacity} and {plan.max_capacity} instances")
+    return (
+        f"With autoscaling at {plan.headroom:.0%} of MaxInvocations ({plan.target_value:,.0f} invocations per "
+        f"instance per minute) the variant scales between {plan.min_capacity} and {plan.max_capacity} instances"
+    )
 
 
 def _versus_sentence(rec: Recommendation) -> str:
@@ -370,15 +474,19 @@ def _versus_sentence(rec: Recommendation) -> str:
         return "It is the only candidate within the limits"
     runner_up = ranked[1]
     if runner_up.tied_with_winner:
-        return (f"The next candidate, {runner_up.candidate.name}, is indistinguishable from it at this noise level, "
-                f"so no 'better' claim is made")
+        return (
+            f"The next candidate, {runner_up.candidate.name}, is indistinguishable from it at this noise level, "
+            f"so no 'better' claim is made"
+        )
     scores = f"{ranked[0].score:.3f} vs {runner_up.score:.3f}"
     if runner_up.comparison.startswith("winner has "):
         versus = runner_up.comparison.removeprefix("winner has ")
         return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {scores})"
     why = runner_up.comparison.removesuffix(": no difference claimed")
-    return (f"It ranks above the next candidate, {runner_up.candidate.name}, on score ({scores}), but no difference "
-            f"between them is claimed: {why}")
+    return (
+        f"It ranks above the next candidate, {runner_up.candidate.name}, on score ({scores}), but no difference "
+        f"between them is claimed: {why}"
+    )
 
 
 def _count(value: float) -> str:

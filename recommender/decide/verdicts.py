@@ -10,7 +10,7 @@ windows (schema before 0002, or an imported job) keeps the figures it was stored
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from recommender.candidates import CandidateResult
 from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
@@ -28,8 +28,9 @@ def decide_result(result: CandidateResult, records: list[WindowRecord], rules: R
     return dataclasses.replace(result, headline=headline, server_stats=server)
 
 
-def decide_results(results: list[CandidateResult], windows_of: Callable[[int], list[WindowRecord]],
-                   spec: ExperimentSpec) -> list[CandidateResult]:
+def decide_results(
+    results: list[CandidateResult], windows_of: Callable[[int], list[WindowRecord]], spec: ExperimentSpec
+) -> list[CandidateResult]:
     """Every result decided under the spec's limits; `windows_of(run_id)` gives a finished ok run's window records."""
     rules = Rules.from_spec(spec)
     return [decide_result(r, windows_of(r.run_id), rules) if _decidable(r) else r for r in results]
@@ -40,12 +41,19 @@ def _decidable(result: CandidateResult) -> bool:
     return result.status == "ok" and result.headline is not None and result.run_id is not None
 
 
-def with_limits(spec: ExperimentSpec, threshold_ms: float | None = None, percentile: str | None = None,
-                max_error_rate: float | None = None) -> ExperimentSpec:
+def with_limits(
+    spec: ExperimentSpec,
+    threshold_ms: float | None = None,
+    percentile: str | None = None,
+    max_error_rate: float | None = None,
+) -> ExperimentSpec:
     """The spec with the decision's limits replaced where given (validated as the experiment file would be)."""
     threshold = spec.latency_threshold
-    update = {"latency_threshold": LatencyThreshold(percentile=percentile or threshold.percentile,
-                                                    ms=threshold.ms if threshold_ms is None else threshold_ms)}
+    update = {
+        "latency_threshold": LatencyThreshold(
+            percentile=percentile or threshold.percentile, ms=threshold.ms if threshold_ms is None else threshold_ms
+        )
+    }
     document = spec.model_dump(mode="json") | {k: v.model_dump() for k, v in update.items()}
     if max_error_rate is not None:
         document["max_error_rate"] = max_error_rate

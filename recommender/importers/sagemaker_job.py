@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from recommender.destination import inside, plain_name, write_text
-from recommender.document import load_json
 from recommender.errors import SpecError
+from recommender.files.destination import inside, plain_name, write_text
+from recommender.files.document import load_json
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 OPERATION = "CreateInferenceRecommendationsJob"
@@ -36,9 +36,11 @@ def read_job(path: str | Path) -> dict[str, Any]:
     """Load a request JSON file (as for `aws sagemaker create-inference-recommendations-job --cli-input-json`)."""
     request = load_json(path, "job request file", SpecError)
     if not isinstance(request, dict):
-        raise SpecError(f"{path}: the top level must be a JSON object with JobName, JobType, RoleArn and InputConfig",
-                        hint="Write the request as `aws sagemaker create-inference-recommendations-job "
-                             "--generate-cli-skeleton` shows it.")
+        raise SpecError(
+            f"{path}: the top level must be a JSON object with JobName, JobType, RoleArn and InputConfig",
+            hint="Write the request as `aws sagemaker create-inference-recommendations-job "
+            "--generate-cli-skeleton` shows it.",
+        )
     return request
 
 
@@ -51,8 +53,11 @@ def validate_request(request: dict[str, Any]) -> None:
     report = ParamValidator().validate(request, shape)
     if report.has_errors():
         problems = [line.strip() for line in report.generate_report().splitlines() if line.strip()]
-        raise SpecError(f"not a valid {OPERATION} request", problems,
-                        hint="Compare with the request syntax in the SageMaker API reference for this operation.")
+        raise SpecError(
+            f"not a valid {OPERATION} request",
+            problems,
+            hint="Compare with the request syntax in the SageMaker API reference for this operation.",
+        )
 
 
 def import_job(request: dict[str, Any]) -> ImportedJob:
@@ -63,7 +68,8 @@ def import_job(request: dict[str, Any]) -> ImportedJob:
     notes: list[str] = []
     experiment: dict[str, Any] = {
         "name": request["JobName"],
-        "description": request.get("JobDescription") or f"Imported from SageMaker Inference Recommender job {request['JobName']}.",
+        "description": request.get("JobDescription")
+        or f"Imported from SageMaker Inference Recommender job {request['JobName']}.",
         **_targets(config.get("EndpointConfigurations", []), notes, request),
         **_limits(config, notes),
     }
@@ -98,17 +104,25 @@ def _targets(configurations: list[dict[str, Any]], notes: list[str], request: di
     """Every existing endpoint (a remote target each) or every instance type (a local target priced as that type)."""
     endpoints = [e["EndpointName"] for e in request["InputConfig"].get("Endpoints") or []]
     if endpoints:
-        targets = [{"name": plain_name(name, "Endpoints[].EndpointName"), "kind": "remote", "endpoint": f"sagemaker://{name}"}
-                   for name in dict.fromkeys(endpoints)]
-        return {"target": {k: v for k, v in targets[0].items() if k != "name"}} if len(targets) == 1 else {"targets": targets}
+        targets = [
+            {"name": plain_name(name, "Endpoints[].EndpointName"), "kind": "remote", "endpoint": f"sagemaker://{name}"}
+            for name in dict.fromkeys(endpoints)
+        ]
+        return (
+            {"target": {k: v for k, v in targets[0].items() if k != "name"}}
+            if len(targets) == 1
+            else {"targets": targets}
+        )
     types = list(dict.fromkeys(c["InstanceType"] for c in configurations if "InstanceType" in c))
     for configuration in configurations:
         _note_configuration(configuration, notes)
     if not types:
         return {}
-    notes.append(f"each instance type is a `local` target priced as that type ({', '.join(types)}; instance_type is the "
-                 f"hardware label): to run on SageMaker set kind: sagemaker with role_arn (the job's RoleArn was "
-                 f"{request.get('RoleArn')}), bucket and image_uri on each target.")
+    notes.append(
+        f"each instance type is a `local` target priced as that type ({', '.join(types)}; instance_type is the "
+        f"hardware label): to run on SageMaker set kind: sagemaker with role_arn (the job's RoleArn was "
+        f"{request.get('RoleArn')}), bucket and image_uri on each target."
+    )
     targets = [_priced_target(t, notes) for t in types]
     return {"target": targets[0]} if len(targets) == 1 else {"targets": targets}
 
@@ -121,8 +135,10 @@ def _priced_target(instance_type: str, notes: list[str]) -> dict[str, Any]:
     try:
         find_price(instance_type, DEFAULT_REGION)
     except CostError:
-        notes.append(f"{instance_type} is not in the price catalog: set price_per_hour on its target (or add it with "
-                     "`recommender prices`) or its costs stay unpriced.")
+        notes.append(
+            f"{instance_type} is not in the price catalog: set price_per_hour on its target (or add it with "
+            "`recommender prices`) or its costs stay unpriced."
+        )
         return {"instance_type": instance_type}
     return {"instance_type": instance_type, "priced_as": instance_type}
 
@@ -131,10 +147,14 @@ def _note_configuration(configuration: dict[str, Any], notes: list[str]) -> None
     where = configuration.get("InstanceType", "an endpoint configuration")
     ranges = configuration.get("EnvironmentParameterRanges", {}).get("CategoricalParameterRanges", [])
     for parameter in ranges:  # the experiment file has no environment axis: Triton's own knobs are the variants
-        notes.append(f"environment parameter {parameter['Name']} in {parameter['Value']} (for {where}) is not a variant "
-                     "axis here; the closest knobs are variants.instance_group_counts and variants.max_batch_sizes.")
+        notes.append(
+            f"environment parameter {parameter['Name']} in {parameter['Value']} (for {where}) is not a variant "
+            "axis here; the closest knobs are variants.instance_group_counts and variants.max_batch_sizes."
+        )
     if "ServerlessConfig" in configuration:
-        notes.append("ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked.")
+        notes.append(
+            "ServerlessConfig (serverless endpoints) is not supported; only real-time instances are benchmarked."
+        )
     if "InferenceSpecificationName" in configuration:
         notes.append(f"InferenceSpecificationName {configuration['InferenceSpecificationName']} is ignored.")
 
@@ -142,14 +162,21 @@ def _note_configuration(configuration: dict[str, Any], notes: list[str]) -> None
 def _limits(config: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """ResourceLimit and JobDurationInSeconds: max_parallel, max_candidates, time_budget_seconds."""
     limit = config.get("ResourceLimit", {})
-    fields = {"max_parallel": limit.get("MaxParallelOfTests"), "max_candidates": limit.get("MaxNumberOfTests"),
-              "time_budget_seconds": config.get("JobDurationInSeconds")}
+    fields = {
+        "max_parallel": limit.get("MaxParallelOfTests"),
+        "max_candidates": limit.get("MaxNumberOfTests"),
+        "time_budget_seconds": config.get("JobDurationInSeconds"),
+    }
     if fields["max_parallel"] is not None and fields["max_parallel"] > MAX_PARALLEL:
-        notes.append(f"MaxParallelOfTests {fields['max_parallel']} was lowered to {MAX_PARALLEL}, the most max_parallel allows.")
+        notes.append(
+            f"MaxParallelOfTests {fields['max_parallel']} was lowered to {MAX_PARALLEL}, the most max_parallel allows."
+        )
         fields["max_parallel"] = MAX_PARALLEL
     if fields["max_parallel"] is not None and fields["max_parallel"] > 1:
-        notes.append(f"max_parallel {fields['max_parallel']} (MaxParallelOfTests): SageMaker targets and remote hosts run "
-                     "that many candidates at once; local CPU targets still run one at a time (contention).")
+        notes.append(
+            f"max_parallel {fields['max_parallel']} (MaxParallelOfTests): SageMaker targets and remote hosts run "
+            "that many candidates at once; local CPU targets still run one at a time (contention)."
+        )
     return {name: value for name, value in fields.items() if value is not None}
 
 
@@ -163,22 +190,31 @@ def _note_capped_grid(experiment: dict[str, Any], notes: list[str]) -> None:
 
     total = len(expand_candidates(ExperimentSpec.model_validate(experiment)))
     if total > cap:
-        notes.append(f"MaxNumberOfTests {cap} caps the candidates (max_candidates): the grid has {total}, so the last "
-                     f"{total - cap} in grid order are recorded skipped; widen the cap or trim the variant grid.")
+        notes.append(
+            f"MaxNumberOfTests {cap} caps the candidates (max_candidates): the grid has {total}, so the last "
+            f"{total - cap} in grid order are recorded skipped; widen the cap or trim the variant grid."
+        )
 
 
 def _traffic(request: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     pattern = request["InputConfig"].get("TrafficPattern")
     if not pattern:
         if request.get("JobType", "Default") == "Default":
-            notes.append("JobType Default (instance recommendation) has no traffic pattern: SageMaker chooses its own "
-                         "load; the experiment file's default traffic is used.")
+            notes.append(
+                "JobType Default (instance recommendation) has no traffic pattern: SageMaker chooses its own "
+                "load; the experiment file's default traffic is used."
+            )
         return {}
     kind = pattern.get("TrafficType") or ("STAIRS" if "Stairs" in pattern and "Phases" not in pattern else "PHASES")
     if kind == "STAIRS":
         stairs = pattern["Stairs"]
-        return {"stairs": {"users_per_step": stairs["UsersPerStep"], "number_of_steps": stairs["NumberOfSteps"],
-                           "duration_seconds": min(stairs["DurationInSeconds"], MAX_PHASE_SECONDS)}}
+        return {
+            "stairs": {
+                "users_per_step": stairs["UsersPerStep"],
+                "number_of_steps": stairs["NumberOfSteps"],
+                "duration_seconds": min(stairs["DurationInSeconds"], MAX_PHASE_SECONDS),
+            }
+        }
     return {"phases": [_phase(phase, notes) for phase in pattern["Phases"]]}
 
 
@@ -187,7 +223,11 @@ def _phase(phase: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     if seconds > MAX_PHASE_SECONDS:
         notes.append(f"a phase of {seconds} s was shortened to {MAX_PHASE_SECONDS} s, the longest phase allowed.")
         seconds = MAX_PHASE_SECONDS
-    return {"initial_users": phase["InitialNumberOfUsers"], "spawn_rate": phase["SpawnRate"], "duration_seconds": seconds}
+    return {
+        "initial_users": phase["InitialNumberOfUsers"],
+        "spawn_rate": phase["SpawnRate"],
+        "duration_seconds": seconds,
+    }
 
 
 def _stopping(stopping: dict[str, Any]) -> dict[str, Any]:
@@ -206,12 +246,16 @@ def _latency_threshold(stopping: dict[str, Any], notes: list[str]) -> dict[str, 
     if not thresholds:
         return {}
     if len(thresholds) > 1:
-        notes.append(f"{len(thresholds)} ModelLatencyThresholds given; the experiment file has one latency threshold, "
-                     f"so the first ({thresholds[0].get('Percentile')}) is used.")
+        notes.append(
+            f"{len(thresholds)} ModelLatencyThresholds given; the experiment file has one latency threshold, "
+            f"so the first ({thresholds[0].get('Percentile')}) is used."
+        )
     percentile = str(thresholds[0].get("Percentile", "P95")).lower()
     if percentile not in PERCENTILE_NAMES:
-        notes.append(f"latency percentile {thresholds[0]['Percentile']} is not one of {', '.join(PERCENTILE_NAMES)}; "
-                     f"{DEFAULT_PERCENTILE} used.")
+        notes.append(
+            f"latency percentile {thresholds[0]['Percentile']} is not one of {', '.join(PERCENTILE_NAMES)}; "
+            f"{DEFAULT_PERCENTILE} used."
+        )
         percentile = DEFAULT_PERCENTILE
     threshold: dict[str, Any] = {"percentile": percentile}
     if thresholds[0].get("ValueInMilliseconds"):
@@ -221,12 +265,24 @@ def _latency_threshold(stopping: dict[str, Any], notes: list[str]) -> dict[str, 
 
 # (where in the request, what the note says) for fields with no experiment-file equivalent
 _IGNORED = (
-    (("InputConfig", "ModelPackageVersionArn"), "the model package {} is not fetched; set model.source/model.path to the same model."),
-    (("InputConfig", "ModelName"), "the SageMaker model {} is not fetched; set model.source/model.path to the same model."),
-    (("InputConfig", "ContainerConfig"), "ContainerConfig (framework, sample payload, MIME types) is not used; set `payload` instead."),
+    (
+        ("InputConfig", "ModelPackageVersionArn"),
+        "the model package {} is not fetched; set model.source/model.path to the same model.",
+    ),
+    (
+        ("InputConfig", "ModelName"),
+        "the SageMaker model {} is not fetched; set model.source/model.path to the same model.",
+    ),
+    (
+        ("InputConfig", "ContainerConfig"),
+        "ContainerConfig (framework, sample payload, MIME types) is not used; set `payload` instead.",
+    ),
     (("InputConfig", "VpcConfig"), "VpcConfig is ignored."),
     (("InputConfig", "VolumeKmsKeyId"), "VolumeKmsKeyId is ignored."),
-    (("RoleArn",), "RoleArn {} is not part of an experiment file; the cloud target takes the role from its own settings."),
+    (
+        ("RoleArn",),
+        "RoleArn {} is not part of an experiment file; the cloud target takes the role from its own settings.",
+    ),
     (("OutputConfig",), "OutputConfig (compiled model output) is ignored."),
     (("Tags",), "Tags are not copied; cloud resources are tagged with recommender:run-id and recommender:experiment."),
 )

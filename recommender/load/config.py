@@ -44,7 +44,7 @@ class ChildConfig:
         }
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "ChildConfig":
+    def from_env(cls, env: Mapping[str, str]) -> ChildConfig:
         try:
             return cls(
                 model_name=env[f"{_PREFIX}MODEL"],
@@ -56,15 +56,27 @@ class ChildConfig:
                 rules=Rules.from_json(env[f"{_PREFIX}RULES"]) if env.get(f"{_PREFIX}RULES") else None,
             )
         except KeyError as missing:
-            raise RuntimeError(f"{missing.args[0]} is not set: this locustfile is started by recommender.load.runner") from None
+            raise RuntimeError(
+                f"{missing.args[0]} is not set: this locustfile is started by recommender.load.runner"
+            ) from None
 
     def to_message(self) -> dict[str, str]:
         """What a distributed worker needs, as a Locust message's data (the bodies as the payload file's JSON text)."""
-        return {"model": self.model_name, "plan": self.plan.to_json(), "headers": json.dumps(dict(self.headers)),
-                "bodies": self.payload_path.read_text(encoding="utf-8")}
+        return {
+            "model": self.model_name,
+            "plan": self.plan.to_json(),
+            "headers": json.dumps(dict(self.headers)),
+            "bodies": self.payload_path.read_text(encoding="utf-8"),
+        }
 
     @classmethod
-    def from_message(cls, data: Mapping[str, str]) -> "ChildConfig":
+    def from_message(cls, data: Mapping[str, str]) -> ChildConfig:
         """A worker's settings from the master's message; a worker writes no result or progress file (os.devnull)."""
-        return cls(model_name=data["model"], payload_path=Path(os.devnull), plan=TrafficPlan.from_json(data["plan"]),
-                   result_path=Path(os.devnull), progress_path=Path(os.devnull), headers=json.loads(data["headers"]))
+        return cls(
+            model_name=data["model"],
+            payload_path=Path(os.devnull),
+            plan=TrafficPlan.from_json(data["plan"]),
+            result_path=Path(os.devnull),
+            progress_path=Path(os.devnull),
+            headers=json.loads(data["headers"]),
+        )

@@ -40,7 +40,8 @@ CONFIG_WAIT_S = 30.0
 FLUSH_S = 1.0
 FINAL_WAIT_S = 5.0
 _HELLO, _CONFIG, _PING, _PONG, _CLOCK, _START, _ROWS, _FINAL = (
-    f"recommender_{name}" for name in ("hello", "config", "ping", "pong", "clock", "start", "rows", "final"))
+    f"recommender_{name}" for name in ("hello", "config", "ping", "pong", "clock", "start", "rows", "final")
+)
 
 
 @dataclass
@@ -128,9 +129,16 @@ class MasterLink:
         self.lost.append({"t_s": round(t_s, 3), "worker": worker, "index": index, "reason": reason})
 
     def generators(self) -> tuple[dict[str, Any], ...]:
-        return tuple({"worker": worker, "index": clock.get("index"), "clock_offset_us": clock["offset_ns"] / 1000,
-                      "clock_rtt_us": clock["rtt_ns"] / 1000, "requests": self.requests.get(worker, 0)}
-                     for worker, clock in sorted(self.clocks.items()))
+        return tuple(
+            {
+                "worker": worker,
+                "index": clock.get("index"),
+                "clock_offset_us": clock["offset_ns"] / 1000,
+                "clock_rtt_us": clock["rtt_ns"] / 1000,
+                "requests": self.requests.get(worker, 0),
+            }
+            for worker, clock in sorted(self.clocks.items())
+        )
 
 
 @dataclass

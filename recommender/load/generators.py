@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recommender.errors import LoadError
-from recommender.lifeline import die_with_parent
+from recommender.targets.lifeline import die_with_parent
 
 WORKER_STOP_WAIT_S = 10.0
 _TERM_GRACE_S = 3.0
@@ -42,7 +42,7 @@ class MasterSettings:
     wait_s: float = 60.0
 
     @classmethod
-    def from_traffic(cls, traffic: Any) -> "MasterSettings":
+    def from_traffic(cls, traffic: Any) -> MasterSettings:
         return cls(traffic.master_bind, traffic.master_port, traffic.remote_workers, traffic.worker_wait_seconds)
 
     @property
@@ -59,9 +59,11 @@ class MasterSettings:
             with socket.socket(socket.AF_INET6 if ":" in self.bind else socket.AF_INET) as probe:
                 probe.bind((self.bind, port))
         except OSError as error:
-            raise LoadError(f"the Locust master cannot listen on {self.bind}:{port}: {error.strerror}",
-                            hint="set traffic.master_port to a free port (and start the remote workers with it), or "
-                                 "traffic.master_bind to one of this host's addresses") from None
+            raise LoadError(
+                f"the Locust master cannot listen on {self.bind}:{port}: {error.strerror}",
+                hint="set traffic.master_port to a free port (and start the remote workers with it), or "
+                "traffic.master_bind to one of this host's addresses",
+            ) from None
         return port
 
 
@@ -74,8 +76,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def master_arguments(master: MasterSettings, port: int, workers: int) -> list[str]:
     """Locust's options for the master: bound to `master.bind`, waiting (at most master.wait_s) for `workers`."""
-    return ["--master", "--master-bind-host", master.bind, "--master-bind-port", str(port),
-            "--expect-workers", str(workers), "--expect-workers-max-wait", str(math.ceil(master.wait_s))]
+    return [
+        "--master",
+        "--master-bind-host",
+        master.bind,
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(workers),
+        "--expect-workers-max-wait",
+        str(math.ceil(master.wait_s)),
+    ]
 
 
 def worker_arguments(host: str, port: int) -> list[str]:
@@ -100,7 +111,7 @@ def generator_cpus(setting: Sequence[int] | None, available: Sequence[int]) -> t
     cpus = sorted(available)
     if len(cpus) < 4:
         return None
-    return tuple(cpus[-max(1, len(cpus) // 4):])
+    return tuple(cpus[-max(1, len(cpus) // 4) :])
 
 
 def exit_reason(returncode: int) -> str:
@@ -119,8 +130,9 @@ class GeneratorProcesses:
     cpus: tuple[int, ...] | None = None
 
     @classmethod
-    def launch(cls, commands: Sequence[list[str]], env: dict[str, str], out_dir: Path,
-               cpus: tuple[int, ...] | None) -> "GeneratorProcesses":
+    def launch(
+        cls, commands: Sequence[list[str]], env: dict[str, str], out_dir: Path, cpus: tuple[int, ...] | None
+    ) -> GeneratorProcesses:
         """Start the commands (the first is the master, or the only process); logs go to out_dir."""
         started = []
         try:
@@ -138,8 +150,14 @@ class GeneratorProcesses:
         for index, worker in enumerate(self.workers):
             already = any(entry["index"] == index for entry in self.lost)
             if not already and worker.poll() not in (None, 0) and self.master.poll() is None:
-                self.lost.append({"at": time.time(), "index": index, "pid": worker.pid,
-                                  "reason": f"worker {index + 1} (pid {worker.pid}) {exit_reason(worker.returncode)}"})
+                self.lost.append(
+                    {
+                        "at": time.time(),
+                        "index": index,
+                        "pid": worker.pid,
+                        "reason": f"worker {index + 1} (pid {worker.pid}) {exit_reason(worker.returncode)}",
+                    }
+                )
         return self.master.poll() is not None
 
     def finish(self) -> None:
@@ -156,7 +174,9 @@ class GeneratorProcesses:
             kill_group(process)
 
 
-def _start(command: list[str], env: dict[str, str], out_dir: Path, stem: str, cpus: tuple[int, ...] | None) -> subprocess.Popen[bytes]:
+def _start(
+    command: list[str], env: dict[str, str], out_dir: Path, stem: str, cpus: tuple[int, ...] | None
+) -> subprocess.Popen[bytes]:
     with open(out_dir / f"{stem}.stdout.log", "wb") as stdout, open(out_dir / f"{stem}.stderr.log", "wb") as stderr:
         process = _popen(command, env, out_dir, stdout, stderr)
     if cpus:
@@ -168,9 +188,19 @@ def _start(command: list[str], env: dict[str, str], out_dir: Path, stem: str, cp
     return process
 
 
-def _popen(command: list[str], env: dict[str, str], out_dir: Path, stdout: IO[bytes], stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env, cwd=out_dir,
-                            start_new_session=True, preexec_fn=die_with_parent())
+def _popen(
+    command: list[str], env: dict[str, str], out_dir: Path, stdout: IO[bytes], stderr: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        cwd=out_dir,
+        start_new_session=True,
+        preexec_fn=die_with_parent(),
+    )
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

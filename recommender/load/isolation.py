@@ -25,8 +25,10 @@ class CpuSplit:
     server: tuple[int, ...] | None
 
     def to_dict(self) -> dict[str, list[int] | None]:
-        return {"generator_cpus": list(self.generator) if self.generator else None,
-                "server_cpus": list(self.server) if self.server else None}
+        return {
+            "generator_cpus": list(self.generator) if self.generator else None,
+            "server_cpus": list(self.server) if self.server else None,
+        }
 
 
 def split_cpus(setting: Sequence[int] | None, available: Sequence[int] | None = None) -> CpuSplit:
@@ -34,9 +36,12 @@ def split_cpus(setting: Sequence[int] | None, available: Sequence[int] | None = 
     cpus = sorted(os.sched_getaffinity(0) if available is None else available)
     missing = sorted(set(setting or ()) - set(cpus))
     if missing:
-        raise LoadError(f"traffic.generator_cpus names CPU {', '.join(map(str, missing))}, which this process may not use "
-                        f"(available: {', '.join(map(str, cpus))})", hint="pick CPUs from the available ones, or leave "
-                        "generator_cpus out (isolated by default on hosts with 4 or more CPUs)")
+        raise LoadError(
+            f"traffic.generator_cpus names CPU {', '.join(map(str, missing))}, which this process may not use "
+            f"(available: {', '.join(map(str, cpus))})",
+            hint="pick CPUs from the available ones, or leave "
+            "generator_cpus out (isolated by default on hosts with 4 or more CPUs)",
+        )
     generator = generator_cpus(setting, cpus)
     if generator is None:
         return CpuSplit(None, None)

@@ -26,8 +26,8 @@ import json
 import logging
 import os
 import time
-from http.client import HTTPException
 from collections.abc import Iterator
+from http.client import HTTPException
 
 import gevent
 import psutil
@@ -36,7 +36,6 @@ from locust import FastHttpUser, LoadTestShape, User, constant, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from recommender import kserve
 from recommender.load.config import ChildConfig
 from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
@@ -44,6 +43,7 @@ from recommender.load.result import LoadProgress
 from recommender.metrics.steady import Window, window_spans
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
+from recommender.targets import kserve
 
 _SPAWN_RATE = 10_000  # users per second handed to Locust: large, so the count follows the clock, not a ramp
 _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second ticks
@@ -130,8 +130,13 @@ class LoadRun:
 
     def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         """Open loop: latency from the scheduled send, lateness of the real send."""
-        self.recorder.record((scheduled_ns - self.t0_ns) / 1e9, (done_ns - scheduled_ns) // 1000, ok, users,
-                             (sent_ns - scheduled_ns) // 1000)
+        self.recorder.record(
+            (scheduled_ns - self.t0_ns) / 1e9,
+            (done_ns - scheduled_ns) // 1000,
+            ok,
+            users,
+            (sent_ns - scheduled_ns) // 1000,
+        )
 
     def _judge_windows(self) -> None:
         """At the end of every steady-state window, measure it and check the stop conditions."""
@@ -186,7 +191,9 @@ class LoadRun:
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
         result = self.recorder.result(self.started_at, duration, self.stop_reason)
         if self.master is not None:
-            result = dataclasses.replace(result, generators=self.master.generators(), lost_workers=tuple(self.master.lost))
+            result = dataclasses.replace(
+                result, generators=self.master.generators(), lost_workers=tuple(self.master.lost)
+            )
         result.to_npz(self.config.result_path)
 
 
@@ -288,7 +295,9 @@ class RawInferenceUser(_Inference):
 
     def on_start(self) -> None:
         super().on_start()
-        self.http = HTTPClient.from_url(self.host, concurrency=1, connection_timeout=_TIMEOUT_S, network_timeout=_TIMEOUT_S)
+        self.http = HTTPClient.from_url(
+            self.host, concurrency=1, connection_timeout=_TIMEOUT_S, network_timeout=_TIMEOUT_S
+        )
 
     def on_stop(self) -> None:
         self.http.close()

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from recommender import kserve
+from recommender.targets import kserve
 
 _MAX_HEADER_BYTES = 64 * 1024
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 500: "Internal Server Error"}
@@ -81,7 +81,9 @@ def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
     return method, target.split("?", 1)[0], headers
 
 
-async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, behaviour: EndpointBehaviour) -> None:
+async def _serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, behaviour: EndpointBehaviour
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -128,7 +130,10 @@ class NullEndpoint:
 
     def __enter__(self) -> str:
         cmd = [sys.executable, "-m", "recommender.load.null_endpoint", "--port", "0", *self.args]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")])),
+        }
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         port = self.process.stdout.readline().strip() if self.process.stdout else ""
         if not port.isdigit():

@@ -10,8 +10,8 @@ from array import array
 
 import numpy as np
 
+from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadResult
-from recommender.records import RequestLog, Timeline
 
 _NUMPY = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}
 
@@ -32,7 +32,10 @@ class RequestRecorder:
         self.late_us = array("q")  # open loop only: send time minus scheduled time
         self.failures = 0
         self.busiest = array("d")  # distributed mode: the busiest worker's CPU % per sample (empty: one process)
-        self.timeline = {name: array(code) for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))}
+        self.timeline = {
+            name: array(code)
+            for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))
+        }
 
     def __len__(self) -> int:
         return len(self.t_s)
@@ -56,13 +59,24 @@ class RequestRecorder:
 
     def extend(self, chunk: dict[str, bytes]) -> None:
         """Append rows sent by `rows_since` (the master collects its workers' requests this way)."""
-        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users, "late_us": self.late_us}
+        columns = {
+            "t_s": self.t_s,
+            "latency_us": self.latency_us,
+            "ok": self.ok,
+            "users": self.users,
+            "late_us": self.late_us,
+        }
         for name, data in chunk.items():
             columns[name].frombytes(data)
         self.failures += len(chunk["ok"]) - sum(chunk["ok"])
 
     def sample(self, t_s: float, users: int, target_users: int, cpu_percent: float) -> None:
-        for name, value in (("t_s", t_s), ("users", users), ("target_users", target_users), ("cpu_percent", cpu_percent)):
+        for name, value in (
+            ("t_s", t_s),
+            ("users", users),
+            ("target_users", target_users),
+            ("cpu_percent", cpu_percent),
+        ):
             self.timeline[name].append(value)
 
     def log(self) -> RequestLog:
@@ -77,6 +91,10 @@ class RequestRecorder:
         """The run as arrays."""
         busiest = _numpy(self.busiest) if len(self.busiest) == len(self.timeline["t_s"]) and len(self.busiest) else None
         timeline = Timeline(**{name: _numpy(column) for name, column in self.timeline.items()}, cpu_max_percent=busiest)
-        return LoadResult(requests=self.log(), timeline=timeline, started_at=started_at, duration_s=duration_s,
-                          stop_reason=stop_reason)
-
+        return LoadResult(
+            requests=self.log(),
+            timeline=timeline,
+            started_at=started_at,
+            duration_s=duration_s,
+            stop_reason=stop_reason,
+        )

@@ -1,7 +1,7 @@
 """What one load run produces as a whole: the records with the run's start, duration and stop reason, and progress.
 
 Shared by the Locust child (which writes the `.npz`) and the parent (which reads it), so the file format is
-defined once, here; the records themselves are in recommender/records.py.
+defined once, here; the records themselves are in recommender/load/records.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recommender.records import TIMELINE_DTYPES, RequestLog, Timeline, columns_of, present_columns, request_columns
+from recommender.load.records import TIMELINE_DTYPES, RequestLog, Timeline, columns_of, present_columns, request_columns
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class LoadResult:
     started_at: float
     duration_s: float
     stop_reason: str | None = None
-    generators: tuple[dict, ...] = ()  # distributed mode: per worker id, index, clock offset and round trip (us), requests
+    generators: tuple[
+        dict, ...
+    ] = ()  # distributed mode: per worker id, index, clock offset and round trip (us), requests
     lost_workers: tuple[dict, ...] = ()  # workers lost mid-run: t_s (load clock), worker, reason
 
     @property
@@ -39,18 +41,25 @@ class LoadResult:
     def to_npz(self, path: Path) -> None:
         """One file: request arrays under their names, timeline arrays prefixed `timeline_`."""
         timeline = {f"timeline_{name}": array for name, array in present_columns(columns_of(self.timeline)).items()}
-        meta = {"started_at": np.float64(self.started_at), "duration_s": np.float64(self.duration_s),
-                "stop_reason": np.str_(self.stop_reason or ""),
-                "generators_json": np.str_(json.dumps({"generators": self.generators, "lost": self.lost_workers}))}
+        meta = {
+            "started_at": np.float64(self.started_at),
+            "duration_s": np.float64(self.duration_s),
+            "stop_reason": np.str_(self.stop_reason or ""),
+            "generators_json": np.str_(json.dumps({"generators": self.generators, "lost": self.lost_workers})),
+        }
         np.savez(path, **present_columns(columns_of(self.requests)), **timeline, **meta)
 
     @classmethod
-    def from_npz(cls, path: Path) -> "LoadResult":
+    def from_npz(cls, path: Path) -> LoadResult:
         with np.load(path) as data:
             return cls(
                 requests=RequestLog(**request_columns(data)),
-                timeline=Timeline(**{name: data[f"timeline_{name}"] for name in TIMELINE_DTYPES},
-                                  cpu_max_percent=data["timeline_cpu_max_percent"] if "timeline_cpu_max_percent" in data.files else None),
+                timeline=Timeline(
+                    **{name: data[f"timeline_{name}"] for name in TIMELINE_DTYPES},
+                    cpu_max_percent=data["timeline_cpu_max_percent"]
+                    if "timeline_cpu_max_percent" in data.files
+                    else None,
+                ),
                 started_at=float(data["started_at"]),
                 duration_s=float(data["duration_s"]),
                 stop_reason=str(data["stop_reason"]) or None if "stop_reason" in data.files else None,
@@ -82,7 +91,7 @@ class LoadProgress:
         os.replace(tmp, path)
 
     @classmethod
-    def read(cls, path: Path) -> "LoadProgress | None":
+    def read(cls, path: Path) -> LoadProgress | None:
         try:
             return cls(**json.loads(path.read_text()))
         except (FileNotFoundError, ValueError, TypeError):

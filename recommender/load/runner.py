@@ -14,25 +14,31 @@ every worker's requests on its clock (distributed.py), and workers lost mid-run 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
-from recommender.lifeline import die_with_parent
 from recommender.load.config import ChildConfig
-from recommender.load.generators import GeneratorProcesses, MasterSettings, kill_group, master_arguments, worker_arguments
+from recommender.load.generators import (
+    GeneratorProcesses,
+    MasterSettings,
+    kill_group,
+    master_arguments,
+    worker_arguments,
+)
+from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadProgress, LoadResult
-from recommender.records import RequestLog, Timeline
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
 from recommender.metrics.steady import Rules
+from recommender.targets.lifeline import die_with_parent
 
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
@@ -62,7 +68,9 @@ class LoadRequest:
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
     generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
-    master: MasterSettings = MasterSettings()  # distributed mode: the master's bind, port, remote workers, wait
+    master: MasterSettings = field(
+        default_factory=MasterSettings
+    )  # distributed mode: the master's bind, port, remote workers, wait
     client: str = "geventhttpclient"  # http(s) endpoints: a key of HTTP_CLIENTS
 
     @property
@@ -116,9 +124,13 @@ def _check_workers_joined(returncode: int, request: LoadRequest, address: str) -
     raise LoadError(
         f"not all {request.workers + remote} expected load workers ({request.workers} on this host, {remote} remote) "
         f"joined the Locust master at {address} within {request.master.wait_s:g} s (traffic.worker_wait_seconds)",
-        hint=(f"on each remote host run `recommender worker --master HOST:{address.rsplit(':', 1)[1]}` (HOST: an address "
-              f"of this host it can reach; traffic.master_bind must not be 127.0.0.1 for remote hosts), or lower "
-              f"traffic.remote_workers" if remote else f"see {request.out_dir / 'locust-worker-1.stderr.log'}"),
+        hint=(
+            f"on each remote host run `recommender worker --master HOST:{address.rsplit(':', 1)[1]}` (HOST: an address "
+            f"of this host it can reach; traffic.master_bind must not be 127.0.0.1 for remote hosts), or lower "
+            f"traffic.remote_workers"
+            if remote
+            else f"see {request.out_dir / 'locust-worker-1.stderr.log'}"
+        ),
     )
 
 
@@ -127,10 +139,22 @@ def run_worker(host: str, port: int) -> int:
     it loads every user class and takes its settings, target URL included, from the master. Output goes to this
     process's. Returns the worker's exit code; on any exception or interruption its process group is killed."""
     files = ",".join(str(path) for path in (_LOCUSTFILE, *(extra for extra, _ in _USERS.values())))
-    command = [sys.executable, "-m", "locust", "-f", files, "--loglevel", "WARNING", "--exit-code-on-error", "0",
-               *worker_arguments(host, port)]
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        files,
+        "--loglevel",
+        "WARNING",
+        "--exit-code-on-error",
+        "0",
+        *worker_arguments(host, port),
+    ]
     env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
-    worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, start_new_session=True, preexec_fn=die_with_parent())
+    worker = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, env=env, start_new_session=True, preexec_fn=die_with_parent()
+    )
     try:
         return worker.wait()
     except BaseException:
@@ -140,16 +164,25 @@ def run_worker(host: str, port: int) -> int:
 
 def _with_losses(result: LoadResult, lost: list[dict]) -> LoadResult:
     """The master's record of lost workers, plus the exit status this process saw for each (on the load clock)."""
-    seen = tuple({"t_s": round(entry["at"] - result.started_at, 3), "worker": f"local worker {entry['index'] + 1}",
-                  "index": None, "reason": entry["reason"]} for entry in lost)
+    seen = tuple(
+        {
+            "t_s": round(entry["at"] - result.started_at, 3),
+            "worker": f"local worker {entry['index'] + 1}",
+            "index": None,
+            "reason": entry["reason"],
+        }
+        for entry in lost
+    )
     return dataclasses.replace(result, lost_workers=result.lost_workers + seen) if seen else result
 
 
 def _prepare(request: LoadRequest) -> ChildConfig:
     url = urlsplit(request.endpoint)
     if url.scheme not in ("http", "https", *_USERS) or not url.netloc:
-        raise LoadError(f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
-                        hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME")
+        raise LoadError(
+            f"endpoint {request.endpoint!r} is not an http(s) or sagemaker:// URL",
+            hint="use a base URL like http://127.0.0.1:8000 or sagemaker://ENDPOINT_NAME",
+        )
     if request.client not in HTTP_CLIENTS:
         raise LoadError(f"unknown HTTP client {request.client!r}", hint=f"use one of {', '.join(HTTP_CLIENTS)}")
     if not request.bodies:
@@ -192,7 +225,12 @@ def _python_path() -> str:
     return os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
 
 
-def _wait(processes: GeneratorProcesses, config: ChildConfig, timeout_s: float, progress: Callable[[LoadProgress], None] | None) -> None:
+def _wait(
+    processes: GeneratorProcesses,
+    config: ChildConfig,
+    timeout_s: float,
+    progress: Callable[[LoadProgress], None] | None,
+) -> None:
     """Relay progress until the child (the master) exits (the last heartbeat included) or the deadline passes."""
     deadline = time.monotonic() + timeout_s
     last: LoadProgress | None = None

@@ -28,7 +28,9 @@ def _shared_client(environment, target: InvokeTarget):
     client = getattr(environment, "sagemaker_runtime", None)
     if client is None:
         config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=_MAX_CONNECTIONS)
-        client = boto3.Session(region_name=target.region).client("sagemaker-runtime", endpoint_url=target.endpoint_url, config=config)
+        client = boto3.Session(region_name=target.region).client(
+            "sagemaker-runtime", endpoint_url=target.endpoint_url, config=config
+        )
         environment.sagemaker_runtime = client
     return client
 
@@ -53,15 +55,25 @@ class SageMakerUser(User):
         content, failure = b"", None
         sent_ns = time.perf_counter_ns()
         try:
-            answer = self.client.invoke_endpoint(EndpointName=self.target.endpoint_name, ContentType=CONTENT_TYPE,
-                                                 Accept=CONTENT_TYPE, Body=next(run.bodies))
+            answer = self.client.invoke_endpoint(
+                EndpointName=self.target.endpoint_name,
+                ContentType=CONTENT_TYPE,
+                Accept=CONTENT_TYPE,
+                Body=next(run.bodies),
+            )
             content = answer["Body"].read()
         except Exception as error:  # a botocore ClientError, a timeout: the request failed, the user goes on
             failure = error
         done_ns = time.perf_counter_ns()
         if failure is None and not _has_outputs(content):
             failure = InvocationFailed(f"answer has no outputs: {content[:200]!r}")
-        events.request.fire(request_type="invoke_endpoint", name=self.target.endpoint_name,
-                            response_time=(done_ns - sent_ns) / 1e6, response_length=len(content),
-                            exception=failure, context={}, response=None)
+        events.request.fire(
+            request_type="invoke_endpoint",
+            name=self.target.endpoint_name,
+            response_time=(done_ns - sent_ns) / 1e6,
+            response_length=len(content),
+            exception=failure,
+            context={},
+            response=None,
+        )
         run.record(sent_ns, done_ns, failure is None, users)

@@ -117,23 +117,30 @@ class TrafficPlan:
         """Scheduled send times (s from the start), ascending; empty for closed loop."""
         if not self.open_loop:
             return np.empty(0)
-        return arrival_schedule([(start, end, level.rate) for level, (start, end) in zip(self.levels, self.windows())],
-                                self.arrival, self.seed)
+        return arrival_schedule(
+            [(start, end, level.rate) for level, (start, end) in zip(self.levels, self.windows(), strict=False)],
+            self.arrival,
+            self.seed,
+        )
 
     def to_json(self) -> str:
-        return json.dumps({"levels": [asdict(level) for level in self.levels], "arrival": self.arrival, "seed": self.seed})
+        return json.dumps(
+            {"levels": [asdict(level) for level in self.levels], "arrival": self.arrival, "seed": self.seed}
+        )
 
     @classmethod
-    def from_json(cls, text: str) -> "TrafficPlan":
+    def from_json(cls, text: str) -> TrafficPlan:
         data = json.loads(text)
         return cls(tuple(Level(**level) for level in data["levels"]), data["arrival"], data["seed"])
 
 
-def compile_traffic(traffic: "TrafficSpec") -> TrafficPlan:
+def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
     """The spec's traffic shape (phases, stairs, concurrency or rate) as a plan of levels."""
     if traffic.stairs is not None:
         s = traffic.stairs
-        return TrafficPlan(tuple(Level(s.users_per_step * k, 0, s.duration_seconds) for k in range(1, s.number_of_steps + 1)))
+        return TrafficPlan(
+            tuple(Level(s.users_per_step * k, 0, s.duration_seconds) for k in range(1, s.number_of_steps + 1))
+        )
     if traffic.concurrency is not None:
         c = traffic.concurrency
         return TrafficPlan(tuple(Level(users, 0, c.duration_seconds) for users in c.users))
@@ -144,7 +151,7 @@ def compile_traffic(traffic: "TrafficSpec") -> TrafficPlan:
     return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 
 
-def traffic_seconds(traffic: "TrafficSpec") -> float:
+def traffic_seconds(traffic: TrafficSpec) -> float:
     """Seconds of load one candidate gets: the plan's duration times `repeats` (the one place this is computed)."""
     return compile_traffic(traffic).duration * traffic.repeats
 
@@ -155,7 +162,7 @@ def arrival_schedule(levels: Sequence[tuple[float, float, float]], arrival: str,
     parts = []
     for start, end, rate in levels:
         if arrival == "constant":
-            parts.append(start + np.arange(int(math.floor((end - start) * rate + _EPSILON))) / rate)
+            parts.append(start + np.arange(math.floor((end - start) * rate + _EPSILON)) / rate)
         elif arrival == "poisson":
             gaps = rng.exponential(1.0 / rate, size=int((end - start) * rate * 2 + 50))
             times = start + np.cumsum(gaps)

@@ -12,8 +12,9 @@ knows older stored shapes (rows written before a field existed get its documente
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from recommender.metrics.intervals import Interval
 from recommender.metrics.stability import Stability
@@ -42,11 +43,16 @@ class WindowCount:
     at_level: int = 0  # windows (all repeats) of the level the headline's figures come from
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "WindowCount":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> WindowCount:
         data = data or {}
         chosen = tuple(None if c is None else ChosenWindow(**c) for c in data.get("chosen") or ())
-        return cls(data.get("seconds"), int(data.get("measured") or 0), int(data.get("stable") or 0), chosen,
-                   int(data.get("at_level") or 0))
+        return cls(
+            data.get("seconds"),
+            int(data.get("measured") or 0),
+            int(data.get("stable") or 0),
+            chosen,
+            int(data.get("at_level") or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ class Limits:
     max_error_rate: float
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Limits | None":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Limits | None:
         return cls(**data) if data else None
 
 
@@ -120,7 +126,7 @@ class Headline:
         return Limits(self.percentile, self.threshold_ms, self.max_error_rate)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Headline | None":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Headline | None:
         """The record from stored JSON (None for a run without a headline); older rows get the field defaults.
 
         Rows stored before MaxInvocations existed held only `invocations_per_minute` and `latency_ms`: within the
@@ -180,10 +186,14 @@ class ServerStats:
     at_max_invocations: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "ServerStats":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ServerStats:
         data = data or {}
-        return cls(data.get("avg_batch_size"), data.get("execution_count"), dict(data.get("avg_us") or {}),
-                   dict(data.get("at_max_invocations") or {}))
+        return cls(
+            data.get("avg_batch_size"),
+            data.get("execution_count"),
+            dict(data.get("avg_us") or {}),
+            dict(data.get("at_max_invocations") or {}),
+        )
 
     def batch_size(self) -> float | None:
         """Inferences per model execution at MaxInvocations when measured there, else over the run."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -64,7 +65,7 @@ class ProcessTree:
 def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
     """A function reading all GPUs' utilisation and memory, or None with the reason it is unavailable."""
     try:
-        import pynvml  # noqa: PLC0415 - optional dependency
+        import pynvml
     except ImportError:
         return None, "no GPU (nvidia-ml-py not installed)"
     try:
@@ -99,7 +100,7 @@ class ServerSampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> "ServerSampler":
+    def __enter__(self) -> ServerSampler:
         self._gpu, self.gpu_status = gpu_probe()
         self._tree = ProcessTree()
         self._thread = threading.Thread(target=self._run, name="server-sampler", daemon=True)
@@ -151,9 +152,15 @@ def _triton_delta(samples: list[Sample], start: float, end: float) -> dict[str, 
     if not before or not after or after[0].at <= before[-1].at:
         return {}
     delta = stats_delta(before[-1].statistics, after[0].statistics)
-    return {"queue_us": delta.avg_us["queue"], "compute_input_us": delta.avg_us["compute_input"],
-            "compute_infer_us": delta.avg_us["compute_infer"], "compute_output_us": delta.avg_us["compute_output"],
-            "executions": delta.execution_count, "inferences": delta.inference_count, "avg_batch_size": delta.avg_batch_size}
+    return {
+        "queue_us": delta.avg_us["queue"],
+        "compute_input_us": delta.avg_us["compute_input"],
+        "compute_infer_us": delta.avg_us["compute_infer"],
+        "compute_output_us": delta.avg_us["compute_output"],
+        "executions": delta.execution_count,
+        "inferences": delta.inference_count,
+        "avg_batch_size": delta.avg_batch_size,
+    }
 
 
 def _mean(values: list[float]) -> float | None:

@@ -13,8 +13,38 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 # Two-sided 95 % Student-t quantiles t(0.975, df) for df = 1..30, then a few anchors (normal at infinity).
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 _T95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962))
 
 
@@ -55,14 +85,14 @@ class Interval:
         text = f"n={self.n:,} {self.counts}"
         return text + (f", {WINDOW_NOISE}" if self.counts == "windows" else "")
 
-    def overlaps(self, other: "Interval") -> bool:
+    def overlaps(self, other: Interval) -> bool:
         return self.low <= other.high and other.low <= self.high
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "Interval | None":
+    def from_dict(cls, data: dict[str, Any] | None) -> Interval | None:
         return None if not data else cls(**data)
 
 

@@ -18,8 +18,9 @@ are pooled.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from recommender.metrics.headline import Headline, Limits
 from recommender.metrics.intervals import Interval, level_interval
@@ -28,9 +29,20 @@ from recommender.metrics.steady import Rules, Window, judge_windows
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
 
-SERVER_FIGURES = ("server_cpu_percent", "server_rss_mb", "gpu_utilization_percent", "gpu_memory_mb", "gpu_power_w", "queue_us",
-                  "compute_input_us", "compute_infer_us", "compute_output_us", "executions", "inferences",
-                  "avg_batch_size")
+SERVER_FIGURES = (
+    "server_cpu_percent",
+    "server_rss_mb",
+    "gpu_utilization_percent",
+    "gpu_memory_mb",
+    "gpu_power_w",
+    "queue_us",
+    "compute_input_us",
+    "compute_infer_us",
+    "compute_output_us",
+    "executions",
+    "inferences",
+    "avg_batch_size",
+)
 
 
 @dataclass(frozen=True)
@@ -52,10 +64,20 @@ class WindowRecord:
         return self.latency_ms.get(percentile)
 
     @classmethod
-    def of(cls, repeat: int, window: Window) -> "WindowRecord":
+    def of(cls, repeat: int, window: Window) -> WindowRecord:
         s = window.stats
-        return cls(repeat, window.phase_index, window.index, window.load, s.requests, s.errors, s.ok,
-                   s.invocations_per_minute, dict(s.latency_ms), {k: window.server.get(k) for k in SERVER_FIGURES})
+        return cls(
+            repeat,
+            window.phase_index,
+            window.index,
+            window.load,
+            s.requests,
+            s.errors,
+            s.ok,
+            s.invocations_per_minute,
+            dict(s.latency_ms),
+            {k: window.server.get(k) for k in SERVER_FIGURES},
+        )
 
 
 @dataclass(frozen=True)
@@ -98,8 +120,10 @@ class Level:
 
     def server(self) -> dict[str, float]:
         """Server-side figures at the level: each one's mean over the windows that have it."""
-        means = {name: _mean([w.server.get(name) for w in self.windows if w.server.get(name) is not None])
-                 for name in SERVER_FIGURES}
+        means = {
+            name: _mean([w.server.get(name) for w in self.windows if w.server.get(name) is not None])
+            for name in SERVER_FIGURES
+        }
         return {name: value for name, value in means.items() if value is not None}
 
 
@@ -139,10 +163,15 @@ def judge_level(windows: list[WindowRecord], repeats: int, rules: Rules) -> Leve
     """One level's verdict over every repeat, each repeat's own verdict and the level's stability."""
     first = windows[0]
     reached = {w.repeat for w in windows}
-    why_not = (f"reached by {len(reached)} of {repeats} repeats (the others stopped before it)"
-               if len(reached) < repeats else breach(windows, rules))
+    why_not = (
+        f"reached by {len(reached)} of {repeats} repeats (the others stopped before it)"
+        if len(reached) < repeats
+        else breach(windows, rules)
+    )
     breached = sum(bool(breach([w for w in windows if w.repeat == r], rules)) for r in range(repeats))
-    return Level(first.phase_index, first.load, tuple(windows), repeats, why_not, breached, judge_windows(windows, rules))
+    return Level(
+        first.phase_index, first.load, tuple(windows), repeats, why_not, breached, judge_windows(windows, rules)
+    )
 
 
 def decide_levels(records: list[WindowRecord], repeats: int, rules: Rules) -> Decision:
@@ -159,12 +188,25 @@ def decide_headline(measured: Headline, records: list[WindowRecord], rules: Rule
     level, p = decision.shown, rules.percentile
     limits = {"percentile": p, "threshold_ms": rules.threshold_ms, "max_error_rate": rules.max_error_rate}
     if level is None:
-        return dataclasses.replace(measured, **limits, within_threshold=False, max_invocations=None,
-                                   model_latency_ms=None, stable=None, stability=None, ipm_interval=None,
-                                   latency_interval=None, notes=("no steady-state window measured",))
+        return dataclasses.replace(
+            measured,
+            **limits,
+            within_threshold=False,
+            max_invocations=None,
+            model_latency_ms=None,
+            stable=None,
+            stability=None,
+            ipm_interval=None,
+            latency_interval=None,
+            notes=("no steady-state window measured",),
+        )
     within = decision.chosen is not None
     return dataclasses.replace(
-        measured, **limits, **_figures(level, p, within), within_threshold=within, repeats_breached=level.breached,
+        measured,
+        **limits,
+        **_figures(level, p, within),
+        within_threshold=within,
+        repeats_breached=level.breached,
         windows=dataclasses.replace(measured.windows, at_level=len(level.windows)),
         notes=tuple(_notes(decision, level, measured, rules)),
     )
@@ -172,12 +214,18 @@ def decide_headline(measured: Headline, records: list[WindowRecord], rules: Rule
 
 def _figures(level: Level, p: str, within: bool) -> dict[str, Any]:
     return {
-        "phase_index": level.phase_index, "level_load": level.load, "invocations_per_minute": level.ipm,
+        "phase_index": level.phase_index,
+        "level_load": level.load,
+        "invocations_per_minute": level.ipm,
         "max_invocations": level.ipm if within else None,
         "latency_ms": {name: level.latency(name) for name in PERCENTILE_NAMES},
-        "model_latency_ms": level.latency(p) if within else None, "error_rate": level.error_rate,
-        "ipm_interval": level.interval(lambda w: w.ipm), "latency_interval": level.interval(lambda w: w.latency(p)),
-        "stable": level.stability.stable, "stability": level.stability, "samples": level.samples,
+        "model_latency_ms": level.latency(p) if within else None,
+        "error_rate": level.error_rate,
+        "ipm_interval": level.interval(lambda w: w.ipm),
+        "latency_interval": level.interval(lambda w: w.latency(p)),
+        "stable": level.stability.stable,
+        "stability": level.stability,
+        "samples": level.samples,
     }
 
 
@@ -185,8 +233,10 @@ def _notes(decision: Decision, level: Level, measured: Headline, rules: Rules) -
     notes = []
     at = f"at load {level.load:g}"
     if decision.chosen is None:
-        notes.append(f"no load level meets {rules.percentile} <= {rules.threshold_ms:g} ms and error rate <= "
-                     f"{rules.max_error_rate:.1%}: {at} (the lowest) {level.why_not}")
+        notes.append(
+            f"no load level meets {rules.percentile} <= {rules.threshold_ms:g} ms and error rate <= "
+            f"{rules.max_error_rate:.1%}: {at} (the lowest) {level.why_not}"
+        )
     if level.breached:
         notes.append(f"{level.breached} of {level.repeats} repeats breached {at} on their own")
     if not level.stability.stable:
@@ -201,14 +251,18 @@ def stop_note(measured: Headline, rules: Rules) -> str | None:
     stop, reasons = measured.stop_limits, [r for r in measured.stop_reasons or (measured.stop_reason,) if r]
     if stop is None:
         return None
-    looser_latency = (PERCENTILES[rules.percentile] < PERCENTILES[stop.percentile] or rules.threshold_ms > stop.threshold_ms)
+    looser_latency = (
+        PERCENTILES[rules.percentile] < PERCENTILES[stop.percentile] or rules.threshold_ms > stop.threshold_ms
+    )
     latency_stop = any(r.startswith("latency") for r in reasons) and looser_latency
     error_stop = any(r.startswith("error rate") for r in reasons) and rules.max_error_rate > stop.max_error_rate
     if not (latency_stop or error_stop):
         return None
-    return (f"measured up to the stop at {stop.percentile} {stop.threshold_ms:g} ms / error rate {stop.max_error_rate:.1%} "
-            f"(the limits it was measured with): load levels past the stop were not measured; "
-            f"`recommender run FILE --fresh` to measure further")
+    return (
+        f"measured up to the stop at {stop.percentile} {stop.threshold_ms:g} ms / error rate {stop.max_error_rate:.1%} "
+        f"(the limits it was measured with): load levels past the stop were not measured; "
+        f"`recommender run FILE --fresh` to measure further"
+    )
 
 
 def limits_of(rules: Rules) -> Limits:

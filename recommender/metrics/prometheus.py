@@ -6,9 +6,17 @@ import re
 import urllib.request
 from typing import Any
 
-COUNTERS = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count", "nv_inference_exec_count",
-            "nv_inference_request_duration_us", "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-            "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us")
+COUNTERS = (
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+)
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|[+-]Inf)\s*(\d+)?$")
 
 
@@ -39,6 +47,9 @@ def counter_delta(before: dict[str, float] | None, after: dict[str, float] | Non
         return {"available": False}
     delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
     successes = delta.get("nv_inference_request_success", 0.0)
-    averages = {f"avg_{name.removeprefix('nv_inference_')}": delta[name] / successes
-                for name in delta if name.endswith("_duration_us") and successes > 0}
+    averages = {
+        f"avg_{name.removeprefix('nv_inference_')}": delta[name] / successes
+        for name in delta
+        if name.endswith("_duration_us") and successes > 0
+    }
     return {"available": True, **delta, **averages}

@@ -20,18 +20,24 @@ from typing import Any
 
 import numpy as np
 
+from recommender.load.records import Timeline
 from recommender.metrics.steady import Window
-from recommender.records import Timeline
 
 SATURATED_CPU = 90.0  # % of one core
 SERVER_SLOWDOWN = 0.15  # compute per inference up by more than 15 % against the level's first windows
 BASELINE_WINDOWS = 2
 
 
-def level_flags(windows: Sequence[Window], span: tuple[float, float], timeline: Timeline | None,
-                lost_workers: Sequence[dict[str, Any]]) -> list[str]:
+def level_flags(
+    windows: Sequence[Window],
+    span: tuple[float, float],
+    timeline: Timeline | None,
+    lost_workers: Sequence[dict[str, Any]],
+) -> list[str]:
     """All self-check flags of one level (its windows in one repeat, its [start, end) on the load clock)."""
-    return [flag for flag in (saturated(windows, timeline), dropped(span, lost_workers), server_slowed(windows)) if flag]
+    return [
+        flag for flag in (saturated(windows, timeline), dropped(span, lost_workers), server_slowed(windows)) if flag
+    ]
 
 
 def saturated(windows: Sequence[Window], timeline: Timeline | None) -> str | None:
@@ -51,7 +57,9 @@ def dropped(span: tuple[float, float], lost_workers: Sequence[dict[str, Any]]) -
     if not during:
         return None
     first = during[0]
-    return f"worker dropped at {first['t_s']:.1f} s ({first['reason']})" + (f" and {len(during) - 1} more" if len(during) > 1 else "")
+    return f"worker dropped at {first['t_s']:.1f} s ({first['reason']})" + (
+        f" and {len(during) - 1} more" if len(during) > 1 else ""
+    )
 
 
 def server_slowed(windows: Sequence[Window]) -> str | None:
@@ -64,8 +72,10 @@ def server_slowed(windows: Sequence[Window]) -> str | None:
     if baseline <= 0 or not later or max(later) <= baseline * (1 + SERVER_SLOWDOWN):
         return None
     rise = max(later) / baseline - 1
-    return (f"server slowed (compute per inference +{rise:.0%} > {SERVER_SLOWDOWN:.0%} against the level's first "
-            f"{BASELINE_WINDOWS} windows)")
+    return (
+        f"server slowed (compute per inference +{rise:.0%} > {SERVER_SLOWDOWN:.0%} against the level's first "
+        f"{BASELINE_WINDOWS} windows)"
+    )
 
 
 def _mean_between(t_s: np.ndarray, values: np.ndarray, start: float, end: float) -> float | None:

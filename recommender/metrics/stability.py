@@ -14,8 +14,9 @@ not finished (every repeat rising through the level) is a trend, and repeat-to-r
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from recommender.metrics.intervals import t_quantile_95
 
@@ -33,7 +34,7 @@ class Spread:
     trend: bool = False  # |slope_t| above t(0.975, n - 2)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Spread":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Spread:
         return cls(**data) if data else cls(0)
 
 
@@ -53,12 +54,18 @@ class Stability:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Stability | None":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Stability | None:
         if not data:
             return None
-        return cls(bool(data["stable"]), int(data["windows"]), Spread.from_dict(data.get("ipm")),
-                   Spread.from_dict(data.get("latency")), int(data.get("min_windows") or 0),
-                   float(data.get("tolerance") or 0.0), data.get("reason") or "")
+        return cls(
+            bool(data["stable"]),
+            int(data["windows"]),
+            Spread.from_dict(data.get("ipm")),
+            Spread.from_dict(data.get("latency")),
+            int(data.get("min_windows") or 0),
+            float(data.get("tolerance") or 0.0),
+            data.get("reason") or "",
+        )
 
 
 def spread(points: list[tuple[float, float]]) -> Spread:
@@ -85,7 +92,7 @@ def _slope_t(points: list[tuple[float, float]], mean_y: float) -> float | None:
         return None
     sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
     syy = sum((y - mean_y) ** 2 for _, y in points)
-    if syy <= _FLAT * n * mean_y ** 2:
+    if syy <= _FLAT * n * mean_y**2:
         return 0.0
     slope = sxy / sxx
     residual = max(syy - slope * sxy, 0.0)
@@ -94,15 +101,23 @@ def _slope_t(points: list[tuple[float, float]], mean_y: float) -> float | None:
     return slope / math.sqrt(residual / (n - 2) / sxx)
 
 
-def judge(ipm: list[tuple[float, float]], latency: list[tuple[float, float]], windows: int, min_windows: int,
-          tolerance: float, percentile: str) -> Stability:
+def judge(
+    ipm: list[tuple[float, float]],
+    latency: list[tuple[float, float]],
+    windows: int,
+    min_windows: int,
+    tolerance: float,
+    percentile: str,
+) -> Stability:
     """The stability rule on a level's (position, IPM) and (position, percentile latency) points."""
     a, b = spread(ipm), spread(latency)
     reason = _why_unstable(a, b, windows, min_windows, tolerance, percentile)
     return Stability(not reason, windows, a, b, min_windows, tolerance, reason)
 
 
-def _why_unstable(ipm: Spread, latency: Spread, windows: int, min_windows: int, tolerance: float, percentile: str) -> str:
+def _why_unstable(
+    ipm: Spread, latency: Spread, windows: int, min_windows: int, tolerance: float, percentile: str
+) -> str:
     if windows < min_windows:
         return f"too few windows ({windows} < {min_windows})"
     if latency.n < min_windows:
@@ -121,9 +136,11 @@ def describe(stability: Stability | None, percentile: str) -> str:
     if stability is None:
         return "not judged"
     ipm, latency = stability.ipm, stability.latency
-    numbers = (f"n={stability.windows} windows, relative SE IPM {_share(ipm.relative_se)}, {percentile} "
-               f"{_share(latency.relative_se)} (limit {stability.tolerance:.0%}); slope t IPM {_t(ipm.slope_t)}, "
-               f"{percentile} {_t(latency.slope_t)}")
+    numbers = (
+        f"n={stability.windows} windows, relative SE IPM {_share(ipm.relative_se)}, {percentile} "
+        f"{_share(latency.relative_se)} (limit {stability.tolerance:.0%}); slope t IPM {_t(ipm.slope_t)}, "
+        f"{percentile} {_t(latency.slope_t)}"
+    )
     return f"stable: {numbers}" if stability.stable else f"unstable ({stability.reason}): {numbers}"
 
 
@@ -135,6 +152,8 @@ def _t(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-RULE = ("a level is stable when it has at least `stability.windows` windows and, for IPM and for the percentile "
-        "latency, the relative standard error of the level mean over its windows (s / sqrt(n) / mean) is at most "
-        "`stability.tolerance` and the slope across the windows is not significant (t-test, 95 %).")
+RULE = (
+    "a level is stable when it has at least `stability.windows` windows and, for IPM and for the percentile "
+    "latency, the relative standard error of the level mean over its windows (s / sqrt(n) / mean) is at most "
+    "`stability.tolerance` and the slope across the windows is not significant (t-test, 95 %)."
+)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recommender.records import RequestLog, Timeline
+from recommender.load.records import RequestLog, Timeline
 from recommender.metrics.stability import Stability, judge
 from recommender.metrics.summary import WindowStats, completions_between, window_stats
 from recommender.vocabulary import DEFAULT_PERCENTILE
@@ -47,19 +47,31 @@ class Rules:
     max_late_share: float = 0.01
 
     @classmethod
-    def from_spec(cls, spec: "ExperimentSpec") -> "Rules":
+    def from_spec(cls, spec: ExperimentSpec) -> Rules:
         t, stop = spec.traffic, spec.traffic.stopping
         rate = t.rate
-        return cls(spec.latency_threshold.percentile, spec.latency_threshold.ms, spec.max_error_rate, t.warmup_seconds,
-                   t.window_seconds, t.stability.windows, t.stability.tolerance,
-                   stop.latency, stop.error_rate, stop.max_invocations, stop.flat_invocations, stop.flat_tolerance,
-                   rate.late_ms if rate else 1.0, rate.max_late_share if rate else 0.01)
+        return cls(
+            spec.latency_threshold.percentile,
+            spec.latency_threshold.ms,
+            spec.max_error_rate,
+            t.warmup_seconds,
+            t.window_seconds,
+            t.stability.windows,
+            t.stability.tolerance,
+            stop.latency,
+            stop.error_rate,
+            stop.max_invocations,
+            stop.flat_invocations,
+            stop.flat_tolerance,
+            rate.late_ms if rate else 1.0,
+            rate.max_late_share if rate else 0.01,
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "Rules":
+    def from_json(cls, text: str) -> Rules:
         return cls(**json.loads(text))
 
 
@@ -84,27 +96,41 @@ class Window:
         return self.stats.invocations_per_minute
 
 
-def window_spans(phase_windows: list[tuple[float, float]], warmup_s: float, window_s: float) -> list[tuple[int, float, float]]:
+def window_spans(
+    phase_windows: list[tuple[float, float]], warmup_s: float, window_s: float
+) -> list[tuple[int, float, float]]:
     """(phase index, start, end) of every steady-state window, in time order."""
     spans = []
     for index, (start, end) in enumerate(phase_windows):
         first = start + min(warmup_s, (end - start) / 2)
-        count = int(math.floor((end - first) / window_s + _EPSILON))
+        count = math.floor((end - first) / window_s + _EPSILON)
         if count == 0:
             spans.append((index, first, end))
         spans.extend((index, first + k * window_s, first + (k + 1) * window_s) for k in range(count))
     return spans
 
 
-def measure_windows(log: RequestLog, spans: list[tuple[int, float, float]], loads: list[float], rules: Rules,
-                    timeline: Timeline | None = None) -> list[Window]:
+def measure_windows(
+    log: RequestLog,
+    spans: list[tuple[int, float, float]],
+    loads: list[float],
+    rules: Rules,
+    timeline: Timeline | None = None,
+) -> list[Window]:
     """Window statistics for every span, with stability flags, late-send shares and generator CPU."""
     windows, counters = [], {}
     for phase, start, end in spans:
         index = counters[phase] = counters.get(phase, -1) + 1
-        windows.append(Window(phase, index, window_stats(log, start, end), loads[phase],
-                              late_share=_late_share(log, start, end, rules.late_ms),
-                              generator_cpu=_mean_cpu(timeline, start, end)))
+        windows.append(
+            Window(
+                phase,
+                index,
+                window_stats(log, start, end),
+                loads[phase],
+                late_share=_late_share(log, start, end, rules.late_ms),
+                generator_cpu=_mean_cpu(timeline, start, end),
+            )
+        )
     return mark_stable(windows, rules)
 
 
@@ -126,8 +152,10 @@ def _mean_cpu(timeline: Timeline | None, start: float, end: float) -> float | No
 
 def mark_stable(windows: list[Window], rules: Rules) -> list[Window]:
     """Flag every window whose phase (the windows given: one repeat) passes the stability rule."""
-    verdicts = {phase: judge_windows([w for w in windows if w.phase_index == phase], rules).stable
-                for phase in {w.phase_index for w in windows}}
+    verdicts = {
+        phase: judge_windows([w for w in windows if w.phase_index == phase], rules).stable
+        for phase in {w.phase_index for w in windows}
+    }
     return [replace(w, stable=verdicts[w.phase_index]) for w in windows]
 
 
@@ -151,5 +179,14 @@ def phase_flags(windows: list[Window], rules: Rules) -> list[str]:
     return flags
 
 
-__all__ = ["GENERATOR_BOUND_CPU", "Rules", "Window", "completions_between", "judge_windows", "mark_stable",
-           "measure_windows", "phase_flags", "window_spans"]
+__all__ = [
+    "GENERATOR_BOUND_CPU",
+    "Rules",
+    "Window",
+    "completions_between",
+    "judge_windows",
+    "mark_stable",
+    "measure_windows",
+    "phase_flags",
+    "window_spans",
+]

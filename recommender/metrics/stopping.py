@@ -21,7 +21,7 @@ def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: R
 
 def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
     """`stable_windows` consecutive windows, all above the threshold (a single slow window is not enough)."""
-    last = windows[-rules.stable_windows:]
+    last = windows[-rules.stable_windows :]
     if not rules.stop_on_latency or len(last) < rules.stable_windows:
         return None
     latencies = [w.latency(rules.percentile) for w in last]
@@ -32,7 +32,7 @@ def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
 
 
 def _errors_above(windows: list[Window], rules: Rules) -> str | None:
-    last = windows[-rules.stable_windows:]
+    last = windows[-rules.stable_windows :]
     if not rules.stop_on_errors or len(last) < rules.stable_windows:
         return None
     requests = sum(w.stats.requests for w in last)
@@ -60,8 +60,10 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
         return None
     now, before = _mean_ipm(mine), _mean_ipm(previous)
     if now <= before * (1 + rules.flat_tolerance):
-        return (f"flat invocations: {now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
-                f"(growth below {rules.flat_tolerance:.0%})")
+        return (
+            f"flat invocations: {now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
+            f"(growth below {rules.flat_tolerance:.0%})"
+        )
     return None
 
 

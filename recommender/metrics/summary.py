@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recommender.records import RequestLog
+from recommender.load.records import RequestLog
 from recommender.vocabulary import PERCENTILES
 
 
@@ -83,7 +83,7 @@ def window_stats(log: RequestLog, start: float, end: float) -> WindowStats:
 
 def per_second_series(log: RequestLog, duration_s: float) -> list[WindowStats]:
     """One WindowStats per whole second of the run."""
-    return [window_stats(log, float(s), float(s + 1)) for s in range(int(math.ceil(duration_s)))]
+    return [window_stats(log, float(s), float(s + 1)) for s in range(math.ceil(duration_s))]
 
 
 @dataclass(frozen=True)

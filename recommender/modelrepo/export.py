@@ -12,12 +12,11 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
-from recommender.hardware import ServingHardware, detect_hardware
-from recommender.modelrepo.model_source import load_torch_model
-from recommender.modelrepo.tensorrt_engine import EngineParameters, engine_artifact, trt_skip_reason
 from recommender.errors import BuildError, CandidateSkipped
-from recommender.protocol import model_content
+from recommender.hardware import ServingHardware, detect_hardware
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.model_source import load_torch_model, model_content
+from recommender.modelrepo.tensorrt_engine import EngineParameters, engine_artifact, trt_skip_reason
 from recommender.spec import ModelSpec
 
 FORMAT_OF = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
@@ -27,8 +26,16 @@ INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "embedding"
 
 
-def export_model(spec: ModelSpec, optimization: str, sequence_length: int, fingerprint: str, cache_dir: Path,
-                 precision: str = "fp32", max_batch_size: int = 1, serving: ServingHardware | None = None) -> ModelArtifact:
+def export_model(
+    spec: ModelSpec,
+    optimization: str,
+    sequence_length: int,
+    fingerprint: str,
+    cache_dir: Path,
+    precision: str = "fp32",
+    max_batch_size: int = 1,
+    serving: ServingHardware | None = None,
+) -> ModelArtifact:
     """The artifact for one optimization, exported on first use and read from the cache afterwards. `trt` builds a
     TensorRT engine from the ONNX export for `precision` and batch 1..`max_batch_size` on the GPU of `serving`
     (this host's, detected, when not given); CandidateSkipped with the true reason where that cannot be done."""
@@ -55,8 +62,15 @@ def _content_tag(spec: ModelSpec) -> str:
     return "" if content is None else hashlib.sha256(content.encode()).hexdigest()[:12] + "-"
 
 
-def _engine(spec: ModelSpec, sequence_length: int, fingerprint: str, cache_dir: Path, precision: str,
-            max_batch_size: int, serving: ServingHardware | None) -> ModelArtifact:
+def _engine(
+    spec: ModelSpec,
+    sequence_length: int,
+    fingerprint: str,
+    cache_dir: Path,
+    precision: str,
+    max_batch_size: int,
+    serving: ServingHardware | None,
+) -> ModelArtifact:
     """The TensorRT engine built from the ONNX export (skipped, with the reason, before anything is exported)."""
     if serving is None:
         hardware = detect_hardware()
@@ -105,8 +119,16 @@ def _to_onnx(model, example, target: Path) -> None:
 
     axes = {name: {0: "batch"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
     with torch.no_grad():
-        torch.onnx.export(model, example, str(target), input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
-                          dynamic_axes=axes, opset_version=17, dynamo=False)
+        torch.onnx.export(
+            model,
+            example,
+            str(target),
+            input_names=list(INPUT_NAMES),
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
 
 
 def _output_width(model, example) -> int:
@@ -143,9 +165,11 @@ def _user_output_width(path: Path, fmt: str, sequence_length: int) -> int:
         ids = np.ones((2, sequence_length), dtype=np.int64)
         return int(session.run(None, {"input_ids": ids, "attention_mask": ids})[0].shape[-1])
     except Exception as exc:  # the user's file: any failure is a clear build error
-        raise BuildError(f"model file {path} could not be run: {exc}",
-                         hint="The model must take input_ids and attention_mask (INT64 [batch, seq]) "
-                              "and return one FP32 [batch, width] tensor.") from exc
+        raise BuildError(
+            f"model file {path} could not be run: {exc}",
+            hint="The model must take input_ids and attention_mask (INT64 [batch, seq]) "
+            "and return one FP32 [batch, width] tensor.",
+        ) from exc
 
 
 def _artifact(path: Path, fmt: str, width: int, random_weights: bool = False) -> ModelArtifact:
@@ -165,6 +189,11 @@ def _read_cached(folder: Path) -> ModelArtifact | None:
     if not signature.is_file():
         return None
     data = json.loads(signature.read_text())
-    tensors = lambda items: tuple(TensorSpec(t["name"], t["dtype"], tuple(t["dims"])) for t in items)  # noqa: E731
-    return ModelArtifact(folder / data["path"], data["format"], tensors(data["inputs"]), tensors(data["outputs"]),
-                         data.get("random_weights", False))
+    tensors = lambda items: tuple(TensorSpec(t["name"], t["dtype"], tuple(t["dims"])) for t in items)
+    return ModelArtifact(
+        folder / data["path"],
+        data["format"],
+        tensors(data["inputs"]),
+        tensors(data["outputs"]),
+        data.get("random_weights", False),
+    )

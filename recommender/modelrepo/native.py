@@ -41,18 +41,26 @@ def native_backend(optimization: str) -> NativeBackend:
     try:
         return NATIVE_BACKENDS[optimization]
     except KeyError:
-        raise BuildError(f"optimization {optimization!r} has no native Triton backend",
-                         hint=f"use one of {', '.join(NATIVE_BACKENDS)}") from None
+        raise BuildError(
+            f"optimization {optimization!r} has no native Triton backend",
+            hint=f"use one of {', '.join(NATIVE_BACKENDS)}",
+        ) from None
 
 
 def header_lines(candidate: Candidate, artifact: ModelArtifact, model_name: str) -> list[str]:
     """name, platform or backend, default_model_filename, max_batch_size."""
     backend = native_backend(candidate.optimization)
     if artifact.format != backend.artifact_format:
-        raise BuildError(f"candidate {candidate.name} needs a {backend.artifact_format} artifact for {backend.name}, "
-                         f"got {artifact.format}")
-    return [f'name: "{model_name}"', f'{backend.field}: "{backend.name}"',
-            f'default_model_filename: "{backend.filename}"', f"max_batch_size: {candidate.max_batch_size}"]
+        raise BuildError(
+            f"candidate {candidate.name} needs a {backend.artifact_format} artifact for {backend.name}, "
+            f"got {artifact.format}"
+        )
+    return [
+        f'name: "{model_name}"',
+        f'{backend.field}: "{backend.name}"',
+        f'default_model_filename: "{backend.filename}"',
+        f"max_batch_size: {candidate.max_batch_size}",
+    ]
 
 
 def at_sequence_length(artifact: ModelArtifact, sequence_length: int) -> ModelArtifact:

@@ -10,11 +10,11 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
-from recommender.modelrepo.native import at_sequence_length, engine_parameters, header_lines, native_backend
+from recommender.candidates import Candidate
 from recommender.errors import BuildError
 from recommender.hardware import available_cores, gpu_instance_groups
-from recommender.candidates import Candidate
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.native import at_sequence_length, engine_parameters, header_lines, native_backend
 
 # The artifact format each optimization is served from in the Python backend
 ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino", "trt": "tensorrt"}
@@ -24,8 +24,22 @@ INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU")
 CPU_ONLY = frozenset({"openvino"})  # served on CPU instances even where the run's accelerator is a GPU
 TRITON_DTYPES = frozenset(
     f"TYPE_{name}"
-    for name in ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")
-    + ("FP16", "FP32", "FP64", "BF16", "STRING")
+    for name in (
+        "BOOL",
+        "UINT8",
+        "UINT16",
+        "UINT32",
+        "UINT64",
+        "INT8",
+        "INT16",
+        "INT32",
+        "INT64",
+        "FP16",
+        "FP32",
+        "FP64",
+        "BF16",
+        "STRING",
+    )
 )
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:]*$")
 
@@ -51,8 +65,15 @@ def serving_backend(optimization: str, native: bool) -> str:
     return native_backend(optimization).name if native else python_backend_name(optimization)
 
 
-def render_native_config(candidate: Candidate, artifact: ModelArtifact, model_name: str, threads_per_instance: int,
-                         sequence_length: int, instance_kind: str = "KIND_CPU", gpus: tuple[int, ...] = ()) -> str:
+def render_native_config(
+    candidate: Candidate,
+    artifact: ModelArtifact,
+    model_name: str,
+    threads_per_instance: int,
+    sequence_length: int,
+    instance_kind: str = "KIND_CPU",
+    gpus: tuple[int, ...] = (),
+) -> str:
     """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization (modelrepo/native.py)."""
     _check_common(artifact, model_name, threads_per_instance, instance_kind)
     artifact = at_sequence_length(artifact, sequence_length)
@@ -119,13 +140,17 @@ def write_model_repository(
         instance_kind, gpus = "KIND_CPU", ()
     native = native_sequence_length is not None
     if native:
-        config = render_native_config(candidate, artifact, model_name, threads, native_sequence_length, instance_kind, gpus)
+        config = render_native_config(
+            candidate, artifact, model_name, threads, native_sequence_length, instance_kind, gpus
+        )
         filename = native_backend(candidate.optimization).filename
     else:
         config = render_config(candidate, artifact, model_name, threads, instance_kind, gpus)
         filename = artifact.path.name
     if not artifact.path.is_file():
-        raise BuildError(f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository")
+        raise BuildError(
+            f"model artifact {artifact.path} does not exist", hint="export the model before writing the repository"
+        )
     version_dir = Path(root) / model_name / "1"
     try:
         version_dir.mkdir(parents=True, exist_ok=True)
@@ -134,15 +159,19 @@ def write_model_repository(
             _write_template(version_dir / "model.py")
         _place_artifact(artifact.path, version_dir / filename, copy_artifact)
     except OSError as error:
-        raise BuildError(f"cannot write model repository under {root}: {error}", hint="check the path and free disk space") from error
+        raise BuildError(
+            f"cannot write model repository under {root}: {error}", hint="check the path and free disk space"
+        ) from error
     return Path(root)
 
 
 def _check_servable(candidate: Candidate, artifact: ModelArtifact, model_name: str, threads: int, kind: str) -> None:
     expected = ARTIFACT_FORMATS.get(candidate.optimization)
     if expected is None:
-        raise BuildError(f"optimization {candidate.optimization!r} is not served by the Python backend",
-                         hint=f"use one of {', '.join(ARTIFACT_FORMATS)}")
+        raise BuildError(
+            f"optimization {candidate.optimization!r} is not served by the Python backend",
+            hint=f"use one of {', '.join(ARTIFACT_FORMATS)}",
+        )
     if artifact.format != expected:
         raise BuildError(f"candidate {candidate.name} needs a {expected} artifact, got {artifact.format}")
     _check_common(artifact, model_name, threads, kind)
@@ -157,7 +186,9 @@ def _check_common(artifact: ModelArtifact, model_name: str, threads: int, kind: 
         raise BuildError(f"artifact {artifact.path.name} declares no inputs or no outputs")
     for name in [model_name, *(t.name for t in artifact.inputs + artifact.outputs)]:
         if not _SAFE_NAME.match(name):
-            raise BuildError(f"name {name!r} cannot be used in a Triton config", hint="use letters, digits, '_', '.', '-'")
+            raise BuildError(
+                f"name {name!r} cannot be used in a Triton config", hint="use letters, digits, '_', '.', '-'"
+            )
 
 
 def _render_tensors(section: str, tensors: tuple[TensorSpec, ...]) -> str:
@@ -186,14 +217,17 @@ def render_instance_group(count: int, kind: str, gpus: tuple[int, ...] = ()) -> 
     if kind != "KIND_GPU" or not gpus:
         groups = [f"  {{\n    count: {count}\n    kind: {kind}\n  }}"]
     else:
-        groups = [f"  {{\n    count: {n}\n    kind: KIND_GPU\n    gpus: [ {', '.join(map(str, ids))} ]\n  }}"
-                  for n, ids in gpu_instance_groups(count, gpus)]
+        groups = [
+            f"  {{\n    count: {n}\n    kind: KIND_GPU\n    gpus: [ {', '.join(map(str, ids))} ]\n  }}"
+            for n, ids in gpu_instance_groups(count, gpus)
+        ]
     return "instance_group [\n" + ",\n".join(groups) + "\n]"
 
 
 def _render_parameters(values: dict[str, str]) -> str:
     return "\n".join(
-        f'parameters: {{\n  key: "{key}"\n  value: {{ string_value: {json.dumps(value)} }}\n}}' for key, value in values.items()
+        f'parameters: {{\n  key: "{key}"\n  value: {{ string_value: {json.dumps(value)} }}\n}}'
+        for key, value in values.items()
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
-from recommender.protocol import file_sha256
+from recommender.modelrepo.model_source import file_sha256
 
 TENSORRT_INSTALL = "python3 -m pip install 'tensorrt>=10,<11' (the [tensorrt] extra; it needs the NVIDIA driver)"
 PRECISIONS = ("fp32", "fp16")
@@ -41,8 +41,10 @@ class EngineParameters:
         if self.precision not in PRECISIONS:
             raise BuildError(f"TensorRT precision {self.precision!r} is not supported", hint=f"use one of {PRECISIONS}")
         if self.max_batch_size < 1 or self.sequence_length < 1:
-            raise BuildError(f"engine shapes need max_batch_size >= 1 and sequence_length >= 1, got "
-                             f"{self.max_batch_size} and {self.sequence_length}")
+            raise BuildError(
+                f"engine shapes need max_batch_size >= 1 and sequence_length >= 1, got "
+                f"{self.max_batch_size} and {self.sequence_length}"
+            )
 
     def profile_shapes(self) -> dict[str, tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
         """(min, opt, max) per input: batch 1 to max_batch_size, optimised for max_batch_size (what the dynamic
@@ -60,8 +62,10 @@ class EngineParameters:
         if self.precision != "fp16":
             return ()
         if trt_major >= 11:
-            raise CandidateSkipped("TensorRT 11 removed BuilderFlag.FP16 (fp16 needs an ONNX model converted with "
-                                   "ModelOpt AutoCast, which recommender does not do); install " + TENSORRT_INSTALL)
+            raise CandidateSkipped(
+                "TensorRT 11 removed BuilderFlag.FP16 (fp16 needs an ONNX model converted with "
+                "ModelOpt AutoCast, which recommender does not do); install " + TENSORRT_INSTALL
+            )
         return ("FP16",)
 
 
@@ -94,14 +98,20 @@ def network_flags(trt: Any, params: EngineParameters) -> int:
 def engine_key(model_content: str, gpu_name: str, trt_version: str, params: EngineParameters) -> str:
     """The cache key of an engine: it is valid only for the same model bytes, GPU model, TensorRT version, precision,
     max batch and sequence length."""
-    parts = (model_content, gpu_name, trt_version, params.precision, str(params.max_batch_size),
-             str(params.sequence_length))
+    parts = (
+        model_content,
+        gpu_name,
+        trt_version,
+        params.precision,
+        str(params.max_batch_size),
+        str(params.sequence_length),
+    )
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def build_engine(onnx_path: Path, params: EngineParameters, target: Path) -> None:
     """Parse the ONNX file and write the serialized engine to `target` (needs a GPU and the tensorrt wheel)."""
-    import tensorrt as trt  # noqa: PLC0415 - optional dependency, the [tensorrt] extra
+    import tensorrt as trt
 
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
@@ -122,11 +132,15 @@ def trt_skip_reason(serving: Any) -> str | None:
     """Why a `trt` candidate cannot be built for this run (`serving`: hardware.ServingHardware), or None."""
     if serving.accelerator != "gpu":
         detail = serving.hardware.gpu_status if serving.hardware else f"instance type {serving.declared}"
-        return (f"TensorRT needs an NVIDIA GPU; this run serves on the CPU ({detail}). Run it on a GPU host "
-                "(python3 -m pip install nvidia-ml-py, the gpu extra) with target.accelerator: auto or gpu")
+        return (
+            f"TensorRT needs an NVIDIA GPU; this run serves on the CPU ({detail}). Run it on a GPU host "
+            "(python3 -m pip install nvidia-ml-py, the gpu extra) with target.accelerator: auto or gpu"
+        )
     if serving.hardware is None:
-        return (f"TensorRT engines are built on this host's GPU, but {serving.declared} is a remote instance; "
-                "build and measure trt with the local or docker target on a host with the same GPU")
+        return (
+            f"TensorRT engines are built on this host's GPU, but {serving.declared} is a remote instance; "
+            "build and measure trt with the local or docker target on a host with the same GPU"
+        )
     if importlib.util.find_spec("tensorrt") is None:
         return f"TensorRT is not installed on this GPU host: {TENSORRT_INSTALL}"
     return None
@@ -138,7 +152,7 @@ def engine_artifact(onnx: ModelArtifact, params: EngineParameters, serving: Any,
     reason = trt_skip_reason(serving)
     if reason is not None:
         raise CandidateSkipped(reason)
-    import tensorrt as trt  # noqa: PLC0415
+    import tensorrt as trt
 
     key = engine_key(file_sha256(onnx.path), serving.hardware.gpus[0].name, trt.__version__, params)
     target = Path(cache_dir) / f"trt-{key}" / ENGINE_FILE

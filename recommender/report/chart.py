@@ -18,7 +18,13 @@ from recommender.report.rows import Report, Row
 
 WIDTH, HEIGHT = 640, 360
 MARGIN = {"left": 64, "right": 24, "top": 32, "bottom": 48}
-COLORS = {"recommended": "#1b7f3b", "ranked": "#2f5d9e", "excluded": "#b0453a", "frontier": "#1b7f3b", "threshold": "#b0453a"}
+COLORS = {
+    "recommended": "#1b7f3b",
+    "ranked": "#2f5d9e",
+    "excluded": "#b0453a",
+    "frontier": "#1b7f3b",
+    "threshold": "#b0453a",
+}
 
 
 @dataclass(frozen=True)
@@ -41,9 +47,12 @@ def measured_points(rows: tuple[Row, ...]) -> list[Point]:
 
 def frontier(points: list[Point]) -> list[Point]:
     """Points that no other point beats on both axes (more throughput and less latency), by throughput."""
+
     def beaten(p: Point) -> bool:
-        return any(q.ipm >= p.ipm and q.latency_ms <= p.latency_ms and (q.ipm, q.latency_ms) != (p.ipm, p.latency_ms)
-                   for q in points)
+        return any(
+            q.ipm >= p.ipm and q.latency_ms <= p.latency_ms and (q.ipm, q.latency_ms) != (p.ipm, p.latency_ms)
+            for q in points
+        )
 
     return sorted((p for p in points if not beaten(p)), key=lambda p: (p.ipm, p.latency_ms))
 
@@ -55,7 +64,7 @@ def nice_ticks(high: float, count: int = 5) -> list[float]:
     raw = high / count
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return [i * step for i in range(int(math.ceil(high / step - 1e-9)) + 1)]
+    return [i * step for i in range(math.ceil(high / step - 1e-9) + 1)]
 
 
 def _f(value: float) -> str:
@@ -67,8 +76,10 @@ def _tick_label(value: float) -> str:
 
 
 def _svg(title: str, body: list[str], height: float = HEIGHT) -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" width="{WIDTH}" height="{_f(height)}" '
-            f'role="img" aria-label="{escape(title)}">')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" width="{WIDTH}" height="{_f(height)}" '
+        f'role="img" aria-label="{escape(title)}">'
+    )
     return "\n".join([head, f"<title>{escape(title)}</title>", *body, "</svg>"])
 
 
@@ -79,8 +90,10 @@ def _text(x: float, y: float, text: str, anchor: str = "middle", extra: str = ""
 def _axes(x_ticks: list[float], y_ticks: list[float], x_label: str, y_label: str) -> list[str]:
     left, bottom = MARGIN["left"], HEIGHT - MARGIN["bottom"]
     right, top = WIDTH - MARGIN["right"], MARGIN["top"]
-    parts = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
-             f'<line x1="{left}" y1="{bottom}" x2="{left}" y2="{top}" stroke="#333"/>']
+    parts = [
+        f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
+        f'<line x1="{left}" y1="{bottom}" x2="{left}" y2="{top}" stroke="#333"/>',
+    ]
     for tick in x_ticks:
         x = _x(tick, x_ticks[-1])
         parts.append(_text(x, bottom + 16, _tick_label(tick), extra=' class="tick"'))
@@ -114,34 +127,54 @@ def frontier_chart(report: Report) -> str:
     body = _axes(x_ticks, y_ticks, "invocations per minute per instance", f"{report.percentile} latency (ms)")
     body.append(_threshold_line(report.threshold_ms, y_ticks[-1]))
     line = " ".join(f"{_f(_x(p.ipm, x_ticks[-1]))},{_f(_y(p.latency_ms, y_ticks[-1]))}" for p in frontier(points))
-    body.append(f'<polyline points="{line}" fill="none" stroke="{COLORS["frontier"]}" stroke-width="2" class="frontier"/>')
+    body.append(
+        f'<polyline points="{line}" fill="none" stroke="{COLORS["frontier"]}" stroke-width="2" class="frontier"/>'
+    )
     for p in points:
         body.extend(_marker(p, x_ticks[-1], y_ticks[-1]))
-    body.append(_text(WIDTH - MARGIN["right"], 18, "frontier: no other candidate has more throughput and less latency",
-                      anchor="end", extra=' class="legend"'))
+    body.append(
+        _text(
+            WIDTH - MARGIN["right"],
+            18,
+            "frontier: no other candidate has more throughput and less latency",
+            anchor="end",
+            extra=' class="legend"',
+        )
+    )
     return _svg(title, body)
 
 
 def _threshold_line(threshold_ms: float, high: float) -> str:
     y = _f(_y(threshold_ms, high))
-    return (f'<line x1="{MARGIN["left"]}" y1="{y}" x2="{WIDTH - MARGIN["right"]}" y2="{y}" '
-            f'stroke="{COLORS["threshold"]}" stroke-dasharray="6 4" class="threshold"/>'
-            + _text(WIDTH - MARGIN["right"], float(y) - 4, f"threshold {threshold_ms:g} ms", anchor="end",
-                    extra=f' fill="{COLORS["threshold"]}"'))
+    return (
+        f'<line x1="{MARGIN["left"]}" y1="{y}" x2="{WIDTH - MARGIN["right"]}" y2="{y}" '
+        f'stroke="{COLORS["threshold"]}" stroke-dasharray="6 4" class="threshold"/>'
+        + _text(
+            WIDTH - MARGIN["right"],
+            float(y) - 4,
+            f"threshold {threshold_ms:g} ms",
+            anchor="end",
+            extra=f' fill="{COLORS["threshold"]}"',
+        )
+    )
 
 
 def _marker(p: Point, x_high: float, y_high: float) -> list[str]:
     x, y = _x(p.ipm, x_high), _y(p.latency_ms, y_high)
     radius = 6 if p.kind == "recommended" else 4
-    return [f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{radius}" fill="{COLORS[p.kind]}" class="{p.kind}">'
-            f'<title>{escape(p.name)}: {p.ipm:,.0f}/min, {p.latency_ms:,.1f} ms</title></circle>',
-            _text(x + 8, y - 6, p.name, anchor="start", extra=' class="label"')]
+    return [
+        f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{radius}" fill="{COLORS[p.kind]}" class="{p.kind}">'
+        f"<title>{escape(p.name)}: {p.ipm:,.0f}/min, {p.latency_ms:,.1f} ms</title></circle>",
+        _text(x + 8, y - 6, p.name, anchor="start", extra=' class="label"'),
+    ]
 
 
 def cost_chart(report: Report) -> str:
     """Cost per million inferences by ranked configuration (horizontal bars, cheapest first)."""
     title = "Cost per million inferences by configuration (USD)"
-    rows = sorted((r for r in report.rows if r.cost_per_million is not None), key=lambda r: (r.cost_per_million, r.name))
+    rows = sorted(
+        (r for r in report.rows if r.cost_per_million is not None), key=lambda r: (r.cost_per_million, r.name)
+    )
     if not rows:
         why = "unpriced: no cost figures (not free)" if report.rows else "no ranked candidate"
         return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, why)])
@@ -154,7 +187,9 @@ def cost_chart(report: Report) -> str:
         width = span * row.cost_per_million / high
         color = COLORS["recommended"] if row.recommended else COLORS["ranked"]
         body.append(_text(left - 8, y + band / 2 + 4, row.name, anchor="end", extra=' class="label"'))
-        body.append(f'<rect x="{left}" y="{_f(y + band * 0.15)}" width="{_f(width)}" height="{_f(band * 0.7)}" '
-                    f'fill="{color}" class="bar"><title>{escape(row.name)}: {row.cost_per_million:,.4f} USD</title></rect>')
+        body.append(
+            f'<rect x="{left}" y="{_f(y + band * 0.15)}" width="{_f(width)}" height="{_f(band * 0.7)}" '
+            f'fill="{color}" class="bar"><title>{escape(row.name)}: {row.cost_per_million:,.4f} USD</title></rect>'
+        )
         body.append(_text(left + width + 6, y + band / 2 + 4, f"{row.cost_per_million:,.4f}", anchor="start"))
     return _svg(title, body, height=MARGIN["top"] + band * len(rows) + 16)

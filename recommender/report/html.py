@@ -26,7 +26,9 @@ dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 svg { border: 1px solid #ddd; background: #fff; font-size: 11px; }
 svg .tick { fill: #555; } svg .label { fill: #333; font-size: 10px; }
 """
-TEXT_FIELDS = frozenset({"name", "optimization", "dynamic_batching", "instance_type", "status", "excluded_reasons", "flags"})
+TEXT_FIELDS = frozenset(
+    {"name", "optimization", "dynamic_batching", "instance_type", "status", "excluded_reasons", "flags"}
+)
 
 
 def render_html(report: Report) -> str:
@@ -41,7 +43,8 @@ def render_html(report: Report) -> str:
         f'<p class="justification">{escape(report.justification)}</p>',
         f'<p class="tie"><strong>Tie:</strong> {escape(report.tie_notice)}</p>' if report.tie_notice else "",
         "<h2>Ranked configurations</h2>",
-        _table(columns(report.percentile, priced), report.rows, "ranked") if report.rows
+        _table(columns(report.percentile, priced), report.rows, "ranked")
+        if report.rows
         else "<p>No candidate is within the limits.</p>",
         f"<p>Score weights: {escape(report.weights)}.</p>",
         "<h2>Charts</h2>",
@@ -50,19 +53,24 @@ def render_html(report: Report) -> str:
         _notes(report),
         _definitions(report),
     ]
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        f"<title>{escape(report.title)}</title>",
-        f"<style>{STYLE}</style>",
-        "</head>",
-        "<body>",
-        *(part for part in body if part),
-        "</body>",
-        "</html>",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "<!DOCTYPE html>",
+                '<html lang="en">',
+                "<head>",
+                '<meta charset="utf-8">',
+                f"<title>{escape(report.title)}</title>",
+                f"<style>{STYLE}</style>",
+                "</head>",
+                "<body>",
+                *(part for part in body if part),
+                "</body>",
+                "</html>",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _limits(report: Report) -> str:
@@ -83,7 +91,7 @@ def _table(cols: tuple[Column, ...], rows: tuple[Row, ...], name: str) -> str:
     head = "".join(f'<th scope="col">{escape(c.header)}</th>' for c in cols)
     lines = []
     for row in rows:
-        cells = "".join(f'<td{_cell_class(c)}>{escape(cell(row, c))}</td>' for c in cols)
+        cells = "".join(f"<td{_cell_class(c)}>{escape(cell(row, c))}</td>" for c in cols)
         css = ' class="recommended"' if row.recommended else ""
         lines.append(f"<tr{css}>{cells}</tr>")
     table = f'<table class="{name}"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'

@@ -3,8 +3,8 @@ search did not measure in full (pruned or left out by its budget) and why."""
 
 from __future__ import annotations
 
-from recommender.store.results import BUDGET_SKIP
 from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
+from recommender.store.results import BUDGET_SKIP
 
 
 def render_markdown(report: Report) -> str:
@@ -13,13 +13,22 @@ def render_markdown(report: Report) -> str:
     if report.description:
         parts += [_inline(report.description), ""]
     parts += _limits(report)
-    parts += ["## Recommendation", "", *(f"- **{_inline(label)}**: {_inline(value)}" for label, value in report.facts), ""]
+    parts += [
+        "## Recommendation",
+        "",
+        *(f"- **{_inline(label)}**: {_inline(value)}" for label, value in report.facts),
+        "",
+    ]
     parts += [_inline(report.justification), ""]
     if report.tie_notice:
         parts += [f"> **Tie:** {_inline(report.tie_notice)}", ""]
     parts += ["## Ranked configurations", ""]
     priced = any(row.cost_per_million is not None for row in report.rows)
-    parts += _table(columns(report.percentile, priced), report.rows) if report.rows else ["No candidate is within the limits."]
+    parts += (
+        _table(columns(report.percentile, priced), report.rows)
+        if report.rows
+        else ["No candidate is within the limits."]
+    )
     parts += ["", f"Score weights: {_inline(report.weights)}.", ""]
     if report.excluded:
         parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
@@ -27,19 +36,35 @@ def render_markdown(report: Report) -> str:
     if report.notes:
         parts += ["## Notes", "", *(f"- {_inline(note)}" for note in report.notes), ""]
     if report.definitions:
-        parts += ["## Definitions", "", *(f"- **{_inline(term)}**: {_inline(text)}" for term, text in report.definitions), ""]
+        parts += [
+            "## Definitions",
+            "",
+            *(f"- **{_inline(term)}**: {_inline(text)}" for term, text in report.definitions),
+            "",
+        ]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
 def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
     """Adaptive search: candidates pruned from the race (partial figures above) or left out by the search budget."""
-    rows = [row for row in excluded if row.status == "pruned" or
-            (row.status == "skipped" and any(r.startswith("skipped: " + BUDGET_SKIP) for r in row.excluded_reasons))]
+    rows = [
+        row
+        for row in excluded
+        if row.status == "pruned"
+        or (row.status == "skipped" and any(r.startswith("skipped: " + BUDGET_SKIP) for r in row.excluded_reasons))
+    ]
     if not rows:
         return []
     lines = [f"- **{_inline(row.name)}** ({row.status}): {_inline('; '.join(row.excluded_reasons))}" for row in rows]
-    return ["## Not measured in full", "", "Pruned candidates were measured briefly (a load search, 1 repeat) and "
-            "stopped; skipped ones were never measured.", "", *lines, ""]
+    return [
+        "## Not measured in full",
+        "",
+        "Pruned candidates were measured briefly (a load search, 1 repeat) and "
+        "stopped; skipped ones were never measured.",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _limits(report: Report) -> list[str]:
@@ -52,8 +77,7 @@ def _limits(report: Report) -> list[str]:
 
 
 def _table(cols: tuple[Column, ...], rows: tuple[Row, ...]) -> list[str]:
-    lines = ["| " + " | ".join(_inline(c.header) for c in cols) + " |",
-             "| " + " | ".join("---" for _ in cols) + " |"]
+    lines = ["| " + " | ".join(_inline(c.header) for c in cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     lines += ["| " + " | ".join(_inline(cell(row, c)) for c in cols) + " |" for row in rows]
     return lines
 

@@ -9,8 +9,9 @@ cost per million are added.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
@@ -59,7 +60,9 @@ class Row:
         if self.initial_instance_count is None:
             return "-"
         point = self.fleet_size_at_point
-        return str(self.initial_instance_count) + (f" ({point} at the point estimate)" if point not in (None, self.initial_instance_count) else "")
+        return str(self.initial_instance_count) + (
+            f" ({point} at the point estimate)" if point not in (None, self.initial_instance_count) else ""
+        )
 
     @property
     def interval_text(self) -> str:
@@ -71,8 +74,12 @@ class Row:
     @property
     def flags(self) -> tuple[str, ...]:
         """Short words for the notes column: recommended, tied with the winner, on the Pareto front, unstable."""
-        marks = (("recommended", self.recommended), ("tied with winner", self.tied),
-                 ("Pareto front", self.pareto), ("unstable", self.unstable))
+        marks = (
+            ("recommended", self.recommended),
+            ("tied with winner", self.tied),
+            ("Pareto front", self.pareto),
+            ("unstable", self.unstable),
+        )
         return tuple(word for word, on in marks if on)
 
 
@@ -109,6 +116,7 @@ class Report:
 
 
 # --- cell text ------------------------------------------------------------------------------------
+
 
 def text_or_dash(value: Any) -> str:
     return "-" if value is None else str(value)
@@ -169,6 +177,7 @@ def cell(row: Row, column: Column) -> str:
 
 # --- building -------------------------------------------------------------------------------------
 
+
 def build_report(rec: Recommendation) -> Report:
     """The report of one recommendation."""
     rows = tuple(_ranked_row(r, rec) for r in rec.ranking.ranked)
@@ -196,19 +205,28 @@ def build_report(rec: Recommendation) -> Report:
 def definitions(percentile: str) -> tuple[tuple[str, str], ...]:
     """How the figures are computed (README "Definitions"), in the report so it can be read on its own."""
     return (
-        ("MaxInvocations", f"mean invocations per minute over the steady-state windows, every repeat pooled, of the "
-                           f"highest load level that meets the limits: the mean of its windows' {percentile} "
-                           f"latencies within the threshold and its pooled error rate within the limit (a level some "
-                           f"repeats did not reach does not meet them). ModelLatency: the mean of that level's "
-                           f"window {percentile} latencies. An excluded candidate shows its lowest level's figures."),
-        ("95 % interval", f"Student-t over the per-repeat level means with {MIN_REPEATS} or more repeats (n = "
-                          f"repeats); with 1 or 2 repeats over the level's windows when it has {MIN_REPEATS} or more "
-                          f"(n = windows, {WINDOW_NOISE}); otherwise n/a. A difference between candidates is stated "
-                          "only where their intervals separate."),
+        (
+            "MaxInvocations",
+            f"mean invocations per minute over the steady-state windows, every repeat pooled, of the "
+            f"highest load level that meets the limits: the mean of its windows' {percentile} "
+            f"latencies within the threshold and its pooled error rate within the limit (a level some "
+            f"repeats did not reach does not meet them). ModelLatency: the mean of that level's "
+            f"window {percentile} latencies. An excluded candidate shows its lowest level's figures.",
+        ),
+        (
+            "95 % interval",
+            f"Student-t over the per-repeat level means with {MIN_REPEATS} or more repeats (n = "
+            f"repeats); with 1 or 2 repeats over the level's windows when it has {MIN_REPEATS} or more "
+            f"(n = windows, {WINDOW_NOISE}); otherwise n/a. A difference between candidates is stated "
+            "only where their intervals separate.",
+        ),
         ("Stable", RULE),
-        ("Initial instance count", "ceil(target invocations per minute / MaxInvocations per instance), sized on the "
-                                   "lower bound of the MaxInvocations interval when there is one; the count at the "
-                                   "point estimate is shown beside it."),
+        (
+            "Initial instance count",
+            "ceil(target invocations per minute / MaxInvocations per instance), sized on the "
+            "lower bound of the MaxInvocations interval when there is one; the count at the "
+            "point estimate is shown beside it.",
+        ),
     )
 
 
@@ -219,33 +237,53 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         return (("recommendation", "none"), ("why", rec.no_winner_reason or ""))
     c = winner.candidate
     fleet = rec.fleets[c.key]
-    interval = (f"95 % interval {c.ipm_interval[0]:,.0f} to {c.ipm_interval[1]:,.0f}, {c.interval_label}"
-                if c.ipm_interval else "interval n/a")
+    interval = (
+        f"95 % interval {c.ipm_interval[0]:,.0f} to {c.ipm_interval[1]:,.0f}, {c.interval_label}"
+        if c.ipm_interval
+        else "interval n/a"
+    )
     items = [
         ("recommended configuration", c.name),
         ("instance type", rec.pricing.instance_type),
         *([("measured on", c.served_on)] if c.served_on else []),
         *([("GPU at MaxInvocations", c.gpu)] if c.gpu else []),
-        ("initial instance count", f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
-                                   f"{fleet.sized_on}" + (f"; {fleet.fleet_size_at_point} at the point estimate)"
-                                                          if fleet.sized_on.startswith("interval") else ")")),
+        (
+            "initial instance count",
+            f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
+            f"{fleet.sized_on}"
+            + (
+                f"; {fleet.fleet_size_at_point} at the point estimate)"
+                if fleet.sized_on.startswith("interval")
+                else ")"
+            ),
+        ),
         ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f} ({interval})"),
-        (f"model latency ({rec.percentile})", f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms"
-                                              f"{_latency_basis(c)})"),
+        (
+            f"model latency ({rec.percentile})",
+            f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms{_latency_basis(c)})",
+        ),
     ]
     items.append(("correctness", c.correctness or ""))
     items += _cost_facts(rec)
     if rec.scaling is not None:
         s = rec.scaling
-        items.append(("autoscaling", f"{s.min_capacity} to {s.max_capacity} instances, target "
-                                     f"{s.target_value:,.0f} invocations per instance per minute"))
+        items.append(
+            (
+                "autoscaling",
+                f"{s.min_capacity} to {s.max_capacity} instances, target "
+                f"{s.target_value:,.0f} invocations per instance per minute",
+            )
+        )
     return tuple(items)
 
 
 def _latency_basis(c: RankInput) -> str:
     """'; 95 % interval 36.1 to 39.9 ms, n=3 repeats; over 4,812 requests' (what is known of it)."""
-    text = (f"; 95 % interval {c.latency_interval[0]:,.1f} to {c.latency_interval[1]:,.1f} ms, {c.interval_label}"
-            if c.latency_interval else "")
+    text = (
+        f"; 95 % interval {c.latency_interval[0]:,.1f} to {c.latency_interval[1]:,.1f} ms, {c.interval_label}"
+        if c.latency_interval
+        else ""
+    )
     return text + (f"; over {c.samples:,} requests" if c.samples else "")
 
 
@@ -269,32 +307,76 @@ def _pricing_text(rec: Recommendation) -> str:
 
 def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
     fleet = rec.fleets[ranked.candidate.key]
-    row = _row(ranked.candidate, rec, rank=ranked.rank, count=fleet.fleet_size, hourly=fleet.cost_per_hour,
-               per_million=ranked.cost_per_million, score=ranked.score, pareto=ranked.pareto,
-               tied=ranked.tied_with_winner, reasons=())
+    row = _row(
+        ranked.candidate,
+        rec,
+        rank=ranked.rank,
+        count=fleet.fleet_size,
+        hourly=fleet.cost_per_hour,
+        per_million=ranked.cost_per_million,
+        score=ranked.score,
+        pareto=ranked.pareto,
+        tied=ranked.tied_with_winner,
+        reasons=(),
+    )
     return replace(row, fleet_size_at_point=fleet.fleet_size_at_point)
 
 
 def _excluded_row(excluded: Excluded, rec: Recommendation) -> Row:
-    return _row(excluded.candidate, rec, rank=None, count=None, hourly=None, per_million=None, score=None,
-                pareto=False, tied=False, reasons=excluded.reasons)
+    return _row(
+        excluded.candidate,
+        rec,
+        rank=None,
+        count=None,
+        hourly=None,
+        per_million=None,
+        score=None,
+        pareto=False,
+        tied=False,
+        reasons=excluded.reasons,
+    )
 
 
-def _row(c: RankInput, rec: Recommendation, *, rank: int | None, count: int | None, hourly: float | None,
-         per_million: float | None, score: float | None, pareto: bool, tied: bool, reasons: tuple[str, ...]) -> Row:
+def _row(
+    c: RankInput,
+    rec: Recommendation,
+    *,
+    rank: int | None,
+    count: int | None,
+    hourly: float | None,
+    per_million: float | None,
+    score: float | None,
+    pareto: bool,
+    tied: bool,
+    reasons: tuple[str, ...],
+) -> Row:
     config, hardware = c.config, rec.pricing_of(c.key).hardware  # each candidate on its own target's instance type
     return Row(
-        key=c.key, name=c.name, rank=rank, status=c.status,
+        key=c.key,
+        name=c.name,
+        rank=rank,
+        status=c.status,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
-        instance_group=instance_group_count_of(config), max_batch_size=config.get("max_batch_size"),
+        instance_group=instance_group_count_of(config),
+        max_batch_size=config.get("max_batch_size"),
         instance_type=c.instance_type,
-        vcpus=hardware.vcpus if hardware else None, gpus=hardware.gpus if hardware else None,
+        vcpus=hardware.vcpus if hardware else None,
+        gpus=hardware.gpus if hardware else None,
         gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,
-        initial_instance_count=count, invocations_per_minute=c.invocations_per_minute, latency_ms=c.latency_ms,
-        cost_per_hour=hourly, cost_per_million=per_million, score=score, pareto=pareto, tied=tied,
-        recommended=rank == 1, unstable=c.key in rec.unstable, excluded_reasons=reasons,
-        ipm_low=c.ipm_interval[0] if c.ipm_interval else None, ipm_high=c.ipm_interval[1] if c.ipm_interval else None,
+        initial_instance_count=count,
+        invocations_per_minute=c.invocations_per_minute,
+        latency_ms=c.latency_ms,
+        cost_per_hour=hourly,
+        cost_per_million=per_million,
+        score=score,
+        pareto=pareto,
+        tied=tied,
+        recommended=rank == 1,
+        unstable=c.key in rec.unstable,
+        excluded_reasons=reasons,
+        ipm_low=c.ipm_interval[0] if c.ipm_interval else None,
+        ipm_high=c.ipm_interval[1] if c.ipm_interval else None,
         interval=c.interval_label,
     )
 

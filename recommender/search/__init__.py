@@ -1,6 +1,6 @@
 """Search strategies (DESIGN.md "Search"): which candidate the job measures next, and how much.
 
-    strategy_for(spec, candidates) -> GridSearch | AdaptiveSearch      # ask() -> Work | None; tell(work, result)
+strategy_for(spec, candidates) -> GridSearch | AdaptiveSearch      # ask() -> Work | None; tell(work, result)
 """
 
 from __future__ import annotations

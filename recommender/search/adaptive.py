@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from recommender.candidates import Candidate, CandidateResult
 from recommender.metrics.headline import Headline
@@ -28,7 +28,9 @@ from recommender.spec import ExperimentSpec
 class AdaptiveSearch:
     independent = False  # each result shapes the next question: one candidate at a time
 
-    def __init__(self, spec: ExperimentSpec, candidates: list[Candidate], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, spec: ExperimentSpec, candidates: list[Candidate], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.search, self.clock, self.started = spec.search, clock, clock()
         self.sampler = Sampler(spec) if spec.variants.ranged_axes() else None
         self.pending = deque(() if self.sampler else candidates)
@@ -49,19 +51,31 @@ class AdaptiveSearch:
             self.pending.clear()
             return self.queue.popleft() if self.queue else None
         candidate = self.sampler.ask() if self.sampler else (self.pending.popleft() if self.pending else None)
-        return None if candidate is None else Work(candidate, "probe", knee_tolerance=self.search.knee_tolerance,
-                                                   seconds=self.search.racing.probe_seconds)
+        return (
+            None
+            if candidate is None
+            else Work(
+                candidate, "probe", knee_tolerance=self.search.knee_tolerance, seconds=self.search.racing.probe_seconds
+            )
+        )
 
     def follow(self, work: Work, headline: Headline) -> Work | None:
         """Right after a probe, on its deployment: the full measurement to run there, or None (a prune is queued)."""
         self.judged.add(work.candidate.key)
-        full, why = judge(_entrant(work.candidate, headline), list(self.full.values()), self.search.racing.margin, self.keep)
+        full, why = judge(
+            _entrant(work.candidate, headline), list(self.full.values()), self.search.racing.margin, self.keep
+        )
         if not full:
             self.queue.append(Work(work.candidate, "prune", reason=f"pruned by racing: {why}"))
             return None
         self.continued.add(work.candidate.key)
-        return Work(work.candidate, "final", repeats=self.search.racing.final_repeats, level=headline.level_load,
-                    reason=f"measured in full on the probe's deployment: {why}")
+        return Work(
+            work.candidate,
+            "final",
+            repeats=self.search.racing.final_repeats,
+            level=headline.level_load,
+            reason=f"measured in full on the probe's deployment: {why}",
+        )
 
     def tell(self, work: Work, result: CandidateResult) -> None:
         key = work.candidate.key

@@ -59,17 +59,26 @@ def judge(probe: Entrant, full: list[Entrant], margin: float, keep: int) -> tupl
         return True, f"probe {_bounds(probe)}: the first candidate that met the limits leads"
     leader = max(leaders, key=lambda e: e.low)
     if probe.high(margin) < leader.low:
-        return False, (f"probe {_bounds(probe)} (upper bound +{margin:.0%}: {probe.high(margin):,.0f}) lies below the "
-                       f"lower bound {leader.low:,.0f} of the leader {leader.name}")
+        return False, (
+            f"probe {_bounds(probe)} (upper bound +{margin:.0%}: {probe.high(margin):,.0f}) lies below the "
+            f"lower bound {leader.low:,.0f} of the leader {leader.name}"
+        )
     top = max(leaders, key=lambda e: e.high(0.0))
     if probe.max_invocations / (1 + margin) > top.high(0.0):
-        return True, f"probe {_bounds(probe)} (-{margin:.0%}) is above the upper bound of every candidate measured in full"
+        return (
+            True,
+            f"probe {_bounds(probe)} (-{margin:.0%}) is above the upper bound of every candidate measured in full",
+        )
     if len(full) >= keep:
-        return False, (f"successive halving: probe {_bounds(probe)} could still contain the best but (-{margin:.0%}) "
-                       f"is not above the upper bound {top.high(0.0):,.0f} of {top.name}, and {len(full)} candidates "
-                       f"(ceil(n / eta) = {keep}) were measured in full already")
-    return True, (f"probe {_bounds(probe)} is within reach of the leader {leader.name} ({_bounds(leader)}); "
-                  f"{len(full) + 1} of at most {keep} measured in full")
+        return False, (
+            f"successive halving: probe {_bounds(probe)} could still contain the best but (-{margin:.0%}) "
+            f"is not above the upper bound {top.high(0.0):,.0f} of {top.name}, and {len(full)} candidates "
+            f"(ceil(n / eta) = {keep}) were measured in full already"
+        )
+    return True, (
+        f"probe {_bounds(probe)} is within reach of the leader {leader.name} ({_bounds(leader)}); "
+        f"{len(full) + 1} of at most {keep} measured in full"
+    )
 
 
 def _bounds(e: Entrant) -> str:

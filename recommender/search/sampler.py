@@ -24,7 +24,9 @@ _ATTEMPTS = 50  # proposals asked for before the sampler says the space is used 
 class Sampler:
     def __init__(self, spec: ExperimentSpec) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        sampler = optuna.samplers.TPESampler(seed=spec.search.seed, n_startup_trials=min(10, max(2, spec.search.budget.candidates or 10) // 2))
+        sampler = optuna.samplers.TPESampler(
+            seed=spec.search.seed, n_startup_trials=min(10, max(2, spec.search.budget.candidates or 10) // 2)
+        )
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self.spec, self.trials, self.values = spec, {}, {}
 
@@ -65,8 +67,10 @@ class Sampler:
         index = trial.suggest_categorical(axis, list(range(len(values))))  # by index: dicts are not Optuna choices
         chosen = values[index]
         if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a delay or preferred-size range: a parameter too
-            picked = {name: trial.suggest_int(f"{axis}[{index}].{name}", *within.range, log=within.log)
-                      for name, within in chosen.ranges.items()}
+            picked = {
+                name: trial.suggest_int(f"{axis}[{index}].{name}", *within.range, log=within.log)
+                for name, within in chosen.ranges.items()
+            }
             if "preferred_batch_size" in picked:
                 picked["preferred_batch_size"] = [picked["preferred_batch_size"]]
             return chosen.model_copy(update=picked)

@@ -33,10 +33,15 @@ class CapacitySpec(Strict):
     """The production load the recommendation is sized for."""
 
     target_invocations_per_minute: float = Field(
-        30000, gt=0, description="Expected peak load; the initial instance count is ceil(target / MaxInvocations per instance)."
+        30000,
+        gt=0,
+        description="Expected peak load; the initial instance count is ceil(target / MaxInvocations per instance).",
     )
     autoscaling_headroom: float = Field(
-        0.5, gt=0, le=1, description="Target-tracking value = MaxInvocations per instance x headroom (AWS suggests 0.5 to start)."
+        0.5,
+        gt=0,
+        le=1,
+        description="Target-tracking value = MaxInvocations per instance x headroom (AWS suggests 0.5 to start).",
     )
 
 
@@ -46,11 +51,25 @@ class CorrectnessSpec(Strict):
     embedding also needs cosine similarity >= min_cosine. A candidate outside tolerance is `incorrect`: not loaded,
     never ranked, never exported. A tolerance left out takes the candidate precision's default."""
 
-    atol: float | None = Field(None, ge=0, description="Absolute tolerance. Default fp32 1e-4 (served fp32 differs from "
-                               "eager PyTorch by ~1e-6: summation order only), fp16 1e-2 (about 3 significant digits).")
-    rtol: float | None = Field(None, ge=0, description="Relative tolerance (times |reference|). Default fp32 1e-3, fp16 1e-2.")
-    min_cosine: float | None = Field(None, ge=-1, le=1, description="Lowest cosine similarity of an output row (an "
-                                     "embedding) with the reference's. Default fp32 0.9999, fp16 0.999.")
-    reference_outputs: Path | None = Field(None, description="A JSON file {case name: {output name: [[values per row]]}} "
-                                           "of expected outputs, for an endpoint whose model is not available here "
-                                           "(remote); only the cases it names are checked.")
+    atol: float | None = Field(
+        None,
+        ge=0,
+        description="Absolute tolerance. Default fp32 1e-4 (served fp32 differs from "
+        "eager PyTorch by ~1e-6: summation order only), fp16 1e-2 (about 3 significant digits).",
+    )
+    rtol: float | None = Field(
+        None, ge=0, description="Relative tolerance (times |reference|). Default fp32 1e-3, fp16 1e-2."
+    )
+    min_cosine: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Lowest cosine similarity of an output row (an "
+        "embedding) with the reference's. Default fp32 0.9999, fp16 0.999.",
+    )
+    reference_outputs: Path | None = Field(
+        None,
+        description="A JSON file {case name: {output name: [[values per row]]}} "
+        "of expected outputs, for an endpoint whose model is not available here "
+        "(remote); only the cases it names are checked.",
+    )

@@ -16,52 +16,84 @@ from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
 
-MAX_TARGETS = 50
 from recommender.spec.traffic import TrafficSpec
 from recommender.spec.variants import VariantGrid
+
+MAX_TARGETS = 50
 
 
 class ExperimentSpec(Strict):
     """One experiment: a model, a payload, a grid of serving variants, a target and a traffic pattern."""
 
-    name: str = Field(..., min_length=1, max_length=120, pattern=NAME_PATTERN, description="Experiment name (letters, digits, . _ -).")
+    name: str = Field(
+        ..., min_length=1, max_length=120, pattern=NAME_PATTERN, description="Experiment name (letters, digits, . _ -)."
+    )
     description: str = Field("", description="Free text shown in reports.")
-    notes: list[str] = Field(default_factory=list, description="Remarks kept with the file (an import lists what it could not map); not used by runs.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Remarks kept with the file (an import lists what it could not map); not used by runs.",
+    )
     model: ModelSpec = Field(default_factory=ModelSpec, description="The model to serve.")
     payload: PayloadSpec = Field(default_factory=PayloadSpec, description="The request payload.")
     variants: VariantGrid = Field(default_factory=VariantGrid, description="The serving-configuration grid.")
-    target: TargetSpec = Field(default_factory=TargetSpec, description="Where to deploy (one target; see `targets` for several).")
+    target: TargetSpec = Field(
+        default_factory=TargetSpec, description="Where to deploy (one target; see `targets` for several)."
+    )
     targets: list[TargetSpec] | None = Field(
-        None, min_length=1, max_length=MAX_TARGETS, description="Several targets (instance types, hosts) to compare: every "
-        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` (default: instance_type).")
+        None,
+        min_length=1,
+        max_length=MAX_TARGETS,
+        description="Several targets (instance types, hosts) to compare: every "
+        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` (default: instance_type).",
+    )
     max_parallel: int = Field(
-        1, ge=1, le=64, description="Candidates measured at the same time (SageMaker's MaxParallelOfTests): SageMaker "
+        1,
+        ge=1,
+        le=64,
+        description="Candidates measured at the same time (SageMaker's MaxParallelOfTests): SageMaker "
         "endpoints and different remote hosts run concurrently, a local or docker GPU host one candidate per GPU; "
-        "local CPU candidates always run one at a time (two servers on the same cores would measure each other).")
+        "local CPU candidates always run one at a time (two servers on the same cores would measure each other).",
+    )
     max_candidates: int | None = Field(
-        None, ge=1, description="Measure at most this many candidates (SageMaker's MaxNumberOfTests), the first in grid "
-        "order; the rest are recorded skipped with the reason.")
+        None,
+        ge=1,
+        description="Measure at most this many candidates (SageMaker's MaxNumberOfTests), the first in grid "
+        "order; the rest are recorded skipped with the reason.",
+    )
     time_budget_seconds: float | None = Field(
-        None, gt=0, description="Wall-clock limit of one run (SageMaker's JobDurationInSeconds): no candidate starts after "
-        "it; running ones finish, the rest are recorded skipped with the reason.")
+        None,
+        gt=0,
+        description="Wall-clock limit of one run (SageMaker's JobDurationInSeconds): no candidate starts after "
+        "it; running ones finish, the rest are recorded skipped with the reason.",
+    )
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="The load pattern.")
     latency_threshold: LatencyThreshold = Field(default_factory=LatencyThreshold, description="The latency target.")
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
-    objectives: Objectives = Field(default_factory=Objectives, description="Ranking importance of cost, latency, throughput.")
-    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description="Target load for instance counts and autoscaling.")
-    search: SearchSpec = Field(default_factory=SearchSpec, description="grid (every candidate in full) or adaptive "
-                               "(load search per candidate, racing, a seeded sampler for numeric ranges), with a budget.")
+    objectives: Objectives = Field(
+        default_factory=Objectives, description="Ranking importance of cost, latency, throughput."
+    )
+    capacity: CapacitySpec = Field(
+        default_factory=CapacitySpec, description="Target load for instance counts and autoscaling."
+    )
+    search: SearchSpec = Field(
+        default_factory=SearchSpec,
+        description="grid (every candidate in full) or adaptive "
+        "(load search per candidate, racing, a seeded sampler for numeric ranges), with a budget.",
+    )
     correctness: CorrectnessSpec | Literal["off"] = Field(
-        default_factory=CorrectnessSpec, description="Tolerances of the correctness gate ({atol, rtol, min_cosine, "
-        "reference_outputs}), or `off` to disable it (every report then says correctness was not checked).")
+        default_factory=CorrectnessSpec,
+        description="Tolerances of the correctness gate ({atol, rtol, min_cosine, "
+        "reference_outputs}), or `off` to disable it (every report then says correctness was not checked).",
+    )
 
     @model_validator(mode="after")
-    def _one_target_field(self) -> "ExperimentSpec":
+    def _one_target_field(self) -> ExperimentSpec:
         if self.targets is None:
             return self
         if "target" in self.model_fields_set:
-            raise ValueError("give either `target:` (one) or `targets:` (a list), not both: move the target into the "
-                             "targets list")
+            raise ValueError(
+                "give either `target:` (one) or `targets:` (a list), not both: move the target into the targets list"
+            )
         labels = [target_label(t) for t in self.targets]
         repeated = sorted({label for label in labels if labels.count(label) > 1})
         if repeated:
@@ -99,9 +131,11 @@ class ExperimentSpec(Strict):
         return "off" if value is False else value  # YAML reads a bare `off` as false
 
     @model_validator(mode="after")
-    def _ranges_need_adaptive(self) -> "ExperimentSpec":
+    def _ranges_need_adaptive(self) -> ExperimentSpec:
         ranged = sorted(self.variants.ranged_axes())
         if ranged and not self.search.adaptive:
-            raise ValueError(f"variants.{ranged[0]}: a {{range: [low, high]}} needs `search: adaptive` (the sampler "
-                             f"searches ranges); grid search needs a list of values, e.g. [1, 2, 4]")
+            raise ValueError(
+                f"variants.{ranged[0]}: a {{range: [low, high]}} needs `search: adaptive` (the sampler "
+                f"searches ranges); grid search needs a list of values, e.g. [1, 2, 4]"
+            )
         return self

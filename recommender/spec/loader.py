@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from recommender.document import check_binary, load_yaml
 from recommender.errors import SpecError
+from recommender.files.document import check_binary, load_yaml
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.model import ModelSpec
 
@@ -21,27 +21,42 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     path = Path(path)
     raw = load_yaml(path, "experiment file", SpecError)
     if not isinstance(raw, dict):
-        raise SpecError(f"{path}: the top level must be a mapping with at least `name:`", hint="Start the file with `name: my-experiment`.")
+        raise SpecError(
+            f"{path}: the top level must be a mapping with at least `name:`",
+            hint="Start the file with `name: my-experiment`.",
+        )
     try:
         spec = ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
         problems = [f"{path}: {line}" for line in describe_errors(exc, ExperimentSpec)]
-        raise SpecError(f"{path} is not a valid experiment file", problems,
-                        hint="Fix the fields above; `recommender schema` prints every field with its description.") from None
+        raise SpecError(
+            f"{path} is not a valid experiment file",
+            problems,
+            hint="Fix the fields above; `recommender schema` prints every field with its description.",
+        ) from None
     if spec.model.path is not None and not spec.model.path.is_absolute():
-        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})})
+        spec = spec.model_copy(
+            update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})}
+        )
     if spec.model.path is not None:
         _check_model_file(spec.model, path)
     outputs = spec.correctness.reference_outputs if spec.correctness != "off" else None
     if outputs is not None and not outputs.is_absolute():
-        spec = spec.model_copy(update={"correctness": spec.correctness.model_copy(
-            update={"reference_outputs": (path.parent / outputs).resolve()})})
+        spec = spec.model_copy(
+            update={
+                "correctness": spec.correctness.model_copy(
+                    update={"reference_outputs": (path.parent / outputs).resolve()}
+                )
+            }
+        )
     return spec
 
 
 # what the first bytes of a model file are, per source (torch.jit.save writes a zip; ONNX opens with ir_version)
-MODEL_MAGIC = {"torchscript": (b"PK\x03\x04", "a TorchScript file is a zip archive"),
-               "onnx": (b"\x08", "an ONNX file is a protobuf opening with its ir_version")}
+MODEL_MAGIC = {
+    "torchscript": (b"PK\x03\x04", "a TorchScript file is a zip archive"),
+    "onnx": (b"\x08", "an ONNX file is a protobuf opening with its ir_version"),
+}
 
 
 def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
@@ -49,8 +64,9 @@ def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
     try:
         check_binary(model.path, f"{model.source} model file", SpecError, magic, looks_like)
     except SpecError as exc:
-        raise SpecError(f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"],
-                        hint=exc.hint) from None
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"], hint=exc.hint
+        ) from None
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
@@ -68,7 +84,9 @@ def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
 
 
 def _is_union_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part in ("bool", "DynamicBatching", "CorrectnessSpec", "values", "IntRange") or part.startswith("function-"))
+    return isinstance(part, str) and (
+        part in ("bool", "DynamicBatching", "CorrectnessSpec", "values", "IntRange") or part.startswith("function-")
+    )
 
 
 def _suggestion(root: type[BaseModel], loc: list[Any]) -> str:

@@ -20,7 +20,7 @@ class BertArchitecture(Strict):
     vocab_size: int = Field(30522, ge=100, description="Vocabulary size (bert-uncased has 30522).")
 
     @model_validator(mode="after")
-    def _heads_divide_hidden(self) -> "BertArchitecture":
+    def _heads_divide_hidden(self) -> BertArchitecture:
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
         return self
@@ -39,7 +39,7 @@ class ModelSpec(Strict):
     path: Path | None = Field(None, description="Model file, required when source is torchscript or onnx.")
 
     @model_validator(mode="after")
-    def _source_needs(self) -> "ModelSpec":
+    def _source_needs(self) -> ModelSpec:
         if self.source == "bert" and self.architecture is None:
             raise ValueError("source bert needs `architecture` (layers, hidden, heads, ...)")
         if self.source in ("torchscript", "onnx") and self.path is None:
@@ -60,4 +60,6 @@ class PayloadSpec(Strict):
     """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length."""
 
     sequence_length: int = Field(128, ge=8, le=512, description="Tokens per request (padded / truncated).")
-    texts: list[str] = Field(list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them.")
+    texts: list[str] = Field(
+        list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them."
+    )

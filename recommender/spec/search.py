@@ -23,7 +23,7 @@ class IntRange(Strict):
     log: bool = Field(False, description="Sample on a log scale (for wide ranges such as max batch sizes 1..64).")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "IntRange":
+    def _ordered(self) -> IntRange:
         low, high = self.range
         if low > high:
             raise ValueError(f"range [{low}, {high}]: the first value must not be above the second")
@@ -43,8 +43,13 @@ class IntRange(Strict):
 class Budget(Strict):
     """How much adaptive search may spend: candidates tried and/or wall-clock minutes (whichever ends first)."""
 
-    candidates: int | None = Field(None, ge=1, le=10_000, description="Most candidates measured (by the sampler, or "
-                                   "from the grid in order); the rest are recorded as not measured, with the reason.")
+    candidates: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Most candidates measured (by the sampler, or "
+        "from the grid in order); the rest are recorded as not measured, with the reason.",
+    )
     minutes: float | None = Field(None, gt=0, description="No new candidate starts after this many minutes of search.")
 
 
@@ -53,27 +58,53 @@ class Racing(Strict):
     on the same deployment, measure in full only a candidate whose probe could still contain the best (search/racing.py:
     the incumbent rule, capped by successive halving); the others stop with status `pruned`, figures and reason kept."""
 
-    final_repeats: int = Field(3, ge=2, le=20, description="Repeats at the found load level for the candidates "
-                               "measured in full (3 or more give intervals over repeats; at least 2, so a full "
-                               "measurement is never mistaken for a probe).")
-    probe_seconds: float | None = Field(None, gt=0, description="Length of each load level the probe tries (1 repeat); "
-                                        "default: warm-up + 2 windows, never longer than the traffic plan's level.")
-    margin: float = Field(0.1, ge=0, le=1, description="The brief intervals rest on window-to-window noise only; each "
-                          "upper bound is widened by this share before a candidate is judged out of the race.")
-    eta: int = Field(3, ge=2, le=10, description="Successive halving: at most ceil(n / eta) candidates are measured in "
-                     "full, plus any later one whose probe is above the leader's MaxInvocations.")
+    final_repeats: int = Field(
+        3,
+        ge=2,
+        le=20,
+        description="Repeats at the found load level for the candidates "
+        "measured in full (3 or more give intervals over repeats; at least 2, so a full "
+        "measurement is never mistaken for a probe).",
+    )
+    probe_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Length of each load level the probe tries (1 repeat); "
+        "default: warm-up + 2 windows, never longer than the traffic plan's level.",
+    )
+    margin: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="The brief intervals rest on window-to-window noise only; each "
+        "upper bound is widened by this share before a candidate is judged out of the race.",
+    )
+    eta: int = Field(
+        3,
+        ge=2,
+        le=10,
+        description="Successive halving: at most ceil(n / eta) candidates are measured in "
+        "full, plus any later one whose probe is above the leader's MaxInvocations.",
+    )
 
 
 class SearchSpec(Strict):
     """How candidates are chosen and how much each is measured."""
 
-    strategy: Literal["grid", "adaptive"] = Field("grid", description="grid: every candidate, the full traffic "
-                                                  "plan; adaptive: load search, racing, sampler for ranges.")
+    strategy: Literal["grid", "adaptive"] = Field(
+        "grid",
+        description="grid: every candidate, the full traffic plan; adaptive: load search, racing, sampler for ranges.",
+    )
     budget: Budget = Field(default_factory=Budget, description="Adaptive only: candidates and/or minutes.")
     seed: int = Field(0, ge=0, description="Seed of the sampler (same seed, same candidates proposed).")
     racing: Racing = Field(default_factory=Racing, description="Adaptive only: racing across candidates.")
-    knee_tolerance: float = Field(0.05, ge=0, le=1, description="Adaptive load search: a level whose mean IPM grows "
-                                  "less than this share over the previous meeting level is the knee (search stops).")
+    knee_tolerance: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Adaptive load search: a level whose mean IPM grows "
+        "less than this share over the previous meeting level is the knee (search stops).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -11,8 +11,12 @@ from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 TargetKind = Literal["local", "docker", "sagemaker", "remote"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
-    "role_arn": ("sagemaker",), "bucket": ("sagemaker",), "endpoint_url": ("sagemaker", "remote"),
-    "image_uri": ("sagemaker", "docker"), "endpoint": ("remote",), "gpus": ("docker",),
+    "role_arn": ("sagemaker",),
+    "bucket": ("sagemaker",),
+    "endpoint_url": ("sagemaker", "remote"),
+    "image_uri": ("sagemaker", "docker"),
+    "endpoint": ("remote",),
+    "gpus": ("docker",),
 }
 
 
@@ -20,47 +24,87 @@ class TargetSpec(Strict):
     """Where candidates are deployed."""
 
     name: str | None = Field(
-        None, min_length=1, max_length=60, pattern=NAME_PATTERN, description="How this target is told apart from the "
-        "others of a `targets:` list (default: its instance_type); part of each candidate's key there.")
+        None,
+        min_length=1,
+        max_length=60,
+        pattern=NAME_PATTERN,
+        description="How this target is told apart from the "
+        "others of a `targets:` list (default: its instance_type); part of each candidate's key there.",
+    )
     kind: TargetKind = Field(
-        "local", description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback; "
+        "local",
+        description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback; "
         "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
-        "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted).")
-    instance_type: str = Field("local-cpu", description="The hardware: a label for local/docker/remote, a SageMaker type (ml.g5.xlarge) for sagemaker.")
+        "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted).",
+    )
+    instance_type: str = Field(
+        "local-cpu",
+        description="The hardware: a label for local/docker/remote, a SageMaker type (ml.g5.xlarge) for sagemaker.",
+    )
     price_per_hour: float = Field(
-        0.0, ge=0, description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced "
-        "(for sagemaker: looked up in the price catalog by instance_type and region)."
+        0.0,
+        ge=0,
+        description="What one instance of this hardware costs per hour in USD; 0 (default) means unpriced "
+        "(for sagemaker: looked up in the price catalog by instance_type and region).",
     )
     priced_as: str | None = Field(
-        None, description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) instead of price_per_hour."
+        None,
+        description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) instead of price_per_hour.",
     )
     region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
-    ready_timeout_seconds: float = Field(180, gt=0, description="How long to wait for the model (or the SageMaker endpoint) to become ready.")
+    ready_timeout_seconds: float = Field(
+        180, gt=0, description="How long to wait for the model (or the SageMaker endpoint) to become ready."
+    )
     endpoint_instance_count: int = Field(
-        1, ge=1, le=100, validation_alias=AliasChoices("endpoint_instance_count", "instance_count"),
+        1,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("endpoint_instance_count", "instance_count"),
         description="sagemaker: instances behind each candidate's endpoint while it is measured (InitialInstanceCount); "
-        "`instance_count` is accepted as its former name.")
-    role_arn: str | None = Field(None, description="sagemaker: the execution role SageMaker assumes (RoleArn output of infra/cloudformation.yaml).")
-    bucket: str | None = Field(None, description="sagemaker: S3 bucket for model.tar.gz (BucketName output of infra/cloudformation.yaml).")
+        "`instance_count` is accepted as its former name.",
+    )
+    role_arn: str | None = Field(
+        None,
+        description="sagemaker: the execution role SageMaker assumes (RoleArn output of infra/cloudformation.yaml).",
+    )
+    bucket: str | None = Field(
+        None, description="sagemaker: S3 bucket for model.tar.gz (BucketName output of infra/cloudformation.yaml)."
+    )
     image_uri: str | None = Field(
-        None, description="sagemaker: the ECR URI of the serving image (containers/triton pushed to ECR); "
-        "docker: any image reference (default recommender-triton:24.10).")
-    endpoint_url: str | None = Field(None, description="sagemaker / remote SageMaker endpoint: AWS API URL override (an emulator or a VPC endpoint).")
+        None,
+        description="sagemaker: the ECR URI of the serving image (containers/triton pushed to ECR); "
+        "docker: any image reference (default recommender-triton:24.10).",
+    )
+    endpoint_url: str | None = Field(
+        None, description="sagemaker / remote SageMaker endpoint: AWS API URL override (an emulator or a VPC endpoint)."
+    )
     endpoint: str | None = Field(
-        None, description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME of an existing SageMaker endpoint.")
+        None,
+        description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME of an existing SageMaker endpoint.",
+    )
     accelerator: Accelerator = Field(
-        "auto", description="What serves the model: auto (the GPUs when this host has them, detected through NVML, else "
-        "the CPU), cpu, or gpu (refused at preflight on a host without one). local/docker detect this host's hardware.")
-    gpus: str | None = Field("all", description="docker: value of `docker run --gpus` (all, device=0, ...); null for CPU only.")
+        "auto",
+        description="What serves the model: auto (the GPUs when this host has them, detected through NVML, else "
+        "the CPU), cpu, or gpu (refused at preflight on a host without one). local/docker detect this host's hardware.",
+    )
+    gpus: str | None = Field(
+        "all", description="docker: value of `docker run --gpus` (all, device=0, ...); null for CPU only."
+    )
     budget_usd: float | None = Field(
-        None, gt=0, description="Cloud spending cap in USD: a run whose estimate is above it does not start, "
-        "and a run stops and tears down once its spend reaches it.")
+        None,
+        gt=0,
+        description="Cloud spending cap in USD: a run whose estimate is above it does not start, "
+        "and a run stops and tears down once its spend reaches it.",
+    )
 
     @model_validator(mode="after")
-    def _fields_fit_kind(self) -> "TargetSpec":
+    def _fields_fit_kind(self) -> TargetSpec:
         defaults = {name: field.default for name, field in type(self).model_fields.items()}
-        misplaced = [name for name, kinds in _KIND_FIELDS.items()
-                     if self.kind not in kinds and getattr(self, name) not in (None, defaults[name])]
+        misplaced = [
+            name
+            for name, kinds in _KIND_FIELDS.items()
+            if self.kind not in kinds and getattr(self, name) not in (None, defaults[name])
+        ]
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} not used by target kind {self.kind}")
         if self.kind == "sagemaker":
@@ -68,7 +112,9 @@ class TargetSpec(Strict):
             if missing:
                 raise ValueError(f"target kind sagemaker needs {', '.join(missing)}")
             if not self.instance_type.startswith("ml."):
-                raise ValueError(f"instance_type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.g5.xlarge)")
+                raise ValueError(
+                    f"instance_type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.g5.xlarge)"
+                )
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
         return self

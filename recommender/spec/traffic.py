@@ -21,7 +21,9 @@ class Phase(Strict):
 class Stairs(Strict):
     """SageMaker STAIRS: `number_of_steps` steps, each `users_per_step` users more than the last, each held for `duration_seconds`."""
 
-    users_per_step: int = Field(..., ge=1, description="Users added at every step (step k runs k x users_per_step users).")
+    users_per_step: int = Field(
+        ..., ge=1, description="Users added at every step (step k runs k x users_per_step users)."
+    )
     number_of_steps: int = Field(..., ge=1, le=100, description="How many steps.")
     duration_seconds: float = Field(..., gt=0, le=7200, description="How long each step lasts, in seconds.")
 
@@ -29,28 +31,46 @@ class Stairs(Strict):
 class Concurrency(Strict):
     """Fixed concurrency levels run one after another (closed loop: each user sends, waits for the answer, sends again)."""
 
-    users: list[Annotated[int, Field(ge=1, le=10000)]] = Field(..., min_length=1, description="User counts, one level each, in order.")
+    users: list[Annotated[int, Field(ge=1, le=10000)]] = Field(
+        ..., min_length=1, description="User counts, one level each, in order."
+    )
     duration_seconds: float = Field(..., gt=0, le=7200, description="How long each level lasts, in seconds.")
 
 
 class Rate(Strict):
     """Open loop: requests are sent on a schedule whatever the server does; latency is timed from the SCHEDULED send."""
 
-    requests_per_second: Annotated[float, Field(gt=0, le=100000)] | list[Annotated[float, Field(gt=0, le=100000)]] = Field(
-        ..., description="Arrival rate, or a list of rates run one after another (one level each)."
+    requests_per_second: Annotated[float, Field(gt=0, le=100000)] | list[Annotated[float, Field(gt=0, le=100000)]] = (
+        Field(..., description="Arrival rate, or a list of rates run one after another (one level each).")
     )
-    arrival: Literal["constant", "poisson"] = Field("constant", description="constant: evenly spaced sends; poisson: exponential gaps.")
+    arrival: Literal["constant", "poisson"] = Field(
+        "constant", description="constant: evenly spaced sends; poisson: exponential gaps."
+    )
     seed: int = Field(0, ge=0, description="Random seed of the Poisson schedule (same seed, same schedule).")
     duration_seconds: float = Field(..., gt=0, le=7200, description="How long each rate level lasts, in seconds.")
-    max_concurrency: int = Field(64, ge=1, le=10000, description="Requests that may be in flight at once; a send finding "
-                                 "none free goes out late (and is counted late).")
-    late_ms: float = Field(1.0, ge=0, description="A send more than this many ms after its scheduled time counts as late.")
-    max_late_share: float = Field(0.01, ge=0, le=1, description="A level with a larger share of late sends is flagged (the "
-                                  "generator or the server could not keep to the schedule).")
+    max_concurrency: int = Field(
+        64,
+        ge=1,
+        le=10000,
+        description="Requests that may be in flight at once; a send finding "
+        "none free goes out late (and is counted late).",
+    )
+    late_ms: float = Field(
+        1.0, ge=0, description="A send more than this many ms after its scheduled time counts as late."
+    )
+    max_late_share: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="A level with a larger share of late sends is flagged (the "
+        "generator or the server could not keep to the schedule).",
+    )
 
     @property
     def rates(self) -> list[float]:
-        return list(self.requests_per_second) if isinstance(self.requests_per_second, list) else [self.requests_per_second]
+        return (
+            list(self.requests_per_second) if isinstance(self.requests_per_second, list) else [self.requests_per_second]
+        )
 
     @field_validator("requests_per_second")
     @classmethod
@@ -64,13 +84,28 @@ class Stability(Strict):
     """When a load level counts as stable (README "Stable"): at least `windows` windows, the level means of IPM and of
     the percentile latency known within `tolerance` (relative standard error), and no significant trend across them."""
 
-    windows: int = Field(4, ge=2, le=20, description="Fewest steady-state windows a level needs to be judged stable; "
-                         "also how many consecutive windows the latency and error-rate stop conditions look at.")
-    tolerance: float = Field(0.05, gt=0, le=1, description="Largest relative standard error s / sqrt(n) / mean of a "
-                             "level's mean IPM and mean percentile latency over its windows (0.05: known to about +-10 % at 95 %).")
-    ipm_tolerance: float | None = Field(None, gt=0, le=1, description="DEPRECATED (the former rule: every window within "
-                                        "this share of the mean): when `tolerance` is not given it becomes the smaller "
-                                        "of ipm_tolerance and latency_tolerance, halved.")
+    windows: int = Field(
+        4,
+        ge=2,
+        le=20,
+        description="Fewest steady-state windows a level needs to be judged stable; "
+        "also how many consecutive windows the latency and error-rate stop conditions look at.",
+    )
+    tolerance: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="Largest relative standard error s / sqrt(n) / mean of a "
+        "level's mean IPM and mean percentile latency over its windows (0.05: known to about +-10 % at 95 %).",
+    )
+    ipm_tolerance: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="DEPRECATED (the former rule: every window within "
+        "this share of the mean): when `tolerance` is not given it becomes the smaller "
+        "of ipm_tolerance and latency_tolerance, halved.",
+    )
     latency_tolerance: float | None = Field(None, gt=0, le=1, description="DEPRECATED: see ipm_tolerance.")
 
     @model_validator(mode="before")
@@ -85,45 +120,94 @@ class Stability(Strict):
 class Stopping(Strict):
     """When the load generator stops early (SageMaker StoppingConditions); checked at the end of every window."""
 
-    latency: bool = Field(True, description="Stop when `stability.windows` consecutive windows breach `latency_threshold` "
-                         "(the one set at measure time; a run stopped there is reused at any threshold, and above it says so).")
-    error_rate: bool = Field(True, description="Stop when the last `stability.windows` windows together fail more than `max_error_rate`.")
-    max_invocations: float | None = Field(None, gt=0, description="Stop once a window reaches this many invocations per minute.")
-    flat_invocations: bool = Field(False, description="Stop when throughput stops growing while the load grows: a level's mean IPM "
-                                   "is within `flat_tolerance` of the previous level's although it has more users (or a higher rate).")
-    flat_tolerance: float = Field(0.05, ge=0, le=1, description="Growth below this share counts as flat (0.05 = less than 5 %).")
+    latency: bool = Field(
+        True,
+        description="Stop when `stability.windows` consecutive windows breach `latency_threshold` "
+        "(the one set at measure time; a run stopped there is reused at any threshold, and above it says so).",
+    )
+    error_rate: bool = Field(
+        True, description="Stop when the last `stability.windows` windows together fail more than `max_error_rate`."
+    )
+    max_invocations: float | None = Field(
+        None, gt=0, description="Stop once a window reaches this many invocations per minute."
+    )
+    flat_invocations: bool = Field(
+        False,
+        description="Stop when throughput stops growing while the load grows: a level's mean IPM "
+        "is within `flat_tolerance` of the previous level's although it has more users (or a higher rate).",
+    )
+    flat_tolerance: float = Field(
+        0.05, ge=0, le=1, description="Growth below this share counts as flat (0.05 = less than 5 %)."
+    )
 
 
 class TrafficSpec(Strict):
     """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by default)."""
 
-    phases: list[Phase] | None = Field(None, min_length=1, description="Phases run one after another (default: one phase of 1 user for 60 s).")
+    phases: list[Phase] | None = Field(
+        None, min_length=1, description="Phases run one after another (default: one phase of 1 user for 60 s)."
+    )
     stairs: Stairs | None = Field(None, description="SageMaker STAIRS: more users at every step.")
     concurrency: Concurrency | None = Field(None, description="Fixed user counts, one level each.")
     rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant or Poisson).")
-    warmup_seconds: float = Field(5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase).")
-    window_seconds: float = Field(5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in.")
+    warmup_seconds: float = Field(
+        5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase)."
+    )
+    window_seconds: float = Field(
+        5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in."
+    )
     stability: Stability = Field(default_factory=Stability, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
-    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(1, description="Load generator processes on "
-                         "this host: 1 = one Locust process; N > 1 = Locust's distributed mode (one master, N workers, "
-                         "records merged on the master's clock); auto = enough that none exceeds 60 % of a core at the "
-                         "rate measured by the previous repeat (the first repeat: cores - 1), never more than cores - 1.")
-    generator_cpus: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, description="CPUs the load "
-                         "generator is pinned to (the local target's server gets the others). None: isolate only on a "
-                         "host with 4 or more CPUs (the generator gets the last quarter); [] is not allowed.")
-    remote_workers: int = Field(0, ge=0, le=1024, description="Locust workers expected from other hosts (started "
-                                "there with `recommender worker --master HOST:PORT`); the run waits for them (and the "
-                                "local ones) up to `worker_wait_seconds`. Needs `master_bind` reachable from those hosts.")
-    master_bind: str = Field("127.0.0.1", min_length=1, description="Address the Locust master binds to. 127.0.0.1 "
-                             "(default): only workers on this host can join. 0.0.0.0 or this host's address lets "
-                             "remote workers join; anyone who can reach that port can then join the run.")
-    master_port: int | None = Field(None, ge=1, le=65535, description="TCP port of the Locust master. None: an "
-                                    "OS-chosen free port without remote workers, 5557 (Locust's default) with them.")
-    worker_wait_seconds: float = Field(60, gt=0, le=3600, description="How long a run waits for all expected workers "
-                                       "(local + remote) to join before it fails with a message naming them.")
-    repeats: int = Field(1, ge=1, le=20, description="Measure each candidate this many times (fresh load runs on the same deployment); "
-                         "2 or more give 95 % confidence intervals.")
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
+        1,
+        description="Load generator processes on "
+        "this host: 1 = one Locust process; N > 1 = Locust's distributed mode (one master, N workers, "
+        "records merged on the master's clock); auto = enough that none exceeds 60 % of a core at the "
+        "rate measured by the previous repeat (the first repeat: cores - 1), never more than cores - 1.",
+    )
+    generator_cpus: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        min_length=1,
+        description="CPUs the load "
+        "generator is pinned to (the local target's server gets the others). None: isolate only on a "
+        "host with 4 or more CPUs (the generator gets the last quarter); [] is not allowed.",
+    )
+    remote_workers: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="Locust workers expected from other hosts (started "
+        "there with `recommender worker --master HOST:PORT`); the run waits for them (and the "
+        "local ones) up to `worker_wait_seconds`. Needs `master_bind` reachable from those hosts.",
+    )
+    master_bind: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="Address the Locust master binds to. 127.0.0.1 "
+        "(default): only workers on this host can join. 0.0.0.0 or this host's address lets "
+        "remote workers join; anyone who can reach that port can then join the run.",
+    )
+    master_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="TCP port of the Locust master. None: an "
+        "OS-chosen free port without remote workers, 5557 (Locust's default) with them.",
+    )
+    worker_wait_seconds: float = Field(
+        60,
+        gt=0,
+        le=3600,
+        description="How long a run waits for all expected workers "
+        "(local + remote) to join before it fails with a message naming them.",
+    )
+    repeats: int = Field(
+        1,
+        ge=1,
+        le=20,
+        description="Measure each candidate this many times (fresh load runs on the same deployment); "
+        "2 or more give 95 % confidence intervals.",
+    )
 
     @field_validator("master_bind")
     @classmethod
@@ -131,12 +215,14 @@ class TrafficSpec(Strict):
         try:
             ipaddress.ip_address(value)
         except ValueError:
-            raise ValueError(f"{value!r} is not an IP address: use 127.0.0.1 (this host only), 0.0.0.0 (every "
-                             "interface) or one of this host's addresses") from None
+            raise ValueError(
+                f"{value!r} is not an IP address: use 127.0.0.1 (this host only), 0.0.0.0 (every "
+                "interface) or one of this host's addresses"
+            ) from None
         return value
 
     @model_validator(mode="after")
-    def _one_shape(self) -> "TrafficSpec":
+    def _one_shape(self) -> TrafficSpec:
         given = [name for name in SHAPES if getattr(self, name) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one traffic shape, not {' and '.join(given)}")
@@ -149,8 +235,14 @@ class TrafficSpec(Strict):
         """The generator's distribution settings at their defaults (today's single process) are left out, so measurement keys stored before
         these settings existed stay valid (protocol.py hashes this dump)."""
         data = handler(self)
-        for name, default in (("workers", 1), ("generator_cpus", None), ("remote_workers", 0), ("master_bind", "127.0.0.1"),
-                              ("master_port", None), ("worker_wait_seconds", 60)):
+        for name, default in (
+            ("workers", 1),
+            ("generator_cpus", None),
+            ("remote_workers", 0),
+            ("master_bind", "127.0.0.1"),
+            ("master_port", None),
+            ("worker_wait_seconds", 60),
+        ):
             if data.get(name, default) == default:
                 data.pop(name, None)
         return data

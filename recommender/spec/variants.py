@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, Discriminator, Field, Tag, model_validator
 
@@ -18,59 +18,83 @@ class DynamicBatching(Strict):
     """Triton dynamic batching settings (the `dynamic_batching { ... }` block of config.pbtxt)."""
 
     max_queue_delay_microseconds: Annotated[
-        Union[Annotated[int, Field(ge=0), Tag("values")], Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)
-    ] = Field(100, description="How long a request may wait to form a batch; `{range: [0, 5000]}` under adaptive "
-              "search only (the sampler picks the delay).")
-    preferred_batch_size: Annotated[
-        Union[Annotated[list[Annotated[int, Field(ge=1)]], Tag("values")], Annotated[IntRange, Tag("IntRange")]],
+        Annotated[int, Field(ge=0), Tag("values")] | Annotated[IntRange, Tag("IntRange")],
         Discriminator(_axis_kind),
-    ] = Field(default_factory=list, description="Batch sizes the scheduler aims for; `{range: [1, 32], log: true}` "
-              "under adaptive search only (the sampler picks one preferred size; one above the candidate's "
-              "max_batch_size is dropped, as in a list).")
+    ] = Field(
+        100,
+        description="How long a request may wait to form a batch; `{range: [0, 5000]}` under adaptive "
+        "search only (the sampler picks the delay).",
+    )
+    preferred_batch_size: Annotated[
+        Annotated[list[Annotated[int, Field(ge=1)]], Tag("values")] | Annotated[IntRange, Tag("IntRange")],
+        Discriminator(_axis_kind),
+    ] = Field(
+        default_factory=list,
+        description="Batch sizes the scheduler aims for; `{range: [1, 32], log: true}` "
+        "under adaptive search only (the sampler picks one preferred size; one above the candidate's "
+        "max_batch_size is dropped, as in a list).",
+    )
 
     @model_validator(mode="after")
-    def _sizes_from_one(self) -> "DynamicBatching":
+    def _sizes_from_one(self) -> DynamicBatching:
         if isinstance(self.preferred_batch_size, IntRange) and self.preferred_batch_size.range[0] < 1:
-            raise ValueError(f"preferred_batch_size: range {list(self.preferred_batch_size.range)} starts below 1; "
-                             "batch sizes start at 1, e.g. {range: [1, 32], log: true}")
+            raise ValueError(
+                f"preferred_batch_size: range {list(self.preferred_batch_size.range)} starts below 1; "
+                "batch sizes start at 1, e.g. {range: [1, 32], log: true}"
+            )
         return self
 
     @property
     def ranges(self) -> dict[str, IntRange]:
         """The settings given as ranges (the sampler picks their values), by field name."""
-        return {name: value for name in ("max_queue_delay_microseconds", "preferred_batch_size")
-                if isinstance(value := getattr(self, name), IntRange)}
+        return {
+            name: value
+            for name in ("max_queue_delay_microseconds", "preferred_batch_size")
+            if isinstance(value := getattr(self, name), IntRange)
+        }
 
     @property
     def ranged(self) -> bool:
         return bool(self.ranges)
 
 
-DynamicBatchingChoice = Union[bool, DynamicBatching]
+DynamicBatchingChoice = bool | DynamicBatching
 
 
 def _axis(low: int, high: int) -> Any:
     """A numeric axis: a list of values, or {range: [low, high]} (errors name the list's items, not both union arms)."""
     values = Annotated[list[Annotated[int, Field(ge=low, le=high)]], Field(min_length=1), Tag("values")]
-    return Annotated[Union[values, Annotated[IntRange, Tag("IntRange")]], Discriminator(_axis_kind)]
+    return Annotated[values | Annotated[IntRange, Tag("IntRange")], Discriminator(_axis_kind)]
 
 
 class VariantGrid(Strict):
     """The grid of serving configurations; every combination becomes a candidate."""
 
-    optimizations: list[Optimization] = Field(["pt"], min_length=1, description="pt (PyTorch), onnx (ONNX Runtime), trt (TensorRT, GPU only), openvino (OpenVINO, CPU).")
+    optimizations: list[Optimization] = Field(
+        ["pt"],
+        min_length=1,
+        description="pt (PyTorch), onnx (ONNX Runtime), trt (TensorRT, GPU only), openvino (OpenVINO, CPU).",
+    )
     precisions: list[Precision] = Field(
-        ["fp32"], min_length=1, description="Numeric precision of the engine: fp32, or fp16 (TensorRT only; other "
-        "optimizations serve fp32 and their fp16 combinations are not generated).")
+        ["fp32"],
+        min_length=1,
+        description="Numeric precision of the engine: fp32, or fp16 (TensorRT only; other "
+        "optimizations serve fp32 and their fp16 combinations are not generated).",
+    )
     dynamic_batching: list[DynamicBatchingChoice] = Field(
-        [False, True], min_length=1, description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}."
+        [False, True],
+        min_length=1,
+        description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}.",
     )
     instance_group_counts: _axis(1, 16) = Field(
-        [1], validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
+        [1],
+        validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
         description="Triton instance_group count values (model instances inside one server); "
-        "`instance_counts` is accepted as its former name; `{range: [1, 8]}` under adaptive search only.")
+        "`instance_counts` is accepted as its former name; `{range: [1, 8]}` under adaptive search only.",
+    )
     max_batch_sizes: _axis(1, 1024) = Field(
-        [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only.")
+        [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only."
+    )
 
     def values(self, axis: str) -> list:
         """An axis's values: its list, or every integer of its range (the space the sampler searches)."""
@@ -84,15 +108,22 @@ class VariantGrid(Strict):
         return ranged | ({"dynamic_batching": inner[0]} if inner else {})
 
     @model_validator(mode="after")
-    def _bounded(self) -> "VariantGrid":
+    def _bounded(self) -> VariantGrid:
         for name, (low, high) in {"instance_group_counts": (1, 16), "max_batch_sizes": (1, 1024)}.items():
             given = self.values(name)
             if not given or min(given) < low or max(given) > high:
                 raise ValueError(f"{name}: give at least one value, each from {low} to {high}")
-        size = (len(self.optimizations) * len(self.precisions) * len(self.dynamic_batching)
-                * len(self.values("instance_group_counts")) * len(self.values("max_batch_sizes")))
+        size = (
+            len(self.optimizations)
+            * len(self.precisions)
+            * len(self.dynamic_batching)
+            * len(self.values("instance_group_counts"))
+            * len(self.values("max_batch_sizes"))
+        )
         if size > MAX_GRID:
-            raise ValueError(f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)")
+            raise ValueError(
+                f"the grid has {size:,} combinations; at most {MAX_GRID:,} (split it into several experiments)"
+            )
         return self
 
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from recommender import paths
-from recommender.document import read_text
 from recommender.errors import InputError, StoreError
+from recommender.files import paths
+from recommender.files.document import read_text
 
 DEFAULT_DB_PATH = paths.RESULTS_DB
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -36,8 +36,10 @@ def _url_from_file(path: str | None) -> str | None:
         return None
     url = read_text(path, f"database URL file ({URL_FILE_VARIABLE})").strip()
     if not url or "\n" in url:
-        raise InputError(f"{path}: a database URL file ({URL_FILE_VARIABLE}) holds exactly one line, the URL",
-                         hint="e.g. postgresql+psycopg://user:password@host:5432/recommender; keep the file mode 600.")
+        raise InputError(
+            f"{path}: a database URL file ({URL_FILE_VARIABLE}) holds exactly one line, the URL",
+            hint="e.g. postgresql+psycopg://user:password@host:5432/recommender; keep the file mode 600.",
+        )
     return url
 
 
@@ -51,9 +53,11 @@ def open_engine(url: str | None = None, migrate: bool = True) -> Engine:
         if migrate:
             upgrade(engine)
     except (SQLAlchemyError, ImportError, OSError) as exc:
-        raise StoreError(f"cannot open results database {_redact(url)}: {exc}",
-                         hint="Check --db / RECOMMENDER_DB_URL (e.g. postgresql+psycopg://user:pass@host/db) "
-                              "and that the driver is installed.") from exc
+        raise StoreError(
+            f"cannot open results database {_redact(url)}: {exc}",
+            hint="Check --db / RECOMMENDER_DB_URL (e.g. postgresql+psycopg://user:pass@host/db) "
+            "and that the driver is installed.",
+        ) from exc
     return engine
 
 
@@ -100,13 +104,22 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 
 
 _FAILURES = (  # (text in SQLite's / the driver's message, one-line reason, hint)
-    ("database is locked", "the database is locked: another connection held a write lock beyond the busy timeout",
-     "Close what holds the SQLite file open for writing (a DB browser, a stuck process), or use PostgreSQL (--db) "
-     "for concurrent writers; then run again: the job resumes where it stopped."),
-    ("readonly database", "the database is read-only",
-     "Make the database file, its folder and its -wal/-shm files writable, or pass another --db."),
-    ("database or disk is full", "the disk holding the database is full",
-     "Free space there, or move the database (--db); then run again: the job resumes where it stopped."),
+    (
+        "database is locked",
+        "the database is locked: another connection held a write lock beyond the busy timeout",
+        "Close what holds the SQLite file open for writing (a DB browser, a stuck process), or use PostgreSQL (--db) "
+        "for concurrent writers; then run again: the job resumes where it stopped.",
+    ),
+    (
+        "readonly database",
+        "the database is read-only",
+        "Make the database file, its folder and its -wal/-shm files writable, or pass another --db.",
+    ),
+    (
+        "database or disk is full",
+        "the disk holding the database is full",
+        "Free space there, or move the database (--db); then run again: the job resumes where it stopped.",
+    ),
 )
 
 

@@ -40,7 +40,7 @@ class Holder:
     started: float
 
     @classmethod
-    def this_process(cls) -> "Holder":
+    def this_process(cls) -> Holder:
         return cls(socket.gethostname(), os.getpid(), psutil.Process().create_time())
 
     @property
@@ -63,8 +63,15 @@ class Holder:
 class Lease:
     """The right of one process to measure one experiment; a context manager that takes, renews and releases it."""
 
-    def __init__(self, engine: Engine, experiment: str, holder: Holder | None = None, ttl_s: float = LEASE_TTL_S,
-                 wait: bool = False, poll_s: float = WAIT_POLL_S) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        experiment: str,
+        holder: Holder | None = None,
+        ttl_s: float = LEASE_TTL_S,
+        wait: bool = False,
+        poll_s: float = WAIT_POLL_S,
+    ) -> None:
         self.engine, self.experiment = engine, experiment
         self.holder = holder or Holder.this_process()
         self.ttl_s, self.wait, self.poll_s = ttl_s, wait, poll_s
@@ -72,7 +79,7 @@ class Lease:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         self.acquire()
         self._beat = threading.Thread(target=self._heartbeat, name=f"lease {self.experiment}", daemon=True)
         self._beat.start()
@@ -91,14 +98,18 @@ class Lease:
         """Take the lease; a live holder makes this wait (`wait`) or raise ExperimentLeased."""
         while (blocking := self._attempt()) is not None:
             if not self.wait:
-                raise ExperimentLeased(f"experiment {self.experiment!r} is being measured by another job: "
-                                       f"{describe(blocking)}", hint=_REFUSAL_HINT.format(ttl=_ttl(blocking)))
+                raise ExperimentLeased(
+                    f"experiment {self.experiment!r} is being measured by another job: {describe(blocking)}",
+                    hint=_REFUSAL_HINT.format(ttl=_ttl(blocking)),
+                )
             time.sleep(self.poll_s)
 
     def renew(self) -> bool:
         """Move the expiry on; False when the lease is no longer this holder's."""
         now = utcnow()
-        moved = self._execute(update(_TABLE).where(*self._mine()).values(heartbeat_at=now, expires_at=self._expiry(now)))
+        moved = self._execute(
+            update(_TABLE).where(*self._mine()).values(heartbeat_at=now, expires_at=self._expiry(now))
+        )
         return moved.rowcount == 1
 
     def release(self) -> None:
@@ -124,21 +135,42 @@ class Lease:
                 continue  # another job wrote the lease between our read and our write: read it again
             except SQLAlchemyError as exc:
                 reason, hint = explain(exc)
-                raise StoreError(f"cannot take the lease of experiment {self.experiment!r}: {reason}", hint=hint) from exc
-        raise StoreError(f"the lease of experiment {self.experiment!r} kept changing under {_RACES} attempts",
-                         hint="Several jobs are starting this experiment at once; run it again.")
+                raise StoreError(
+                    f"cannot take the lease of experiment {self.experiment!r}: {reason}", hint=hint
+                ) from exc
+        raise StoreError(
+            f"the lease of experiment {self.experiment!r} kept changing under {_RACES} attempts",
+            hint="Several jobs are starting this experiment at once; run it again.",
+        )
 
     def _take(self, connection) -> Row | None:
         now = utcnow()
         seen = connection.execute(select(_TABLE).where(_TABLE.c.experiment == self.experiment)).first()
         if seen is not None and _live(seen, now):
             return seen
-        values = dict(holder=self.holder.id, host=self.holder.host, pid=self.holder.pid,
-                      process_started=self.holder.started, acquired_at=now, heartbeat_at=now, expires_at=self._expiry(now))
+        values = dict(
+            holder=self.holder.id,
+            host=self.holder.host,
+            pid=self.holder.pid,
+            process_started=self.holder.started,
+            acquired_at=now,
+            heartbeat_at=now,
+            expires_at=self._expiry(now),
+        )
         if seen is None:
             connection.execute(insert(_TABLE).values(experiment=self.experiment, **values))
-        elif connection.execute(update(_TABLE).where(_TABLE.c.experiment == self.experiment, _TABLE.c.holder == seen.holder,
-                                                     _TABLE.c.heartbeat_at == seen.heartbeat_at).values(**values)).rowcount != 1:
+        elif (
+            connection.execute(
+                update(_TABLE)
+                .where(
+                    _TABLE.c.experiment == self.experiment,
+                    _TABLE.c.holder == seen.holder,
+                    _TABLE.c.heartbeat_at == seen.heartbeat_at,
+                )
+                .values(**values)
+            ).rowcount
+            != 1
+        ):
             raise _Raced()
         _interrupt_running(connection, self.experiment, seen)
         return None
@@ -155,11 +187,15 @@ class Lease:
                 return connection.execute(statement)
         except SQLAlchemyError as exc:
             reason, hint = explain(exc)
-            raise StoreError(f"results database write failed (lease of {self.experiment!r}): {reason}", hint=hint) from exc
+            raise StoreError(
+                f"results database write failed (lease of {self.experiment!r}): {reason}", hint=hint
+            ) from exc
 
 
-_REFUSAL_HINT = ("Wait for it to finish, or run again with --wait to start as soon as it does. A holder that died is "
-                 "taken over: at once from its own host, {ttl:.0f} s after its last heartbeat from any other.")
+_REFUSAL_HINT = (
+    "Wait for it to finish, or run again with --wait to start as soon as it does. A holder that died is "
+    "taken over: at once from its own host, {ttl:.0f} s after its last heartbeat from any other."
+)
 
 
 class _Raced(Exception):
@@ -176,8 +212,10 @@ def live_holder(engine: Engine, experiment: str) -> str | None:
 def describe(lease: Row) -> str:
     """pid 12 on host h (holder h:12:1700000000), since 2026-01-01 12:00:00 UTC, last heartbeat 3 s ago."""
     beat = (utcnow() - as_utc(lease.heartbeat_at)).total_seconds()
-    return (f"pid {lease.pid} on host {lease.host} (holder {lease.holder}), "
-            f"since {as_utc(lease.acquired_at):%Y-%m-%d %H:%M:%S} UTC, last heartbeat {beat:.0f} s ago")
+    return (
+        f"pid {lease.pid} on host {lease.host} (holder {lease.holder}), "
+        f"since {as_utc(lease.acquired_at):%Y-%m-%d %H:%M:%S} UTC, last heartbeat {beat:.0f} s ago"
+    )
 
 
 def _live(lease: Row, now) -> bool:
@@ -191,7 +229,11 @@ def _ttl(lease: Row) -> float:
 def _interrupt_running(connection, experiment: str, previous: Row | None) -> None:
     """The experiment's runs still `running`: their job is gone (we hold the lease now), so they are interrupted."""
     job = f"its job (pid {previous.pid} on host {previous.host})" if previous is not None else "the job"
-    running = (select(Run.id).join(CandidateRow).join(Experiment)
-               .where(Experiment.name == experiment, Run.status == "running"))
-    connection.execute(update(Run.__table__).where(Run.__table__.c.id.in_(running))
-                       .values(status="interrupted", reason=f"{job} stopped before this run finished"))
+    running = (
+        select(Run.id).join(CandidateRow).join(Experiment).where(Experiment.name == experiment, Run.status == "running")
+    )
+    connection.execute(
+        update(Run.__table__)
+        .where(Run.__table__.c.id.in_(running))
+        .values(status="interrupted", reason=f"{job} stopped before this run finished")
+    )

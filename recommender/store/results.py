@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Collection, Iterator
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
+from recommender.candidates import Candidate, CandidateResult
 from recommender.errors import StoreError
 from recommender.metrics.headline import Headline
 from recommender.metrics.levels import SERVER_FIGURES, WindowRecord
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
-from recommender.candidates import Candidate, CandidateResult
 from recommender.spec import ExperimentSpec
 from recommender.store.database import explain, open_engine
 from recommender.store.lease import Lease, live_holder
@@ -43,7 +44,7 @@ class ResultStore:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str | None = None) -> "ResultStore":
+    def open(cls, url: str | None = None) -> ResultStore:
         return cls(open_engine(url))
 
     def lease(self, experiment: str, wait: bool = False) -> Lease:
@@ -91,10 +92,14 @@ class ResultStore:
 
     def save_candidate(self, experiment_id: int, candidate: Candidate) -> int:
         def work(session: Session) -> int:
-            query = select(CandidateRow).where(CandidateRow.experiment_id == experiment_id, CandidateRow.key == candidate.key)
+            query = select(CandidateRow).where(
+                CandidateRow.experiment_id == experiment_id, CandidateRow.key == candidate.key
+            )
             row = session.scalar(query)
             if row is None:
-                row = CandidateRow(experiment_id=experiment_id, key=candidate.key, name=candidate.name, config=candidate.config())
+                row = CandidateRow(
+                    experiment_id=experiment_id, key=candidate.key, name=candidate.name, config=candidate.config()
+                )
                 session.add(row)
                 session.flush()
             return row.id
@@ -106,8 +111,12 @@ class ResultStore:
         measured again); None when the newest failed or was interrupted, even with an older ok run: the resume of
         an interrupted `--fresh` run measures it again, so the stored (newest) status is never a stale failure."""
         with self._session() as session:
-            query = (select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
-                     .order_by(Run.id.desc()).limit(1))
+            query = (
+                select(Run)
+                .where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                .order_by(Run.id.desc())
+                .limit(1)
+            )
             newest = session.scalar(query)
             final = newest is not None and newest.status in FINAL and not _is_budget_skip(newest)
             return newest if final else None
@@ -118,8 +127,11 @@ class ResultStore:
             raise ValueError("spend must be >= 0")
 
         def work(session: Session) -> None:
-            session.execute(update(Experiment).where(Experiment.name == experiment)
-                            .values(spent_usd=Experiment.spent_usd + usd, updated_at=utcnow()))
+            session.execute(
+                update(Experiment)
+                .where(Experiment.name == experiment)
+                .values(spent_usd=Experiment.spent_usd + usd, updated_at=utcnow())
+            )
 
         self._write(work)
 
@@ -128,30 +140,52 @@ class ResultStore:
         with self._session() as session:
             return session.scalar(select(Experiment.spent_usd).where(Experiment.name == experiment)) or 0.0
 
-    def start_run(self, candidate_id: int, protocol_key: str, artifacts_dir: str | None,
-                  hardware: dict | None = None, backend: str | None = None) -> int:
+    def start_run(
+        self,
+        candidate_id: int,
+        protocol_key: str,
+        artifacts_dir: str | None,
+        hardware: dict | None = None,
+        backend: str | None = None,
+    ) -> int:
         """Open a run; `hardware` is what it serves on (hardware.ServingHardware.to_dict), `backend` what serves it."""
 
         def work(session: Session) -> int:
-            run = Run(candidate_id=candidate_id, protocol_key=protocol_key, status="running", artifacts_dir=artifacts_dir,
-                      hardware=hardware, backend=backend)
+            run = Run(
+                candidate_id=candidate_id,
+                protocol_key=protocol_key,
+                status="running",
+                artifacts_dir=artifacts_dir,
+                hardware=hardware,
+                backend=backend,
+            )
             session.add(run)
             session.flush()
             return run.id
 
         return self._write(work)
 
-    def finish_run(self, run_id: int, status: str, reason: str | None = None, headline: Headline | None = None,
-                   server_stats: dict | None = None, phases: list[PhaseSummary] = (),
-                   series: list[WindowStats] = (), windows: list[tuple[int, Window]] = (),
-                   correctness: dict | None = None) -> None:
+    def finish_run(
+        self,
+        run_id: int,
+        status: str,
+        reason: str | None = None,
+        headline: Headline | None = None,
+        server_stats: dict | None = None,
+        phases: list[PhaseSummary] = (),
+        series: list[WindowStats] = (),
+        windows: list[tuple[int, Window]] = (),
+        correctness: dict | None = None,
+    ) -> None:
         """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
             if run.status == "interrupted" and status != "interrupted":
-                raise StoreError(f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
-                                 hint="Another job took this experiment's lease over; it measures this candidate again.")
+                raise StoreError(
+                    f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
+                    hint="Another job took this experiment's lease over; it measures this candidate again.",
+                )
             run.status, run.reason, run.server_stats, run.correctness = status, reason, server_stats, correctness
             run.headline = headline.to_dict() if headline else None
             run.finished_at = utcnow()
@@ -167,10 +201,18 @@ class ResultStore:
         with the reason; its figures and windows (the partial measurement) stay as they were stored."""
 
         def work(session: Session) -> None:
-            run = session.scalar(select(Run).where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
-                                 .order_by(Run.id.desc()).limit(1).with_for_update())
+            run = session.scalar(
+                select(Run)
+                .where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                .order_by(Run.id.desc())
+                .limit(1)
+                .with_for_update()
+            )
             if run is None:
-                raise StoreError(f"candidate {candidate_id} has no run to prune", hint="a pruned candidate is one measured briefly first")
+                raise StoreError(
+                    f"candidate {candidate_id} has no run to prune",
+                    hint="a pruned candidate is one measured briefly first",
+                )
             run.status, run.reason = "pruned", reason
 
         self._write(work)
@@ -187,14 +229,22 @@ class ResultStore:
             if info.name == name:
                 return info
         known = ", ".join(e.name for e in self.experiments()) or "none yet"
-        raise StoreError(f"no experiment named {name!r} in the results database",
-                         hint=f"Known experiments: {known}. Run `recommender run FILE` first, or pass --db.")
+        raise StoreError(
+            f"no experiment named {name!r} in the results database",
+            hint=f"Known experiments: {known}. Run `recommender run FILE` first, or pass --db.",
+        )
 
     def current_protocol(self, experiment: str) -> str | None:
         """The measurement protocol of the experiment's newest run (what rank, report and the dashboard read)."""
         with self._session() as session:
-            query = (select(Run.protocol_key).join(CandidateRow).join(Experiment).where(Experiment.name == experiment)
-                     .order_by(Run.id.desc()).limit(1))
+            query = (
+                select(Run.protocol_key)
+                .join(CandidateRow)
+                .join(Experiment)
+                .where(Experiment.name == experiment)
+                .order_by(Run.id.desc())
+                .limit(1)
+            )
             return session.scalar(query)
 
     def current_protocols(self, experiment: str) -> set[str]:
@@ -202,8 +252,13 @@ class ResultStore:
         their target in their configuration): what rank, report and the dashboard read."""
         newest: dict[str, str] = {}
         with self._session() as session:
-            query = (select(CandidateRow.config, Run.protocol_key).join(Run, Run.candidate_id == CandidateRow.id)
-                     .join(Experiment).where(Experiment.name == experiment).order_by(Run.id.desc()))
+            query = (
+                select(CandidateRow.config, Run.protocol_key)
+                .join(Run, Run.candidate_id == CandidateRow.id)
+                .join(Experiment)
+                .where(Experiment.name == experiment)
+                .order_by(Run.id.desc())
+            )
             for config, key in session.execute(query):
                 newest.setdefault(config.get("target", ""), key)
         return set(newest.values())
@@ -213,13 +268,20 @@ class ResultStore:
 
         Without `protocol_key` runs of different protocols are mixed: decisions read `current_protocol` instead."""
         with self._session() as session:
-            query = (select(CandidateRow).join(Experiment).where(Experiment.name == experiment)
-                     .options(selectinload(CandidateRow.runs)).order_by(CandidateRow.id))
+            query = (
+                select(CandidateRow)
+                .join(Experiment)
+                .where(Experiment.name == experiment)
+                .options(selectinload(CandidateRow.runs))
+                .order_by(CandidateRow.id)
+            )
             return [_result(row, protocol_key) for row in session.scalars(query)]
 
     def phases(self, run_id: int) -> list[PhaseRow]:
         with self._session() as session:
-            return list(session.scalars(select(PhaseRow).where(PhaseRow.run_id == run_id).order_by(PhaseRow.phase_index)))
+            return list(
+                session.scalars(select(PhaseRow).where(PhaseRow.run_id == run_id).order_by(PhaseRow.phase_index))
+            )
 
     def series(self, run_id: int) -> list[SecondRow]:
         with self._session() as session:
@@ -240,13 +302,20 @@ class ResultStore:
     def history(self, experiment: str) -> list[CandidateResult]:
         """Every finished run of the experiment, oldest first, one result each, with its protocol key."""
         with self._session() as session:
-            query = (select(Run, CandidateRow).join_from(Run, CandidateRow).join(Experiment)
-                     .where(Experiment.name == experiment, Run.finished_at.is_not(None)).order_by(Run.id))
+            query = (
+                select(Run, CandidateRow)
+                .join_from(Run, CandidateRow)
+                .join(Experiment)
+                .where(Experiment.name == experiment, Run.finished_at.is_not(None))
+                .order_by(Run.id)
+            )
             return [_run_result(row, run) for run, row in session.execute(query)]
 
     def runs(self, experiment: str) -> Iterator[Run]:
         with self._session() as session:
-            query = select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
+            query = (
+                select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
+            )
             yield from session.scalars(query)
 
 
@@ -260,42 +329,95 @@ def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> Ca
     protocol_key = next(iter(keys)) if keys and len(keys) == 1 else None
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
-        return CandidateResult(row.key, row.name, row.config, "pending", None, None, None, None, None, None, protocol_key)
+        return CandidateResult(
+            row.key, row.name, row.config, "pending", None, None, None, None, None, None, protocol_key
+        )
     return _run_result(row, run)
 
 
 def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
-    return CandidateResult(row.key, row.name, row.config, run.status, run.reason, Headline.from_dict(run.headline),
-                           run.server_stats, run.id, run.duration_s, run.finished_at, run.protocol_key,
-                           run.hardware, run.backend, run.correctness)
+    return CandidateResult(
+        row.key,
+        row.name,
+        row.config,
+        run.status,
+        run.reason,
+        Headline.from_dict(run.headline),
+        run.server_stats,
+        run.id,
+        run.duration_s,
+        run.finished_at,
+        run.protocol_key,
+        run.hardware,
+        run.backend,
+        run.correctness,
+    )
 
 
 def _window_record(row: WindowRow) -> WindowRecord:
-    return WindowRecord(row.repeat, row.phase_index, row.window_index, row.load, row.requests, row.errors, row.samples,
-                        row.invocations_per_minute, {name: getattr(row, f"{name}_ms") for name in PERCENTILE_NAMES},
-                        {name: getattr(row, name) for name in SERVER_FIGURES})
+    return WindowRecord(
+        row.repeat,
+        row.phase_index,
+        row.window_index,
+        row.load,
+        row.requests,
+        row.errors,
+        row.samples,
+        row.invocations_per_minute,
+        {name: getattr(row, f"{name}_ms") for name in PERCENTILE_NAMES},
+        {name: getattr(row, name) for name in SERVER_FIGURES},
+    )
 
 
 def _phase_row(run_id: int, phase: PhaseSummary) -> PhaseRow:
     s = phase.stats
-    return PhaseRow(run_id=run_id, phase_index=phase.index, window_start_s=s.start_s, window_end_s=s.end_s,
-                    users_min=s.users_min, users_max=s.users_max, requests=s.requests, errors=s.errors,
-                    invocations_per_minute=s.invocations_per_minute, stable=phase.stable, flags=list(phase.flags),
-                    **_latency_columns(s, PERCENTILE_NAMES))
+    return PhaseRow(
+        run_id=run_id,
+        phase_index=phase.index,
+        window_start_s=s.start_s,
+        window_end_s=s.end_s,
+        users_min=s.users_min,
+        users_max=s.users_max,
+        requests=s.requests,
+        errors=s.errors,
+        invocations_per_minute=s.invocations_per_minute,
+        stable=phase.stable,
+        flags=list(phase.flags),
+        **_latency_columns(s, PERCENTILE_NAMES),
+    )
 
 
 def _second_row(run_id: int, second: int, s: WindowStats) -> SecondRow:
-    return SecondRow(run_id=run_id, second=second, users=s.users_max, ok=s.ok, errors=s.errors,
-                     **_latency_columns(s, SECOND_PERCENTILES))
+    return SecondRow(
+        run_id=run_id,
+        second=second,
+        users=s.users_max,
+        ok=s.ok,
+        errors=s.errors,
+        **_latency_columns(s, SECOND_PERCENTILES),
+    )
 
 
 def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
     s = w.stats
-    return WindowRow(run_id=run_id, repeat=repeat, phase_index=w.phase_index, window_index=w.index, start_s=s.start_s,
-                     end_s=s.end_s, load=w.load, requests=s.requests, errors=s.errors, samples=s.ok,
-                     invocations_per_minute=s.invocations_per_minute, stable=w.stable, late_share=w.late_share,
-                     generator_cpu_percent=w.generator_cpu, **{name: w.server.get(name) for name in SERVER_FIGURES},
-                     **_latency_columns(s, PERCENTILE_NAMES))
+    return WindowRow(
+        run_id=run_id,
+        repeat=repeat,
+        phase_index=w.phase_index,
+        window_index=w.index,
+        start_s=s.start_s,
+        end_s=s.end_s,
+        load=w.load,
+        requests=s.requests,
+        errors=s.errors,
+        samples=s.ok,
+        invocations_per_minute=s.invocations_per_minute,
+        stable=w.stable,
+        late_share=w.late_share,
+        generator_cpu_percent=w.generator_cpu,
+        **{name: w.server.get(name) for name in SERVER_FIGURES},
+        **_latency_columns(s, PERCENTILE_NAMES),
+    )
 
 
 def _latency_columns(stats: WindowStats, names: tuple[str, ...]) -> dict[str, float | None]:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def as_utc(moment: datetime) -> datetime:
     """A stored time as an aware UTC datetime (SQLite hands them back naive)."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):
@@ -43,11 +43,15 @@ class Experiment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(120), unique=True)
     spec: Mapped[dict] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(20), default="created")  # created | running | done | interrupted | budget-exhausted
-    spent_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # migration 0003: every run's cloud spend
+    status: Mapped[str] = mapped_column(
+        String(20), default="created"
+    )  # created | running | done | interrupted | budget-exhausted
+    spent_usd: Mapped[float] = mapped_column(
+        Float, default=0.0, server_default="0"
+    )  # migration 0003: every run's cloud spend
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    candidates: Mapped[list["CandidateRow"]] = relationship(back_populates="experiment", cascade="all, delete-orphan")
+    candidates: Mapped[list[CandidateRow]] = relationship(back_populates="experiment", cascade="all, delete-orphan")
 
 
 class CandidateRow(Base):
@@ -60,7 +64,7 @@ class CandidateRow(Base):
     name: Mapped[str] = mapped_column(String(120))
     config: Mapped[dict] = mapped_column(JSON)
     experiment: Mapped[Experiment] = relationship(back_populates="candidates")
-    runs: Mapped[list["Run"]] = relationship(back_populates="candidate", cascade="all, delete-orphan")
+    runs: Mapped[list[Run]] = relationship(back_populates="candidate", cascade="all, delete-orphan")
 
 
 class Run(Base):
@@ -79,14 +83,19 @@ class Run(Base):
     artifacts_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     headline: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # invocations_per_minute, latency_ms, ...
     server_stats: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    hardware: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0005: accelerator, CPU, GPUs (measured)
+    hardware: Mapped[dict | None] = mapped_column(
+        JSON, nullable=True
+    )  # migration 0005: accelerator, CPU, GPUs (measured)
     backend: Mapped[str | None] = mapped_column(String(60), nullable=True)  # migration 0005: what served it
-    correctness: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # migration 0006: the gate's figures, tolerances, reference
+    correctness: Mapped[dict | None] = mapped_column(
+        JSON, nullable=True
+    )  # migration 0006: the gate's figures, tolerances, reference
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
-    phases: Mapped[list["PhaseRow"]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
-    series: Mapped[list["SecondRow"]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")
-    windows: Mapped[list["WindowRow"]] = relationship(cascade="all, delete-orphan",
-                                                      order_by="(WindowRow.repeat, WindowRow.start_s)")
+    phases: Mapped[list[PhaseRow]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
+    series: Mapped[list[SecondRow]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")
+    windows: Mapped[list[WindowRow]] = relationship(
+        cascade="all, delete-orphan", order_by="(WindowRow.repeat, WindowRow.start_s)"
+    )
 
 
 class PhaseRow(RunPart, Percentiles, Base):

@@ -1,44 +1,8 @@
-"""Serving targets: a registry from target name to Target class (base.py: the protocol; deployment.py: what deploy returns)."""
+"""Serving targets (docs/design.md "Targets"): where a candidate is deployed.
 
-from __future__ import annotations
+    registry.py   target name -> Target class (`get_target`, `target_for`)
+    base.py       the Target protocol; deployment.py: the lifecycle every deployment shares
+    local, docker, sagemaker, remote: one module per target, holding only what differs
 
-import difflib
-from types import MappingProxyType
-from typing import Any, Mapping
-
-from recommender.errors import TargetError
-from recommender.targets.base import Target
-from recommender.targets.deployment import Deployment
-from recommender.targets.docker import DockerTarget
-from recommender.targets.local import LocalDeployment, LocalTarget
-from recommender.targets.remote import RemoteTarget
-from recommender.targets.sagemaker import SageMakerTarget
-
-# Read-only: targets are added here, in code, not registered at run time.
-TARGETS: Mapping[str, type] = MappingProxyType({cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget)})
-
-
-def get_target(name: str, **options: Any) -> Target:
-    """The target called `name`, built with `options`; TargetError for an unknown name or bad options."""
-    target_class = _target_class(name)
-    try:
-        return target_class(**options)
-    except TypeError as error:
-        raise TargetError(f"invalid options for target {name!r}: {error}") from error
-
-
-def target_for(target_spec: Any, experiment: str, run_id: str) -> Target:
-    """The target an experiment file's `target` section describes; cloud resources are tagged with `run_id`."""
-    return _target_class(target_spec.kind).from_spec(target_spec, experiment, run_id)
-
-
-def _target_class(name: str) -> type:
-    target_class = TARGETS.get(name)
-    if target_class is None:
-        close = difflib.get_close_matches(name, TARGETS, n=1)
-        suggestion = f"did you mean {close[0]!r}? " if close else ""
-        raise TargetError(f"unknown target {name!r}", hint=f"{suggestion}known targets: {', '.join(sorted(TARGETS))}")
-    return target_class
-
-
-__all__ = ["TARGETS", "Deployment", "LocalDeployment", "LocalTarget", "Target", "get_target", "target_for"]
+Importing the package imports nothing else: the Locust child reads `targets.kserve` without the cloud clients.
+"""

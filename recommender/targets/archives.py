@@ -10,20 +10,29 @@ delete marker; the bucket's lifecycle rule expires the old version.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call
 
 
-def find_archives(clients: AwsClients, bucket: str, prefix: str, run_id: str | None = None,
-                  older_than: timedelta | None = None, now: datetime | None = None) -> list[str]:
+def find_archives(
+    clients: AwsClients,
+    bucket: str,
+    prefix: str,
+    run_id: str | None = None,
+    older_than: timedelta | None = None,
+    now: datetime | None = None,
+) -> list[str]:
     """Keys of the tagged archives under the prefix (the run's, when run_id is given) older than `older_than`."""
-    cutoff = (now or datetime.now(timezone.utc)) - (older_than or timedelta(0))
+    cutoff = (now or datetime.now(UTC)) - (older_than or timedelta(0))
     s3 = clients.client("s3")
     scope = f"{prefix.strip('/')}/{run_id + '/' if run_id else ''}"
-    return [item["Key"] for item in _list_objects(s3, bucket, scope)
-            if item["LastModified"] <= cutoff and _tagged(s3, bucket, item["Key"], run_id)]
+    return [
+        item["Key"]
+        for item in _list_objects(s3, bucket, scope)
+        if item["LastModified"] <= cutoff and _tagged(s3, bucket, item["Key"], run_id)
+    ]
 
 
 def delete_archives(clients: AwsClients, bucket: str, keys: list[str]) -> None:
@@ -35,8 +44,11 @@ def delete_archives(clients: AwsClients, bucket: str, keys: list[str]) -> None:
 
 def _list_objects(s3: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [item for page in aws_call(f"S3 ListObjectsV2 s3://{bucket}/{prefix}", lambda: list(pages))
-            for item in page.get("Contents", [])]
+    return [
+        item
+        for page in aws_call(f"S3 ListObjectsV2 s3://{bucket}/{prefix}", lambda: list(pages))
+        for item in page.get("Contents", [])
+    ]
 
 
 def _tagged(s3: Any, bucket: str, key: str, run_id: str | None) -> bool:

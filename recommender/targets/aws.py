@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from recommender.errors import TargetError
 
@@ -62,8 +63,9 @@ def aws_call(what: str, call: Callable[..., Any], hint: str | None = None, **kwa
     try:
         return call(**kwargs)
     except ClientError as error:
-        raise TargetError(f"{what} failed: {error_code(error)}: {error_message(error)}",
-                          hint=hint or _hint_for(error_code(error))) from error
+        raise TargetError(
+            f"{what} failed: {error_code(error)}: {error_message(error)}", hint=hint or _hint_for(error_code(error))
+        ) from error
     except BotoCoreError as error:
         raise TargetError(f"{what} failed: {error}", hint=hint or _hint_for(type(error).__name__)) from error
     except Boto3Error as error:  # e.g. S3UploadFailedError, which wraps the ClientError in its message
@@ -71,11 +73,19 @@ def aws_call(what: str, call: Callable[..., Any], hint: str | None = None, **kwa
 
 
 def _hint_for(code: str) -> str:
-    if code in ("NoCredentialsError", "PartialCredentialsError", "UnrecognizedClientException",
-                "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException"):
+    if code in (
+        "NoCredentialsError",
+        "PartialCredentialsError",
+        "UnrecognizedClientException",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "ExpiredTokenException",
+    ):
         return "Configure AWS credentials (aws configure, AWS_PROFILE or the AWS_* environment variables) and retry."
     if code in ("AccessDenied", "AccessDeniedException", "403"):
-        return "Your AWS identity lacks a permission for this call; see infra/README.md for the policy the platform needs."
+        return (
+            "Your AWS identity lacks a permission for this call; see infra/README.md for the policy the platform needs."
+        )
     if code in ("ResourceLimitExceeded", "ThrottlingException"):
         return "Request a SageMaker quota increase for this instance type or lower target.endpoint_instance_count, then retry."
     if code == "EndpointConnectionError":

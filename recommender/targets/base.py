@@ -17,7 +17,7 @@ class Target(Protocol):
     native_backends: bool  # True when the serving image runs Triton's native backends (else the Python-backend runner)
 
     @classmethod
-    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "Target": ...  # from the spec's `target` section
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> Target: ...  # from the spec's `target` section
 
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 

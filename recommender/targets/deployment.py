@@ -18,10 +18,11 @@ import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Self
+from typing import Any, Self
 
 import psutil
 
@@ -100,7 +101,9 @@ class Deployment:
     def _raise_if_died(self, processes: list[psutil.Process], failure: BaseException | None) -> None:
         dead = [f"{name} (pid {proc.pid})" for proc, name in processes if not _alive(proc)]
         if dead:
-            raise TargetError(f"the server crashed during the load: {', '.join(dead)} died", hint=self.failure_hint()) from failure
+            raise TargetError(
+                f"the server crashed during the load: {', '.join(dead)} died", hint=self.failure_hint()
+            ) from failure
 
     def wait_until_ready(self, timeout_s: float, poll_s: float = 0.2) -> None:
         """Poll Triton until the server and the model are ready; TargetError when the server stops or time runs out."""
@@ -108,7 +111,9 @@ class Deployment:
         while True:
             self._check_running()
             if time.monotonic() > deadline:
-                raise TargetError(f"{self.model_name!r} was not ready after {timeout_s:.0f} s", hint=self.failure_hint())
+                raise TargetError(
+                    f"{self.model_name!r} was not ready after {timeout_s:.0f} s", hint=self.failure_hint()
+                )
             if self._answers_ready():
                 return
             time.sleep(poll_s)
@@ -182,7 +187,9 @@ def _interrupts_deferred() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS}
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS
+    }
     try:
         yield
     finally:

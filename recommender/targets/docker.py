@@ -14,7 +14,7 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,8 +26,10 @@ DEFAULT_IMAGE = "recommender-triton:24.10"
 CONTAINER_REPOSITORY = "/opt/ml/model"
 RUN_LABEL = "recommender.run-id"
 LOOPBACK = "127.0.0.1"
-ENGINE_HINT = ("Start Docker (or point DOCKER_HOST at a running engine) on a host with the NVIDIA Container Toolkit, "
-               "or use target kind `local` (no Docker needed). See containers/README.md.")
+ENGINE_HINT = (
+    "Start Docker (or point DOCKER_HOST at a running engine) on a host with the NVIDIA Container Toolkit, "
+    "or use target kind `local` (no Docker needed). See containers/README.md."
+)
 
 
 def docker(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -35,7 +37,9 @@ def docker(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str
     executable = shutil.which("docker")
     if executable is None:
         raise TargetError("the docker command is not installed on this host", hint=ENGINE_HINT)
-    return subprocess.run([executable, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [executable, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 @dataclass
@@ -49,7 +53,9 @@ class DockerDeployment(Deployment):
 
     def _check_running(self) -> None:
         if docker("inspect", "--format", "{{.State.Running}}", self.container).stdout.strip() != "true":
-            raise TargetError(f"container {self.container} exited before {self.model_name!r} was ready", hint=self.failure_hint())
+            raise TargetError(
+                f"container {self.container} exited before {self.model_name!r} was ready", hint=self.failure_hint()
+            )
 
     def _stop(self) -> None:
         """Save the container log next to the run, then remove the container."""
@@ -58,8 +64,10 @@ class DockerDeployment(Deployment):
             self.log_path.write_text(logs.stdout + logs.stderr)
         removed = docker("rm", "--force", self.container)
         if removed.returncode != 0 and "No such container" not in removed.stderr:
-            raise TargetError(f"could not remove container {self.container}: {removed.stderr.strip()}",
-                              hint=f"docker rm -f {self.container}")
+            raise TargetError(
+                f"could not remove container {self.container}: {removed.stderr.strip()}",
+                hint=f"docker rm -f {self.container}",
+            )
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,9 @@ class DockerTarget:
     name: ClassVar[str] = "docker"
     load_shares_host: ClassVar[bool] = True  # recommender drives the load from the Docker host itself
     deploys: ClassVar[bool] = True
-    native_backends: ClassVar[bool] = True  # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
+    native_backends: ClassVar[bool] = (
+        True  # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
+    )
     image: str = DEFAULT_IMAGE
     gpus: str | None = "all"
     ready_timeout: float = 300.0
@@ -77,9 +87,14 @@ class DockerTarget:
     run_id: str = "adhoc"  # the label recommender.run-id of every container of this run
 
     @classmethod
-    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "DockerTarget":
-        return cls(image=target.image_uri or DEFAULT_IMAGE, gpus=target.gpus, ready_timeout=target.ready_timeout_seconds,
-                   accelerator=target.accelerator, run_id=run_id)
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> DockerTarget:
+        return cls(
+            image=target.image_uri or DEFAULT_IMAGE,
+            gpus=target.gpus,
+            ready_timeout=target.ready_timeout_seconds,
+            accelerator=target.accelerator,
+            run_id=run_id,
+        )
 
     def preflight(self) -> None:
         """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""
@@ -92,8 +107,10 @@ class DockerTarget:
             detail = (info.stderr.strip().splitlines() or ["no server version reported"])[-1]
             raise TargetError(f"no Docker engine is reachable from this host ({detail})", hint=ENGINE_HINT)
         if docker("image", "inspect", self.image).returncode != 0:
-            raise TargetError(f"image {self.image} is not on this host",
-                              hint=f"docker build -t {self.image} containers/triton (or docker pull it)")
+            raise TargetError(
+                f"image {self.image} is not on this host",
+                hint=f"docker build -t {self.image} containers/triton (or docker pull it)",
+            )
 
     def deploy(self, repository: Path, model_name: str, run_dir: Path) -> DockerDeployment:
         run_dir = Path(run_dir).resolve()
@@ -110,15 +127,32 @@ class DockerTarget:
             deployment.wait_until_ready(self.ready_timeout, poll_s=1.0)
         return deployment
 
-    def run_arguments(self, container: str, repository: Path, model_name: str, accelerator: str | None = None) -> list[str]:
+    def run_arguments(
+        self, container: str, repository: Path, model_name: str, accelerator: str | None = None
+    ) -> list[str]:
         """`docker run` arguments: labelled with the run, HTTP published on loopback only, no model control API;
         `--gpus` only when the resolved accelerator (detected here when not given) is a GPU."""
         accelerator = accelerator or resolve_accelerator(self.accelerator, detect_hardware())
         gpus = ["--gpus", self.gpus] if self.gpus and accelerator == "gpu" else []
-        return ["run", "--detach", "--name", container, "--label", f"{RUN_LABEL}={self.run_id}", *gpus, "--shm-size=1g",
-                "--publish", f"{LOOPBACK}::8000", "--volume", f"{repository}:{CONTAINER_REPOSITORY}:ro", self.image,
-                "tritonserver", f"--model-repository={CONTAINER_REPOSITORY}", "--model-control-mode=none",
-                "--allow-grpc=false"]
+        return [
+            "run",
+            "--detach",
+            "--name",
+            container,
+            "--label",
+            f"{RUN_LABEL}={self.run_id}",
+            *gpus,
+            "--shm-size=1g",
+            "--publish",
+            f"{LOOPBACK}::8000",
+            "--volume",
+            f"{repository}:{CONTAINER_REPOSITORY}:ro",
+            self.image,
+            "tritonserver",
+            f"--model-repository={CONTAINER_REPOSITORY}",
+            "--model-control-mode=none",
+            "--allow-grpc=false",
+        ]
 
 
 def labelled_containers(run_id: str | None = None, older_than: timedelta | None = None) -> list[str]:
@@ -128,9 +162,12 @@ def labelled_containers(run_id: str | None = None, older_than: timedelta | None 
     listed = docker("ps", "--all", "--filter", label, "--format", "{{.Names}}\t{{.CreatedAt}}")
     if listed.returncode != 0:
         raise TargetError(f"docker ps failed: {listed.stderr.strip()}", hint=ENGINE_HINT)
-    now = datetime.now(timezone.utc)
-    names = [name for name, created in (line.split("\t", 1) for line in listed.stdout.splitlines() if "\t" in line)
-             if older_than is None or now - _created(created) > older_than]
+    now = datetime.now(UTC)
+    names = [
+        name
+        for name, created in (line.split("\t", 1) for line in listed.stdout.splitlines() if "\t" in line)
+        if older_than is None or now - _created(created) > older_than
+    ]
     return names
 
 
@@ -140,7 +177,9 @@ def remove_containers(names: list[str]) -> None:
         return
     removed = docker("rm", "--force", *names)
     if removed.returncode != 0:
-        raise TargetError(f"could not remove containers {names}: {removed.stderr.strip()}", hint=f"docker rm -f {' '.join(names)}")
+        raise TargetError(
+            f"could not remove containers {names}: {removed.stderr.strip()}", hint=f"docker rm -f {' '.join(names)}"
+        )
 
 
 def _created(text: str) -> datetime:
@@ -159,6 +198,8 @@ def _published(container: str, port: int) -> str:
     addresses = mapped.stdout.split()
     exposed = [address for address in addresses if not address.startswith(f"{LOOPBACK}:")]
     if exposed:
-        raise TargetError(f"container {container} publishes port {port} beyond loopback: {', '.join(exposed)}",
-                          hint="check the engine's default bind address (dockerd --ip); recommender publishes on 127.0.0.1 only")
+        raise TargetError(
+            f"container {container} publishes port {port} beyond loopback: {', '.join(exposed)}",
+            hint="check the engine's default bind address (dockerd --ip); recommender publishes on 127.0.0.1 only",
+        )
     return addresses[0]

@@ -28,7 +28,7 @@ class ServerRecord:
     shm_prefix: str
 
     @classmethod
-    def of(cls, pid: int, shm_prefix: str) -> "ServerRecord":
+    def of(cls, pid: int, shm_prefix: str) -> ServerRecord:
         return cls(pid, psutil.Process(pid).create_time(), shm_prefix)
 
     def write(self, run_dir: Path) -> None:
@@ -36,7 +36,7 @@ class ServerRecord:
         path.write_text(json.dumps(asdict(self)))
 
     @classmethod
-    def read(cls, run_dir: Path) -> "ServerRecord | None":
+    def read(cls, run_dir: Path) -> ServerRecord | None:
         try:
             return cls(**json.loads((Path(run_dir) / PID_FILE).read_text()))
         except (OSError, ValueError, TypeError):
@@ -72,9 +72,9 @@ def remove_shared_memory(prefix: str, shm: Path = Path("/dev/shm")) -> None:
 def _server_and_stubs(record: ServerRecord, process_names: frozenset[str]) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["name", "create_time"]):
-        if proc.pid == record.pid and _same_start(proc.info["create_time"], record.started):
-            found.append(proc)
-        elif proc.info["name"] in process_names and _in_session(proc, record):
+        if (proc.pid == record.pid and _same_start(proc.info["create_time"], record.started)) or (
+            proc.info["name"] in process_names and _in_session(proc, record)
+        ):
             found.append(proc)
     return found
 

@@ -26,10 +26,10 @@ import psutil
 
 from recommender.errors import TargetError
 from recommender.hardware import detect_hardware, resolve_accelerator
-from recommender.lifeline import die_with_parent
 from recommender.targets import triton_binary
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
+from recommender.targets.lifeline import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 CLOSED_APIS = "model-repository,shared-memory,trace,logging"  # the APIs that change the server; none is called
@@ -53,14 +53,14 @@ class LocalTarget:
     accelerator: str = "auto"  # auto | cpu | gpu: gpu is refused at preflight on a host without one
 
     @classmethod
-    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "LocalTarget":
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> LocalTarget:
         return cls(ready_timeout=target.ready_timeout_seconds, accelerator=target.accelerator)
 
     def preflight(self) -> None:
         resolve_accelerator(self.accelerator, detect_hardware())
         triton_binary.preflight()
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> "LocalDeployment":
+    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> LocalDeployment:
         """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
@@ -88,8 +88,10 @@ def prepare_run_directory(install: triton_binary.TritonInstallation, run_dir: Pa
         run_dir.mkdir(parents=True, exist_ok=True)
         return triton_binary.prepare_backend_directory(install, run_dir)
     except OSError as error:
-        raise TargetError(f"cannot write the server's files in {run_dir}: {error.strerror or error}",
-                          hint="free disk space there, or choose another --run-dir") from error
+        raise TargetError(
+            f"cannot write the server's files in {run_dir}: {error.strerror or error}",
+            hint="free disk space there, or choose another --run-dir",
+        ) from error
 
 
 def free_loopback_ports(count: int) -> tuple[int, ...]:
@@ -158,11 +160,19 @@ class LocalDeployment(Deployment):
         with open(self.log_path, "ab") as log:
             try:
                 self._process = subprocess.Popen(
-                    command, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    command,
+                    env=env,
+                    cwd=self.run_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                     preexec_fn=die_with_parent(),
                 )
             except OSError as error:
-                raise TargetError(f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks") from error
+                raise TargetError(
+                    f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks"
+                ) from error
         try:
             ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
         except psutil.NoSuchProcess:  # exited at once: wait_until_ready reports it with the log
@@ -175,7 +185,10 @@ class LocalDeployment(Deployment):
         code = self._process.poll() if self._process else -1
         if code is not None:
             reason = _last_error(self.log_tail(lines=400), self.model_name)
-            raise TargetError(f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}", hint=self.log_tail())
+            raise TargetError(
+                f"tritonserver exited with code {code} before {self.model_name!r} was ready{reason}",
+                hint=self.log_tail(),
+            )
 
     def server_pids(self) -> list[int]:
         """The server process and every descendant (the backend stubs), while running."""

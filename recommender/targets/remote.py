@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from recommender import kserve
 from recommender.errors import TargetError
 from recommender.load.invoke_target import SCHEME
+from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
@@ -68,7 +68,7 @@ class RemoteTarget:
     boto_session: Any = None
 
     @classmethod
-    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "RemoteTarget":
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> RemoteTarget:
         return cls(endpoint=target.endpoint, region=target.region, endpoint_url=target.endpoint_url)
 
     def preflight(self) -> None:
@@ -79,12 +79,16 @@ class RemoteTarget:
         base, name = self._triton_base_and_model()
         server = TritonClient(base, name or DEFAULT_MODEL, hint=TRITON_URL_HINT)
         if not server.server_ready():
-            raise TargetError(f"remote endpoint {base} is not ready (no HTTP 200 on {kserve.HEALTH_READY})", hint=TRITON_URL_HINT)
+            raise TargetError(
+                f"remote endpoint {base} is not ready (no HTTP 200 on {kserve.HEALTH_READY})", hint=TRITON_URL_HINT
+            )
 
     def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment:
         """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in /v2/models/NAME)."""
         if self._is_sagemaker():
-            return RemoteSageMakerDeployment(urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url))
+            return RemoteSageMakerDeployment(
+                urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url)
+            )
         base, name = self._triton_base_and_model()
         return RemoteTritonDeployment(base, name or model_name)
 
@@ -103,5 +107,3 @@ class RemoteTarget:
         found = aws_call(f"DescribeEndpoint {name}", clients.client("sagemaker").describe_endpoint, EndpointName=name)
         if found["EndpointStatus"] != "InService":
             raise TargetError(f"SageMaker endpoint {name} is {found['EndpointStatus']}, not InService")
-
-

@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlencode
@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 TRITON_MODEL_ENV = "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,64})$")
-IMAGE_URI = re.compile(r"^\d{12}\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/[a-z0-9._/-]+(?::[\w.-]+|@sha256:[0-9a-f]{64})$")
+IMAGE_URI = re.compile(
+    r"^\d{12}\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/[a-z0-9._/-]+(?::[\w.-]+|@sha256:[0-9a-f]{64})$"
+)
 WAITING_STATUSES = frozenset({"Creating", "Updating", "SystemUpdating"})
 TEARDOWN_ORDER = ("endpoint", "endpoint_config", "model", "s3_object")
 
@@ -54,9 +56,11 @@ class SageMakerDeployment(SageMakerEndpoint):
         """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries those)."""
         failures = [problem for kind in TEARDOWN_ORDER if kind in self.created and (problem := self._delete(kind))]
         if failures:
-            raise TargetError(f"could not delete every resource of endpoint {self.endpoint_name}: {'; '.join(failures)}",
-                              hint="Run `recommender cleanup` (it finds leftovers by the recommender:run-id tag) "
-                              "or delete them in the SageMaker console; they are billed while they exist.")
+            raise TargetError(
+                f"could not delete every resource of endpoint {self.endpoint_name}: {'; '.join(failures)}",
+                hint="Run `recommender cleanup` (it finds leftovers by the recommender:run-id tag) "
+                "or delete them in the SageMaker console; they are billed while they exist.",
+            )
 
     def _delete(self, kind: str) -> str | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -74,7 +78,9 @@ class SageMakerDeployment(SageMakerEndpoint):
 
 _DELETERS = {
     "endpoint": lambda d: d.clients.client("sagemaker").delete_endpoint(EndpointName=d.endpoint_name),
-    "endpoint_config": lambda d: d.clients.client("sagemaker").delete_endpoint_config(EndpointConfigName=d.resource_name),
+    "endpoint_config": lambda d: d.clients.client("sagemaker").delete_endpoint_config(
+        EndpointConfigName=d.resource_name
+    ),
     "model": lambda d: d.clients.client("sagemaker").delete_model(ModelName=d.resource_name),
     "s3_object": lambda d: d.clients.client("s3").delete_object(Bucket=d.bucket, Key=d.s3_key),
 }
@@ -99,7 +105,9 @@ class SageMakerTarget:
     variant_name: str = "AllTraffic"
     boto_session: Any = None
     endpoint_url: str | None = None  # an emulator (moto server) or a VPC endpoint
-    cancel: threading.Event | None = None  # set when the job stops: an endpoint still starting stops waiting (torn down)
+    cancel: threading.Event | None = (
+        None  # set when the job stops: an endpoint still starting stops waiting (torn down)
+    )
     name: ClassVar[str] = "sagemaker"
     load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = True
@@ -109,11 +117,20 @@ class SageMakerTarget:
         self.clients = AwsClients(self.region, self.boto_session, self.endpoint_url)
 
     @classmethod
-    def from_spec(cls, target: Any, experiment: str, run_id: str) -> "SageMakerTarget":
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> SageMakerTarget:
         """Built from the experiment file's `target` section (kind: sagemaker)."""
-        return cls(region=target.region, role_arn=target.role_arn, bucket=target.bucket, instance_type=target.instance_type,
-                   run_id=run_id, experiment=experiment, image_uri=target.image_uri, endpoint_instance_count=target.endpoint_instance_count,
-                   ready_timeout_s=target.ready_timeout_seconds, endpoint_url=target.endpoint_url)
+        return cls(
+            region=target.region,
+            role_arn=target.role_arn,
+            bucket=target.bucket,
+            instance_type=target.instance_type,
+            run_id=run_id,
+            experiment=experiment,
+            image_uri=target.image_uri,
+            endpoint_instance_count=target.endpoint_instance_count,
+            ready_timeout_s=target.ready_timeout_seconds,
+            endpoint_url=target.endpoint_url,
+        )
 
     def preflight(self) -> None:
         """Credentials, role, bucket and image: raise TargetError with a hint on the first problem."""
@@ -130,51 +147,74 @@ class SageMakerTarget:
         try:
             from sagemaker import image_uris  # optional dependency
         except ImportError:
-            raise TargetError("no image_uri given and the SageMaker Python SDK is not installed to look it up",
-                              hint="Pass the SageMaker Triton image URI for your region (see the AWS Deep Learning "
-                              "Containers list, 'NVIDIA Triton Inference Server'), or `pip install sagemaker`.") from None
+            raise TargetError(
+                "no image_uri given and the SageMaker Python SDK is not installed to look it up",
+                hint="Pass the SageMaker Triton image URI for your region (see the AWS Deep Learning "
+                "Containers list, 'NVIDIA Triton Inference Server'), or `pip install sagemaker`.",
+            ) from None
         if not self.triton_version:
-            raise TargetError("no image_uri given and no triton_version to look it up",
-                              hint="Give triton_version (e.g. 24.09) or the full image URI.")
+            raise TargetError(
+                "no image_uri given and no triton_version to look it up",
+                hint="Give triton_version (e.g. 24.09) or the full image URI.",
+            )
         try:
             return image_uris.retrieve("sagemaker-tritonserver", self.region, version=self.triton_version)
         except ValueError as error:
-            raise TargetError(f"no SageMaker Triton image for {self.region} version {self.triton_version}: {error}",
-                              hint="Pick a version the SageMaker SDK lists, or give the full image URI.") from None
+            raise TargetError(
+                f"no SageMaker Triton image for {self.region} version {self.triton_version}: {error}",
+                hint="Pick a version the SageMaker SDK lists, or give the full image URI.",
+            ) from None
 
     def deploy(self, repository: Path, model_name: str, run_dir: Path) -> SageMakerDeployment:
         """Upload the packaged repository, create model, endpoint config and endpoint, wait for InService."""
         image = self.resolve_image_uri()
         archive = package_repository(Path(repository), Path(run_dir) / ARCHIVE_NAME, model_name)
         name = resource_name(self.run_id, model_name)
-        deployment = SageMakerDeployment(endpoint_name=name, model_name=model_name, resource_name=name,
-                                         variant_name=self.variant_name, bucket=self.bucket,
-                                         s3_key=f"{self.s3_prefix}/{self.run_id}/{name}/{ARCHIVE_NAME}", clients=self.clients)
+        deployment = SageMakerDeployment(
+            endpoint_name=name,
+            model_name=model_name,
+            resource_name=name,
+            variant_name=self.variant_name,
+            bucket=self.bucket,
+            s3_key=f"{self.s3_prefix}/{self.run_id}/{name}/{ARCHIVE_NAME}",
+            clients=self.clients,
+        )
         with deployment.starting():
             self._create(deployment, archive, image)
             self._wait_in_service(deployment)
         return deployment
 
-    def cleanup(self, older_than: timedelta | None = None, dry_run: bool = False, run_id: str | None = None) -> "CleanupReport":
+    def cleanup(
+        self, older_than: timedelta | None = None, dry_run: bool = False, run_id: str | None = None
+    ) -> CleanupReport:
         return cleanup(self.clients, older_than=older_than, dry_run=dry_run, run_id=run_id)
 
     def _check_settings(self) -> None:
         if not ROLE_ARN.match(self.role_arn):
-            raise TargetError(f"{self.role_arn!r} is not an IAM role ARN",
-                              hint="It looks like arn:aws:iam::123456789012:role/RecommenderSageMakerRole "
-                              "(the RoleArn output of infra/cloudformation.yaml).")
+            raise TargetError(
+                f"{self.role_arn!r} is not an IAM role ARN",
+                hint="It looks like arn:aws:iam::123456789012:role/RecommenderSageMakerRole "
+                "(the RoleArn output of infra/cloudformation.yaml).",
+            )
         if not self.instance_type.startswith("ml."):
-            raise TargetError(f"{self.instance_type!r} is not a SageMaker instance type", hint="Use e.g. ml.g5.xlarge or ml.c6i.xlarge.")
+            raise TargetError(
+                f"{self.instance_type!r} is not a SageMaker instance type",
+                hint="Use e.g. ml.g5.xlarge or ml.c6i.xlarge.",
+            )
         if self.endpoint_instance_count < 1:
             raise TargetError("endpoint_instance_count must be at least 1")
         image_uri = self.resolve_image_uri()
         image = IMAGE_URI.match(image_uri)
         if not image:
-            raise TargetError(f"{image_uri!r} is not an ECR image URI",
-                              hint="It looks like <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>.")
+            raise TargetError(
+                f"{image_uri!r} is not an ECR image URI",
+                hint="It looks like <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>.",
+            )
         if image.group("region") != self.region:
-            raise TargetError(f"the image is in {image.group('region')} but endpoints are created in {self.region}",
-                              hint="SageMaker pulls images from the endpoint's region; use that region's image.")
+            raise TargetError(
+                f"the image is in {image.group('region')} but endpoints are created in {self.region}",
+                hint="SageMaker pulls images from the endpoint's region; use that region's image.",
+            )
 
     def _check_role(self) -> None:
         role = ROLE_ARN.match(self.role_arn).group("name")
@@ -182,58 +222,98 @@ class SageMakerTarget:
             found = aws_call(f"IAM GetRole {role}", self.clients.client("iam").get_role, RoleName=role)
         except TargetError as error:
             if is_not_found(error.__cause__):
-                raise TargetError(f"IAM role {role} does not exist",
-                                  hint="Deploy infra/cloudformation.yaml and pass its RoleArn output.") from None
+                raise TargetError(
+                    f"IAM role {role} does not exist",
+                    hint="Deploy infra/cloudformation.yaml and pass its RoleArn output.",
+                ) from None
             if error_code(error.__cause__) in ("AccessDenied", "AccessDeniedException"):
                 log.warning("cannot read IAM role %s (no iam:GetRole permission); not checked", role)
                 return
             raise
         if found["Role"]["Arn"] != self.role_arn:
-            raise TargetError(f"role ARN {self.role_arn} does not match the existing role {found['Role']['Arn']}",
-                              hint="Copy the role ARN exactly, including its path.")
+            raise TargetError(
+                f"role ARN {self.role_arn} does not match the existing role {found['Role']['Arn']}",
+                hint="Copy the role ARN exactly, including its path.",
+            )
 
     def _check_bucket(self) -> None:
         try:
             aws_call(f"S3 HeadBucket {self.bucket}", self.clients.client("s3").head_bucket, Bucket=self.bucket)
         except TargetError as error:
             if is_not_found(error.__cause__):
-                raise TargetError(f"S3 bucket {self.bucket} does not exist",
-                                  hint="Deploy infra/cloudformation.yaml and pass its BucketName output.") from None
+                raise TargetError(
+                    f"S3 bucket {self.bucket} does not exist",
+                    hint="Deploy infra/cloudformation.yaml and pass its BucketName output.",
+                ) from None
             raise
 
     def _create(self, deployment: SageMakerDeployment, archive: Path, image: str) -> None:
         tags = run_tags(self.run_id, self.experiment)
         sagemaker, name = self.clients.client("sagemaker"), deployment.resource_name
         deployment.created.add("s3_object")
-        aws_call(f"upload of {archive} to {deployment.s3_uri}", self.clients.client("s3").upload_file,
-                 Filename=str(archive), Bucket=self.bucket, Key=deployment.s3_key,
-                 ExtraArgs={"Tagging": urlencode({t["Key"]: t["Value"] for t in tags})})
+        aws_call(
+            f"upload of {archive} to {deployment.s3_uri}",
+            self.clients.client("s3").upload_file,
+            Filename=str(archive),
+            Bucket=self.bucket,
+            Key=deployment.s3_key,
+            ExtraArgs={"Tagging": urlencode({t["Key"]: t["Value"] for t in tags})},
+        )
         deployment.created.add("model")
-        aws_call(f"CreateModel {name}", sagemaker.create_model, ModelName=name, ExecutionRoleArn=self.role_arn, Tags=tags,
-                 PrimaryContainer={"Image": image, "ModelDataUrl": deployment.s3_uri,
-                                   "Environment": {TRITON_MODEL_ENV: deployment.model_name}})
+        aws_call(
+            f"CreateModel {name}",
+            sagemaker.create_model,
+            ModelName=name,
+            ExecutionRoleArn=self.role_arn,
+            Tags=tags,
+            PrimaryContainer={
+                "Image": image,
+                "ModelDataUrl": deployment.s3_uri,
+                "Environment": {TRITON_MODEL_ENV: deployment.model_name},
+            },
+        )
         deployment.created.add("endpoint_config")
-        aws_call(f"CreateEndpointConfig {name}", sagemaker.create_endpoint_config, EndpointConfigName=name, Tags=tags,
-                 ProductionVariants=[{"VariantName": self.variant_name, "ModelName": name, "InstanceType": self.instance_type,
-                                      "InitialInstanceCount": self.endpoint_instance_count, "InitialVariantWeight": 1.0}])
+        aws_call(
+            f"CreateEndpointConfig {name}",
+            sagemaker.create_endpoint_config,
+            EndpointConfigName=name,
+            Tags=tags,
+            ProductionVariants=[
+                {
+                    "VariantName": self.variant_name,
+                    "ModelName": name,
+                    "InstanceType": self.instance_type,
+                    "InitialInstanceCount": self.endpoint_instance_count,
+                    "InitialVariantWeight": 1.0,
+                }
+            ],
+        )
         deployment.created.add("endpoint")
-        aws_call(f"CreateEndpoint {name}", sagemaker.create_endpoint, EndpointName=name, EndpointConfigName=name, Tags=tags)
+        aws_call(
+            f"CreateEndpoint {name}", sagemaker.create_endpoint, EndpointName=name, EndpointConfigName=name, Tags=tags
+        )
 
     def _wait_in_service(self, deployment: SageMakerDeployment) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         describe = self.clients.client("sagemaker").describe_endpoint
         while True:
-            status = aws_call(f"DescribeEndpoint {deployment.endpoint_name}", describe, EndpointName=deployment.endpoint_name)
+            status = aws_call(
+                f"DescribeEndpoint {deployment.endpoint_name}", describe, EndpointName=deployment.endpoint_name
+            )
             state = status["EndpointStatus"]
             if state == "InService":
                 return
             if state not in WAITING_STATUSES:
-                raise TargetError(f"endpoint {deployment.endpoint_name} is {state}: {status.get('FailureReason', 'no reason given')}",
-                                  hint=f"Read the container log in CloudWatch ({deployment.log_group}); the endpoint was torn down.")
+                raise TargetError(
+                    f"endpoint {deployment.endpoint_name} is {state}: {status.get('FailureReason', 'no reason given')}",
+                    hint=f"Read the container log in CloudWatch ({deployment.log_group}); the endpoint was torn down.",
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TargetError(f"endpoint {deployment.endpoint_name} still {state} after {self.ready_timeout_s:.0f} s",
-                                  hint="Raise ready_timeout_s (large models and GPU instances take 10+ minutes); it was torn down.")
+                raise TargetError(
+                    f"endpoint {deployment.endpoint_name} still {state} after {self.ready_timeout_s:.0f} s",
+                    hint="Raise ready_timeout_s (large models and GPU instances take 10+ minutes); it was torn down.",
+                )
             if self.cancel is None:
                 time.sleep(min(self.poll_interval_s, remaining))
             elif self.cancel.wait(min(self.poll_interval_s, remaining)):
@@ -263,17 +343,29 @@ class CleanupReport:
 # kind -> (list operation, result key, name key, arn key, delete operation, delete parameter)
 _CLEANUP_KINDS = (
     ("endpoints", "list_endpoints", "Endpoints", "EndpointName", "EndpointArn", "delete_endpoint", "EndpointName"),
-    ("endpoint_configs", "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn",
-     "delete_endpoint_config", "EndpointConfigName"),
+    (
+        "endpoint_configs",
+        "list_endpoint_configs",
+        "EndpointConfigs",
+        "EndpointConfigName",
+        "EndpointConfigArn",
+        "delete_endpoint_config",
+        "EndpointConfigName",
+    ),
     ("models", "list_models", "Models", "ModelName", "ModelArn", "delete_model", "ModelName"),
 )
 
 
-def cleanup(clients: AwsClients, older_than: timedelta | None = None, dry_run: bool = False,
-            run_id: str | None = None, now: datetime | None = None) -> CleanupReport:
+def cleanup(
+    clients: AwsClients,
+    older_than: timedelta | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    now: datetime | None = None,
+) -> CleanupReport:
     """Delete endpoints, endpoint configs and models tagged recommender:run-id (one run's, or any run's)
     created more than `older_than` ago (any age when None). Untagged resources are never touched."""
-    cutoff = (now or datetime.now(timezone.utc)) - (older_than or timedelta(0))
+    cutoff = (now or datetime.now(UTC)) - (older_than or timedelta(0))
     sagemaker = clients.client("sagemaker")
     report = CleanupReport(dry_run=dry_run)
     for kind, lister, key, name_key, arn_key, deleter, parameter in _CLEANUP_KINDS:
@@ -281,7 +373,9 @@ def cleanup(clients: AwsClients, older_than: timedelta | None = None, dry_run: b
             if item["CreationTime"] > cutoff or not _tagged(sagemaker, item[arn_key], run_id):
                 continue
             if not dry_run:
-                _delete_if_present(getattr(sagemaker, deleter), f"{deleter} {item[name_key]}", **{parameter: item[name_key]})
+                _delete_if_present(
+                    getattr(sagemaker, deleter), f"{deleter} {item[name_key]}", **{parameter: item[name_key]}
+                )
             getattr(report, kind).append(item[name_key])
     return report
 
@@ -292,7 +386,9 @@ def _list_all(sagemaker: Any, operation: str, key: str) -> list[dict[str, Any]]:
 
 
 def _tagged(sagemaker: Any, arn: str, run_id: str | None) -> bool:
-    tags = {t["Key"]: t["Value"] for t in aws_call(f"ListTags {arn}", sagemaker.list_tags, ResourceArn=arn).get("Tags", [])}
+    tags = {
+        t["Key"]: t["Value"] for t in aws_call(f"ListTags {arn}", sagemaker.list_tags, ResourceArn=arn).get("Tags", [])
+    }
     return TAG_RUN_ID in tags and (run_id is None or tags[TAG_RUN_ID] == run_id)
 
 

@@ -51,23 +51,43 @@ class SageMakerEndpoint(Deployment):
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
         """One InvokeEndpoint with the JSON body; the answer must be JSON holding `outputs`."""
         runtime = self.clients.client("sagemaker-runtime")
-        answer = aws_call(f"InvokeEndpoint {self.endpoint_name}", runtime.invoke_endpoint, EndpointName=self.endpoint_name,
-                          ContentType="application/json", Accept="application/json", Body=json.dumps(body).encode())
+        answer = aws_call(
+            f"InvokeEndpoint {self.endpoint_name}",
+            runtime.invoke_endpoint,
+            EndpointName=self.endpoint_name,
+            ContentType="application/json",
+            Accept="application/json",
+            Body=json.dumps(body).encode(),
+        )
         content = answer["Body"].read()
         try:
             parsed = json.loads(content)
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict) or not parsed.get("outputs"):
-            raise TargetError(f"the endpoint's answer to a test request has no outputs: {content[:300]!r}", hint=self.failure_hint())
+            raise TargetError(
+                f"the endpoint's answer to a test request has no outputs: {content[:300]!r}", hint=self.failure_hint()
+            )
         return parsed
 
     def cloud_metrics(self, start: datetime, end: datetime) -> dict[str, Any]:
         """CloudWatch endpoint metrics for the window, as stored data (see `cloudwatch_metrics`)."""
-        return {"source": "cloudwatch", "period_s": 60, "start": start.isoformat(), "end": end.isoformat(),
-                "metrics": {name: {"namespace": series.namespace, "statistic": series.statistic, "unit": series.unit,
-                                   "timestamps": [t.isoformat() for t in series.timestamps], "values": series.values}
-                            for name, series in cloudwatch_metrics(self, start, end).items()}}
+        return {
+            "source": "cloudwatch",
+            "period_s": 60,
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "metrics": {
+                name: {
+                    "namespace": series.namespace,
+                    "statistic": series.statistic,
+                    "unit": series.unit,
+                    "timestamps": [t.isoformat() for t in series.timestamps],
+                    "values": series.values,
+                }
+                for name, series in cloudwatch_metrics(self, start, end).items()
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -93,19 +113,40 @@ CLOUDWATCH_METRICS = (
 )
 
 
-def cloudwatch_metrics(deployment: SageMakerEndpoint, start: datetime, end: datetime, period_s: int = 60) -> dict[str, MetricSeries]:
+def cloudwatch_metrics(
+    deployment: SageMakerEndpoint, start: datetime, end: datetime, period_s: int = 60
+) -> dict[str, MetricSeries]:
     """Fetch CLOUDWATCH_METRICS for the deployment's endpoint and variant between start and end."""
-    dimensions = [{"Name": "EndpointName", "Value": deployment.endpoint_name},
-                  {"Name": "VariantName", "Value": deployment.variant_name}]
-    queries = [{"Id": f"m{index}", "ReturnData": True,
-                "MetricStat": {"Metric": {"Namespace": namespace, "MetricName": name, "Dimensions": dimensions},
-                               "Period": period_s, "Stat": statistic}}
-               for index, (name, namespace, statistic, _) in enumerate(CLOUDWATCH_METRICS)]
+    dimensions = [
+        {"Name": "EndpointName", "Value": deployment.endpoint_name},
+        {"Name": "VariantName", "Value": deployment.variant_name},
+    ]
+    queries = [
+        {
+            "Id": f"m{index}",
+            "ReturnData": True,
+            "MetricStat": {
+                "Metric": {"Namespace": namespace, "MetricName": name, "Dimensions": dimensions},
+                "Period": period_s,
+                "Stat": statistic,
+            },
+        }
+        for index, (name, namespace, statistic, _) in enumerate(CLOUDWATCH_METRICS)
+    ]
     points: dict[str, dict[datetime, float]] = {query["Id"]: {} for query in queries}
     paginator = deployment.clients.client("cloudwatch").get_paginator("get_metric_data")
     pages = paginator.paginate(MetricDataQueries=queries, StartTime=start, EndTime=end, ScanBy="TimestampAscending")
     for page in aws_call("CloudWatch GetMetricData", lambda: list(pages)):
         for result in page["MetricDataResults"]:
-            points[result["Id"]].update(zip(result["Timestamps"], result["Values"]))
-    return {name: MetricSeries(name, namespace, statistic, unit, sorted(points[f"m{i}"]), [points[f"m{i}"][t] for t in sorted(points[f"m{i}"])])
-            for i, (name, namespace, statistic, unit) in enumerate(CLOUDWATCH_METRICS)}
+            points[result["Id"]].update(zip(result["Timestamps"], result["Values"], strict=False))
+    return {
+        name: MetricSeries(
+            name,
+            namespace,
+            statistic,
+            unit,
+            sorted(points[f"m{i}"]),
+            [points[f"m{i}"][t] for t in sorted(points[f"m{i}"])],
+        )
+        for i, (name, namespace, statistic, unit) in enumerate(CLOUDWATCH_METRICS)
+    }

@@ -19,16 +19,22 @@ SKIPPED_NAMES = frozenset({"__pycache__", ".DS_Store", ".ipynb_checkpoints"})
 def model_folders(repository: Path) -> list[Path]:
     """The model folders of a Triton repository: sub-folders holding a config.pbtxt and a numeric version folder."""
     if not repository.is_dir():
-        raise BuildError(f"{repository}: no such model repository folder",
-                         hint="Give the folder that holds <model>/config.pbtxt and <model>/1/.")
+        raise BuildError(
+            f"{repository}: no such model repository folder",
+            hint="Give the folder that holds <model>/config.pbtxt and <model>/1/.",
+        )
     folders = [child for child in sorted(repository.iterdir()) if (child / "config.pbtxt").is_file()]
     if not folders:
-        raise BuildError(f"{repository}: no model folder with a config.pbtxt",
-                         hint="A Triton repository looks like <root>/<model>/config.pbtxt plus <root>/<model>/1/.")
+        raise BuildError(
+            f"{repository}: no model folder with a config.pbtxt",
+            hint="A Triton repository looks like <root>/<model>/config.pbtxt plus <root>/<model>/1/.",
+        )
     for folder in folders:
         if not any(child.is_dir() and child.name.isdigit() for child in folder.iterdir()):
-            raise BuildError(f"{folder}: no numeric version folder (e.g. {folder.name}/1/)",
-                             hint="Triton loads models from numbered version folders.")
+            raise BuildError(
+                f"{folder}: no numeric version folder (e.g. {folder.name}/1/)",
+                hint="Triton loads models from numbered version folders.",
+            )
     return folders
 
 
@@ -37,8 +43,10 @@ def package_repository(repository: Path, destination: Path, model_name: str | No
     repository = Path(repository)
     folders = model_folders(repository)
     if model_name is not None and model_name not in {folder.name for folder in folders}:
-        raise BuildError(f"{repository}: model {model_name!r} not found (found: {', '.join(f.name for f in folders)})",
-                         hint="The model name must be the folder name next to its config.pbtxt.")
+        raise BuildError(
+            f"{repository}: model {model_name!r} not found (found: {', '.join(f.name for f in folders)})",
+            hint="The model name must be the folder name next to its config.pbtxt.",
+        )
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(destination, "w:gz", dereference=True) as archive:
@@ -52,7 +60,9 @@ def _add_tree(archive: tarfile.TarFile, path: Path, arcname: str) -> None:
     if path.name in SKIPPED_NAMES:
         return
     if not path.exists():
-        raise BuildError(f"{path}: broken symlink in the model repository", hint="Fix or remove the link before packaging.")
+        raise BuildError(
+            f"{path}: broken symlink in the model repository", hint="Fix or remove the link before packaging."
+        )
     archive.add(path, arcname=arcname, recursive=False, filter=_neutral_owner)
     if path.is_dir():
         for child in sorted(path.iterdir()):

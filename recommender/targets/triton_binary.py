@@ -69,7 +69,9 @@ def preflight(install: TritonInstallation | None = None) -> TritonInstallation:
     if not os.access(install.binary, os.X_OK):
         raise TargetError(f"tritonserver binary not found at {install.binary}", hint=f"reinstall: {INSTALL_HINT}")
     if not (install.python_backend / "libtriton_python.so").is_file():
-        raise TargetError(f"Triton Python backend not found in {install.python_backend}", hint=f"reinstall: {INSTALL_HINT}")
+        raise TargetError(
+            f"Triton Python backend not found in {install.python_backend}", hint=f"reinstall: {INSTALL_HINT}"
+        )
     if not install.stub.is_file():
         stubs = install.stub.parent.parent
         shipped = sorted(p.name for p in stubs.iterdir() if (p / STUB_NAME).is_file()) if stubs.is_dir() else []

@@ -18,12 +18,13 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
-from recommender import kserve
 from recommender.errors import TargetError
+from recommender.targets import kserve
 
 DEFAULT_HINT = "Check that the server is running at that address and serves the model (its log says why not)."
 
@@ -34,18 +35,28 @@ class TritonClient:
 
     endpoint: str
     model_name: str
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # sent with every request (the restricted-API token)
+    headers: Mapping[str, str] = field(
+        default_factory=dict, repr=False
+    )  # sent with every request (the restricted-API token)
     timeout_s: float = 10.0
-    hint: str | Callable[[], str] = DEFAULT_HINT  # where to look when the server fails (a callable, e.g. a log tail, is asked then)
+    hint: str | Callable[[], str] = (
+        DEFAULT_HINT  # where to look when the server fails (a callable, e.g. a log tail, is asked then)
+    )
 
     def server_ready(self) -> bool:
         """Whether the server says it is ready (/v2/health/ready answers 200)."""
-        return bool(self._request("readiness of the server", lambda client: client.is_server_ready(headers=dict(self.headers))))
+        return bool(
+            self._request("readiness of the server", lambda client: client.is_server_ready(headers=dict(self.headers)))
+        )
 
     def model_ready(self) -> bool:
         """Whether the server says the model is loaded and ready."""
-        return bool(self._request(f"readiness of model {self.model_name!r}",
-                                  lambda client: client.is_model_ready(self.model_name, headers=dict(self.headers))))
+        return bool(
+            self._request(
+                f"readiness of model {self.model_name!r}",
+                lambda client: client.is_model_ready(self.model_name, headers=dict(self.headers)),
+            )
+        )
 
     def ready(self) -> bool:
         """The server and the model are both ready."""
@@ -53,13 +64,17 @@ class TritonClient:
 
     def metadata(self) -> dict[str, Any]:
         """The model's metadata: name, versions, platform, inputs and outputs (names, datatypes, shapes)."""
-        return self._request(f"metadata of model {self.model_name!r}",
-                             lambda client: client.get_model_metadata(self.model_name, headers=dict(self.headers)))
+        return self._request(
+            f"metadata of model {self.model_name!r}",
+            lambda client: client.get_model_metadata(self.model_name, headers=dict(self.headers)),
+        )
 
     def statistics(self) -> dict[str, Any]:
         """Triton's statistics JSON of the model (`model_stats`: counts and cumulative times; see metrics/triton_stats.py)."""
-        return self._request(f"statistics of model {self.model_name!r}",
-                             lambda client: client.get_inference_statistics(self.model_name, headers=dict(self.headers)))
+        return self._request(
+            f"statistics of model {self.model_name!r}",
+            lambda client: client.get_inference_statistics(self.model_name, headers=dict(self.headers)),
+        )
 
     def infer(self, body: dict, timeout_s: float = 120.0) -> dict:
         """POST one KServe v2 JSON request as it is; the server's JSON answer, which must hold `outputs`.
@@ -69,12 +84,17 @@ class TritonClient:
         and returns the answer as the server wrote it (tritonclient asks for binary outputs, leaving no `data`).
         """
         what = f"a test inference of model {self.model_name!r}"
-        request = urllib.request.Request(self.endpoint + kserve.infer_path(self.model_name), data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json", **self.headers})
+        request = urllib.request.Request(
+            self.endpoint + kserve.infer_path(self.model_name),
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", **self.headers},
+        )
         with self._failures(what), urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer = json.loads(response.read())
         if not isinstance(answer, dict) or not answer.get("outputs"):
-            raise TargetError(f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self._hint())
+            raise TargetError(
+                f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self._hint()
+            )
         return answer
 
     def _request(self, what: str, request: Callable[[Any], Any]) -> Any:
@@ -85,8 +105,15 @@ class TritonClient:
         from tritonclient.http import InferenceServerClient
 
         url = urlsplit(self.endpoint)
-        with self._failures(what), InferenceServerClient(url.netloc + url.path.rstrip("/"), ssl=url.scheme == "https",
-                                                         connection_timeout=self.timeout_s, network_timeout=self.timeout_s) as client:
+        with (
+            self._failures(what),
+            InferenceServerClient(
+                url.netloc + url.path.rstrip("/"),
+                ssl=url.scheme == "https",
+                connection_timeout=self.timeout_s,
+                network_timeout=self.timeout_s,
+            ) as client,
+        ):
             return request(client)
 
     @contextlib.contextmanager
@@ -99,18 +126,26 @@ class TritonClient:
         except urllib.error.HTTPError as error:
             raise self._refused(what, str(error.code), _server_message(error.read())) from error
         except InferenceServerException as error:
-            raise self._refused(what, error.status(), error.debug_details() or error.message()) from error  # details: a non-JSON body
+            raise self._refused(
+                what, error.status(), error.debug_details() or error.message()
+            ) from error  # details: a non-JSON body
         except (OSError, urllib.error.URLError) as error:
-            raise TargetError(f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self._hint()) from error
+            raise TargetError(
+                f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self._hint()
+            ) from error
         except ValueError as error:  # a body that is not JSON, a malformed HTTP answer
-            raise TargetError(f"{what}: {self.endpoint} gave an answer that cannot be read ({error})", hint=self._hint()) from error
+            raise TargetError(
+                f"{what}: {self.endpoint} gave an answer that cannot be read ({error})", hint=self._hint()
+            ) from error
 
     def _hint(self) -> str:
         return self.hint() if callable(self.hint) else self.hint
 
     def _refused(self, what: str, status: str | None, message: str | None) -> TargetError:
         code = f"HTTP {status}" if status else "an error"
-        return TargetError(f"{what} at {self.endpoint} failed with {code}: {(message or 'no message')[:500]}", hint=self._hint())
+        return TargetError(
+            f"{what} at {self.endpoint} failed with {code}: {(message or 'no message')[:500]}", hint=self._hint()
+        )
 
 
 def _in_worker_thread(call: Callable[[], Any]) -> Any:

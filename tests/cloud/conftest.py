@@ -42,8 +42,11 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log_path: Path = tmp_path_factory.mktemp("moto") / "moto.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_until_up(url, process)
@@ -58,7 +61,7 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def aws(moto_url: str) -> "Emulator":
+def aws(moto_url: str) -> Emulator:
     """A boto3 session with dummy credentials, the emulator URL, and a clean emulator state."""
     import boto3
 

@@ -17,16 +17,29 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10"
 
 def _endpoint(aws, name: str, tags: list[dict[str, str]]) -> None:
     sagemaker = aws.client("sagemaker")
-    sagemaker.create_model(ModelName=name, ExecutionRoleArn="arn:aws:iam::123456789012:role/R", Tags=tags,
-                           PrimaryContainer={"Image": IMAGE, "ModelDataUrl": "s3://b/m.tar.gz"})
-    sagemaker.create_endpoint_config(EndpointConfigName=name, Tags=tags, ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 1}])
+    sagemaker.create_model(
+        ModelName=name,
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/R",
+        Tags=tags,
+        PrimaryContainer={"Image": IMAGE, "ModelDataUrl": "s3://b/m.tar.gz"},
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName=name,
+        Tags=tags,
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 1}
+        ],
+    )
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
 
 
 @pytest.fixture
 def credentials(monkeypatch) -> None:
-    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+    for key, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
@@ -53,7 +66,10 @@ def test_remote_sagemaker_endpoint_is_used_and_never_deleted(aws, tmp_path) -> N
     target.preflight()
     with target.deploy(None, "model", tmp_path) as deployment:
         assert deployment.endpoint == "sagemaker://existing"
-        assert deployment.invoke_target.url() == f"sagemaker://existing?region=us-east-1&endpoint_url={aws.url.replace(':', '%3A').replace('/', '%2F')}"
+        assert (
+            deployment.invoke_target.url()
+            == f"sagemaker://existing?region=us-east-1&endpoint_url={aws.url.replace(':', '%3A').replace('/', '%2F')}"
+        )
     assert [e["EndpointName"] for e in aws.client("sagemaker").list_endpoints()["Endpoints"]] == ["existing"]
     with pytest.raises(TargetError, match="DescribeEndpoint missing failed"):
         RemoteTarget(endpoint="sagemaker://missing", boto_session=aws.session, endpoint_url=aws.url).preflight()
@@ -75,8 +91,12 @@ def test_cleanup_removes_the_runs_labelled_containers_too(aws, credentials, tmp_
 def test_cleanup_removes_the_runs_tagged_s3_archives_within_its_scope(aws, credentials) -> None:
     s3, bucket = aws.client("s3"), "artifacts"
     s3.create_bucket(Bucket=bucket)
-    objects = {"recommender/r1/rec-r1-a/model.tar.gz": "r1", "recommender/r2/rec-r2-b/model.tar.gz": "r2",
-               "recommender/r1/notes.txt": None, "elsewhere/r1/model.tar.gz": "r1"}  # untagged; outside the prefix
+    objects = {
+        "recommender/r1/rec-r1-a/model.tar.gz": "r1",
+        "recommender/r2/rec-r2-b/model.tar.gz": "r2",
+        "recommender/r1/notes.txt": None,
+        "elsewhere/r1/model.tar.gz": "r1",
+    }  # untagged; outside the prefix
     for key, run in objects.items():
         s3.put_object(Bucket=bucket, Key=key, Body=b"x", **({"Tagging": f"{TAG_RUN_ID}={run}"} if run else {}))
     app, runner = build_app(), CliRunner()

@@ -12,16 +12,18 @@ import pytest
 from recommender.decide.budget import estimate_plan
 from recommender.spec import load_spec
 from recommender.store.results import ResultStore
-
 from tests.cloud.test_sagemaker_run import BUCKET, IMAGE, TRUST, leftovers, queue_answers, recommender
 from tests.fixtures_text import TINY_BERT_YAML
 
 pytestmark = pytest.mark.cloud
 
 SIZES = ("xlarge", "2xlarge", "12xlarge")
-SPEC = """
+SPEC = (
+    """
 name: {name}
-""" + TINY_BERT_YAML + """variants: {{optimizations: [pt], dynamic_batching: [false], instance_counts: [1], max_batch_sizes: [4]}}
+"""
+    + TINY_BERT_YAML
+    + """variants: {{optimizations: [pt], dynamic_batching: [false], instance_counts: [1], max_batch_sizes: [4]}}
 max_parallel: 3
 targets:
 {targets}
@@ -31,6 +33,7 @@ traffic:
   phases:
     - {{initial_users: 1, spawn_rate: 0, duration_seconds: 3}}
 """
+)
 TARGET = """  - {{kind: sagemaker, instance_type: ml.g4dn.{size}, region: us-east-1, role_arn: "{role_arn}", bucket: {bucket},
      image_uri: {image}, endpoint_url: {url}, ready_timeout_seconds: 30{extra}}}"""
 
@@ -38,7 +41,9 @@ TARGET = """  - {{kind: sagemaker, instance_type: ml.g4dn.{size}, region: us-eas
 @pytest.fixture
 def settings(aws) -> dict[str, str]:
     aws.client("s3").create_bucket(Bucket=BUCKET)
-    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)["Role"]["Arn"]
+    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)[
+        "Role"
+    ]["Arn"]
     queue_answers(aws.url, 200)
     return {"role_arn": role_arn, "bucket": BUCKET, "image": IMAGE, "url": aws.url}
 
@@ -73,7 +78,9 @@ def test_three_instance_types_run_concurrently_and_rank_by_their_own_prices(aws,
 
 def test_the_budget_holds_across_concurrent_candidates(aws, settings, tmp_path) -> None:
     """Earlier spend leaves room for two candidates' estimates, not three: two run together, the third is skipped."""
-    spec_path = write_spec(tmp_path / "budget.yaml", "budgeted", settings, extra=", price_per_hour: 36.0, budget_usd: 20")
+    spec_path = write_spec(
+        tmp_path / "budget.yaml", "budgeted", settings, extra=", price_per_hour: 36.0, budget_usd: 20"
+    )
     spec = load_spec(spec_path)
     per_candidate = estimate_plan(spec, 1).usd  # 3 s of load + 10 min deploy overhead at $36/h: about $6.03
     (tmp_path / ".recommender").mkdir()

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from recommender.store.results import ResultStore
-
 from tests.fixtures_text import TINY_BERT_YAML
 
 pytestmark = pytest.mark.cloud
@@ -28,11 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]  # this checkout, whichever `recommen
 BUCKET = "recommender-artifacts-run"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10"
 TRUST = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
-ANSWER = {"model_name": "model", "outputs": [{"name": "embedding", "datatype": "FP32", "shape": [1, 4], "data": [0.1, 0.2, 0.3, 0.4]}]}
+ANSWER = {
+    "model_name": "model",
+    "outputs": [{"name": "embedding", "datatype": "FP32", "shape": [1, 4], "data": [0.1, 0.2, 0.3, 0.4]}],
+}
 
-SPEC = """
+SPEC = (
+    """
 name: cloud-micro
-""" + TINY_BERT_YAML + """variants:
+"""
+    + TINY_BERT_YAML
+    + """variants:
   optimizations: [pt]
   dynamic_batching: [false, true]
   instance_counts: [1]
@@ -53,28 +58,42 @@ traffic:
   phases:
     - {{initial_users: 2, spawn_rate: 0, duration_seconds: 3}}
 """
+)
 
 
 def recommender(workdir: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "COLUMNS": "200",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("AWS_PROFILE", None)
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", *args], cwd=workdir, capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def queue_answers(url: str, count: int) -> None:
     """Every distinct request body moto sees takes the next queued answer."""
     results = [{"Body": json.dumps(ANSWER), "ContentType": "application/json"} for _ in range(count)]
-    request = urllib.request.Request(f"{url}/moto-api/static/sagemaker/endpoint-results", method="POST",
-                                     data=json.dumps({"results": results}).encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/moto-api/static/sagemaker/endpoint-results",
+        method="POST",
+        data=json.dumps({"results": results}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(request, timeout=10).close()
 
 
 @pytest.fixture
 def workdir(aws, tmp_path) -> Path:
     aws.client("s3").create_bucket(Bucket=BUCKET)
-    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)["Role"]["Arn"]
+    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)[
+        "Role"
+    ]["Arn"]
     settings = {"role_arn": role_arn, "bucket": BUCKET, "image": IMAGE, "url": aws.url}
     (tmp_path / "cloud.yaml").write_text(SPEC.format(**settings, budget=5))
     (tmp_path / "tiny-budget.yaml").write_text(SPEC.format(**settings, budget=0.01))
@@ -83,9 +102,12 @@ def workdir(aws, tmp_path) -> Path:
 
 def leftovers(aws) -> dict[str, list]:
     sagemaker = aws.client("sagemaker")
-    return {"endpoints": sagemaker.list_endpoints()["Endpoints"], "configs": sagemaker.list_endpoint_configs()["EndpointConfigs"],
-            "models": sagemaker.list_models()["Models"],
-            "objects": aws.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+    return {
+        "endpoints": sagemaker.list_endpoints()["Endpoints"],
+        "configs": sagemaker.list_endpoint_configs()["EndpointConfigs"],
+        "models": sagemaker.list_models()["Models"],
+        "objects": aws.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", []),
+    }
 
 
 def test_run_on_sagemaker_measures_through_invoke_endpoint_and_leaves_nothing(aws, workdir) -> None:

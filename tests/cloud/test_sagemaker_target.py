@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures_text import python_backend_repository
 from recommender.errors import TargetError
 from recommender.targets.aws import TAG_EXPERIMENT, TAG_RUN_ID
 from recommender.targets.sagemaker import SageMakerTarget, cleanup
 from recommender.targets.sagemaker_endpoint import cloudwatch_metrics
+from tests.fixtures_text import python_backend_repository
 
 pytestmark = pytest.mark.cloud
 
@@ -31,10 +31,23 @@ def repository(tmp_path: Path) -> Path:
 @pytest.fixture
 def target(aws) -> SageMakerTarget:
     aws.client("s3").create_bucket(Bucket=BUCKET)
-    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)["Role"]["Arn"]
-    return SageMakerTarget(region=aws.region, role_arn=role_arn, bucket=BUCKET, instance_type="ml.g4dn.xlarge",
-                           run_id="run-42", experiment="bert-study", image_uri=IMAGE, endpoint_instance_count=2,
-                           ready_timeout_s=30, poll_interval_s=0.2, boto_session=aws.session, endpoint_url=aws.url)
+    role_arn = aws.client("iam").create_role(RoleName="RecommenderSageMakerRole", AssumeRolePolicyDocument=TRUST)[
+        "Role"
+    ]["Arn"]
+    return SageMakerTarget(
+        region=aws.region,
+        role_arn=role_arn,
+        bucket=BUCKET,
+        instance_type="ml.g4dn.xlarge",
+        run_id="run-42",
+        experiment="bert-study",
+        image_uri=IMAGE,
+        endpoint_instance_count=2,
+        ready_timeout_s=30,
+        poll_interval_s=0.2,
+        boto_session=aws.session,
+        endpoint_url=aws.url,
+    )
 
 
 def _tags(aws, arn: str) -> dict[str, str]:
@@ -102,11 +115,18 @@ def test_deploy_reaches_in_service_tags_everything_and_teardown_removes_it(aws, 
     assert model["PrimaryContainer"]["ModelDataUrl"] == deployment.s3_uri
     assert model["PrimaryContainer"]["Environment"] == {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "minilm"}
     variant = sagemaker.describe_endpoint_config(EndpointConfigName=deployment.resource_name)["ProductionVariants"][0]
-    assert (variant["VariantName"], variant["InstanceType"], variant["InitialInstanceCount"]) == ("AllTraffic", "ml.g4dn.xlarge", 2)
+    assert (variant["VariantName"], variant["InstanceType"], variant["InitialInstanceCount"]) == (
+        "AllTraffic",
+        "ml.g4dn.xlarge",
+        2,
+    )
 
     expected = {TAG_RUN_ID: "run-42", TAG_EXPERIMENT: "bert-study"}
-    for arn in (endpoint["EndpointArn"], model["ModelArn"],
-                sagemaker.describe_endpoint_config(EndpointConfigName=deployment.resource_name)["EndpointConfigArn"]):
+    for arn in (
+        endpoint["EndpointArn"],
+        model["ModelArn"],
+        sagemaker.describe_endpoint_config(EndpointConfigName=deployment.resource_name)["EndpointConfigArn"],
+    ):
         assert _tags(aws, arn) == expected
     object_tags = aws.client("s3").get_object_tagging(Bucket=BUCKET, Key=deployment.s3_key)["TagSet"]
     assert {t["Key"]: t["Value"] for t in object_tags} == expected
@@ -120,10 +140,9 @@ def test_deploy_reaches_in_service_tags_everything_and_teardown_removes_it(aws, 
 
 @pytest.mark.parametrize("interruption", [RuntimeError("load generator crashed"), KeyboardInterrupt()])
 def test_leaving_the_with_block_on_an_exception_tears_down(aws, target, repository, tmp_path, interruption) -> None:
-    with pytest.raises(type(interruption)):
-        with target.deploy(repository, "minilm", tmp_path / "run") as deployment:
-            assert _inventory(aws)["endpoints"] == [deployment.endpoint_name]
-            raise interruption
+    with pytest.raises(type(interruption)), target.deploy(repository, "minilm", tmp_path / "run") as deployment:
+        assert _inventory(aws)["endpoints"] == [deployment.endpoint_name]
+        raise interruption
     assert _inventory(aws) == EMPTY
 
 
@@ -135,34 +154,78 @@ def test_failed_deploy_leaves_nothing_behind(aws, target, repository, tmp_path) 
 
 
 def test_cloudwatch_metrics_reads_every_endpoint_series(aws, target, repository, tmp_path) -> None:
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     with target.deploy(repository, "minilm", tmp_path / "run") as deployment:
-        dims = [{"Name": "EndpointName", "Value": deployment.endpoint_name}, {"Name": "VariantName", "Value": "AllTraffic"}]
+        dims = [
+            {"Name": "EndpointName", "Value": deployment.endpoint_name},
+            {"Name": "VariantName", "Value": "AllTraffic"},
+        ]
         cloudwatch = aws.client("cloudwatch")
         # moto accepts data in the AWS/ namespaces (real CloudWatch reserves them for SageMaker itself).
         for minute, latency in ((2, 1500.0), (1, 2500.0)):
-            cloudwatch.put_metric_data(Namespace="AWS/SageMaker", MetricData=[
-                {"MetricName": "ModelLatency", "Dimensions": dims, "Value": latency, "Timestamp": now - timedelta(minutes=minute)},
-                {"MetricName": "Invocations", "Dimensions": dims, "Value": 600.0, "Timestamp": now - timedelta(minutes=minute)}])
-        cloudwatch.put_metric_data(Namespace="/aws/sagemaker/Endpoints", MetricData=[
-            {"MetricName": "GPUUtilization", "Dimensions": dims, "Value": 63.0, "Timestamp": now - timedelta(minutes=1)}])
+            cloudwatch.put_metric_data(
+                Namespace="AWS/SageMaker",
+                MetricData=[
+                    {
+                        "MetricName": "ModelLatency",
+                        "Dimensions": dims,
+                        "Value": latency,
+                        "Timestamp": now - timedelta(minutes=minute),
+                    },
+                    {
+                        "MetricName": "Invocations",
+                        "Dimensions": dims,
+                        "Value": 600.0,
+                        "Timestamp": now - timedelta(minutes=minute),
+                    },
+                ],
+            )
+        cloudwatch.put_metric_data(
+            Namespace="/aws/sagemaker/Endpoints",
+            MetricData=[
+                {
+                    "MetricName": "GPUUtilization",
+                    "Dimensions": dims,
+                    "Value": 63.0,
+                    "Timestamp": now - timedelta(minutes=1),
+                }
+            ],
+        )
 
         series = cloudwatch_metrics(deployment, now - timedelta(minutes=10), now + timedelta(minutes=1))
 
-    assert set(series) == {"ModelLatency", "OverheadLatency", "Invocations", "CPUUtilization", "GPUUtilization", "GPUMemoryUtilization"}
+    assert set(series) == {
+        "ModelLatency",
+        "OverheadLatency",
+        "Invocations",
+        "CPUUtilization",
+        "GPUUtilization",
+        "GPUMemoryUtilization",
+    }
     assert series["ModelLatency"].values == [1500.0, 2500.0]  # oldest first
     assert series["ModelLatency"].unit == "microseconds"
     assert series["Invocations"].values == [600.0, 600.0] and series["Invocations"].statistic == "Sum"
-    assert series["GPUUtilization"].values == [63.0] and series["GPUUtilization"].namespace == "/aws/sagemaker/Endpoints"
+    assert (
+        series["GPUUtilization"].values == [63.0] and series["GPUUtilization"].namespace == "/aws/sagemaker/Endpoints"
+    )
     assert series["OverheadLatency"].values == []
 
 
 def _create_set(aws, name: str, tags: list[dict[str, str]]) -> datetime:
     sagemaker = aws.client("sagemaker")
-    sagemaker.create_model(ModelName=name, ExecutionRoleArn="arn:aws:iam::123456789012:role/R", Tags=tags,
-                           PrimaryContainer={"Image": IMAGE, "ModelDataUrl": f"s3://{BUCKET}/{name}.tar.gz"})
-    sagemaker.create_endpoint_config(EndpointConfigName=name, Tags=tags, ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 1}])
+    sagemaker.create_model(
+        ModelName=name,
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/R",
+        Tags=tags,
+        PrimaryContainer={"Image": IMAGE, "ModelDataUrl": f"s3://{BUCKET}/{name}.tar.gz"},
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName=name,
+        Tags=tags,
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 1}
+        ],
+    )
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
     return sagemaker.describe_endpoint(EndpointName=name)["CreationTime"]
 
@@ -172,13 +235,17 @@ def test_cleanup_deletes_only_tagged_resources_older_than_the_cutoff(aws, target
     _create_set(aws, "tagged-old", old_run)
     _create_set(aws, "untagged-old", [{"Key": "team", "Value": "search"}])
     time.sleep(0.05)
-    mid = datetime.now(timezone.utc)
+    mid = datetime.now(UTC)
     time.sleep(0.05)
     _create_set(aws, "tagged-new", [{"Key": TAG_RUN_ID, "Value": "run-new"}])
     later = mid + timedelta(hours=2)  # "now" two hours after the first run: older_than=2h puts the cutoff at `mid`
 
     preview = cleanup(target.clients, older_than=timedelta(hours=2), dry_run=True, now=later)
-    assert (preview.endpoints, preview.endpoint_configs, preview.models) == (["tagged-old"], ["tagged-old"], ["tagged-old"])
+    assert (preview.endpoints, preview.endpoint_configs, preview.models) == (
+        ["tagged-old"],
+        ["tagged-old"],
+        ["tagged-old"],
+    )
     assert len(_inventory(aws)["endpoints"]) == 3  # dry run deleted nothing
 
     done = cleanup(target.clients, older_than=timedelta(hours=2), now=later)

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recommender.candidates import Candidate
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.repository import write_model_repository
-from recommender.candidates import Candidate
 from recommender.spec import DynamicBatching
 
 VOCAB, HIDDEN = 64, 8
@@ -81,7 +81,9 @@ def artifacts(torchscript_artifact: ModelArtifact, onnx_artifact: ModelArtifact)
 def repository_for(tmp_path: Path, artifacts: dict[str, ModelArtifact]):
     """Write a model repository for an optimization with dynamic batching on; returns its root."""
 
-    def write(optimization: str, instance_group_count: int = 1, max_batch_size: int = 4, queue_delay_us: int = 1000) -> Path:
+    def write(
+        optimization: str, instance_group_count: int = 1, max_batch_size: int = 4, queue_delay_us: int = 1000
+    ) -> Path:
         batching = DynamicBatching(max_queue_delay_microseconds=queue_delay_us, preferred_batch_size=[2, 4])
         candidate = Candidate(optimization, batching, instance_group_count, max_batch_size, "local")
         return write_model_repository(candidate, artifacts[optimization], tmp_path / f"repo-{optimization}")

@@ -16,7 +16,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py", "search.py"])
@@ -33,7 +35,9 @@ def test_generator_quick_prints_both_tools_and_a_verdict() -> None:
     for tool in ("ours, FastHttpUser", "ours, raw geventhttpclient", "wrk -t1"):
         assert f"| {tool} " in done.stdout and f"| {tool}, c=1 " in done.stdout  # loaded and at concurrency 1
     for client in ("FastHttpUser", "raw geventhttpclient"):
-        assert re.search(rf"target: {client} >= 5,000 requests/s per core -> (PASS|FAIL) \(median [\d,]+\)", done.stdout)
+        assert re.search(
+            rf"target: {client} >= 5,000 requests/s per core -> (PASS|FAIL) \(median [\d,]+\)", done.stdout
+        )
         assert re.search(rf"target: {client} adds <= 0.3 ms at c=1 -> (PASS|FAIL) \([+-][\d.]+ ms\)", done.stdout)
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| ours", "| wrk")) and line.count("|") == 8]
     assert len(rows) == 3  # the throughput table: two clients and wrk
@@ -65,7 +69,10 @@ def test_fidelity_quick_compares_closed_and_open_loop_or_says_what_is_missing(tm
 def test_soak_quick_ends_without_orphans_lost_rows_or_missing_candidates(tmp_path: Path) -> None:
     done = run_script("soak.py", "--quick", "--workdir", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "round: SIGTERM exit 143, resume exit 0, orphans 0, running rows 0" in done.stdout and "soak -> PASS" in done.stdout
+    assert (
+        "round: SIGTERM exit 143, resume exit 0, orphans 0, running rows 0" in done.stdout
+        and "soak -> PASS" in done.stdout
+    )
 
 
 @pytest.mark.slow
@@ -74,4 +81,8 @@ def test_search_quick_races_and_prints_ratio_and_pick_verdicts(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"wall-time ratio <= 0.4 in every run -> (PASS|FAIL) \(max \d+\.\d\d\)", done.stdout)
     assert re.search(r"grid's best in every run -> (PASS|FAIL)", done.stdout)
-    assert re.search(r"^\| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d+ full, \d+ pruned \| (same|tied|NOT tied|n/a|unknown)", done.stdout, re.M)
+    assert re.search(
+        r"^\| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d+ full, \d+ pruned \| (same|tied|NOT tied|n/a|unknown)",
+        done.stdout,
+        re.M,
+    )

@@ -30,7 +30,9 @@ def run(path: Path, db: str) -> int:
     return done.value.code
 
 
-def test_budget_caps_the_total_and_a_raised_budget_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_budget_caps_the_total_and_a_raised_budget_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "300")
     db = f"sqlite:///{tmp_path / 'results.db'}"
@@ -46,7 +48,9 @@ def test_budget_caps_the_total_and_a_raised_budget_resumes(tmp_path: Path, monke
         # the first candidate was admitted; its billed time (start-up included) may pass the budget before its load
         # ends on a busy host, and then the guard stops it (interrupted, not final). Either way the second is refused.
         measured, refused = first["pt-nodb-ig1-mbs8"], first["pt-db-ig1-mbs8"]
-        assert measured.status == "ok" or (measured.status, measured.reason[:8]) == ("interrupted", "budget: "), measured
+        assert measured.status == "ok" or (measured.status, measured.reason[:8]) == ("interrupted", "budget: "), (
+            measured
+        )
         assert (refused.status, refused.reason[:10]) == ("skipped", "budget: $1")
         assert store.experiment("budgeted").status == "budget-exhausted"
         spent = store.spent("budgeted")

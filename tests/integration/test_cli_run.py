@@ -15,14 +15,16 @@ import pytest
 
 from recommender.store.results import ResultStore
 from recommender.targets.leftovers import ServerRecord
-
 from tests.fixtures_text import TINY_BERT_YAML
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-MICRO = """
+MICRO = (
+    """
 name: micro
-""" + TINY_BERT_YAML + """variants:
+"""
+    + TINY_BERT_YAML
+    + """variants:
   optimizations: [pt, onnx, trt]
   dynamic_batching: [false]
   instance_counts: [1]
@@ -33,6 +35,7 @@ traffic:
     - {{initial_users: 1, spawn_rate: 0, duration_seconds: {first}}}
     - {{initial_users: 2, spawn_rate: 0, duration_seconds: {second}}}
 """
+)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +48,15 @@ def cli_env() -> dict[str, str]:
 
 
 def recommender(workdir: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=300, env=cli_env(), **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        **kwargs,
+    )
 
 
 def servers_under(path: Path) -> list[psutil.Process]:
@@ -73,7 +83,10 @@ def test_run_measures_stores_ranks_and_resumes(workdir):
 
     results = {r.name: r for r in ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").results("micro")}
     assert {name: r.status for name, r in results.items()} == {
-        "pt-nodb-ig1-mbs4": "ok", "onnx-nodb-ig1-mbs4": "ok", "trt-nodb-ig1-mbs4": "skipped"}
+        "pt-nodb-ig1-mbs4": "ok",
+        "onnx-nodb-ig1-mbs4": "ok",
+        "trt-nodb-ig1-mbs4": "skipped",
+    }
     for name in ("pt-nodb-ig1-mbs4", "onnx-nodb-ig1-mbs4"):
         headline = results[name].headline
         assert headline.invocations_per_minute > 0
@@ -106,8 +119,14 @@ def statuses(workdir: Path) -> list[str]:
 
 
 def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
-    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 150
     # wait until the first candidate is stored and the second one's server is up, then press Ctrl-C
     while not (statuses(workdir)[:1] == ["ok"] and servers_under(workdir)) and time.monotonic() < deadline:
@@ -140,8 +159,14 @@ def generators_under(path: Path) -> list[psutil.Process]:
 
 def start_and_wait_for_load(workdir: Path) -> subprocess.Popen:
     """`recommender run micro.yaml` in the background, returned once the first candidate's generator runs."""
-    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 150
     while not (servers_under(workdir) and generators_under(workdir)) and time.monotonic() < deadline:
         time.sleep(0.2)

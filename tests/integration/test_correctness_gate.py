@@ -46,9 +46,17 @@ def test_a_perturbed_artifact_is_incorrect_excluded_and_not_exported(tmp_path) -
     results = {r.name: r for r in store.results("gate")}
     broken, good = results["pt-nodb-ig1-mbs4"], results["onnx-nodb-ig1-mbs4"]
     assert good.status == "ok", good.reason
-    assert good.correctness["passed"] and good.correctness["tolerance"] == {"atol": 1e-4, "rtol": 1e-3, "min_cosine": 0.9999}
+    assert good.correctness["passed"] and good.correctness["tolerance"] == {
+        "atol": 1e-4,
+        "rtol": 1e-3,
+        "min_cosine": 0.9999,
+    }
     assert good.correctness["reference"]["library"] == "torch"
-    assert {f["case"] for f in good.correctness["figures"]} >= {"shortest (one token)", "longest (16 tokens)", "full batch (4 rows)"}
+    assert {f["case"] for f in good.correctness["figures"]} >= {
+        "shortest (one token)",
+        "longest (16 tokens)",
+        "full batch (4 rows)",
+    }
     assert max(f["max_abs_error"] for f in good.correctness["figures"]) < 1e-4
 
     assert broken.status == "incorrect" and broken.reason.startswith("max abs error")

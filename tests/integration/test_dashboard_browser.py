@@ -18,14 +18,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "data" / "dashboard_seed.db"
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 START_TIMEOUT_S = 90
 UI_TIMEOUT_MS = 60_000
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not CHROMIUM.is_file(), reason="no /usr/bin/chromium here; scripts/install_system_packages.sh installs it"),
+    pytest.mark.skipif(
+        not CHROMIUM.is_file(), reason="no /usr/bin/chromium here; scripts/install_system_packages.sh installs it"
+    ),
 ]
 
 
@@ -56,8 +65,12 @@ def dashboard(tmp_path):
     shutil.copy(SEED, db)
     port, log = free_port(), tmp_path / "dashboard.log"
     with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "recommender", "dashboard", "--db", f"sqlite:///{db}",
-                                    "--port", str(port)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "recommender", "dashboard", "--db", f"sqlite:///{db}", "--port", str(port)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, process, log)
@@ -87,8 +100,10 @@ def test_ranking_table_and_a_chart_render_in_chromium(dashboard, tmp_path):
             table = page.locator('[data-testid="stDataFrame"]').first
             table.wait_for(timeout=UI_TIMEOUT_MS)
             assert table.bounding_box()["height"] > 100
-            page.wait_for_function("document.querySelector('[data-testid=\"stDataFrame\"]')"
-                                   ".textContent.includes('onnx-db-ig1-mbs4')", timeout=UI_TIMEOUT_MS)
+            page.wait_for_function(
+                "document.querySelector('[data-testid=\"stDataFrame\"]').textContent.includes('onnx-db-ig1-mbs4')",
+                timeout=UI_TIMEOUT_MS,
+            )
             page.screenshot(path=str(tmp_path / "ranking.png"), full_page=True)
             page.goto(f"{base}/curves")
             chart = page.locator('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg').first

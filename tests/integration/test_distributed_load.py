@@ -14,18 +14,22 @@ import psutil
 import pytest
 
 from recommender.load.runner import LoadRequest, LoadResult, run_load
-from recommender.measurement import summarize_load
+from recommender.measurement.repeats import summarize_load
 from recommender.metrics.steady import Rules
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import Phase
-from recommender.targets import get_target
+from recommender.targets.registry import get_target
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
-BODY = {"inputs": [{"name": "input_ids", "shape": [1, 5], "datatype": "INT64", "data": [3, 7, 11, 2, 9]},
-                   {"name": "attention_mask", "shape": [1, 5], "datatype": "INT64", "data": [1, 1, 1, 1, 1]}]}
+BODY = {
+    "inputs": [
+        {"name": "input_ids", "shape": [1, 5], "datatype": "INT64", "data": [3, 7, 11, 2, 9]},
+        {"name": "attention_mask", "shape": [1, 5], "datatype": "INT64", "data": [1, 1, 1, 1, 1]},
+    ]
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, artifacts):
     from recommender.spec import DynamicBatching
 
     work = tmp_path_factory.mktemp("distributed")
-    candidate = Candidate("onnx", DynamicBatching(max_queue_delay_microseconds=0, preferred_batch_size=[]), 1, 4, "local")
+    candidate = Candidate(
+        "onnx", DynamicBatching(max_queue_delay_microseconds=0, preferred_batch_size=[]), 1, 4, "local"
+    )
     repository = write_model_repository(candidate, artifacts["onnx"], work / "repo")
     target = get_target("local", ready_timeout=90)
     target.preflight()
@@ -59,8 +65,14 @@ def drive(deployment, out_dir: Path, seconds: float, users: int = 4) -> tuple[Lo
     from recommender.targets.deployment import load_endpoint
 
     before = deployment.statistics()
-    request = LoadRequest(load_endpoint(deployment), "model", [BODY], [Phase(initial_users=users, duration_seconds=seconds)],
-                          out_dir, workers=2)
+    request = LoadRequest(
+        load_endpoint(deployment),
+        "model",
+        [BODY],
+        [Phase(initial_users=users, duration_seconds=seconds)],
+        out_dir,
+        workers=2,
+    )
     result = run_load(request)
     return result, stats_delta(before, deployment.statistics()).inference_count
 
@@ -73,7 +85,9 @@ def test_two_workers_records_are_merged_exactly_on_one_clock(deployment, tmp_pat
     assert all(entry["requests"] > 0 for entry in result.generators)
     assert sum(entry["requests"] for entry in result.generators) == len(result.requests)
     assert all(abs(entry["clock_offset_us"]) <= entry["clock_rtt_us"] / 2 + 1000 for entry in result.generators)
-    assert result.requests.t_s.min() >= 0 and result.requests.t_s.max() < 5.5  # the shape ticks once a second: the stop can come ~1 s late
+    assert (
+        result.requests.t_s.min() >= 0 and result.requests.t_s.max() < 5.5
+    )  # the shape ticks once a second: the stop can come ~1 s late
     assert result.timeline.cpu_max_percent is not None and result.workers == 2
 
 
@@ -117,8 +131,14 @@ def cli_worker(tmp_path: Path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     log = (tmp_path / "cli-worker.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "recommender", "worker", "--master", f"127.0.0.1:{port}", "--runs", "1"],
-                               stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "worker", "--master", f"127.0.0.1:{port}", "--runs", "1"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     yield port, process
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
@@ -127,14 +147,22 @@ def cli_worker(tmp_path: Path):
 
 
 def test_a_worker_started_with_the_cli_command_gets_its_settings_from_the_master_and_is_merged(
-        deployment, tmp_path: Path, cli_worker) -> None:
+    deployment, tmp_path: Path, cli_worker
+) -> None:
     from recommender.load.generators import MasterSettings
     from recommender.targets.deployment import load_endpoint
 
     port, process = cli_worker
     before = deployment.statistics()
-    request = LoadRequest(load_endpoint(deployment), "model", [BODY], [Phase(initial_users=4, duration_seconds=4)],
-                          tmp_path / "run", workers=1, master=MasterSettings(port=port, remote_workers=1, wait_s=60))
+    request = LoadRequest(
+        load_endpoint(deployment),
+        "model",
+        [BODY],
+        [Phase(initial_users=4, duration_seconds=4)],
+        tmp_path / "run",
+        workers=1,
+        master=MasterSettings(port=port, remote_workers=1, wait_s=60),
+    )
     result = run_load(request)
     served = stats_delta(before, deployment.statistics()).inference_count
     assert len(result.requests) == served > 50
@@ -149,8 +177,15 @@ def test_a_remote_worker_that_never_joins_fails_the_run_with_a_message_naming_it
     from recommender.load.generators import MasterSettings
     from recommender.targets.deployment import load_endpoint
 
-    request = LoadRequest(load_endpoint(deployment), "model", [BODY], [Phase(initial_users=2, duration_seconds=2)],
-                          tmp_path, workers=1, master=MasterSettings(remote_workers=1, port=None, wait_s=3))
+    request = LoadRequest(
+        load_endpoint(deployment),
+        "model",
+        [BODY],
+        [Phase(initial_users=2, duration_seconds=2)],
+        tmp_path,
+        workers=1,
+        master=MasterSettings(remote_workers=1, port=None, wait_s=3),
+    )
     with pytest.raises(LoadError) as raised:
         run_load(request)
     assert "not all 2 expected load workers (1 on this host, 1 remote)" in raised.value.message

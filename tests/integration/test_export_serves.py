@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from recommender.payload import inference_bodies
+from recommender.load.payload import inference_bodies
 from recommender.spec import PayloadSpec
-from recommender.targets import LocalTarget
+from recommender.targets.local import LocalTarget
 from tests.unit.seeded_study import SPEC, seed_study
 from tests.unit.test_report_command import cli_app
 
@@ -21,7 +21,12 @@ MICRO = {
     "name": "micro",
     "model": {"source": "bert", "architecture": {"layers": 1, "hidden": HIDDEN, "heads": 2, "intermediate": 64}},
     "payload": {"sequence_length": 16},
-    "variants": {"optimizations": ["pt", "onnx"], "dynamic_batching": [False], "instance_counts": [1], "max_batch_sizes": [4]},
+    "variants": {
+        "optimizations": ["pt", "onnx"],
+        "dynamic_batching": [False],
+        "instance_counts": [1],
+        "max_batch_sizes": [4],
+    },
 }
 FIGURES = {
     "pt-nodb-ig1-mbs4": ("ok", None, 900.0, 12.0, 0.0),
@@ -30,14 +35,28 @@ FIGURES = {
 
 
 @pytest.mark.parametrize(("position", "optimization", "artifact"), [(1, "onnx", "model.onnx"), (2, "pt", "model.pt")])
-def test_exported_repository_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, position: int, optimization: str,
-                                    artifact: str) -> None:
+def test_exported_repository_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, position: int, optimization: str, artifact: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     url = f"sqlite:///{tmp_path / 'results.db'}"
     seed_study(url, MICRO, FIGURES)
     out = tmp_path / "export"
-    result = CliRunner().invoke(cli_app(), ["export", "micro", "--db", url, "--rank", str(position), "--out", str(out),
-                                            "--cache-dir", str(tmp_path / "cache")])
+    result = CliRunner().invoke(
+        cli_app(),
+        [
+            "export",
+            "micro",
+            "--db",
+            url,
+            "--rank",
+            str(position),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     model_dir = out / "model_repository" / "model"
     assert (model_dir / "1" / artifact).is_file() and not (model_dir / "1" / artifact).is_symlink()

@@ -41,7 +41,9 @@ def tiny_disk(tmp_path):
     """A real 1 MiB tmpfs (root may mount here): writes beyond it fail with ENOSPC."""
     mount = tmp_path / "tiny"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     yield mount
@@ -61,8 +63,14 @@ def fill(path: Path) -> None:
 
 
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recommender", "run", "micro.yaml", *args], cwd=workdir, env=cli_env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml", *args],
+        cwd=workdir,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def stored(workdir: Path) -> dict[str, tuple[str, str]]:
@@ -83,16 +91,18 @@ def test_a_taken_port_fails_the_deployment_in_one_line_and_leaves_nothing(tmp_pa
         taker.listen(1)
         port = taker.getsockname()[1]
         (tmp_path / "repo").mkdir()
-        deployment = LocalDeployment("model", tmp_path / "repo", tmp_path / "run", (port, *free_loopback_ports(2)),
-                                     instance=secrets.token_hex(4))
+        deployment = LocalDeployment(
+            "model", tmp_path / "repo", tmp_path / "run", (port, *free_loopback_ports(2)), instance=secrets.token_hex(4)
+        )
         command = deployment.command(install.binary, prepare_run_directory(install, tmp_path / "run"), 5)
-        with pytest.raises(TargetError) as failure:
-            with deployment.starting():
-                deployment.launch(command, triton_binary.server_environment(install))
-                deployment.wait_until_ready(60)
+        with pytest.raises(TargetError) as failure, deployment.starting():
+            deployment.launch(command, triton_binary.server_environment(install))
+            deployment.wait_until_ready(60)
     message = failure.value.message
     assert "\n" not in message, message
-    assert re.search(r"tritonserver exited with code -?\d+ before", message), message  # 1 or 0: it varies with the shutdown
+    assert re.search(r"tritonserver exited with code -?\d+ before", message), (
+        message
+    )  # 1 or 0: it varies with the shutdown
     assert f"Socket '{LOOPBACK}:{port}' already in use" in message
     assert deployment.server_pids() == [] and servers_under(tmp_path) == []
 
@@ -101,8 +111,9 @@ def test_a_model_that_fails_to_load_fails_its_candidate_and_the_job_goes_on(work
     """The pt export in the artifact cache is corrupted on disk: Triton cannot load that model; onnx is unaffected."""
     spec = load_spec(workdir / "micro.yaml")
     pt = next(c for c in expand_candidates(spec) if c.optimization == "pt")
-    artifact = export_model(spec.model, "pt", spec.payload.sequence_length, pt.model_fingerprint,
-                            workdir / ".recommender" / "artifacts")
+    artifact = export_model(
+        spec.model, "pt", spec.payload.sequence_length, pt.model_fingerprint, workdir / ".recommender" / "artifacts"
+    )
     artifact.path.write_bytes(b"not a torchscript file")
     done = run(workdir)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -116,8 +127,14 @@ def test_a_model_that_fails_to_load_fails_its_candidate_and_the_job_goes_on(work
 def test_a_database_locked_beyond_the_busy_timeout_stops_the_job_cleanly(workdir):
     """Another connection takes SQLite's exclusive lock during the first load and keeps it: the job cannot store the
     measurement, so it stops with exit 1 and one message (the server already torn down); a later run resumes."""
-    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 150
     while not generators_under(workdir) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -130,14 +147,19 @@ def test_a_database_locked_beyond_the_busy_timeout_stops_the_job_cleanly(workdir
         locker.close()
     assert job.returncode == 1, stdout + stderr
     (error,) = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert error == "error: results database write failed: the database is locked: another connection held a write " \
-                    "lock beyond the busy timeout", stderr
+    assert (
+        error == "error: results database write failed: the database is locked: another connection held a write "
+        "lock beyond the busy timeout"
+    ), stderr
     assert "[SQL:" not in stderr and "Close what holds the SQLite file" in stderr
     assert_clean(workdir, subprocess.CompletedProcess([], 1, stdout, stderr))
     assert {name: status for name, (status, _) in stored(workdir).items()} == {"pt-nodb-ig1-mbs4": "running"}
     resumed = run(workdir)  # the lock gone: the next job marks the stale row interrupted and measures both
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert {name: status for name, (status, _) in stored(workdir).items()} == {"pt-nodb-ig1-mbs4": "ok", "onnx-nodb-ig1-mbs4": "ok"}
+    assert {name: status for name, (status, _) in stored(workdir).items()} == {
+        "pt-nodb-ig1-mbs4": "ok",
+        "onnx-nodb-ig1-mbs4": "ok",
+    }
     store = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}")
     assert sorted(r.status for r in store.runs("micro")) == ["interrupted", "ok", "ok"]
 

@@ -25,8 +25,14 @@ def workdir(tmp_path):
 
 def run_killing(workdir: Path, victim) -> tuple[subprocess.CompletedProcess, dict[str, tuple[str, str]]]:
     """Run micro.yaml; once the first candidate's load runs, kill the process `victim(workdir)` returns."""
-    job = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml"], cwd=workdir, env=cli_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 150
     while not generators_under(workdir) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -45,10 +51,13 @@ def generator(workdir: Path) -> psutil.Process:
     return generators_under(workdir)[0]
 
 
-@pytest.mark.parametrize(("victim", "reason"), [
-    (stub, "the server crashed during the load: triton_python_ba"),
-    (generator, "the load generator exited with code -9"),
-])
+@pytest.mark.parametrize(
+    ("victim", "reason"),
+    [
+        (stub, "the server crashed during the load: triton_python_ba"),
+        (generator, "the load generator exited with code -9"),
+    ],
+)
 def test_a_process_killed_during_the_load_fails_the_candidate_and_the_job_goes_on(workdir, victim, reason):
     output, code, results = run_killing(workdir, victim)
     assert code == 0, output
@@ -62,9 +71,22 @@ def test_a_process_killed_during_the_load_fails_the_candidate_and_the_job_goes_o
 def test_a_read_only_database_stops_the_job_cleanly(workdir):
     """Root ignores file modes, so the database is opened read-only by SQLite itself (mode=ro)."""
     ResultStore.open(f"sqlite:///{workdir / 'results.db'}")  # created and migrated
-    done = subprocess.run([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db",
-                           f"sqlite:///file:{workdir / 'results.db'}?mode=ro&uri=true"], cwd=workdir, env=cli_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recommender",
+            "run",
+            "micro.yaml",
+            "--db",
+            f"sqlite:///file:{workdir / 'results.db'}?mode=ro&uri=true",
+        ],
+        cwd=workdir,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "error: cannot take the lease of experiment 'micro': the database is read-only\n" in done.stderr
     assert "Traceback" not in done.stderr and servers_under(workdir) == []

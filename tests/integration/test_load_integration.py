@@ -26,7 +26,10 @@ BODIES = [
     {"inputs": [{"name": "INPUT__0", "shape": [1, 3], "datatype": "INT64", "data": [101, 2088, 102]}]},
 ]
 # 0-3 s: 2 users, +1/s (60 per minute); 3-6 s: 1 user flat.
-TWO_PHASES = [Phase(initial_users=2, spawn_rate=60, duration_seconds=3), Phase(initial_users=1, spawn_rate=0, duration_seconds=3)]
+TWO_PHASES = [
+    Phase(initial_users=2, spawn_rate=60, duration_seconds=3),
+    Phase(initial_users=1, spawn_rate=0, duration_seconds=3),
+]
 
 
 def locust_children() -> list[psutil.Process]:
@@ -47,7 +50,9 @@ def slow_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def two_phase_run(slow_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[LoadResult, list[LoadProgress], float]:
+def two_phase_run(
+    slow_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[LoadResult, list[LoadProgress], float]:
     updates: list[LoadProgress] = []
     request = LoadRequest(slow_endpoint, "bert", BODIES, TWO_PHASES, tmp_path_factory.mktemp("two_phase"))
     started = time.monotonic()
@@ -62,7 +67,7 @@ def request_for(endpoint: str, out_dir: Path, phases: list[Phase], **extra: obje
 def test_users_timeline_follows_the_phases(two_phase_run: tuple[LoadResult, list[LoadProgress], float]) -> None:
     timeline = two_phase_run[0].timeline
     expected = {0: 2, 1: 3, 2: 4, 3: 1, 4: 1, 5: 1}  # sampled mid-second
-    seen = {int(t): int(users) for t, users in zip(timeline.t_s, timeline.users)}
+    seen = {int(t): int(users) for t, users in zip(timeline.t_s, timeline.users, strict=False)}
     assert seen == expected
     assert timeline.target_users.tolist() == list(expected.values())
     assert np.all((timeline.cpu_percent >= 0) & (timeline.cpu_percent <= 100 * psutil.cpu_count()))
@@ -76,7 +81,9 @@ def test_requests_carry_the_active_users(two_phase_run: tuple[LoadResult, list[L
     assert np.all(np.diff(requests.t_s) >= 0) and requests.t_s[0] >= 0 and requests.t_s[-1] < 6.5
 
 
-def test_latencies_are_exact_and_at_least_the_endpoint_delay(two_phase_run: tuple[LoadResult, list[LoadProgress], float]) -> None:
+def test_latencies_are_exact_and_at_least_the_endpoint_delay(
+    two_phase_run: tuple[LoadResult, list[LoadProgress], float],
+) -> None:
     requests = two_phase_run[0].requests
     assert requests.failures == 0
     assert requests.latency_us.min() >= DELAY_MS * 1000
@@ -96,7 +103,9 @@ def test_run_lasts_the_phases_and_reports_progress(two_phase_run: tuple[LoadResu
 def test_failures_are_counted_not_fatal(tmp_path: Path) -> None:
     with NullEndpoint(delay_ms=1, error_share=0.3, seed=7) as url:
         updates: list[LoadProgress] = []
-        result = run_load(request_for(url, tmp_path, [Phase(initial_users=2, duration_seconds=3)]), progress=updates.append)
+        result = run_load(
+            request_for(url, tmp_path, [Phase(initial_users=2, duration_seconds=3)]), progress=updates.append
+        )
     share_failed = result.requests.failures / len(result.requests)
     assert 0.2 < share_failed < 0.4
     assert updates[-1].failures == result.requests.failures
@@ -111,8 +120,12 @@ def send_sigint_soon(_update: LoadProgress) -> None:
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
 
 
-@pytest.mark.parametrize(("on_progress", "raised"), [(raise_runtime_error, RuntimeError), (send_sigint_soon, KeyboardInterrupt)])
-def test_interrupt_kills_the_locust_child(slow_endpoint: str, tmp_path: Path, on_progress: Callable[[LoadProgress], None], raised: type) -> None:
+@pytest.mark.parametrize(
+    ("on_progress", "raised"), [(raise_runtime_error, RuntimeError), (send_sigint_soon, KeyboardInterrupt)]
+)
+def test_interrupt_kills_the_locust_child(
+    slow_endpoint: str, tmp_path: Path, on_progress: Callable[[LoadProgress], None], raised: type
+) -> None:
     seen: list[psutil.Process] = []
 
     def progress(update: LoadProgress) -> None:
@@ -144,6 +157,8 @@ def test_child_killed_from_outside_raises_load_error(slow_endpoint: str, tmp_pat
             process.kill()
 
     with pytest.raises(LoadError, match="exited with code -9") as error:
-        run_load(request_for(slow_endpoint, tmp_path, [Phase(initial_users=1, duration_seconds=30)]), progress=kill_locust)
+        run_load(
+            request_for(slow_endpoint, tmp_path, [Phase(initial_users=1, duration_seconds=30)]), progress=kill_locust
+        )
     assert "locust.stderr.log" in error.value.hint
     assert locust_children() == []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from recommender.errors import TargetError
-from recommender.targets import LocalDeployment, get_target
-from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LOOPBACK
+from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LOOPBACK, LocalDeployment
+from recommender.targets.registry import get_target
 from recommender.targets.triton_binary import libpython_path
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,9 @@ def infer(endpoint: str, model: str, inputs: dict[str, np.ndarray]) -> tuple[int
         ]
     }
     request = urllib.request.Request(
-        f"{endpoint}/v2/models/{model}/infer", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+        f"{endpoint}/v2/models/{model}/infer",
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -72,7 +74,9 @@ def deploy(tmp_path: Path, repository_for):
 
 
 @pytest.mark.parametrize(("optimization", "instance_group_count"), [("pt", 2), ("onnx", 1)])
-def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids, optimization: str, instance_group_count: int) -> None:
+def test_serves_batch_matching_in_process_model(
+    deploy, pooling_model, token_ids, optimization: str, instance_group_count: int
+) -> None:
     import torch
 
     with deploy(optimization, instance_group_count) as deployment:
@@ -91,24 +95,37 @@ def test_serves_batch_matching_in_process_model(deploy, pooling_model, token_ids
     assert running_server_processes(pids) == []
 
 
-CLOSED_CALLS = [("POST", "/v2/repository/index"), ("POST", "/v2/repository/models/model/unload"),
-                ("GET", "/v2/systemsharedmemory/status"),
-                ("GET", "/v2/trace/setting"), ("GET", "/v2/logging")]
+CLOSED_CALLS = [
+    ("POST", "/v2/repository/index"),
+    ("POST", "/v2/repository/models/model/unload"),
+    ("GET", "/v2/systemsharedmemory/status"),
+    ("GET", "/v2/trace/setting"),
+    ("GET", "/v2/logging"),
+]
 
 
 def raw_http(port: int, method: str, path: str, header: bytes) -> bytes:
     """One HTTP/1.1 request written byte for byte (urllib refuses a line feed in a header); the status line, or b''
     when the server closed the connection without an answer."""
     with socket.create_connection((LOOPBACK, port), timeout=10) as sock:
-        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode() + header +
-                     b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        sock.sendall(
+            f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode()
+            + header
+            + b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
         answer = b"".join(iter(lambda: sock.recv(4096), b""))
     return answer.split(b"\r\n", 1)[0]
 
 
 def tries_at(value: str) -> list[bytes]:
     """The closed header sent as near to `value` as HTTP allows: absent, raw, CRLF, folded, without, with a space."""
-    sent = [value, value.replace("\n", "\r\n"), value.replace("\n", "\r\n "), value.replace("\n", ""), value.replace("\n", " ")]
+    sent = [
+        value,
+        value.replace("\n", "\r\n"),
+        value.replace("\n", "\r\n "),
+        value.replace("\n", ""),
+        value.replace("\n", " "),
+    ]
     return [b"", *(f"{CLOSED_HEADER}: {text}\r\n".encode() for text in sent)]
 
 
@@ -118,8 +135,11 @@ def test_admin_apis_are_closed_even_to_the_value_on_the_command_line(deploy) -> 
     (restriction,) = [arg for arg in argv if arg.startswith("--http-restricted-api=")]
     apis, value = restriction.removeprefix("--http-restricted-api=").split("=", 1)
     assert apis == f"{CLOSED_APIS}:{CLOSED_HEADER}" and value == CLOSED_VALUE  # a constant: no secret on argv
-    answers = {(path, attempt): raw_http(deployment.ports[0], method, path, attempt)
-               for method, path in CLOSED_CALLS for attempt in tries_at(value)}
+    answers = {
+        (path, attempt): raw_http(deployment.ports[0], method, path, attempt)
+        for method, path in CLOSED_CALLS
+        for attempt in tries_at(value)
+    }
     assert set(answers.values()) <= {b"", b"HTTP/1.1 403 Forbidden"}, answers  # refused, or dropped unanswered
     assert {answers[path, b""] for _, path in CLOSED_CALLS} == {b"HTTP/1.1 403 Forbidden"}
     assert raw_http(deployment.ports[0], "GET", "/v2/health/ready", b"") == b"HTTP/1.1 200 OK"  # still serving
@@ -145,9 +165,8 @@ def test_statistics_need_no_header_no_model_control_and_metrics_are_served(deplo
 def test_exception_inside_with_still_tears_down(deploy) -> None:
     deployment = deploy("onnx")
     pids = deployment.server_pids()
-    with pytest.raises(RuntimeError, match="boom"):
-        with deployment:
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), deployment:
+        raise RuntimeError("boom")
     assert running_server_processes(pids) == []
     assert deployment.server_pids() == []
     deployment.teardown()  # idempotent
@@ -161,7 +180,9 @@ def test_model_that_fails_to_load_fails_fast_with_the_log(tmp_path: Path, reposi
         get_target("local", ready_timeout=90).deploy(repository, "model", tmp_path / "run")
     assert "exited" in failure.value.message and "failed to load 'model' version 1" in failure.value.message
     assert "PytorchStreamReader" in failure.value.hint  # the server log tail says why
-    leftovers = [p.pid for p in psutil.process_iter(["name", "cmdline"]) if str(repository) in " ".join(p.info["cmdline"] or [])]
+    leftovers = [
+        p.pid for p in psutil.process_iter(["name", "cmdline"]) if str(repository) in " ".join(p.info["cmdline"] or [])
+    ]
     assert leftovers == []
 
 
@@ -171,12 +192,15 @@ def test_dynamic_batching_runs_concurrent_requests_as_one_batch(deploy, pooling_
     deployment = deploy("pt", queue_delay_us=300_000)  # 0.3 s: four concurrent requests surely meet in the queue
     rng = np.random.default_rng(7)
     requests = [
-        {"input_ids": rng.integers(0, 64, size=(1, 6), dtype=np.int64), "attention_mask": np.ones((1, 6), dtype=np.int64)}
+        {
+            "input_ids": rng.integers(0, 64, size=(1, 6), dtype=np.int64),
+            "attention_mask": np.ones((1, 6), dtype=np.int64),
+        }
         for _ in range(4)
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
         replies = list(pool.map(lambda inputs: infer(deployment.endpoint, "model", inputs), requests))
-    for inputs, (status, body) in zip(requests, replies):
+    for inputs, (status, body) in zip(requests, replies, strict=False):
         assert status == 200, body
         with torch.inference_mode():
             expected = pooling_model(*(torch.from_numpy(array) for array in inputs.values())).numpy()

@@ -6,17 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from recommender.modelrepo.repository import write_model_repository
-from recommender.load.result import LoadResult
-from recommender.measurement import measure
 from recommender.candidates import Candidate
+from recommender.load.result import LoadResult
+from recommender.measurement.repeats import measure
+from recommender.modelrepo.repository import write_model_repository
 from recommender.spec import ExperimentSpec
 from recommender.targets.local import LocalTarget
 
 pytestmark = pytest.mark.integration
 
-BODIES = [{"inputs": [{"name": "input_ids", "shape": [1, 5], "datatype": "INT64", "data": [3, 7, 11, 2, 9]},
-                      {"name": "attention_mask", "shape": [1, 5], "datatype": "INT64", "data": [1, 1, 1, 1, 1]}]}]
+BODIES = [
+    {
+        "inputs": [
+            {"name": "input_ids", "shape": [1, 5], "datatype": "INT64", "data": [3, 7, 11, 2, 9]},
+            {"name": "attention_mask", "shape": [1, 5], "datatype": "INT64", "data": [1, 1, 1, 1, 1]},
+        ]
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,16 +35,25 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, artifacts):
 
 def spec_with(traffic: dict) -> ExperimentSpec:
     base = {"warmup_seconds": 1, "window_seconds": 1.5}
-    return ExperimentSpec.model_validate({"name": "shapes", "traffic": base | traffic,
-                                          "latency_threshold": {"percentile": "p90", "ms": 2000}})
+    return ExperimentSpec.model_validate(
+        {"name": "shapes", "traffic": base | traffic, "latency_threshold": {"percentile": "p90", "ms": 2000}}
+    )
 
 
 def test_stairs_measure_windows_per_step_with_server_figures(deployment, tmp_path: Path) -> None:
-    m = measure(deployment, spec_with({"stairs": {"users_per_step": 1, "number_of_steps": 2, "duration_seconds": 4}}),
-                BODIES, tmp_path)
+    m = measure(
+        deployment,
+        spec_with({"stairs": {"users_per_step": 1, "number_of_steps": 2, "duration_seconds": 4}}),
+        BODIES,
+        tmp_path,
+    )
     windows = [w for _, w in m.windows]
     assert [(w.phase_index, w.stats.start_s, w.stats.end_s, w.load) for w in windows] == [
-        (0, 1.0, 2.5, 1), (0, 2.5, 4.0, 1), (1, 5.0, 6.5, 2), (1, 6.5, 8.0, 2)]
+        (0, 1.0, 2.5, 1),
+        (0, 2.5, 4.0, 1),
+        (1, 5.0, 6.5, 2),
+        (1, 6.5, 8.0, 2),
+    ]
     assert all(w.stats.ok > 0 and w.generator_cpu is not None for w in windows)
     assert all(w.server["server_cpu_percent"] is not None and w.server["server_rss_mb"] > 0 for w in windows)
     assert any(w.server.get("queue_us") is not None for w in windows)
@@ -54,20 +69,30 @@ def test_stairs_measure_windows_per_step_with_server_figures(deployment, tmp_pat
 
 
 def test_concurrency_stops_early_on_max_invocations(deployment, tmp_path: Path) -> None:
-    m = measure(deployment, spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 6},
-                                       "stopping": {"max_invocations": 1}}), BODIES, tmp_path)
+    m = measure(
+        deployment,
+        spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 6}, "stopping": {"max_invocations": 1}}),
+        BODIES,
+        tmp_path,
+    )
     assert m.headline.stop_reason.startswith("max invocations: a window reached")
     assert [w.phase_index for _, w in m.windows] == [0]  # stopped after the first window
     assert len(m.phases) == 1
 
 
 def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
-    m = measure(deployment, spec_with({"rate": {"requests_per_second": [10, 20], "duration_seconds": 4, "max_concurrency": 8}}),
-                BODIES, tmp_path)
+    m = measure(
+        deployment,
+        spec_with({"rate": {"requests_per_second": [10, 20], "duration_seconds": 4, "max_concurrency": 8}}),
+        BODIES,
+        tmp_path,
+    )
     windows = [w for _, w in m.windows]
     assert [w.load for w in windows] == [10, 10, 20, 20]
     sends = LoadResult.from_npz(tmp_path / "load.npz").requests.t_s  # send times are the schedule's (open loop)
-    for w in windows:  # a window holds the sends scheduled in it, give or take one at each edge, however slow the server
+    for (
+        w
+    ) in windows:  # a window holds the sends scheduled in it, give or take one at each edge, however slow the server
         sent = int(((sends >= w.stats.start_s) & (sends < w.stats.end_s)).sum())
         assert abs(sent - w.load * (w.stats.end_s - w.stats.start_s)) <= 2, (w.load, sent)
         assert w.late_share is not None and 0 <= w.late_share <= 1
@@ -75,7 +100,9 @@ def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
 
 
 def test_repeats_give_an_interval(deployment, tmp_path: Path) -> None:
-    m = measure(deployment, spec_with({"concurrency": {"users": [1], "duration_seconds": 4}, "repeats": 2}), BODIES, tmp_path)
+    m = measure(
+        deployment, spec_with({"concurrency": {"users": [1], "duration_seconds": 4}, "repeats": 2}), BODIES, tmp_path
+    )
     interval = m.headline.ipm_interval
     # 2 repeats of 2 windows: window-to-window noise only (an interval over repeats needs 3)
     assert m.headline.repeats == 2 and (interval.n, interval.counts) == (4, "windows")

@@ -9,18 +9,19 @@ import numpy as np
 import pytest
 
 from recommender.candidates import Candidate
+from recommender.load.payload import inference_bodies
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import write_model_repository
-from recommender.payload import inference_bodies
 from recommender.spec import DynamicBatching, ModelSpec, PayloadSpec
-from recommender.targets import LocalTarget
+from recommender.targets.local import LocalTarget
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("openvino", reason="the openvino optimization needs `python3 -m pip install openvino`")
 
 HIDDEN, SEQUENCE = 32, 16
-MODEL = ModelSpec.model_validate({"source": "bert", "architecture": {"layers": 1, "hidden": HIDDEN, "heads": 2,
-                                                                       "intermediate": 64}})
+MODEL = ModelSpec.model_validate(
+    {"source": "bert", "architecture": {"layers": 1, "hidden": HIDDEN, "heads": 2, "intermediate": 64}}
+)
 
 
 @pytest.mark.parametrize("batching", [None, DynamicBatching()], ids=["nodb", "db"])
@@ -37,6 +38,8 @@ def test_openvino_candidate_serves_on_the_local_triton(tmp_path: Path, batching:
         answer = deployment.probe(body)
     (output,) = answer["outputs"]
     assert output["name"] == "embedding" and output["shape"] == [1, HIDDEN]
-    feed = {tensor["name"]: np.asarray(tensor["data"], dtype=np.int64).reshape(tensor["shape"]) for tensor in body["inputs"]}
+    feed = {
+        tensor["name"]: np.asarray(tensor["data"], dtype=np.int64).reshape(tensor["shape"]) for tensor in body["inputs"]
+    }
     reference = onnxruntime.InferenceSession(str(artifact.path)).run(None, feed)[0]
     assert np.allclose(np.asarray(output["data"], dtype=np.float32), reference.ravel(), atol=1e-4)

@@ -23,10 +23,17 @@ def test_run_against_an_existing_endpoint(tmp_path) -> None:
         (tmp_path / "remote.yaml").write_text(
             "name: remote-micro\nvariants: {dynamic_batching: [false]}\ncorrectness: off\n"
             f"target: {{kind: remote, endpoint: '{url}/v2/models/existing'}}\n"
-            "traffic: {warmup_seconds: 0, phases: [{initial_users: 2, duration_seconds: 3}]}\n")
+            "traffic: {warmup_seconds: 0, phases: [{initial_users: 2, duration_seconds: 3}]}\n"
+        )
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run([sys.executable, "-m", "recommender", "run", "remote.yaml"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-m", "recommender", "run", "remote.yaml"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     (result,) = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}").results("remote-micro")
     assert result.status == "ok", result.reason

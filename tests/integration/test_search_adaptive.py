@@ -13,7 +13,6 @@ import pytest
 from recommender.review import decided_from_store
 from recommender.spec import load_spec
 from recommender.store.results import ResultStore
-
 from tests.fixtures_text import TINY_BERT_YAML
 from tests.integration.test_cli_run import cli_env, servers_under
 
@@ -21,8 +20,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # The second candidate holds every request 20 ms for a batch that never fills (max_batch_size 8, at most 2 users):
 # its MaxInvocations is a small fraction of the first's, so its probe lies below the leader's lower bound.
-SPEC = """name: adaptive-it
-""" + TINY_BERT_YAML + """correctness: off
+SPEC = (
+    """name: adaptive-it
+"""
+    + TINY_BERT_YAML
+    + """correctness: off
 variants:
   optimizations: [pt]
   dynamic_batching: [false, {{max_queue_delay_microseconds: 20000}}]
@@ -37,11 +39,18 @@ traffic:
 latency_threshold: {{percentile: p95, ms: 3000}}
 search: {{strategy: adaptive, racing: {{final_repeats: 2, eta: 2, margin: 0.1}}}}
 """
+)
 
 
 def run(workdir: Path, db: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recommender", "run", str(workdir / "adaptive.yaml"), "--db", db],
-                          cwd=workdir, capture_output=True, text=True, timeout=600, env=cli_env())
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", "run", str(workdir / "adaptive.yaml"), "--db", db],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=cli_env(),
+    )
 
 
 def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_resumes_without_measuring(tmp_path: Path):
@@ -55,10 +64,14 @@ def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_re
 
     assert (fast.status, fast.headline.repeats) == ("ok", 2), fast  # measured in full...
     probes = [r for r in store.history("adaptive-it") if r.key == fast.key and r.headline.repeats == 1]
-    assert len(probes) == 1 and "measured in full on the probe's deployment" in probes[0].reason  # ...after its stored probe
-    assert [d.endswith("/final") for _, _, _, d in runs] == [True if i == 1 else False for i in range(len(runs))]
+    assert (
+        len(probes) == 1 and "measured in full on the probe's deployment" in probes[0].reason
+    )  # ...after its stored probe
+    assert [d.endswith("/final") for _, _, _, d in runs] == [i == 1 for i in range(len(runs))]
 
-    assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, slow
+    assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, (
+        slow
+    )
     assert slow.headline.max_invocations < fast.headline.max_invocations / 2  # its partial figures, kept
     assert store.window_records(slow.run_id), "the pruned candidate's probe windows are stored"
 
@@ -68,6 +81,8 @@ def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_re
 
     again = run(tmp_path, db)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert [(r.candidate_id, r.status, r.reason, r.artifacts_dir) for r in store.runs("adaptive-it")] == runs  # nothing new
+    assert [
+        (r.candidate_id, r.status, r.reason, r.artifacts_dir) for r in store.runs("adaptive-it")
+    ] == runs  # nothing new
     assert [r.status for r in store.results("adaptive-it")] == ["ok", "pruned"]
     assert servers_under(tmp_path) == []

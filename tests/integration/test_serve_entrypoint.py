@@ -61,7 +61,9 @@ def served(repository_for, tmp_path):
     }
     env.pop("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME", None)
     log = (tmp_path / "serve.log").open("wb")
-    process = subprocess.Popen([sys.executable, str(SERVE)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, str(SERVE)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -84,7 +86,9 @@ def _expected(pooling_model, token_ids) -> np.ndarray:
     import torch
 
     with torch.no_grad():
-        return pooling_model(torch.from_numpy(token_ids["input_ids"]), torch.from_numpy(token_ids["attention_mask"])).numpy()
+        return pooling_model(
+            torch.from_numpy(token_ids["input_ids"]), torch.from_numpy(token_ids["attention_mask"])
+        ).numpy()
 
 
 def test_serve_answers_ping_and_json_and_binary_invocations(served, pooling_model, token_ids) -> None:
@@ -93,23 +97,40 @@ def test_serve_answers_ping_and_json_and_binary_invocations(served, pooling_mode
     assert "WARNING: No SAGEMAKER_TRITON_DEFAULT_MODEL_NAME provided" in log_path.read_text()
     assert "--allow-http=false" in log_path.read_text()
 
-    body = {"inputs": [{"name": name, "shape": list(value.shape), "datatype": "INT64", "data": value.flatten().tolist()}
-                       for name, value in token_ids.items()]}
+    body = {
+        "inputs": [
+            {"name": name, "shape": list(value.shape), "datatype": "INT64", "data": value.flatten().tolist()}
+            for name, value in token_ids.items()
+        ]
+    }
     status, _, answer = _post(f"{url}/invocations", json.dumps(body).encode(), "application/json")
     assert status == 200, answer
     output = json.loads(answer)["outputs"][0]
     assert output["name"] == "embedding" and output["shape"] == [2, 8]
     np.testing.assert_allclose(np.array(output["data"], dtype=np.float32).reshape(2, 8), expected, rtol=1e-5, atol=1e-6)
 
-    header = {"inputs": [{"name": name, "shape": list(value.shape), "datatype": "INT64",
-                          "parameters": {"binary_data_size": value.nbytes}} for name, value in token_ids.items()],
-              "outputs": [{"name": "embedding", "parameters": {"binary_data": True}}]}
+    header = {
+        "inputs": [
+            {
+                "name": name,
+                "shape": list(value.shape),
+                "datatype": "INT64",
+                "parameters": {"binary_data_size": value.nbytes},
+            }
+            for name, value in token_ids.items()
+        ],
+        "outputs": [{"name": "embedding", "parameters": {"binary_data": True}}],
+    }
     header_bytes = json.dumps(header).encode()
     payload = header_bytes + b"".join(value.tobytes() for value in token_ids.values())
-    status, content_type, answer = _post(f"{url}/invocations", payload, f"{BINARY_JSON};json-header-size={len(header_bytes)}")
+    status, content_type, answer = _post(
+        f"{url}/invocations", payload, f"{BINARY_JSON};json-header-size={len(header_bytes)}"
+    )
     assert status == 200, answer
     assert content_type.startswith(BINARY_JSON), content_type
     size = int(content_type.split("json-header-size=")[1])
     reply = json.loads(answer[:size])
     assert reply["outputs"][0]["parameters"]["binary_data_size"] == expected.nbytes
-    np.testing.assert_allclose(np.frombuffer(answer[size:], dtype=np.float32).reshape(2, 8), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.frombuffer(answer[size:], dtype=np.float32).reshape(2, 8), expected, rtol=1e-5, atol=1e-6
+    )

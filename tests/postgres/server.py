@@ -39,7 +39,7 @@ class PostgresServer:
     port: int = 0
 
     @classmethod
-    def create(cls, binaries: Path) -> "PostgresServer":
+    def create(cls, binaries: Path) -> PostgresServer:
         root = Path(tempfile.mkdtemp(prefix="recommender-pg-"))  # in /tmp: reachable by the service account
         return cls(binaries, root)
 
@@ -51,12 +51,34 @@ class PostgresServer:
         owner = _service_account()
         (self.root / "password").write_text(PASSWORD)
         _chown_tree(self.root, owner)
-        self._as_owner(owner, "initdb", "-D", str(self.data), "-U", USER, f"--pwfile={self.root / 'password'}",
-                       "--auth=scram-sha-256", "--encoding=UTF8", "--no-sync")
+        self._as_owner(
+            owner,
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            USER,
+            f"--pwfile={self.root / 'password'}",
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
         self.port = _free_port()
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=60"
-        self._as_owner(owner, "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
-                       "-w", "-t", "60", "start")
+        self._as_owner(
+            owner,
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self) -> None:
         """pg_ctl stop -m fast (then immediate), and remove the temp dir."""
@@ -99,8 +121,11 @@ def _service_account() -> str | None:
     try:
         pwd.getpwnam(SERVICE_ACCOUNT)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_ACCOUNT],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_ACCOUNT],
+            check=True,
+            capture_output=True,
+        )
     return SERVICE_ACCOUNT
 
 

@@ -47,8 +47,14 @@ def measured(postgres_server, tmp_path_factory):
     url = postgres_server.create_database("cli_run")
     workdir = tmp_path_factory.mktemp("pg-cli")
     (workdir / "micro.yaml").write_text(MICRO.format(first=3, second=3).replace("[pt, onnx, trt]", "[pt]"))
-    first = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url], cwd=workdir,
-                             env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_lease(ResultStore.open(url), first)
         second = recommender(workdir, "run", "micro.yaml", "--db", url)
@@ -57,7 +63,9 @@ def measured(postgres_server, tmp_path_factory):
         if first.poll() is None:  # something above failed: stop the run as Ctrl-C does (its servers torn down)
             first.send_signal(signal.SIGINT)
             first.communicate(timeout=60)
-    return Measured(url, workdir, subprocess.CompletedProcess(first.args, first.returncode, out, err), first.pid, second)
+    return Measured(
+        url, workdir, subprocess.CompletedProcess(first.args, first.returncode, out, err), first.pid, second
+    )
 
 
 def test_run_stores_its_rows_in_postgres(measured):

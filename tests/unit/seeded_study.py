@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from recommender.candidates import Candidate, expand_candidates
 from recommender.decide.prices import Catalog, InstancePrice
 from recommender.metrics.headline import Headline
-from recommender.candidates import Candidate, expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -56,21 +56,34 @@ FIGURES: dict[str, tuple[str, str | None, float, float, float] | None] = {
 
 def fixed_catalog() -> Catalog:
     """A fixed one-type catalog so report snapshots do not follow the packaged price list."""
-    g4dn = InstancePrice("ml.g4dn.xlarge", 0.7364, vcpus=4, memory_gib=16, gpus=1, gpu_memory_gib=16, accelerator="NVIDIA T4")
-    return Catalog(region="us-east-1", source="test catalog", retrieved="2026-01-01", instances={g4dn.instance_type: g4dn})
+    g4dn = InstancePrice(
+        "ml.g4dn.xlarge", 0.7364, vcpus=4, memory_gib=16, gpus=1, gpu_memory_gib=16, accelerator="NVIDIA T4"
+    )
+    return Catalog(
+        region="us-east-1", source="test catalog", retrieved="2026-01-01", instances={g4dn.instance_type: g4dn}
+    )
 
 
 def headline(ipm: float, p95: float, error_rate: float, threshold_ms: float = 500) -> Headline:
     """A headline as a single-repeat measurement without stability judgement would store it."""
     latency = {"p50": round(p95 * 0.6, 3), "p90": round(p95 * 0.9, 3), "p95": p95, "p99": round(p95 * 1.2, 3)}
     within = p95 <= threshold_ms and error_rate <= 0.01
-    return Headline(phase_index=1, invocations_per_minute=ipm, latency_ms=latency, error_rate=error_rate,
-                    within_threshold=within, notes=() if within else ("over the limits",), requests=1000,
-                    failures=int(1000 * error_rate), percentile="p95")
+    return Headline(
+        phase_index=1,
+        invocations_per_minute=ipm,
+        latency_ms=latency,
+        error_rate=error_rate,
+        within_threshold=within,
+        notes=() if within else ("over the limits",),
+        requests=1000,
+        failures=int(1000 * error_rate),
+        percentile="p95",
+    )
 
 
-def seed_study(url: str, spec_document: dict[str, Any] | None = None,
-               figures: dict[str, tuple | None] | None = None) -> tuple[ResultStore, ExperimentSpec, list[Candidate]]:
+def seed_study(
+    url: str, spec_document: dict[str, Any] | None = None, figures: dict[str, tuple | None] | None = None
+) -> tuple[ResultStore, ExperimentSpec, list[Candidate]]:
     """Open the store at `url` and write the experiment, its candidates and their runs."""
     spec = ExperimentSpec.model_validate(spec_document or SPEC)
     figures = FIGURES if figures is None else figures

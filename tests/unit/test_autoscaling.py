@@ -23,8 +23,9 @@ def plan() -> ScalingPlan:
     return plan_scaling("bert-endpoint", 490, 30_000, trough_ipm=3_000)
 
 
-@pytest.mark.parametrize(("max_ipm", "headroom", "expected"),
-                         [(490, 0.5, 245.0), (490, 0.7, 343.0), (1000, 1.0, 1000.0), (648, 0.5, 324.0)])
+@pytest.mark.parametrize(
+    ("max_ipm", "headroom", "expected"), [(490, 0.5, 245.0), (490, 0.7, 343.0), (1000, 1.0, 1000.0), (648, 0.5, 324.0)]
+)
 def test_target_value_is_max_invocations_times_headroom(max_ipm: float, headroom: float, expected: float) -> None:
     assert target_value(max_ipm, headroom) == expected
 
@@ -68,10 +69,13 @@ def test_put_scaling_policy_body(plan: ScalingPlan) -> None:
     }
 
 
-@pytest.mark.parametrize(("operation", "body_of"), [
-    ("RegisterScalableTarget", ScalingPlan.register_scalable_target_request),
-    ("PutScalingPolicy", ScalingPlan.put_scaling_policy_request),
-])
+@pytest.mark.parametrize(
+    ("operation", "body_of"),
+    [
+        ("RegisterScalableTarget", ScalingPlan.register_scalable_target_request),
+        ("PutScalingPolicy", ScalingPlan.put_scaling_policy_request),
+    ],
+)
 def test_bodies_pass_botocore_validation(autoscaling_model, plan: ScalingPlan, operation: str, body_of) -> None:
     shape = autoscaling_model.operation_model(operation).input_shape
     report = ParamValidator().validate(body_of(plan), shape)
@@ -92,29 +96,38 @@ def test_enum_values_are_in_the_service_model(autoscaling_model, plan: ScalingPl
 
 def test_bodies_are_accepted_by_a_boto3_client(plan: ScalingPlan) -> None:
     """A real application-autoscaling client with a botocore Stubber standing in for AWS (unreachable here)."""
-    client = boto3.client("application-autoscaling", region_name="us-east-1",
-                          aws_access_key_id="x", aws_secret_access_key="x")
+    client = boto3.client(
+        "application-autoscaling", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     with Stubber(client) as stubber:
         stubber.add_response("register_scalable_target", {}, plan.register_scalable_target_request())
-        stubber.add_response("put_scaling_policy", {"PolicyARN": "arn:aws:autoscaling:us-east-1:123456789012:"
-                                                    "scalingPolicy:x:resource/sagemaker/y:policyName/z"},
-                             plan.put_scaling_policy_request())
+        stubber.add_response(
+            "put_scaling_policy",
+            {
+                "PolicyARN": "arn:aws:autoscaling:us-east-1:123456789012:"
+                "scalingPolicy:x:resource/sagemaker/y:policyName/z"
+            },
+            plan.put_scaling_policy_request(),
+        )
         client.register_scalable_target(**plan.register_scalable_target_request())
         client.put_scaling_policy(**plan.put_scaling_policy_request())
         stubber.assert_no_pending_responses()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"max_invocations_per_instance": 0}, "MaxInvocations"),
-    ({"max_invocations_per_instance": -5}, "MaxInvocations"),
-    ({"headroom": 0}, "headroom"),
-    ({"headroom": 1.5}, "headroom"),
-    ({"peak_ipm": 0}, "peak"),
-    ({"trough_ipm": 40_000}, "trough"),
-    ({"endpoint_name": "bad_name!"}, "endpoint name"),
-    ({"variant_name": "-x"}, "variant name"),
-    ({"min_instances": 0}, "min instances"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_invocations_per_instance": 0}, "MaxInvocations"),
+        ({"max_invocations_per_instance": -5}, "MaxInvocations"),
+        ({"headroom": 0}, "headroom"),
+        ({"headroom": 1.5}, "headroom"),
+        ({"peak_ipm": 0}, "peak"),
+        ({"trough_ipm": 40_000}, "trough"),
+        ({"endpoint_name": "bad_name!"}, "endpoint name"),
+        ({"variant_name": "-x"}, "variant name"),
+        ({"min_instances": 0}, "min instances"),
+    ],
+)
 def test_impossible_inputs_are_clear_errors(kwargs: dict, message: str) -> None:
     args = {"endpoint_name": "ep", "max_invocations_per_instance": 490, "peak_ipm": 30_000, **kwargs}
     endpoint, max_ipm, peak = args.pop("endpoint_name"), args.pop("max_invocations_per_instance"), args.pop("peak_ipm")

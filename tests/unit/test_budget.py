@@ -10,8 +10,9 @@ from recommender.errors import RecommenderError
 
 def test_estimate_multiplies_candidates_duration_instances_and_price() -> None:
     # 12 candidates x (5 min traffic + 10 min overhead) x 2 instances = 6 instance-hours; at $0.736/h = $4.416
-    estimate = estimate_cost(candidates=12, traffic_seconds=300, endpoint_instance_count=2, price_per_hour=0.736,
-                             deploy_overhead_minutes=10)
+    estimate = estimate_cost(
+        candidates=12, traffic_seconds=300, endpoint_instance_count=2, price_per_hour=0.736, deploy_overhead_minutes=10
+    )
     assert estimate.minutes_per_candidate == pytest.approx(15)
     assert estimate.instance_hours == pytest.approx(6.0)
     assert estimate.usd == pytest.approx(4.416)
@@ -47,14 +48,17 @@ def test_estimate_rejects_nonsense(kwargs: dict) -> None:
         estimate_cost(**args)
 
 
-@pytest.mark.parametrize(("spent", "budget", "estimate", "admitted"), [
-    (0.0, None, 100.0, True),    # no budget, no limit
-    (0.0, 1.0, 1.0, True),       # exactly covered
-    (0.5, 1.0, 0.5, True),
-    (0.6, 1.0, 0.5, False),      # $0.40 left does not cover $0.50
-    (1.0, 1.0, 0.0, False),      # spent: even a free candidate waits for a raised budget
-    (1.2, 1.0, 0.1, False),      # overspent by an earlier run's teardown
-])
+@pytest.mark.parametrize(
+    ("spent", "budget", "estimate", "admitted"),
+    [
+        (0.0, None, 100.0, True),  # no budget, no limit
+        (0.0, 1.0, 1.0, True),  # exactly covered
+        (0.5, 1.0, 0.5, True),
+        (0.6, 1.0, 0.5, False),  # $0.40 left does not cover $0.50
+        (1.0, 1.0, 0.0, False),  # spent: even a free candidate waits for a raised budget
+        (1.2, 1.0, 0.1, False),  # overspent by an earlier run's teardown
+    ],
+)
 def test_a_candidate_starts_only_when_what_is_left_covers_its_estimate(spent, budget, estimate, admitted) -> None:
     assert admits(spent, budget, estimate) is admitted
 
@@ -69,15 +73,22 @@ def test_the_guard_counts_earlier_runs_spend() -> None:
 
 def test_run_budget_refuses_a_candidate_the_rest_does_not_cover_and_records_each_billed_block() -> None:
     now, recorded = [0.0], []
-    budget = RunBudget(BudgetGuard(1.0, 36.0, spent_before_usd=0.5), endpoint_instance_count=1, clock=lambda: now[0],
-                       candidate_usd=0.3, record=recorded.append)  # $0.01 per second
+    budget = RunBudget(
+        BudgetGuard(1.0, 36.0, spent_before_usd=0.5),
+        endpoint_instance_count=1,
+        clock=lambda: now[0],
+        candidate_usd=0.3,
+        record=recorded.append,
+    )  # $0.01 per second
     assert budget.refusal() is None and not budget.stopped
     with budget.billed():
         now[0] = 30.0  # $0.30
     assert recorded == [pytest.approx(0.3)]
     refusal = budget.refusal()  # $0.20 left, a candidate needs $0.30
-    assert refusal == ("$0.80 of the $1.00 budget spent, $0.20 left, a candidate is estimated at $0.30; "
-                       "raise target.budget_usd and run again to measure it")
+    assert refusal == (
+        "$0.80 of the $1.00 budget spent, $0.20 left, a candidate is estimated at $0.30; "
+        "raise target.budget_usd and run again to measure it"
+    )
     assert budget.stopped
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from recommender.candidates import Candidate
+from recommender.errors import BuildError
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.repository import default_threads_per_instance, render_config, write_model_repository
-from recommender.errors import BuildError
-from recommender.candidates import Candidate
 from recommender.spec import DynamicBatching
 
 INPUTS = (TensorSpec("input_ids", "TYPE_INT64", (-1,)), TensorSpec("attention_mask", "TYPE_INT64", (-1,)))
@@ -105,7 +105,12 @@ def test_parameters_tell_model_py_the_artifact(artifact: ModelArtifact, opt: str
     ],
 )
 def test_unservable_input_is_a_build_error(artifact: ModelArtifact, change: dict, message: str) -> None:
-    arguments = {"candidate": candidate(), "artifact": artifact, "model_name": "model", "threads_per_instance": 1} | change
+    arguments = {
+        "candidate": candidate(),
+        "artifact": artifact,
+        "model_name": "model",
+        "threads_per_instance": 1,
+    } | change
     with pytest.raises(BuildError, match=message):
         render_config(**arguments)
 
@@ -117,14 +122,18 @@ def test_unknown_dtype_is_a_build_error(artifact: ModelArtifact) -> None:
 
 
 @pytest.mark.parametrize(("cores", "count", "expected"), [(8, 1, 8), (8, 2, 4), (8, 3, 2), (2, 4, 1), (1, 1, 1)])
-def test_default_threads_divide_the_cores(monkeypatch: pytest.MonkeyPatch, cores: int, count: int, expected: int) -> None:
+def test_default_threads_divide_the_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int, count: int, expected: int
+) -> None:
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     assert default_threads_per_instance(count) == expected
 
 
 @pytest.mark.parametrize("copy", [False, True])
 def test_write_model_repository_layout(tmp_path: Path, artifact: ModelArtifact, copy: bool) -> None:
-    root = write_model_repository(candidate(count=2), artifact, tmp_path / "repo", "bert", threads_per_instance=3, copy_artifact=copy)
+    root = write_model_repository(
+        candidate(count=2), artifact, tmp_path / "repo", "bert", threads_per_instance=3, copy_artifact=copy
+    )
     version = root / "bert" / "1"
     assert (root / "bert" / "config.pbtxt").read_text() == render_config(candidate(count=2), artifact, "bert", 3)
     assert "class TritonPythonModel" in (version / "model.py").read_text()

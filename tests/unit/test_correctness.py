@@ -7,8 +7,15 @@ import math
 import pytest
 
 from recommender.correctness.cases import check_cases
-from recommender.correctness.figures import Tolerance, compare, cosine, default_tolerance, tolerance_of, verdict
-from recommender.correctness.figures import describe
+from recommender.correctness.figures import (
+    Tolerance,
+    compare,
+    cosine,
+    default_tolerance,
+    describe,
+    tolerance_of,
+    verdict,
+)
 from recommender.correctness.gate import check_outputs, judged_alike, served_outputs
 from recommender.spec import ExperimentSpec, PayloadSpec
 
@@ -60,7 +67,13 @@ def test_more_violations_are_counted() -> None:
 def test_check_cases_cover_samples_shortest_longest_and_a_full_batch() -> None:
     payload = PayloadSpec(sequence_length=8, texts=["hello world", "a b"])
     cases = {c.name: c for c in check_cases(payload, max_batch_size=3)}
-    assert list(cases) == ["sample text 1", "sample text 2", "shortest (one token)", "longest (8 tokens)", "full batch (3 rows)"]
+    assert list(cases) == [
+        "sample text 1",
+        "sample text 2",
+        "shortest (one token)",
+        "longest (8 tokens)",
+        "full batch (3 rows)",
+    ]
     assert cases["shortest (one token)"].mask == [[1] + [0] * 7]
     assert cases["longest (8 tokens)"].mask == [[1] * 8]
     body = cases["full batch (3 rows)"].body()
@@ -81,7 +94,11 @@ class Echo:
 
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
         rows = body["inputs"][0]["shape"][0]
-        return {"outputs": [{"name": "embedding", "shape": [rows, 2], "datatype": "FP32", "data": [0.6 + self.error, 0.8] * rows}]}
+        return {
+            "outputs": [
+                {"name": "embedding", "shape": [rows, 2], "datatype": "FP32", "data": [0.6 + self.error, 0.8] * rows}
+            ]
+        }
 
 
 @pytest.mark.parametrize("error, passed", [(0.0, True), (0.3, False)])

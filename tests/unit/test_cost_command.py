@@ -42,8 +42,21 @@ def test_cost_json_parses(runner: CliRunner) -> None:
 
 
 def test_explicit_price_overrides_the_catalog(runner: CliRunner) -> None:
-    result = runner.invoke(build_app(), ["cost", "--ipm", "100", "--instance-type", "ml.custom.size",
-                                         "--target-ipm", "250", "--price", "2.5", "--json"])
+    result = runner.invoke(
+        build_app(),
+        [
+            "cost",
+            "--ipm",
+            "100",
+            "--instance-type",
+            "ml.custom.size",
+            "--target-ipm",
+            "250",
+            "--price",
+            "2.5",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     # ceil(250 / 100) = 3 instances x 2.5 = 7.5 USD/h
@@ -51,8 +64,9 @@ def test_explicit_price_overrides_the_catalog(runner: CliRunner) -> None:
 
 
 def test_unknown_instance_type_raises_cost_error_with_suggestion(runner: CliRunner) -> None:
-    result = runner.invoke(build_app(), ["cost", "--ipm", "490", "--instance-type", "ml.g4dn.xlarg",
-                                         "--target-ipm", "30000"])
+    result = runner.invoke(
+        build_app(), ["cost", "--ipm", "490", "--instance-type", "ml.g4dn.xlarg", "--target-ipm", "30000"]
+    )
     assert isinstance(result.exception, CostError)
     assert "ml.g4dn.xlarge" in result.exception.hint
 
@@ -66,9 +80,16 @@ def test_prices_show_lists_source_and_date(runner: CliRunner) -> None:
 
 def test_prices_show_prefers_the_refreshed_copy(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / ".recommender").mkdir()
-    (tmp_path / ".recommender" / "prices.yaml").write_text(yaml.safe_dump({
-        "region": "us-east-1", "source": "AWS Price List API", "retrieved": "2030-01-02",
-        "instances": {"ml.g4dn.xlarge": {"usd_per_hour": 0.8}}}))
+    (tmp_path / ".recommender" / "prices.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "region": "us-east-1",
+                "source": "AWS Price List API",
+                "retrieved": "2030-01-02",
+                "instances": {"ml.g4dn.xlarge": {"usd_per_hour": 0.8}},
+            }
+        )
+    )
     result = runner.invoke(build_app(), ["prices", "show"])
     assert "2030-01-02" in result.output and "0.8" in result.output
 
@@ -83,8 +104,14 @@ def test_prices_refresh_writes_the_cwd_copy(runner: CliRunner, tmp_path: Path, m
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     monkeypatch.setattr(boto3, "client", lambda service, **kwargs: client)
     with Stubber(client) as stubber:
-        stubber.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [
-            price_list_item("USE1-Host:ml.g4dn.xlarge", "0.8000000000", "AAAA1111")]}, EXPECTED_REQUEST)
+        stubber.add_response(
+            "get_products",
+            {
+                "FormatVersion": "aws_v1",
+                "PriceList": [price_list_item("USE1-Host:ml.g4dn.xlarge", "0.8000000000", "AAAA1111")],
+            },
+            EXPECTED_REQUEST,
+        )
         result = runner.invoke(build_app(), ["prices", "refresh", "--region", "us-east-1"])
     assert result.exit_code == 0, result.output
     stored = yaml.safe_load((tmp_path / ".recommender" / "prices.yaml").read_text())

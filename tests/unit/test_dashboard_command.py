@@ -28,8 +28,12 @@ def test_an_installed_package_finds_the_app_in_the_working_directory(tmp_path, m
 def test_streamlit_runs_headless_on_the_given_loopback_port_without_usage_stats():
     command = streamlit_command(APP, "127.0.0.1", 8765)
     assert command[1:5] == ["-m", "streamlit", "run", str(APP)]
-    assert {"--server.headless=true", "--server.address=127.0.0.1", "--server.port=8765",
-            "--browser.gatherUsageStats=false"} <= set(command)
+    assert {
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        "--server.port=8765",
+        "--browser.gatherUsageStats=false",
+    } <= set(command)
 
 
 def test_env_carries_an_absolute_sqlite_url_and_the_repository_on_pythonpath(tmp_path, monkeypatch):

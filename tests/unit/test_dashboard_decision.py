@@ -95,7 +95,9 @@ def test_cost_prices_the_measured_throughput_as_each_catalog_type(seeded_url):
     assert set(table["instance type"]) == {"ml.c5.xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge"}
     store = ResultStore.open(seeded_url)
     _, spec, results = recommend_from_store(store, "micro")
-    expected = recommend(results, spec.model_copy(update={"target": spec.target.model_copy(update={"priced_as": "ml.g5.xlarge"})}))
+    expected = recommend(
+        results, spec.model_copy(update={"target": spec.target.model_copy(update={"priced_as": "ml.g5.xlarge"})})
+    )
     row = table[(table["instance type"] == "ml.g5.xlarge") & table["recommended"]].iloc[0]
     assert row["configuration"] == expected.winner.candidate.name
     assert row["cost per million (USD)"] == pytest.approx(expected.winner.cost_per_million)
@@ -122,14 +124,20 @@ def test_overlapping_intervals_show_the_tie_notice(seeded_url):
     from recommender.spec import ExperimentSpec
 
     store = ResultStore.open(seeded_url)
-    spec = ExperimentSpec.model_validate({"name": "noisy", "variants": {"optimizations": ["pt", "onnx"],
-                                                                        "dynamic_batching": [False]}})
+    spec = ExperimentSpec.model_validate(
+        {"name": "noisy", "variants": {"optimizations": ["pt", "onnx"], "dynamic_batching": [False]}}
+    )
     experiment_id = store.save_experiment(spec, status="done")
-    for candidate, ipm, latency in zip(expand_candidates(spec), (1000.0, 990.0), (20.0, 21.0)):
+    for candidate, ipm, latency in zip(expand_candidates(spec), (1000.0, 990.0), (20.0, 21.0), strict=False):
         run_id = store.start_run(store.save_candidate(experiment_id, candidate), "proto", None)
-        headline = Headline(invocations_per_minute=ipm, latency_ms={"p95": latency}, within_threshold=True,
-                            stable=True, ipm_interval=Interval(1000.0, 950.0, 1050.0, 3),
-                            latency_interval=Interval(20.5, 18.0, 23.0, 3))
+        headline = Headline(
+            invocations_per_minute=ipm,
+            latency_ms={"p95": latency},
+            within_threshold=True,
+            stable=True,
+            ipm_interval=Interval(1000.0, 950.0, 1050.0, 3),
+            latency_interval=Interval(20.5, 18.0, 23.0, 3),
+        )
         store.finish_run(run_id, "ok", headline=headline)
     at = page("ranking", experiment="noisy")
     assert any("indistinguishable" in w.value for w in at.warning)
@@ -143,10 +151,12 @@ def test_the_limits_in_the_sidebar_re_decide_the_whole_decision_as_rank_does(see
     at = page("ranking")
     at.sidebar.number_input(key="setting:micro:threshold_ms").set_value(30.0).run()
     at.sidebar.number_input(key="setting:micro:max_error_rate").set_value(0.0).run()
-    rec, _, _ = recommend_from_store(ResultStore.open(seeded_url), "micro",
-                                     limits=Overrides(threshold_ms=30.0, max_error_rate=0.0))
+    rec, _, _ = recommend_from_store(
+        ResultStore.open(seeded_url), "micro", limits=Overrides(threshold_ms=30.0, max_error_rate=0.0)
+    )
     table = at.dataframe[0].value
     ranked = table[table["rank"].notna()]
     assert ranked["name"].tolist() == [r.candidate.name for r in rec.ranking.ranked]
     assert ranked["invocations_per_minute"].tolist() == pytest.approx(
-        [r.candidate.invocations_per_minute for r in rec.ranking.ranked])  # MaxInvocations re-decided, not as stored
+        [r.candidate.invocations_per_minute for r in rec.ranking.ranked]
+    )  # MaxInvocations re-decided, not as stored

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import altair as alt
 
@@ -13,10 +13,18 @@ from recommender.metrics.headline import Headline
 
 def result(name: str, headline: dict | None = None, status: str = "ok", config: dict | None = None) -> CandidateResult:
     """A result whose headline is read from stored JSON (`headline`), as the store reads it."""
-    return CandidateResult(key=name, name=name, config=config or {"optimization": "onnx", "max_batch_size": 4},
-                           status=status, reason=None, headline=Headline.from_dict(headline), server_stats=None,
-                           run_id=1, duration_s=1.0,
-                           finished_at=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    return CandidateResult(
+        key=name,
+        name=name,
+        config=config or {"optimization": "onnx", "max_batch_size": 4},
+        status=status,
+        reason=None,
+        headline=Headline.from_dict(headline),
+        server_stats=None,
+        run_id=1,
+        duration_s=1.0,
+        finished_at=datetime(2025, 1, 1, tzinfo=UTC),
+    )
 
 
 BASE = {"invocations_per_minute": 1200.0, "latency_ms": {"p50": 5.0, "p95": 9.0}, "error_rate": 0.0}
@@ -25,10 +33,21 @@ BASE = {"invocations_per_minute": 1200.0, "latency_ms": {"p50": 5.0, "p95": 9.0}
 def test_new_headline_fields_appear_only_when_present():
     old = frames.metrics_table([result("a", BASE)])
     assert "max invocations" not in old.index and "stable" not in old.index
-    new = frames.metrics_table([result("a", BASE | {"max_invocations": 1500.0, "stable": False,
-                                                     "stop_reason": "latency threshold",
-                                                     "ipm_interval": {"mean": 1200, "low": 1100, "high": 1300, "n": 3},
-                                                     "latency_interval": {"mean": 9.0, "low": 8.5, "high": 9.5, "n": 3}})])
+    new = frames.metrics_table(
+        [
+            result(
+                "a",
+                BASE
+                | {
+                    "max_invocations": 1500.0,
+                    "stable": False,
+                    "stop_reason": "latency threshold",
+                    "ipm_interval": {"mean": 1200, "low": 1100, "high": 1300, "n": 3},
+                    "latency_interval": {"mean": 9.0, "low": 8.5, "high": 9.5, "n": 3},
+                },
+            )
+        ]
+    )
     assert new.loc["max invocations", "a"] == "1,500"
     assert new.loc["stable", "a"] == "no"
     assert new.loc["stop reason", "a"] == "latency threshold"
@@ -38,17 +57,23 @@ def test_new_headline_fields_appear_only_when_present():
 
 
 def test_config_difference_marks_the_settings_that_differ():
-    table = frames.config_difference([result("a", config={"optimization": "pt", "max_batch_size": 4}),
-                                      result("b", config={"optimization": "onnx", "max_batch_size": 4})])
+    table = frames.config_difference(
+        [
+            result("a", config={"optimization": "pt", "max_batch_size": 4}),
+            result("b", config={"optimization": "onnx", "max_batch_size": 4}),
+        ]
+    )
     assert table.loc["optimization", "differs"] and not table.loc["max_batch_size", "differs"]
 
 
 def test_windows_are_labelled_and_drawn_as_bands():
-    windows = frames.windows_frame(result("a"), [{"start_s": 1.0, "end_s": 3.0, "stable": True},
-                                                 {"start_s": 3.0, "end_s": 5.0, "stable": False}])
+    windows = frames.windows_frame(
+        result("a"), [{"start_s": 1.0, "end_s": 3.0, "stable": True}, {"start_s": 3.0, "end_s": 5.0, "stable": False}]
+    )
     assert windows["window"].tolist() == ["stable", "unstable"]
-    series = frames.series_frame(result("a"), [{"second": 0, "ok": 10, "users": 1, "p50_ms": 1.0, "p95_ms": 2.0,
-                                                "p99_ms": 3.0}])
+    series = frames.series_frame(
+        result("a"), [{"second": 0, "ok": 10, "users": 1, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0}]
+    )
     assert series["invocations/min"].tolist() == [600]
     spec = charts.throughput_over_time(series, windows).to_dict()
     assert "mark_rect" in str(spec) or "rect" in str(spec)
@@ -56,7 +81,18 @@ def test_windows_are_labelled_and_drawn_as_bands():
 
 
 def test_server_breakdown_is_in_milliseconds():
-    r = CandidateResult("k", "a", {}, "ok", None, Headline.from_dict(BASE), {"avg_us": {"queue": 1500.0, "compute_infer": 500.0}}, 1, 1.0, None)
+    r = CandidateResult(
+        "k",
+        "a",
+        {},
+        "ok",
+        None,
+        Headline.from_dict(BASE),
+        {"avg_us": {"queue": 1500.0, "compute_infer": 500.0}},
+        1,
+        1.0,
+        None,
+    )
     table = frames.server_breakdown([r])
     assert table.set_index("part")["ms"].to_dict() == {"queue": 1.5, "compute_infer": 0.5}
     assert isinstance(charts.server_time(table), alt.Chart)

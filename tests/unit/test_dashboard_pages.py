@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from recommender.spec import ExperimentSpec
 from recommender.candidates import expand_candidates
+from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,8 +113,13 @@ def test_history_follows_one_configuration_across_experiments(seeded_url, monkey
 def add_failed_and_running(url: str) -> None:
     """A second experiment left running, with one failed candidate (reason with Markdown/HTML) and one pending."""
     store = ResultStore.open(url)
-    spec = ExperimentSpec.model_validate({"name": "live", "description": "<b>bold</b> **not markdown**",
-                                          "variants": {"optimizations": ["pt", "onnx"], "dynamic_batching": [False]}})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "live",
+            "description": "<b>bold</b> **not markdown**",
+            "variants": {"optimizations": ["pt", "onnx"], "dynamic_batching": [False]},
+        }
+    )
     experiment_id = store.save_experiment(spec)
     failed, pending = expand_candidates(spec)
     run_id = store.start_run(store.save_candidate(experiment_id, failed), "proto", None)
@@ -154,20 +159,38 @@ def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, mon
 
 
 def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, monkeypatch) -> None:
+    from recommender.job.protocol import protocol_fingerprint
     from recommender.metrics.headline import Headline
-    from recommender.protocol import protocol_fingerprint
 
     url = f"sqlite:///{tmp_path / 'multi.db'}"
-    spec = ExperimentSpec.model_validate({"name": "sizes", "variants": {"optimizations": ["onnx"], "dynamic_batching": [False],
-                                          "instance_group_counts": [1], "max_batch_sizes": [4]},
-                                          "targets": [{"instance_type": t, "priced_as": t} for t in ("ml.g4dn.xlarge", "ml.g4dn.2xlarge")]})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "sizes",
+            "variants": {
+                "optimizations": ["onnx"],
+                "dynamic_batching": [False],
+                "instance_group_counts": [1],
+                "max_batch_sizes": [4],
+            },
+            "targets": [{"instance_type": t, "priced_as": t} for t in ("ml.g4dn.xlarge", "ml.g4dn.2xlarge")],
+        }
+    )
     store = ResultStore.open(url)
     experiment_id = store.save_experiment(spec, status="done")
     for index, candidate in enumerate(expand_candidates(spec)):
         protocol = protocol_fingerprint(spec, target=spec.all_targets[index])
         run_id = store.start_run(store.save_candidate(experiment_id, candidate), protocol, None)
-        store.finish_run(run_id, "ok", headline=Headline(invocations_per_minute=600.0 * (index + 1), max_invocations=600.0,
-                                                         model_latency_ms=10.0, latency_ms={"p95": 10.0}, within_threshold=True))
+        store.finish_run(
+            run_id,
+            "ok",
+            headline=Headline(
+                invocations_per_minute=600.0 * (index + 1),
+                max_invocations=600.0,
+                model_latency_ms=10.0,
+                latency_ms={"p95": 10.0},
+                within_threshold=True,
+            ),
+        )
     at = open_page(url, "ranking", monkeypatch, experiment="sizes")
     assert_clean(at)
     facet = at.multiselect(key="ranking-instance-types")

@@ -33,9 +33,8 @@ class Recorded(Deployment):
 
 def test_leaving_with_tears_down_once() -> None:
     deployment = Recorded("http://127.0.0.1:9")
-    with pytest.raises(RuntimeError):
-        with deployment:
-            raise RuntimeError("load crashed")
+    with pytest.raises(RuntimeError), deployment:
+        raise RuntimeError("load crashed")
     deployment.teardown()
     assert deployment.stops == ["stop"]
     assert deployment.server_pids() == [] and deployment.cloud_metrics(None, None) == {}
@@ -53,9 +52,8 @@ def test_a_failed_teardown_is_tried_again() -> None:
 @pytest.mark.parametrize("failure", [TargetError("model failed to load"), KeyboardInterrupt()])
 def test_a_failed_start_tears_down_and_keeps_its_error_with_the_teardown_failure_noted(failure: BaseException) -> None:
     deployment = Recorded("http://127.0.0.1:9", failures=["could not delete the endpoint"])
-    with pytest.raises(type(failure)) as caught:
-        with deployment.starting():
-            raise failure
+    with pytest.raises(type(failure)) as caught, deployment.starting():
+        raise failure
     assert caught.value is failure and deployment.stops == ["stop"]
     assert caught.value.__notes__ == ["teardown also failed: could not delete the endpoint"]
 
@@ -88,8 +86,10 @@ def test_probe_and_statistics_go_through_triton(null_endpoint: str) -> None:
 @pytest.fixture
 def sigterm_interrupts():
     """SIGTERM raising errors.Interrupted, as the CLI installs it."""
+
     def interrupt(signum, frame):
         raise Interrupted(signum)
+
     previous = signal.signal(signal.SIGTERM, interrupt)
     yield
     signal.signal(signal.SIGTERM, previous)
@@ -114,15 +114,16 @@ def test_sigterm_waits_for_the_teardown_then_reaches_the_previous_handler(sigter
 
 def test_a_failing_teardown_never_hides_the_interruption() -> None:
     deployment = Recorded("http://127.0.0.1:9", failures=["tritonserver processes still running"])
-    with pytest.raises(Interrupted) as caught:
-        with deployment:
-            raise Interrupted(signal.SIGHUP)
+    with pytest.raises(Interrupted) as caught, deployment:
+        raise Interrupted(signal.SIGHUP)
     assert caught.value.__notes__ == ["teardown also failed: tritonserver processes still running"]
     assert interruption_reason(caught.value) == "interrupted by SIGHUP"
     assert interruption_reason(KeyboardInterrupt()) == "interrupted by the user (Ctrl-C)"
 
 
 def test_a_failing_teardown_after_a_clean_block_is_raised() -> None:
-    with pytest.raises(TargetError, match="container still there"):
-        with Recorded("http://127.0.0.1:9", failures=["container still there"]):
-            pass
+    with (
+        pytest.raises(TargetError, match="container still there"),
+        Recorded("http://127.0.0.1:9", failures=["container still there"]),
+    ):
+        pass

@@ -3,7 +3,7 @@ published on loopback only, no model control API, a failed start removes its con
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,7 @@ def test_a_port_published_beyond_loopback_is_refused_and_the_container_removed(f
 
 
 def test_cleanup_removes_labelled_containers_of_the_run_or_older_than(fake) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     old, new = (f"{t:%Y-%m-%d %H:%M:%S} +0000 UTC" for t in (now - timedelta(hours=3), now))
     (fake / "ps.out").write_text(f"recommender-old\t{old}\nrecommender-new\t{new}\n")
     assert labelled_containers(older_than=timedelta(hours=2)) == ["recommender-old"]
@@ -63,13 +63,17 @@ def test_cleanup_removes_labelled_containers_of_the_run_or_older_than(fake) -> N
 
 @pytest.mark.parametrize(("accelerator", "expected"), [("gpu", ["--gpus", "all"]), ("cpu", [])])
 def test_gpus_are_passed_only_when_the_resolved_accelerator_is_gpu(accelerator: str, expected: list[str]) -> None:
-    arguments = DockerTarget(run_id="r1", gpus="all").run_arguments("recommender-ab", Path("/repo"), "model", accelerator)
+    arguments = DockerTarget(run_id="r1", gpus="all").run_arguments(
+        "recommender-ab", Path("/repo"), "model", accelerator
+    )
     assert [arg for arg in arguments if arg == "--gpus" or arg == "all"] == expected
 
 
 def test_a_cpu_run_starts_its_container_without_gpus(fake, repository, tmp_path) -> None:
     (fake / "port.out").write_text("127.0.0.1:32768\n")
     with pytest.raises(TargetError):  # the fake engine serves no HTTP: readiness fails; the `docker run` is what counts
-        DockerTarget(run_id="r1", gpus="all", accelerator="cpu", ready_timeout=0.5).deploy(repository, "model", tmp_path / "run")
+        DockerTarget(run_id="r1", gpus="all", accelerator="cpu", ready_timeout=0.5).deploy(
+            repository, "model", tmp_path / "run"
+        )
     run = next(call for call in calls(fake) if call.startswith("run "))
     assert "--gpus" not in run and "--label recommender.run-id=r1" in run

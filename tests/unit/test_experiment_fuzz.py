@@ -15,17 +15,50 @@ from recommender.cli import main
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(SETTINGS, max_examples=20)  # each example walks up to a million values
-FIELDS = ("name", "description", "notes", "model", "payload", "variants", "target", "traffic", "latency_threshold",
-          "max_error_rate", "objectives", "capacity", "source", "path", "architecture", "optimizations",
-          "dynamic_batching", "instance_counts", "max_batch_sizes", "kind", "instance_type", "phases", "ms")
+FIELDS = (
+    "name",
+    "description",
+    "notes",
+    "model",
+    "payload",
+    "variants",
+    "target",
+    "traffic",
+    "latency_threshold",
+    "max_error_rate",
+    "objectives",
+    "capacity",
+    "source",
+    "path",
+    "architecture",
+    "optimizations",
+    "dynamic_batching",
+    "instance_counts",
+    "max_batch_sizes",
+    "kind",
+    "instance_type",
+    "phases",
+    "ms",
+)
 
-scalars = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-           | st.sampled_from(["pt", "onnx", "trt", "local", "sagemaker", "p95", "x", "model.onnx", "/", "../.."]))
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20)
+    | st.sampled_from(["pt", "onnx", "trt", "local", "sagemaker", "p95", "x", "model.onnx", "/", "../.."])
+)
 keys = st.sampled_from(FIELDS) | st.text(max_size=10) | st.integers()
-structures = st.recursive(scalars, lambda children: st.lists(children, max_size=4)
-                          | st.dictionaries(keys, children, max_size=4), max_leaves=30)
-experiments = st.fixed_dictionaries({"name": st.sampled_from(["x", "my-exp"]) | st.text(max_size=8)},
-                                    optional={field: structures for field in FIELDS[1:]})
+structures = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
+    max_leaves=30,
+)
+experiments = st.fixed_dictionaries(
+    {"name": st.sampled_from(["x", "my-exp"]) | st.text(max_size=8)},
+    optional={field: structures for field in FIELDS[1:]},
+)
 
 
 def validate(document: bytes) -> None:
@@ -67,7 +100,11 @@ def test_experiment_shaped_documents(document: dict) -> None:
 @given(st.integers(min_value=1, max_value=3000), st.sampled_from(["[", "{a: ", "- "]))
 def test_deep_nesting(depth: int, opener: str) -> None:
     closer = {"[": "]", "{a: ": "}", "- ": ""}[opener]
-    body = opener * depth + "x" + closer * depth if opener != "- " else "".join(f"{' ' * (2 * i)}- \n" for i in range(depth)) + "x"
+    body = (
+        opener * depth + "x" + closer * depth
+        if opener != "- "
+        else "".join(f"{' ' * (2 * i)}- \n" for i in range(depth)) + "x"
+    )
     validate(f"name: deep\nvariants: {body}\n".encode())
 
 

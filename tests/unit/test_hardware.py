@@ -9,12 +9,20 @@ from types import SimpleNamespace
 import pytest
 
 from recommender.candidates import Candidate
-from recommender.hardware import (Gpu, Hardware, HardwareMissing, describe_served, detect_hardware, gpu_instance_groups,
-                                  resolve_accelerator, serving_hardware)
+from recommender.hardware import (
+    Gpu,
+    Hardware,
+    HardwareMissing,
+    describe_served,
+    detect_hardware,
+    gpu_instance_groups,
+    resolve_accelerator,
+    serving_hardware,
+)
+from recommender.job.pipeline import Job, JobOptions
 from recommender.load.null_endpoint import NullEndpoint
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.repository import render_config
-from recommender.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.results import ResultStore
 from recommender.targets.docker import DockerTarget
@@ -22,7 +30,9 @@ from recommender.targets.local import LocalTarget
 from tests.unit.test_pipeline_budget import Recorder, remote_spec
 
 CPU_ONLY = Hardware("Test CPU", 2, gpu_status="no GPU (NVML: driver not loaded)")
-TWO_GPUS = Hardware("Test CPU", 16, (Gpu(0, "NVIDIA A10G", 23028.0), Gpu(1, "NVIDIA A10G", 23028.0)), "550.54", "12.4", "2 GPU(s)")
+TWO_GPUS = Hardware(
+    "Test CPU", 16, (Gpu(0, "NVIDIA A10G", 23028.0), Gpu(1, "NVIDIA A10G", 23028.0)), "550.54", "12.4", "2 GPU(s)"
+)
 
 
 class FakeNvml:
@@ -60,7 +70,10 @@ class FakeNvml:
 def test_detect_reads_every_gpu_through_nvml() -> None:
     nvml = FakeNvml(["NVIDIA H100", "NVIDIA H100"])
     found = detect_hardware(nvml)
-    assert [(g.index, g.name, g.memory_mb) for g in found.gpus] == [(0, "NVIDIA H100", 24576.0), (1, "NVIDIA H100", 24576.0)]
+    assert [(g.index, g.name, g.memory_mb) for g in found.gpus] == [
+        (0, "NVIDIA H100", 24576.0),
+        (1, "NVIDIA H100", 24576.0),
+    ]
     assert (found.driver_version, found.cuda_version, found.gpu_status) == ("550.54.15", "12.4", "2 GPU(s)")
     assert found.cpu_cores >= 1 and found.cpu_model and nvml.shut
     assert Hardware.from_dict(found.to_dict()) == found
@@ -72,9 +85,15 @@ def test_no_driver_is_no_gpu_said_plainly() -> None:
     assert detect_hardware(FakeNvml([])).gpu_status == "no GPU (NVML found no device)"
 
 
-@pytest.mark.parametrize("requested, hardware, expected", [
-    ("auto", CPU_ONLY, "cpu"), ("auto", TWO_GPUS, "gpu"), ("cpu", TWO_GPUS, "cpu"), ("gpu", TWO_GPUS, "gpu"),
-])
+@pytest.mark.parametrize(
+    "requested, hardware, expected",
+    [
+        ("auto", CPU_ONLY, "cpu"),
+        ("auto", TWO_GPUS, "gpu"),
+        ("cpu", TWO_GPUS, "cpu"),
+        ("gpu", TWO_GPUS, "gpu"),
+    ],
+)
 def test_accelerator_resolution(requested, hardware, expected) -> None:
     assert resolve_accelerator(requested, hardware) == expected
 
@@ -103,28 +122,37 @@ def test_cloud_targets_declare_their_hardware_by_instance_type() -> None:
         serving_hardware(m5)
 
 
-@pytest.mark.parametrize("count, gpus, expected", [
-    (1, [0], [(1, [0])]),
-    (2, [0, 1], [(1, [0]), (1, [1])]),
-    (3, [0, 1], [(2, [0]), (1, [1])]),
-    (1, [0, 1, 2], [(1, [0])]),
-    (4, [2, 3], [(2, [2]), (2, [3])]),
-])
+@pytest.mark.parametrize(
+    "count, gpus, expected",
+    [
+        (1, [0], [(1, [0])]),
+        (2, [0, 1], [(1, [0]), (1, [1])]),
+        (3, [0, 1], [(2, [0]), (1, [1])]),
+        (1, [0, 1, 2], [(1, [0])]),
+        (4, [2, 3], [(2, [2]), (2, [3])]),
+    ],
+)
 def test_instances_are_placed_round_robin_over_the_gpus(count, gpus, expected) -> None:
     assert gpu_instance_groups(count, gpus) == expected
     assert sum(n for n, _ in gpu_instance_groups(count, gpus)) == count
 
 
 def _artifact(tmp_path: Path) -> ModelArtifact:
-    return ModelArtifact(tmp_path / "model.onnx", "onnx", (TensorSpec("input_ids", "TYPE_INT64", (-1,)),),
-                         (TensorSpec("embedding", "TYPE_FP32", (384,)),))
+    return ModelArtifact(
+        tmp_path / "model.onnx",
+        "onnx",
+        (TensorSpec("input_ids", "TYPE_INT64", (-1,)),),
+        (TensorSpec("embedding", "TYPE_FP32", (384,)),),
+    )
 
 
 def test_kind_gpu_renders_one_group_per_gpu(tmp_path: Path) -> None:
     candidate = Candidate("onnx", None, 3, 8, "local-gpu")
     text = render_config(candidate, _artifact(tmp_path), "model", 1, "KIND_GPU", (0, 1))
-    assert ("instance_group [\n  {\n    count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  },\n"
-            "  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]\n  }\n]") in text
+    assert (
+        "instance_group [\n  {\n    count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  },\n"
+        "  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]\n  }\n]"
+    ) in text
     single = render_config(candidate, _artifact(tmp_path), "model", 1, "KIND_GPU")
     assert "instance_group [\n  {\n    count: 3\n    kind: KIND_GPU\n  }\n]" in single
 
@@ -140,7 +168,8 @@ def test_hardware_and_backend_are_stored_with_the_run(tmp_path: Path) -> None:
     assert result.hardware == hardware and result.hardware["accelerator"] == "cpu"
     assert result.backend == "python:onnxruntime"
     assert describe_served(result.hardware, result.backend) == (
-        "cpu (Test CPU, 2 cores; no GPU (NVML: driver not loaded)), backend python:onnxruntime")
+        "cpu (Test CPU, 2 cores; no GPU (NVML: driver not loaded)), backend python:onnxruntime"
+    )
 
 
 def test_the_job_stores_the_hardware_of_every_run(tmp_path: Path) -> None:

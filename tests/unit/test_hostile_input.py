@@ -8,19 +8,20 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from recommender.cli import main
 from recommender.decide.prices import load_catalog
-from recommender.document import MAX_BYTES
 from recommender.errors import CatalogError
+from recommender.files.document import MAX_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(7))  # 10^8 values
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(7)
+)  # 10^8 values
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +39,7 @@ def cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
 
 
 # --- what a file can be: (case, how to make it at a path, what the message says) ---------------------------
+
 
 def _bytes(data: bytes) -> Callable[[Path], None]:
     return lambda path: path.write_bytes(data)
@@ -60,8 +62,16 @@ PARSED = [
 YAML_ONLY = [
     ("yaml-bomb", _bytes(BOMB.encode()), "holds more than 1,000,000 values (counting what YAML aliases repeat)"),
     ("self-alias", _bytes(b"name: &a [*a]\n"), "nested more than 64 levels deep"),
-    ("deep-block", _bytes("".join(f"{' ' * i}k{i}:\n" for i in range(200)).encode()), "nested more than 64 levels deep"),
-    ("python-tag", _bytes(b"name: !!python/object/apply:os.system [echo hi]\n"), "not valid YAML (could not determine a constructor"),
+    (
+        "deep-block",
+        _bytes("".join(f"{' ' * i}k{i}:\n" for i in range(200)).encode()),
+        "nested more than 64 levels deep",
+    ),
+    (
+        "python-tag",
+        _bytes(b"name: !!python/object/apply:os.system [echo hi]\n"),
+        "not valid YAML (could not determine a constructor",
+    ),
 ]
 PLACE = [
     ("missing", lambda path: None, "no such"),
@@ -75,6 +85,7 @@ def _ids(cases: list) -> list[str]:
 
 
 # --- each loader, through the command that reads it --------------------------------------------------------
+
 
 def validate(path: Path) -> list[str]:
     return ["validate", path]
@@ -108,7 +119,9 @@ def test_yaml_bombs_and_tags_exit_2(capsys, tmp_path, case, make, reason) -> Non
     assert (code, f"error: {path}: " in err, reason in err, "Traceback" in err) == (2, True, True, False), err
 
 
-@pytest.mark.parametrize(("case", "make", "reason"), CONTENT + PARSED + YAML_ONLY, ids=_ids(CONTENT + PARSED + YAML_ONLY))
+@pytest.mark.parametrize(
+    ("case", "make", "reason"), CONTENT + PARSED + YAML_ONLY, ids=_ids(CONTENT + PARSED + YAML_ONLY)
+)
 def test_a_broken_refreshed_price_catalog_exits_2(capsys, tmp_path, case, make, reason) -> None:
     path = tmp_path / ".recommender" / "prices.yaml"
     path.parent.mkdir()
@@ -126,11 +139,17 @@ def test_a_price_catalog_named_by_path_is_a_catalog_error(tmp_path, case, make, 
     assert caught.value.exit_code == 2 and str(tmp_path / "prices.yaml") in caught.value.message
 
 
-@pytest.mark.parametrize(("document", "reason"), [
-    ("region: x\n", "price catalog is malformed (KeyError('instances'))"),
-    ("region: x\nsource: s\nretrieved: d\ninstances: {ml.x: {usd_per_hour: cheap}}\n", "usd_per_hour must be a number >= 0"),
-    ("region: x\nsource: s\nretrieved: d\ninstances: [1, 2]\n", "price catalog is malformed"),
-])
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ("region: x\n", "price catalog is malformed (KeyError('instances'))"),
+        (
+            "region: x\nsource: s\nretrieved: d\ninstances: {ml.x: {usd_per_hour: cheap}}\n",
+            "usd_per_hour must be a number >= 0",
+        ),
+        ("region: x\nsource: s\nretrieved: d\ninstances: [1, 2]\n", "price catalog is malformed"),
+    ],
+)
 def test_a_malformed_catalog_names_what_is_wrong(capsys, tmp_path, document, reason) -> None:
     (tmp_path / ".recommender").mkdir()
     (tmp_path / ".recommender" / "prices.yaml").write_text(document)
@@ -141,7 +160,11 @@ def test_a_malformed_catalog_names_what_is_wrong(capsys, tmp_path, document, rea
 MODEL_CASES = [
     ("missing", lambda path: None, "no such onnx model file"),
     ("directory", lambda path: path.mkdir(), "is a directory, not an onnx model file"),
-    ("empty", _bytes(b""), "is not an onnx model file (it is empty; an ONNX file is a protobuf opening with its ir_version)"),
+    (
+        "empty",
+        _bytes(b""),
+        "is not an onnx model file (it is empty; an ONNX file is a protobuf opening with its ir_version)",
+    ),
     ("text", _bytes(b"name: x\n"), "is not an onnx model file (it starts with b'n'"),
 ]
 
@@ -164,8 +187,11 @@ def test_a_torchscript_file_must_be_a_zip(capsys, tmp_path) -> None:
     assert cli(capsys, "validate", tmp_path / "experiment.yaml")[0] == 0
 
 
-@pytest.mark.parametrize(("case", "make", "reason"), CONTENT + PLACE + [("two-lines", _bytes(b"sqlite://\nsqlite://\n"), "holds exactly one line")],
-                         ids=_ids(CONTENT + PLACE) + ["two-lines"])
+@pytest.mark.parametrize(
+    ("case", "make", "reason"),
+    CONTENT + PLACE + [("two-lines", _bytes(b"sqlite://\nsqlite://\n"), "holds exactly one line")],
+    ids=[*_ids(CONTENT + PLACE), "two-lines"],
+)
 def test_a_bad_database_url_file_exits_2(capsys, monkeypatch, tmp_path, case, make, reason) -> None:
     make(tmp_path / "db-url")
     monkeypatch.setenv("RECOMMENDER_DB_URL_FILE", str(tmp_path / "db-url"))
@@ -175,13 +201,16 @@ def test_a_bad_database_url_file_exits_2(capsys, monkeypatch, tmp_path, case, ma
 
 def test_a_huge_grid_is_refused_before_it_is_expanded(capsys, tmp_path) -> None:
     sizes = list(range(1, 1025))
-    (tmp_path / "grid.yaml").write_text(f"name: x\nvariants: {{optimizations: [pt, onnx], instance_counts: "
-                                        f"{list(range(1, 17))}, max_batch_sizes: {sizes}}}\n")
+    (tmp_path / "grid.yaml").write_text(
+        f"name: x\nvariants: {{optimizations: [pt, onnx], instance_counts: "
+        f"{list(range(1, 17))}, max_batch_sizes: {sizes}}}\n"
+    )
     code, err = cli(capsys, "validate", tmp_path / "grid.yaml")
     assert code == 2 and "variants: Value error, the grid has 65,536 combinations; at most 10,000" in err, err
 
 
 # --- unreadable: root reads anything, so drop the capabilities that let it (setpriv) in a child process -----
+
 
 def _unreadable_prefix() -> list[str]:
     if os.geteuid() != 0:
@@ -191,11 +220,14 @@ def _unreadable_prefix() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
 
 
-@pytest.mark.parametrize(("name", "args", "reason"), [
-    ("experiment.yaml", ["validate", "{path}"], "{path}: cannot be read (Permission denied)"),
-    ("job.json", ["import", "sagemaker-job", "{path}"], "{path}: cannot be read (Permission denied)"),
-    ("model.onnx", ["validate", "{spec}"], "{spec}: model.path: {path}: cannot be read (Permission denied)"),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "reason"),
+    [
+        ("experiment.yaml", ["validate", "{path}"], "{path}: cannot be read (Permission denied)"),
+        ("job.json", ["import", "sagemaker-job", "{path}"], "{path}: cannot be read (Permission denied)"),
+        ("model.onnx", ["validate", "{spec}"], "{spec}: model.path: {path}: cannot be read (Permission denied)"),
+    ],
+)
 def test_an_unreadable_file_exits_2(tmp_path, name, args, reason) -> None:
     prefix = _unreadable_prefix()
     path, spec = tmp_path / name, tmp_path / "uses-model.yaml"
@@ -204,7 +236,13 @@ def test_an_unreadable_file_exits_2(tmp_path, name, args, reason) -> None:
     path.chmod(0)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "500"}
     argv = [a.format(path=path, spec=spec) for a in args]
-    done = subprocess.run([*prefix, sys.executable, "-m", "recommender", *argv], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "recommender", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert reason.format(path=path, spec=spec) in done.stderr and "Traceback" not in done.stderr

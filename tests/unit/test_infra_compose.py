@@ -49,8 +49,11 @@ def test_the_dashboard_url_names_the_postgres_service_user_database_and_driver(s
 
     url, postgres = make_url(compose_database_url(services)), services["postgres"]
     assert url.drivername == "postgresql+psycopg"  # the driver infra/Dockerfile installs (psycopg[binary])
-    assert (url.username, url.password, url.database) == (postgres["environment"]["POSTGRES_USER"], "pw",
-                                                            postgres["environment"]["POSTGRES_DB"])
+    assert (url.username, url.password, url.database) == (
+        postgres["environment"]["POSTGRES_USER"],
+        "pw",
+        postgres["environment"]["POSTGRES_DB"],
+    )
     assert (url.host, url.port) == ("postgres", int(postgres["ports"][0].rsplit(":", 1)[1]))
     assert "psycopg" in (COMPOSE.parent / "Dockerfile").read_text()
 
@@ -65,5 +68,7 @@ def test_the_url_the_compose_file_passes_is_the_one_the_store_and_dashboard_read
     assert dashboard_env(url)[source.DB_ENV] == url
     monkeypatch.setenv(source.DB_ENV, url)
     assert resolve_url(None) == source.database_url() == url
-    documented = f"export {source.DB_ENV}=postgresql+psycopg://recommender:$POSTGRES_PASSWORD@127.0.0.1:5432/recommender"
+    documented = (
+        f"export {source.DB_ENV}=postgresql+psycopg://recommender:$POSTGRES_PASSWORD@127.0.0.1:5432/recommender"
+    )
     assert documented in COMPOSE.read_text()

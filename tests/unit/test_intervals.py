@@ -27,8 +27,20 @@ def test_one_repeat_has_no_noise_estimate():
     assert compare(interval, interval) == "n/a (repeats: 1, no noise estimate)"
 
 
-@pytest.mark.parametrize(("df", "t"), [(1, 12.706), (2, 4.303), (10, 2.228), (30, 2.042), (35, 2.042), (45, 2.021),
-                                       (100, 2.000), (500, 1.980), (10_000, 1.962)])
+@pytest.mark.parametrize(
+    ("df", "t"),
+    [
+        (1, 12.706),
+        (2, 4.303),
+        (10, 2.228),
+        (30, 2.042),
+        (35, 2.042),
+        (45, 2.021),
+        (100, 2.000),
+        (500, 1.980),
+        (10_000, 1.962),
+    ],
+)
 def test_t_quantiles(df, t):
     assert t_quantile_95(df) == t
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from recommender.metrics.headline import Headline
 from recommender.candidates import expand_candidates
 from recommender.errors import ExperimentLeased, StoreError
+from recommender.metrics.headline import Headline
 from recommender.spec import ExperimentSpec
 from recommender.store.lease import Holder, Lease
 from recommender.store.results import ResultStore
@@ -163,8 +163,14 @@ def test_a_second_run_of_a_leased_experiment_exits_2_naming_the_holder(tmp_path,
     (tmp_path / "micro.yaml").write_text(MICRO.format(first=2, second=2))
     Lease(store.engine, "micro", holder=ELSEWHERE).acquire()
     since = lease_row(store).acquired_at
-    done = subprocess.run([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, env=cli_env())
+    done = subprocess.run(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "another-host" in done.stderr and "pid 4242" in done.stderr and f"{since:%Y-%m-%d %H:%M}" in done.stderr
     assert "--wait" in done.stderr and "Traceback" not in done.stderr
@@ -187,8 +193,14 @@ REMOTE_DOWN = "name: micro\ntarget: {kind: remote, endpoint: 'http://127.0.0.1:9
 
 def test_run_wait_waits_for_the_holder_then_runs_and_releases(tmp_path, store, url):
     (tmp_path / "micro.yaml").write_text(REMOTE_DOWN)
-    child = subprocess.Popen([sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url, "--wait"],
-                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    child = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml", "--db", url, "--wait"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
     safety = threading.Timer(120, child.kill)
     safety.start()
     with Lease(store.engine, "micro", holder=ELSEWHERE, ttl_s=1.0):  # live: its heartbeat renews it meanwhile

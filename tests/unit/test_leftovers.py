@@ -63,10 +63,18 @@ def test_remove_shared_memory_only_takes_the_prefix(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 def test_a_child_dies_with_its_parent_even_by_kill_9():
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import subprocess, sys, time; from recommender.lifeline import die_with_parent\n"
-        "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent()); print(child.pid, flush=True); time.sleep(60)")],
-        stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import subprocess, sys, time; from recommender.targets.lifeline import die_with_parent\n"
+                "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent()); print(child.pid, flush=True); time.sleep(60)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     child = psutil.Process(int(parent.stdout.readline()))
     parent.kill()
     parent.wait()

@@ -15,11 +15,28 @@ RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01)
 NOISE = (1.00, 1.01, 0.99, 1.005)  # window-to-window wobble of a steady level (4 windows)
 
 
-def window(repeat: int, phase: int, index: int, ipm: float, p95: float | None, load: float | None = None,
-           requests: int = 200, errors: int = 0) -> WindowRecord:
+def window(
+    repeat: int,
+    phase: int,
+    index: int,
+    ipm: float,
+    p95: float | None,
+    load: float | None = None,
+    requests: int = 200,
+    errors: int = 0,
+) -> WindowRecord:
     latency = {"p50": None if p95 is None else p95 / 2, "p90": p95, "p95": p95, "p99": None}
-    return WindowRecord(repeat, phase, index, float(phase + 1 if load is None else load), requests, errors,
-                        requests - errors, ipm, latency)
+    return WindowRecord(
+        repeat,
+        phase,
+        index,
+        float(phase + 1 if load is None else load),
+        requests,
+        errors,
+        requests - errors,
+        ipm,
+        latency,
+    )
 
 
 def level(repeat: int, phase: int, ipm: float, p95: float, windows: int = 4, **kw) -> list[WindowRecord]:
@@ -92,23 +109,36 @@ def test_no_meeting_level_shows_the_lowest_level_over_all_repeats():
     assert not h.within_threshold and h.max_invocations is None and h.model_latency_ms is None
     assert h.phase_index == 0 and h.invocations_per_minute == pytest.approx(600 * sum(NOISE) / 4)
     assert h.latency("p95") == pytest.approx(600) and h.repeats_breached == 2
-    assert h.notes[0] == ("no load level meets p95 <= 500 ms and error rate <= 1.0%: at load 1 (the lowest) "
-                          "p95 600.0 ms above the 500 ms threshold")
+    assert h.notes[0] == (
+        "no load level meets p95 <= 500 ms and error rate <= 1.0%: at load 1 (the lowest) "
+        "p95 600.0 ms above the 500 ms threshold"
+    )
     assert "2 of 3 repeats breached at load 1 on their own" in h.notes
 
 
-@pytest.mark.parametrize(("rules", "phase", "why"), [
-    (RULES, 1, None),
-    (dataclasses.replace(RULES, threshold_ms=30), 0, None),
-    (dataclasses.replace(RULES, threshold_ms=10), None, "p95 20.0 ms above the 10 ms threshold"),
-    (dataclasses.replace(RULES, percentile="p99"), None, "too few samples for p99 in every window (needs 100 per window)"),
-    (dataclasses.replace(RULES, max_error_rate=0.001), 0, None),
-])
+@pytest.mark.parametrize(
+    ("rules", "phase", "why"),
+    [
+        (RULES, 1, None),
+        (dataclasses.replace(RULES, threshold_ms=30), 0, None),
+        (dataclasses.replace(RULES, threshold_ms=10), None, "p95 20.0 ms above the 10 ms threshold"),
+        (
+            dataclasses.replace(RULES, percentile="p99"),
+            None,
+            "too few samples for p99 in every window (needs 100 per window)",
+        ),
+        (dataclasses.replace(RULES, max_error_rate=0.001), 0, None),
+    ],
+)
 def test_the_same_windows_decided_under_other_limits(rules, phase, why):
     records = level(0, 0, 600, 20) + level(0, 1, 1000, 40, errors=2)  # level 1: 1 % errors
     h = headline(records, 1, rules)
     assert (h.phase_index if h.within_threshold else None) == phase
-    assert (h.percentile, h.threshold_ms, h.max_error_rate) == (rules.percentile, rules.threshold_ms, rules.max_error_rate)
+    assert (h.percentile, h.threshold_ms, h.max_error_rate) == (
+        rules.percentile,
+        rules.threshold_ms,
+        rules.max_error_rate,
+    )
     if why:
         assert why in h.notes[0]
 
@@ -125,15 +155,23 @@ def test_stability_is_judged_on_the_level_over_all_repeats():
     assert not short.stable and "unstable at load 1: too few windows (3 < 4)" in short.notes
 
 
-@pytest.mark.parametrize(("rules", "noted"), [
-    (dataclasses.replace(RULES, threshold_ms=800), True),  # looser than the stop: levels past it were not measured
-    (dataclasses.replace(RULES, threshold_ms=300), False),  # stricter: what was measured answers it
-    (dataclasses.replace(RULES, percentile="p90"), True),  # a lower percentile at the same threshold is looser
-])
+@pytest.mark.parametrize(
+    ("rules", "noted"),
+    [
+        (dataclasses.replace(RULES, threshold_ms=800), True),  # looser than the stop: levels past it were not measured
+        (dataclasses.replace(RULES, threshold_ms=300), False),  # stricter: what was measured answers it
+        (dataclasses.replace(RULES, percentile="p90"), True),  # a lower percentile at the same threshold is looser
+    ],
+)
 def test_a_run_stopped_on_latency_says_so_under_looser_limits(rules, noted):
     records = level(0, 0, 600, 20) + level(0, 1, 900, 600)
-    h = headline(records, 1, rules, stop_reasons=("latency: p95 above 500 ms in 4 consecutive windows",),
-                 stop_limits=Limits("p95", 500, 0.01))
+    h = headline(
+        records,
+        1,
+        rules,
+        stop_reasons=("latency: p95 above 500 ms in 4 consecutive windows",),
+        stop_limits=Limits("p95", 500, 0.01),
+    )
     assert any(n.startswith("measured up to the stop at p95 500 ms") for n in h.notes) is noted
 
 

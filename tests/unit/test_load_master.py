@@ -16,15 +16,26 @@ from recommender.load.shapes import Level, TrafficPlan
 from recommender.spec.traffic import TrafficSpec
 
 
-@pytest.mark.parametrize(("text", "expected"), [("127.0.0.1:6000", ("127.0.0.1", 6000)),
-                                                ("localhost", ("localhost", LOCUST_MASTER_PORT)),
-                                                ("[::1]:7001", ("::1", 7001))])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:6000", ("127.0.0.1", 6000)),
+        ("localhost", ("localhost", LOCUST_MASTER_PORT)),
+        ("[::1]:7001", ("::1", 7001)),
+    ],
+)
 def test_parse_master_reads_host_and_port(text: str, expected: tuple[str, int]) -> None:
     assert parse_master(text) == expected
 
 
-@pytest.mark.parametrize(("text", "says"), [("127.0.0.1:70000", "is not HOST:PORT"), (":5557", "is not HOST:PORT"),
-                                            ("no-such-host.invalid:5557", "does not resolve")])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("127.0.0.1:70000", "is not HOST:PORT"),
+        (":5557", "is not HOST:PORT"),
+        ("no-such-host.invalid:5557", "does not resolve"),
+    ],
+)
 def test_parse_master_rejects_bad_input_with_exit_code_2(text: str, says: str) -> None:
     with pytest.raises(UsageError) as raised:
         parse_master(text)
@@ -64,8 +75,14 @@ def test_master_waits_for_local_and_remote_workers() -> None:
 def test_a_worker_rebuilds_the_run_settings_from_the_masters_message(tmp_path: Path) -> None:
     payload = tmp_path / "payload.json"
     payload.write_text(json.dumps([{"inputs": []}]))
-    config = ChildConfig("bert", payload, TrafficPlan((Level(4, 0, 10),)), tmp_path / "r.npz", tmp_path / "p.json",
-                         headers={"X-Guard": "secret"})
+    config = ChildConfig(
+        "bert",
+        payload,
+        TrafficPlan((Level(4, 0, 10),)),
+        tmp_path / "r.npz",
+        tmp_path / "p.json",
+        headers={"X-Guard": "secret"},
+    )
     message = json.loads(json.dumps(config.to_message()))  # what crosses the wire is plain JSON-able data
     rebuilt = ChildConfig.from_message(message)
     assert (rebuilt.model_name, rebuilt.plan, dict(rebuilt.headers)) == ("bert", config.plan, {"X-Guard": "secret"})

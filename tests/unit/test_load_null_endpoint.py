@@ -27,7 +27,9 @@ def connect() -> Iterator:
         yield start
 
 
-def exchange(connection: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+def exchange(
+    connection: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None
+) -> tuple[int, bytes]:
     connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
     response = connection.getresponse()
     return response.status, response.read()
@@ -35,7 +37,12 @@ def exchange(connection: http.client.HTTPConnection, method: str, path: str, bod
 
 @pytest.mark.parametrize(
     ("method", "path", "status"),
-    [("GET", "/v2/health/ready", 200), ("GET", "/v2/health/live", 200), ("GET", "/v2/models/bert/infer", 404), ("POST", "/v1/x", 404)],
+    [
+        ("GET", "/v2/health/ready", 200),
+        ("GET", "/v2/health/live", 200),
+        ("GET", "/v2/models/bert/infer", 404),
+        ("POST", "/v1/x", 404),
+    ],
 )
 def test_routes(connect, method: str, path: str, status: int) -> None:
     assert exchange(connect(), method, path)[0] == status

@@ -11,8 +11,8 @@ import pytest
 
 from recommender.errors import LoadError
 from recommender.load.recorder import RequestRecorder
+from recommender.load.records import RequestLog
 from recommender.load.result import LoadProgress, LoadResult
-from recommender.records import RequestLog
 from recommender.load.runner import LoadRequest, run_load
 from recommender.spec import Phase
 
@@ -89,7 +89,13 @@ def test_main_process_never_imports_locust_or_gevent() -> None:
     ],
 )
 def test_bad_requests_fail_before_starting_locust(tmp_path: Path, changes: dict, message: str) -> None:
-    fields = {"endpoint": "http://127.0.0.1:1", "model_name": "m", "bodies": [{"inputs": []}], "phases": [Phase()], "out_dir": tmp_path}
+    fields = {
+        "endpoint": "http://127.0.0.1:1",
+        "model_name": "m",
+        "bodies": [{"inputs": []}],
+        "phases": [Phase()],
+        "out_dir": tmp_path,
+    }
     with pytest.raises(LoadError, match=message):
         run_load(LoadRequest(**{**fields, **changes}))
     assert not (tmp_path / "locust.stderr.log").exists()

@@ -108,7 +108,9 @@ def test_phases_are_the_default_shape() -> None:
 
 
 def test_rate_compiles_to_a_schedule_and_a_sender_pool() -> None:
-    plan = compile_traffic(TrafficSpec(rate={"requests_per_second": [2, 4], "duration_seconds": 2, "max_concurrency": 8}))
+    plan = compile_traffic(
+        TrafficSpec(rate={"requests_per_second": [2, 4], "duration_seconds": 2, "max_concurrency": 8})
+    )
     assert plan.open_loop and plan.users_at(3.5) == 8 and [level.load for level in plan.levels] == [2, 4]
     assert plan.schedule().tolist() == [0, 0.5, 1, 1.5, 2, 2.25, 2.5, 2.75, 3, 3.25, 3.5, 3.75]
 
@@ -122,14 +124,18 @@ def test_poisson_schedule_is_seeded_and_keeps_its_rate() -> None:
 
 
 def test_plan_round_trips_through_json() -> None:
-    plan = compile_traffic(TrafficSpec(rate={"requests_per_second": 3, "arrival": "poisson", "seed": 4, "duration_seconds": 1}))
+    plan = compile_traffic(
+        TrafficSpec(rate={"requests_per_second": 3, "arrival": "poisson", "seed": 4, "duration_seconds": 1})
+    )
     assert type(plan).from_json(plan.to_json()) == plan
 
 
 def test_only_one_shape_is_allowed(tmp_path) -> None:
     path = tmp_path / "two.yaml"
-    path.write_text("name: t\ntraffic:\n  stairs: {users_per_step: 1, number_of_steps: 2, duration_seconds: 5}\n"
-                    "  concurrency: {users: [1], duration_seconds: 5}\n")
+    path.write_text(
+        "name: t\ntraffic:\n  stairs: {users_per_step: 1, number_of_steps: 2, duration_seconds: 5}\n"
+        "  concurrency: {users: [1], duration_seconds: 5}\n"
+    )
     with pytest.raises(SpecError) as error:
         load_spec(path)
     assert any("give only one traffic shape, not stairs and concurrency" in p for p in error.value.problems)
@@ -140,8 +146,10 @@ def test_misspelt_shape_key_gets_a_suggestion(tmp_path) -> None:
     path.write_text("name: t\ntraffic:\n  rate: {requests_per_secnd: 5, duration_seconds: 5}\n")
     with pytest.raises(SpecError) as error:
         load_spec(path)
-    assert any("traffic.rate.requests_per_secnd: unknown key (did you mean `requests_per_second`?)" in p
-               for p in error.value.problems)
+    assert any(
+        "traffic.rate.requests_per_secnd: unknown key (did you mean `requests_per_second`?)" in p
+        for p in error.value.problems
+    )
 
 
 def test_every_traffic_field_is_described() -> None:

@@ -52,14 +52,21 @@ def matches_snapshot(name: str, text: str) -> bool:
 @pytest.mark.parametrize("optimization", list(CASES))
 def test_native_config_matches_its_snapshot(tmp_path: Path, optimization: str) -> None:
     _, _, kind, gpus = CASES[optimization]
-    text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, 128, kind, gpus)
+    text = render_native_config(
+        candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, 128, kind, gpus
+    )
     assert matches_snapshot(f"config-{serving_backend(optimization, native=True)}.pbtxt", text)
 
 
-@pytest.mark.parametrize(("optimization", "field"), [("pt", 'platform: "pytorch_libtorch"'),
-                                                      ("onnx", 'platform: "onnxruntime_onnx"'),
-                                                      ("trt", 'platform: "tensorrt_plan"'),
-                                                      ("openvino", 'backend: "openvino"')])
+@pytest.mark.parametrize(
+    ("optimization", "field"),
+    [
+        ("pt", 'platform: "pytorch_libtorch"'),
+        ("onnx", 'platform: "onnxruntime_onnx"'),
+        ("trt", 'platform: "tensorrt_plan"'),
+        ("openvino", 'backend: "openvino"'),
+    ],
+)
 def test_each_optimization_names_its_native_backend_and_the_sequence_length(tmp_path, optimization, field) -> None:
     text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "m", 1, 64)
     assert field in text and "max_batch_size: 16" in text
@@ -68,8 +75,13 @@ def test_each_optimization_names_its_native_backend_and_the_sequence_length(tmp_
 
 
 def test_gpu_instances_are_placed_one_group_per_gpu(tmp_path: Path) -> None:
-    text = render_native_config(candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, 128, "KIND_GPU", (0, 1))
-    assert "count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]" in text and "count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]" in text
+    text = render_native_config(
+        candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, 128, "KIND_GPU", (0, 1)
+    )
+    assert (
+        "count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]" in text
+        and "count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]" in text
+    )
 
 
 def test_a_wrong_artifact_for_the_backend_is_a_build_error(tmp_path: Path) -> None:
@@ -80,22 +92,44 @@ def test_a_wrong_artifact_for_the_backend_is_a_build_error(tmp_path: Path) -> No
 @pytest.mark.parametrize("optimization", list(CASES))
 def test_native_repository_holds_the_config_and_the_backends_file_only(tmp_path: Path, optimization: str) -> None:
     _, name, kind, gpus = CASES[optimization]
-    root = write_model_repository(candidate(optimization), artifact_for(tmp_path, optimization), tmp_path / "repo",
-                                  threads_per_instance=1, copy_artifact=True, instance_kind=kind, gpus=gpus,
-                                  native_sequence_length=128)
+    root = write_model_repository(
+        candidate(optimization),
+        artifact_for(tmp_path, optimization),
+        tmp_path / "repo",
+        threads_per_instance=1,
+        copy_artifact=True,
+        instance_kind=kind,
+        gpus=gpus,
+        native_sequence_length=128,
+    )
     assert sorted(p.name for p in (root / "model" / "1").iterdir()) == [name]
     assert serving_backend(optimization, native=True) in (root / "model" / "config.pbtxt").read_text()
 
 
 def test_openvino_is_served_on_cpu_instances_on_a_gpu_run(tmp_path: Path) -> None:
-    root = write_model_repository(candidate("openvino"), artifact_for(tmp_path, "openvino"), tmp_path / "repo",
-                                  threads_per_instance=1, instance_kind="KIND_GPU", gpus=(0,), native_sequence_length=128)
+    root = write_model_repository(
+        candidate("openvino"),
+        artifact_for(tmp_path, "openvino"),
+        tmp_path / "repo",
+        threads_per_instance=1,
+        instance_kind="KIND_GPU",
+        gpus=(0,),
+        native_sequence_length=128,
+    )
     text = (root / "model" / "config.pbtxt").read_text()
     assert "kind: KIND_CPU" in text and "KIND_GPU" not in text
 
 
-@pytest.mark.parametrize(("optimization", "native", "expected"), [
-    ("pt", True, "pytorch_libtorch"), ("onnx", True, "onnxruntime_onnx"), ("trt", True, "tensorrt_plan"),
-    ("openvino", True, "openvino"), ("pt", False, "python:torchscript"), ("trt", False, "python:tensorrt")])
+@pytest.mark.parametrize(
+    ("optimization", "native", "expected"),
+    [
+        ("pt", True, "pytorch_libtorch"),
+        ("onnx", True, "onnxruntime_onnx"),
+        ("trt", True, "tensorrt_plan"),
+        ("openvino", True, "openvino"),
+        ("pt", False, "python:torchscript"),
+        ("trt", False, "python:tensorrt"),
+    ],
+)
 def test_the_backend_stored_with_a_run(optimization: str, native: bool, expected: str) -> None:
     assert serving_backend(optimization, native) == expected

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from recommender.cli import main
-from recommender.destination import inside
 from recommender.errors import InputError
+from recommender.files.destination import inside
 from recommender.spec import load_spec
 from tests.unit.seeded_study import seed_study
 
@@ -105,7 +105,9 @@ def test_a_job_name_that_is_not_a_plain_name_is_refused(capsys, tmp_path, name) 
 def test_notes_are_emitted_as_yaml_data_never_as_text(capsys, tmp_path) -> None:
     """A value from the job that looks like YAML stays a string inside `notes` (no injected keys)."""
     hostile = "arn:aws:iam::1:role/R\nname: injected\n# NOTE"
-    code, err = cli(capsys, "import", "sagemaker-job", write_job(tmp_path, RoleArn=hostile), "--out", tmp_path / "x.yaml")
+    code, err = cli(
+        capsys, "import", "sagemaker-job", write_job(tmp_path, RoleArn=hostile), "--out", tmp_path / "x.yaml"
+    )
     assert code == 0, err
     written = yaml.safe_load((tmp_path / "x.yaml").read_text())
     assert written["name"] == "bert-base-load-test"

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from peer_model_analyzer import _pick  # noqa: E402
+from peer_model_analyzer import _pick
 
 # The header and rows as Model Analyzer 1.58 wrote them (quick search of a 1-layer BERT on this 2-core host).
 TABLE = """Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,Throughput (infer/sec),p95 Latency (ms)
@@ -21,8 +21,11 @@ model,1,1,model_config_default,1:CPU,8,Yes,592.0,2.3
 
 
 def configs(tmp_path: Path) -> Path:
-    for name, batching in (("model_config_2", "dynamic_batching {\n}\n"), ("model_config_3", "dynamic_batching {\n}\n"),
-                           ("model_config_default", "")):
+    for name, batching in (
+        ("model_config_2", "dynamic_batching {\n}\n"),
+        ("model_config_3", "dynamic_batching {\n}\n"),
+        ("model_config_default", ""),
+    ):
         (tmp_path / "models" / name).mkdir(parents=True)
         (tmp_path / "models" / name / "config.pbtxt").write_text(f'name: "model"\nmax_batch_size: 2\n{batching}')
     return tmp_path / "models"
@@ -31,14 +34,21 @@ def configs(tmp_path: Path) -> Path:
 def test_the_pick_is_the_fastest_measurement_within_the_constraint(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text(TABLE)
     found = _pick(354.0, tmp_path / "t.csv", configs(tmp_path))
-    assert (found.pick_config, found.instance_count, found.max_batch_size, found.concurrency) == ("model_config_2", 1, 2, 4)
+    assert (found.pick_config, found.instance_count, found.max_batch_size, found.concurrency) == (
+        "model_config_2",
+        1,
+        2,
+        4,
+    )
     assert (found.throughput_per_s, found.p95_ms, found.dynamic_batching) == (1205.8, 5.9, True)
     assert (found.configs, found.measurements, found.wall_s) == (3, 4, 354.0)
 
 
 def test_the_default_config_without_dynamic_batching_is_read_as_off(tmp_path: Path) -> None:
-    (tmp_path / "t.csv").write_text("\n".join(line for line in TABLE.splitlines() if "model_config_2" not in line
-                                              and "model_config_3" not in line) + "\n")
+    (tmp_path / "t.csv").write_text(
+        "\n".join(line for line in TABLE.splitlines() if "model_config_2" not in line and "model_config_3" not in line)
+        + "\n"
+    )
     found = _pick(1.0, tmp_path / "t.csv", configs(tmp_path))
     assert (found.pick_config, found.dynamic_batching, found.throughput_per_s) == ("model_config_default", False, 592.0)
 

@@ -13,8 +13,8 @@ import pytest
 
 from recommender.candidates import expand_candidates
 from recommender.decide.budget import estimate_plan
+from recommender.job.pipeline import Job, JobOptions
 from recommender.load.null_endpoint import NullEndpoint
-from recommender.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -36,10 +36,19 @@ class Recorder:
 
 
 def remote_spec(url: str, budget: float) -> ExperimentSpec:
-    return ExperimentSpec.model_validate({
-        "name": "budgeted", "variants": {"dynamic_batching": [False, True]},
-        "target": {"kind": "remote", "endpoint": f"{url}/v2/models/existing", "price_per_hour": 36.0, "budget_usd": budget},
-        "traffic": {"warmup_seconds": 0, "phases": [{"initial_users": 1, "duration_seconds": 2}]}})
+    return ExperimentSpec.model_validate(
+        {
+            "name": "budgeted",
+            "variants": {"dynamic_batching": [False, True]},
+            "target": {
+                "kind": "remote",
+                "endpoint": f"{url}/v2/models/existing",
+                "price_per_hour": 36.0,
+                "budget_usd": budget,
+            },
+            "traffic": {"warmup_seconds": 0, "phases": [{"initial_users": 1, "duration_seconds": 2}]},
+        }
+    )
 
 
 def test_a_spent_budget_skips_every_candidate_and_the_job_ends_budget_exhausted(tmp_path: Path) -> None:
@@ -51,7 +60,9 @@ def test_a_spent_budget_skips_every_candidate_and_the_job_ends_budget_exhausted(
         store.add_spend(spec.name, 1.0 - per_candidate / 2)  # an earlier run left less than one candidate's estimate
         reporter = Recorder()
         results = Job(spec, store, JobOptions(run_root=tmp_path / "runs"), reporter).run()
-    assert [(r.status, r.reason.split(",")[0]) for r in results] == [("skipped", f"budget: ${1.0 - per_candidate / 2:.2f} of the $1.00 budget spent")] * 2
+    assert [(r.status, r.reason.split(",")[0]) for r in results] == [
+        ("skipped", f"budget: ${1.0 - per_candidate / 2:.2f} of the $1.00 budget spent")
+    ] * 2
     assert all("raise target.budget_usd" in r.reason for r in results)
     assert [status for _, status, _, _ in reporter.finished] == ["skipped", "skipped"]
     assert store.experiment(spec.name).status == "budget-exhausted"

@@ -20,8 +20,10 @@ SHAPES = {
     "concurrency": {"concurrency": {"users": [1, 4], "duration_seconds": 60}},
     "rate": {"rate": {"requests_per_second": [5, 10, 20], "duration_seconds": 40}},
 }
-TARGETS = [{"instance_type": "ml.g4dn.xlarge", "priced_as": "ml.g4dn.xlarge"},
-           {"instance_type": "ml.g4dn.2xlarge", "priced_as": "ml.g4dn.2xlarge"}]
+TARGETS = [
+    {"instance_type": "ml.g4dn.xlarge", "priced_as": "ml.g4dn.xlarge"},
+    {"instance_type": "ml.g4dn.2xlarge", "priced_as": "ml.g4dn.2xlarge"},
+]
 
 
 def plan_json(tmp_path, document: dict) -> dict:
@@ -43,25 +45,38 @@ def test_every_shape_and_repeat_is_planned_per_target_at_catalog_prices(tmp_path
     assert first["minutes_per_candidate"] == pytest.approx(load_s / 60 + 0.5)  # the load plus a local server start
     assert 0 < first["price_per_hour"] < second["price_per_hour"]  # the catalog's g4dn.xlarge, then 2xlarge
     hours = [2 * t["minutes_per_candidate"] / 60 for t in (first, second)]
-    assert estimate["estimated_usd"] == pytest.approx(hours[0] * first["price_per_hour"] + hours[1] * second["price_per_hour"])
+    assert estimate["estimated_usd"] == pytest.approx(
+        hours[0] * first["price_per_hour"] + hours[1] * second["price_per_hour"]
+    )
     assert estimate["minutes"] == pytest.approx(4 * first["minutes_per_candidate"])  # local targets: one at a time
 
 
 def test_parallel_cloud_targets_divide_the_wall_time(tmp_path) -> None:
-    sagemaker = {"kind": "sagemaker", "role_arn": "arn:aws:iam::123456789012:role/R", "bucket": "b",
-                 "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/r:1"}
+    sagemaker = {
+        "kind": "sagemaker",
+        "role_arn": "arn:aws:iam::123456789012:role/R",
+        "bucket": "b",
+        "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/r:1",
+    }
     targets = [sagemaker | {"instance_type": t["instance_type"]} for t in TARGETS]
     traffic = {"phases": [{"duration_seconds": 60}]}
     serial = plan_json(tmp_path, {"targets": targets, "traffic": traffic})
     parallel = plan_json(tmp_path, {"targets": targets, "traffic": traffic, "max_parallel": 4})
     assert serial["minutes"] == pytest.approx(4 * (1 + 10))  # 1 min of load + 10 min deploy and teardown, each
-    assert parallel["minutes"] == pytest.approx(1 + 10) and parallel["estimated_usd"] == pytest.approx(serial["estimated_usd"])
+    assert parallel["minutes"] == pytest.approx(1 + 10) and parallel["estimated_usd"] == pytest.approx(
+        serial["estimated_usd"]
+    )
 
 
-RANGED = {"search": {"strategy": "adaptive", "budget": {"candidates": 6, "minutes": 20}},
-          "variants": {"dynamic_batching": [False, {"preferred_batch_size": {"range": [1, 16], "log": True}}],
-                       "instance_group_counts": {"range": [1, 8]}, "max_batch_sizes": {"range": [1, 64], "log": True}},
-          "traffic": {"phases": [{"duration_seconds": 60}]}}
+RANGED = {
+    "search": {"strategy": "adaptive", "budget": {"candidates": 6, "minutes": 20}},
+    "variants": {
+        "dynamic_batching": [False, {"preferred_batch_size": {"range": [1, 16], "log": True}}],
+        "instance_group_counts": {"range": [1, 8]},
+        "max_batch_sizes": {"range": [1, 64], "log": True},
+    },
+    "traffic": {"phases": [{"duration_seconds": 60}]},
+}
 
 
 def test_adaptive_search_over_ranges_is_planned_at_its_candidate_budget_not_the_space(tmp_path) -> None:
@@ -69,7 +84,9 @@ def test_adaptive_search_over_ranges_is_planned_at_its_candidate_budget_not_the_
     assert (estimate["search"], estimate["space"], estimate["candidates"]) == ("adaptive", 2 * 8 * 64, 6)
     assert estimate["minutes"] == pytest.approx(6 * (1 + 0.5))  # each as if measured in full: an upper bound
     capped = plan_json(tmp_path, RANGED | {"search": {"strategy": "adaptive", "budget": {"minutes": 4}}})
-    assert capped["candidates"] == 20 and capped["minutes"] == pytest.approx(4)  # the sampler's default; the minutes cap
+    assert capped["candidates"] == 20 and capped["minutes"] == pytest.approx(
+        4
+    )  # the sampler's default; the minutes cap
 
 
 def test_adaptive_search_over_ranges_prints_the_axes_it_searches(tmp_path) -> None:
@@ -77,21 +94,35 @@ def test_adaptive_search_over_ranges_prints_the_axes_it_searches(tmp_path) -> No
     path.write_text(json.dumps({"name": "p"} | RANGED))
     done = CliRunner().invoke(build_app(), ["plan", str(path)], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
-    assert "adaptive search, the sampler proposes up to 6 candidates from a space of 1,024" in " ".join(done.output.split())
+    assert "adaptive search, the sampler proposes up to 6 candidates from a space of 1,024" in " ".join(
+        done.output.split()
+    )
     assert "range 1..8" in done.output and "range 1..64 (log)" in done.output
     assert "off | on, delay 100 us, preferred 1..16 (log)" in done.output
     assert "pt-nodb-ig1-mbs1" not in done.output  # the space's points are not listed
 
 
 def test_adaptive_search_over_a_grid_probes_up_to_its_budget_split_over_targets(tmp_path) -> None:
-    estimate = plan_json(tmp_path, {"targets": TARGETS, "search": {"strategy": "adaptive", "budget": {"candidates": 3}},
-                                    "variants": {"instance_group_counts": [1, 2, 3]}})
+    estimate = plan_json(
+        tmp_path,
+        {
+            "targets": TARGETS,
+            "search": {"strategy": "adaptive", "budget": {"candidates": 3}},
+            "variants": {"instance_group_counts": [1, 2, 3]},
+        },
+    )
     assert [t["candidates"] for t in estimate["targets"]] == [2, 2]  # ceil(3 x 3/6) each: an upper bound
 
 
 def test_a_run_checks_its_money_budget_against_the_candidates_it_may_probe_not_the_space() -> None:
-    spec = ExperimentSpec.model_validate({"name": "p", **RANGED, "search": {"strategy": "adaptive", "budget": {"candidates": 4}},
-                                          "target": {"kind": "local", "price_per_hour": 36.0, "budget_usd": 5.0}})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "p",
+            **RANGED,
+            "search": {"strategy": "adaptive", "budget": {"candidates": 4}},
+            "target": {"kind": "local", "price_per_hour": 36.0, "budget_usd": 5.0},
+        }
+    )
     candidates = expand_candidates(spec)
     assert planned_counts(spec, candidates) == {0: 4}
     RunBudget.for_spec(spec, planned_counts(spec, candidates))  # 4 x 1.5 min at $36/h = $3.60: allowed
@@ -99,12 +130,17 @@ def test_a_run_checks_its_money_budget_against_the_candidates_it_may_probe_not_t
         RunBudget.for_spec(spec, len(candidates))  # the whole space of 1,024 would be refused
 
 
-@pytest.mark.parametrize("document, expected", [
-    (RANGED, "adaptive search: up to 6 candidates sampled from a space of 1,024 on target local (local-cpu)"),
-    ({"search": "adaptive", "max_candidates": 1}, "2 candidates, adaptive search: up to 1 probed on target local"),
-    ({"max_candidates": 1, "targets": TARGETS}, "4 candidates (the first 1 measured: max_candidates) on 2 targets: "
-                                                "ml.g4dn.xlarge, ml.g4dn.2xlarge"),
-])
+@pytest.mark.parametrize(
+    "document, expected",
+    [
+        (RANGED, "adaptive search: up to 6 candidates sampled from a space of 1,024 on target local (local-cpu)"),
+        ({"search": "adaptive", "max_candidates": 1}, "2 candidates, adaptive search: up to 1 probed on target local"),
+        (
+            {"max_candidates": 1, "targets": TARGETS},
+            "4 candidates (the first 1 measured: max_candidates) on 2 targets: ml.g4dn.xlarge, ml.g4dn.2xlarge",
+        ),
+    ],
+)
 def test_validate_and_run_say_what_the_search_will_measure(tmp_path, document, expected) -> None:
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({"name": "p", "variants": {"dynamic_batching": [False, True]}} | document))

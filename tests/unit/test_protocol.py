@@ -7,11 +7,17 @@ from typing import Any
 
 import pytest
 
-from recommender.protocol import file_sha256, protocol_fingerprint, software_versions
+from recommender.job.protocol import protocol_fingerprint, software_versions
+from recommender.modelrepo.model_source import file_sha256
 from recommender.spec import ExperimentSpec
 
-VERSIONS = {"nvidia-pytriton": "0.7.0", "torch": "2.5.0", "onnxruntime": "1.20.0", "transformers": "4.46.0",
-            "locust": "2.32.0"}
+VERSIONS = {
+    "nvidia-pytriton": "0.7.0",
+    "torch": "2.5.0",
+    "onnxruntime": "1.20.0",
+    "transformers": "4.46.0",
+    "locust": "2.32.0",
+}
 
 
 def key(document: dict[str, Any], versions: dict = VERSIONS) -> str:
@@ -25,35 +31,43 @@ def merged(base: dict, change: dict) -> dict:
     return out
 
 
-BASE: dict[str, Any] = {"target": {"kind": "docker", "instance_type": "local-gpu", "gpus": "all"},
-                        "traffic": {"phases": [{"initial_users": 1, "duration_seconds": 20}]}}
+BASE: dict[str, Any] = {
+    "target": {"kind": "docker", "instance_type": "local-gpu", "gpus": "all"},
+    "traffic": {"phases": [{"initial_users": 1, "duration_seconds": 20}]},
+}
 
 
-@pytest.mark.parametrize("change", [
-    {"latency_threshold": {"ms": 50, "percentile": "p99"}},
-    {"max_error_rate": 0.05},
-    {"objectives": {"cost": "highest"}},
-    {"capacity": {"target_invocations_per_minute": 1000}},
-    {"target": {"price_per_hour": 3.0, "priced_as": "ml.g5.xlarge", "budget_usd": 10.0}},
-    {"traffic": {"stability": {"tolerance": 0.02}}},
-    {"traffic": {"stability": {"ipm_tolerance": 0.3}}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"latency_threshold": {"ms": 50, "percentile": "p99"}},
+        {"max_error_rate": 0.05},
+        {"objectives": {"cost": "highest"}},
+        {"capacity": {"target_invocations_per_minute": 1000}},
+        {"target": {"price_per_hour": 3.0, "priced_as": "ml.g5.xlarge", "budget_usd": 10.0}},
+        {"traffic": {"stability": {"tolerance": 0.02}}},
+        {"traffic": {"stability": {"ipm_tolerance": 0.3}}},
+    ],
+)
 def test_decisions_do_not_change_the_key(change):
     assert key(merged(BASE, change)) == key(BASE)
 
 
-@pytest.mark.parametrize("change", [
-    {"traffic": {"repeats": 3}},
-    {"traffic": {"window_seconds": 3}},
-    {"traffic": {"stability": {"windows": 6}}},  # the stop conditions look at this many windows
-    {"traffic": {"stopping": {"latency": False}}},
-    {"payload": {"texts": ["other"]}},
-    {"payload": {"sequence_length": 64}},
-    {"target": {"instance_type": "local-gpu-2"}},
-    {"target": {"image_uri": "recommender-triton:25.01"}},
-    {"target": {"gpus": "device=1"}},
-    {"target": {"kind": "local", "gpus": None}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"traffic": {"repeats": 3}},
+        {"traffic": {"window_seconds": 3}},
+        {"traffic": {"stability": {"windows": 6}}},  # the stop conditions look at this many windows
+        {"traffic": {"stopping": {"latency": False}}},
+        {"payload": {"texts": ["other"]}},
+        {"payload": {"sequence_length": 64}},
+        {"target": {"instance_type": "local-gpu-2"}},
+        {"target": {"image_uri": "recommender-triton:25.01"}},
+        {"target": {"gpus": "device=1"}},
+        {"target": {"kind": "local", "gpus": None}},
+    ],
+)
 def test_what_shapes_the_measurement_changes_the_key(change):
     assert key(merged(BASE, change)) != key(BASE)
 
@@ -89,8 +103,10 @@ def test_a_model_file_changed_in_place_is_exported_again(tmp_path: Path):
     assert exported[1].read_bytes() == path.read_bytes()
 
 
-@pytest.mark.parametrize(("optimizations", "engines"), [(["pt", "onnx"], set()), (["openvino"], {"openvino"}),
-                                                         (["trt", "openvino", "pt"], {"openvino", "tensorrt"})])
+@pytest.mark.parametrize(
+    ("optimizations", "engines"),
+    [(["pt", "onnx"], set()), (["openvino"], {"openvino"}), (["trt", "openvino", "pt"], {"openvino", "tensorrt"})],
+)
 def test_engine_versions_are_in_the_key_of_experiments_that_use_them(optimizations, engines):
     assert set(software_versions(optimizations)) == set(VERSIONS) | engines
 

@@ -7,7 +7,6 @@ import itertools
 
 import pytest
 
-from recommender.errors import RankingError
 from recommender.decide.ranking import (
     IMPORTANCE_WEIGHTS,
     TIED_TEXT,
@@ -16,11 +15,19 @@ from recommender.decide.ranking import (
     RankInput,
     rank,
 )
+from recommender.errors import RankingError
 
 
 def candidate(name: str, cost_m: float | None, latency: float | None, ipm: float | None, **extra) -> RankInput:
-    return RankInput(key=f"k-{name}", name=name, cost_per_million=cost_m, latency_ms=latency,
-                     invocations_per_minute=ipm, instance_type="ml.g4dn.xlarge", **extra)
+    return RankInput(
+        key=f"k-{name}",
+        name=name,
+        cost_per_million=cost_m,
+        latency_ms=latency,
+        invocations_per_minute=ipm,
+        instance_type="ml.g4dn.xlarge",
+        **extra,
+    )
 
 
 @pytest.fixture
@@ -38,22 +45,27 @@ def test_importance_levels_map_linearly_to_weights() -> None:
     assert IMPORTANCE_WEIGHTS == {"lowest": 0, "low": 1, "medium": 2, "high": 3, "highest": 4}
     assert Importance().weights() == pytest.approx({"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3})
     assert Importance("highest", "low", "lowest").weights() == pytest.approx(
-        {"cost": 0.8, "latency": 0.2, "throughput": 0.0})
+        {"cost": 0.8, "latency": 0.2, "throughput": 0.0}
+    )
     # all 'lowest' = no preference = equal weights
     assert Importance("lowest", "lowest", "lowest").weights() == pytest.approx(
-        {"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3})
+        {"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3}
+    )
 
 
-@pytest.mark.parametrize(("importance", "order", "scores"), [
-    # equal weights: A (1 + .4 + .5)/3, B (.5 + 1 + 1)/3, C (1/3 + .5 + .75)/3
-    (Importance(), ["B", "A", "C"], [2.5 / 3, 1.9 / 3, (1 / 3 + 1.25) / 3]),
-    # cost only
-    (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 1 / 3]),
-    # .8 cost + .2 latency: A .8 + .08, B .4 + .2, C .8/3 + .1
-    (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.88, 0.6, 0.8 / 3 + 0.1]),
-    # cost 1, latency 4, throughput 2 (sum 7): B (.5 + 4 + 2)/7, C (1/3 + 2 + 1.5)/7, A (1 + 1.6 + 1)/7
-    (Importance("low", "highest", "medium"), ["B", "C", "A"], [6.5 / 7, (1 / 3 + 3.5) / 7, 3.6 / 7]),
-])
+@pytest.mark.parametrize(
+    ("importance", "order", "scores"),
+    [
+        # equal weights: A (1 + .4 + .5)/3, B (.5 + 1 + 1)/3, C (1/3 + .5 + .75)/3
+        (Importance(), ["B", "A", "C"], [2.5 / 3, 1.9 / 3, (1 / 3 + 1.25) / 3]),
+        # cost only
+        (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 1 / 3]),
+        # .8 cost + .2 latency: A .8 + .08, B .4 + .2, C .8/3 + .1
+        (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.88, 0.6, 0.8 / 3 + 0.1]),
+        # cost 1, latency 4, throughput 2 (sum 7): B (.5 + 4 + 2)/7, C (1/3 + 2 + 1.5)/7, A (1 + 1.6 + 1)/7
+        (Importance("low", "highest", "medium"), ["B", "C", "A"], [6.5 / 7, (1 / 3 + 3.5) / 7, 3.6 / 7]),
+    ],
+)
 def test_weighted_scores(trio: list[RankInput], importance: Importance, order: list[str], scores: list[float]) -> None:
     ranking = rank(trio, importance=importance)
     assert names(ranking) == order
@@ -70,16 +82,22 @@ def test_pareto_front(trio: list[RankInput]) -> None:
 def with_intervals(item: RankInput, spread: float = 0.01, **extra) -> RankInput:
     """The candidate with +-`spread` intervals around its throughput and latency (3 repeats)."""
     ipm, latency = item.invocations_per_minute, item.latency_ms
-    return dataclasses.replace(item, ipm_interval=(ipm * (1 - spread), ipm * (1 + spread)), repeats=3,
-                               latency_interval=(latency * (1 - spread), latency * (1 + spread)), **extra)
+    return dataclasses.replace(
+        item,
+        ipm_interval=(ipm * (1 - spread), ipm * (1 + spread)),
+        repeats=3,
+        latency_interval=(latency * (1 - spread), latency * (1 + spread)),
+        **extra,
+    )
 
 
 def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankInput]) -> None:
     by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio]).ranked}
     assert by_name["B"].comparison == "recommended"
     # B vs C: cost 20 vs 30 -> 33.3 % lower; latency 20 vs 40 -> 50.0 % lower; 2000 vs 1500 -> 33.3 % higher
-    assert by_name["C"].comparison == ("winner has 33.3% lower cost per million, 50.0% lower p99 latency, "
-                                       "33.3% higher throughput")
+    assert by_name["C"].comparison == (
+        "winner has 33.3% lower cost per million, 50.0% lower p99 latency, 33.3% higher throughput"
+    )
 
 
 def test_without_intervals_no_difference_is_claimed(trio: list[RankInput]) -> None:
@@ -94,14 +112,25 @@ def test_a_difference_is_claimed_only_where_the_intervals_separate() -> None:
     windows = with_intervals(candidate("n", 40, 40, 1000), window_noise=True)
     by_name = {r.candidate.name: r.comparison for r in rank([winner, close, windows]).ranked}
     # throughput (and so cost) overlap: tied on them; latency 20 vs 30 apart: 33.3 % lower
-    assert by_name["c"] == "winner has 33.3% lower p99 latency; tied on cost per million, throughput (intervals overlap)"
-    assert by_name["n"] == ("winner has 50.0% lower cost per million, 50.0% lower p99 latency, 100.0% higher "
-                            "throughput (window-to-window noise only)")
+    assert (
+        by_name["c"] == "winner has 33.3% lower p99 latency; tied on cost per million, throughput (intervals overlap)"
+    )
+    assert by_name["n"] == (
+        "winner has 50.0% lower cost per million, 50.0% lower p99 latency, 100.0% higher "
+        "throughput (window-to-window noise only)"
+    )
 
 
 def test_every_exclusion_reason_is_given() -> None:
-    bad = RankInput(key="k-bad", name="bad", status="failed", reason="model failed to load: CUDA out of memory",
-                    invocations_per_minute=0, latency_ms=250, error_rate=0.2)
+    bad = RankInput(
+        key="k-bad",
+        name="bad",
+        status="failed",
+        reason="model failed to load: CUDA out of memory",
+        invocations_per_minute=0,
+        latency_ms=250,
+        error_rate=0.2,
+    )
     slow = candidate("slow", 10, 120, 900)
     skipped = RankInput(key="k-skip", name="trt", status="skipped", reason="TensorRT needs a GPU")
     constraints = Constraints(max_latency_ms=100, percentile="p95", max_error_rate=0.01)
@@ -116,8 +145,11 @@ def test_every_exclusion_reason_is_given() -> None:
         "error rate 20.00% is above the 1.00% limit",
     )
     assert reasons["slow"] == ("p95 latency 120 ms is above the 100 ms threshold",)
-    assert reasons["trt"] == ("skipped: TensorRT needs a GPU", "no successful invocations were measured",
-                              "no p95 latency was measured")
+    assert reasons["trt"] == (
+        "skipped: TensorRT needs a GPU",
+        "no successful invocations were measured",
+        "no p95 latency was measured",
+    )
 
 
 def test_latency_exactly_at_threshold_is_allowed() -> None:

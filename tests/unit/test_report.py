@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender.review import recommend_from_store
 from recommender.report import build_report, render_csv, render_html, render_markdown
 from recommender.report.chart import Point, frontier, nice_ticks
 from recommender.report.rows import Report
+from recommender.review import recommend_from_store
 from tests.unit.seeded_study import DESCRIPTION, FAILED_REASON, SPEC, fixed_catalog, seed_study
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -112,12 +112,26 @@ def page(report: Report) -> Page:
 def test_html_has_the_ranked_table_with_the_study_columns(page: Page) -> None:
     header, *rows = page.tables["ranked"]
     assert header[:2] == ["rank", "configuration"]
-    assert {"model optimization", "dynamic batching", "instance group", "instance type", "vCPUs", "GPUs", "GPU memory",
-            "initial instance count", "invocations per minute per instance", "model latency (p95, ms)",
-            "cost per hour (USD)"} <= set(header)
+    assert {
+        "model optimization",
+        "dynamic batching",
+        "instance group",
+        "instance type",
+        "vCPUs",
+        "GPUs",
+        "GPU memory",
+        "initial instance count",
+        "invocations per minute per instance",
+        "model latency (p95, ms)",
+        "cost per hour (USD)",
+    } <= set(header)
     assert [row[1] for row in rows] == ["pt-db-ig2-mbs8", "pt-db-ig1-mbs8", "pt-nodb-ig2-mbs8", "pt-nodb-ig1-mbs8"]
-    first = dict(zip(header, rows[0]))
-    assert (first["initial instance count"], first["cost per hour (USD)"], first["GPU memory"]) == ("56", "41.24", "16 GiB")
+    first = dict(zip(header, rows[0], strict=False))
+    assert (first["initial instance count"], first["cost per hour (USD)"], first["GPU memory"]) == (
+        "56",
+        "41.24",
+        "16 GiB",
+    )
 
 
 def test_html_escapes_every_user_string(page: Page, report: Report) -> None:
@@ -142,8 +156,13 @@ def test_html_charts_show_frontier_threshold_and_costs(report: Report) -> None:
 
 
 def test_frontier_keeps_points_nothing_beats_on_both_axes() -> None:
-    points = [Point("a", 300, 45, "ranked"), Point("b", 540, 38, "ranked"), Point("c", 600, 90, "excluded"),
-              Point("d", 200, 20, "ranked"), Point("e", 500, 40, "ranked")]
+    points = [
+        Point("a", 300, 45, "ranked"),
+        Point("b", 540, 38, "ranked"),
+        Point("c", 600, 90, "excluded"),
+        Point("d", 200, 20, "ranked"),
+        Point("e", 500, 40, "ranked"),
+    ]
     assert [p.name for p in frontier(points)] == ["d", "b", "c"]
 
 
@@ -153,7 +172,9 @@ def test_nice_ticks(high: float, ticks: list[float]) -> None:
 
 
 @pytest.mark.parametrize("chart", ["frontier_chart", "cost_chart"])
-def test_charts_are_well_formed_svg_for_priced_and_unpriced(report: Report, unpriced_report: Report, chart: str) -> None:
+def test_charts_are_well_formed_svg_for_priced_and_unpriced(
+    report: Report, unpriced_report: Report, chart: str
+) -> None:
     import xml.etree.ElementTree as ElementTree
 
     from recommender.report import chart as charts
@@ -171,16 +192,27 @@ def test_the_report_says_what_intervals_and_sizing_rest_on() -> None:
     from recommender.metrics.intervals import Interval
     from tests.unit.test_recommendation import result, spec
 
-    noisy = result("A", 540, 38, repeats=3, samples=4812, ipm_interval=Interval(540, 500, 580, 3),
-                   latency_interval=Interval(38, 36.5, 39.5, 3))
-    report = build_report(recommend([noisy, dataclasses.replace(result("B", 400, 30), key="k-B")], spec(),
-                                    [fixed_catalog()]))
+    noisy = result(
+        "A",
+        540,
+        38,
+        repeats=3,
+        samples=4812,
+        ipm_interval=Interval(540, 500, 580, 3),
+        latency_interval=Interval(38, 36.5, 39.5, 3),
+    )
+    report = build_report(
+        recommend([noisy, dataclasses.replace(result("B", 400, 30), key="k-B")], spec(), [fixed_catalog()])
+    )
     facts = dict(report.facts)
     assert facts["invocations per minute per instance"] == "540 (95 % interval 500 to 580, n=3 repeats)"
-    assert facts["model latency (p95)"] == ("38.0 ms (threshold 500 ms; 95 % interval 36.5 to 39.5 ms, n=3 repeats; "
-                                            "over 4,812 requests)")
-    assert facts["initial instance count"] == ("60 (for 30,000 invocations per minute, sized on the interval lower "
-                                               "bound (n=3 repeats); 56 at the point estimate)")
+    assert facts["model latency (p95)"] == (
+        "38.0 ms (threshold 500 ms; 95 % interval 36.5 to 39.5 ms, n=3 repeats; over 4,812 requests)"
+    )
+    assert facts["initial instance count"] == (
+        "60 (for 30,000 invocations per minute, sized on the interval lower "
+        "bound (n=3 repeats); 56 at the point estimate)"
+    )
     text = render_markdown(report)
     assert "| 60 (56 at the point estimate) | 540 | 500 to 580 (n=3 repeats) |" in text
     assert "## Definitions" in text and "**95 % interval**: Student-t over the per-repeat level means" in text

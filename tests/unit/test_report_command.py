@@ -54,7 +54,7 @@ def test_rank_prints_the_ranking_with_reasons(runner: CliRunner, db: str) -> Non
     result = invoke(runner, "rank", "seed-study", "--db", db)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    card = "\n".join(lines[lines.index("#1 pt-db-ig2-mbs8: recommended"):][:4])  # not a terminal: one card each
+    card = "\n".join(lines[lines.index("#1 pt-db-ig2-mbs8: recommended") :][:4])  # not a terminal: one card each
     assert "score 1.000" in card and "MaxInvocations/min 540" in card and "p95 ms 38.0" in card
     assert "cost per million 22.7284 USD" in card and "pareto yes" in card
     assert 'failed: tritonserver exited: <script>alert("x")</script> & load failed' in result.output
@@ -67,17 +67,30 @@ def test_rank_json(runner: CliRunner, db: str) -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     assert document["recommended"] == "pt-db-ig2-mbs8" and document["instance_count"] == 56
-    assert [r["name"] for r in document["ranked"]] == ["pt-db-ig2-mbs8", "pt-db-ig1-mbs8", "pt-nodb-ig2-mbs8",
-                                                       "pt-nodb-ig1-mbs8"]
+    assert [r["name"] for r in document["ranked"]] == [
+        "pt-db-ig2-mbs8",
+        "pt-db-ig1-mbs8",
+        "pt-nodb-ig2-mbs8",
+        "pt-nodb-ig1-mbs8",
+    ]
     assert document["capacity"]["cost_per_hour"] == pytest.approx(41.2384)
     assert document["autoscaling"]["max_capacity"] == 112
-    assert {e["name"] for e in document["excluded"]} == {"onnx-db-ig1-mbs8", "onnx-db-ig2-mbs8", "onnx-nodb-ig1-mbs8",
-                                                         "onnx-nodb-ig2-mbs8"}
+    assert {e["name"] for e in document["excluded"]} == {
+        "onnx-db-ig1-mbs8",
+        "onnx-db-ig2-mbs8",
+        "onnx-nodb-ig1-mbs8",
+        "onnx-nodb-ig2-mbs8",
+    }
 
 
-@pytest.mark.parametrize(("fmt", "marker"), [("md", "# seed-study: serving recommendation"),
-                                             ("csv", "rank,configuration,status,"),
-                                             ("html", "<!DOCTYPE html>")])
+@pytest.mark.parametrize(
+    ("fmt", "marker"),
+    [
+        ("md", "# seed-study: serving recommendation"),
+        ("csv", "rank,configuration,status,"),
+        ("html", "<!DOCTYPE html>"),
+    ],
+)
 def test_report_to_stdout_and_to_a_file(runner: CliRunner, db: str, tmp_path: Path, fmt: str, marker: str) -> None:
     shown = invoke(runner, "report", "seed-study", "--format", fmt, "--db", db)
     assert shown.exit_code == 0, shown.output
@@ -116,12 +129,27 @@ def read_json(path: Path) -> dict:
 
 def test_export_writes_repository_requests_and_readme(runner: CliRunner, export_db: str, tmp_path: Path) -> None:
     out = tmp_path / "deliverable"
-    result = invoke(runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
-                    "--image", "123.dkr.ecr.us-east-1.amazonaws.com/triton:1", "--endpoint-name", "bert-prod")
+    result = invoke(
+        runner,
+        "export",
+        "seed-study",
+        "--db",
+        export_db,
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--image",
+        "123.dkr.ecr.us-east-1.amazonaws.com/triton:1",
+        "--endpoint-name",
+        "bert-prod",
+    )
     assert result.exit_code == 0, result.output
     config = (out / "model_repository" / "model" / "config.pbtxt").read_text()
     assert "max_batch_size: 8" in config and "count: 2" in config and "max_queue_delay_microseconds: 2000" in config
-    assert "preferred_batch_size: [ 4, 8 ]" in config and "intra_op_threads" in config and '"2"' in config  # 4 vCPUs / 2
+    assert (
+        "preferred_batch_size: [ 4, 8 ]" in config and "intra_op_threads" in config and '"2"' in config
+    )  # 4 vCPUs / 2
     artifact = out / "model_repository" / "model" / "1" / "model.pt"
     assert artifact.is_file() and not artifact.is_symlink()
     assert (out / "model_repository" / "model" / "1" / "model.py").is_file()
@@ -129,31 +157,64 @@ def test_export_writes_repository_requests_and_readme(runner: CliRunner, export_
     assert model["PrimaryContainer"]["Image"] == "123.dkr.ecr.us-east-1.amazonaws.com/triton:1"
     assert model["PrimaryContainer"]["Environment"] == {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "model"}
     (variant,) = read_json(out / "sagemaker" / "create_endpoint_config.json")["ProductionVariants"]
-    assert variant == {"VariantName": "AllTraffic", "ModelName": "bert-prod", "InstanceType": "ml.g4dn.xlarge",
-                       "InitialInstanceCount": 56}
+    assert variant == {
+        "VariantName": "AllTraffic",
+        "ModelName": "bert-prod",
+        "InstanceType": "ml.g4dn.xlarge",
+        "InitialInstanceCount": 56,
+    }
     target = read_json(out / "autoscaling" / "register_scalable_target.json")
-    assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == ("endpoint/bert-prod/variant/AllTraffic", 1, 112)
+    assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (
+        "endpoint/bert-prod/variant/AllTraffic",
+        1,
+        112,
+    )
     policy = read_json(out / "autoscaling" / "put_scaling_policy.json")
     assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 270.0
     readme = (out / "README.md").read_text()
     assert "pt-db-ig2-mbs8" in readme and "<SAGEMAKER_EXECUTION_ROLE_ARN>" in readme
     assert "<TRITON_SERVING_IMAGE_URI>" not in readme  # --image was given
-    again = invoke(runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache"))
+    again = invoke(
+        runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache")
+    )
     assert isinstance(again.exception, UsageError)
     assert again.exception.message == f"{out} is not empty; not writing into it without --force"
-    forced = invoke(runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
-                    "--force")
+    forced = invoke(
+        runner,
+        "export",
+        "seed-study",
+        "--db",
+        export_db,
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--force",
+    )
     assert forced.exit_code == 0, forced.output
     assert "<TRITON_SERVING_IMAGE_URI>" in (out / "README.md").read_text()  # replaced by the second export
 
 
 def test_export_of_a_lower_rank_uses_its_own_sizing(runner: CliRunner, export_db: str, tmp_path: Path) -> None:
     out = tmp_path / "second"
-    result = invoke(runner, "export", "seed-study", "--db", export_db, "--rank", "2", "--out", str(out),
-                    "--cache-dir", str(tmp_path / "cache"))
+    result = invoke(
+        runner,
+        "export",
+        "seed-study",
+        "--db",
+        export_db,
+        "--rank",
+        "2",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
     assert result.exit_code == 0, result.output
     (variant,) = read_json(out / "sagemaker" / "create_endpoint_config.json")["ProductionVariants"]
     assert variant["InitialInstanceCount"] == 63  # ceil(30000 / 480)
     assert variant["ModelName"] == "seed-study-pt-db-ig1-mbs8"
-    assert read_json(out / "sagemaker" / "create_model.json")["PrimaryContainer"]["Image"] == "<TRITON_SERVING_IMAGE_URI>"
+    assert (
+        read_json(out / "sagemaker" / "create_model.json")["PrimaryContainer"]["Image"] == "<TRITON_SERVING_IMAGE_URI>"
+    )
     assert "the recommendation is pt-db-ig2-mbs8" in (out / "README.md").read_text()

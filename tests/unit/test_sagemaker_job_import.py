@@ -27,12 +27,17 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
     spec = load_spec(path)
     assert spec.name == "bert-base-load-test"
-    assert [(t.instance_type, t.priced_as) for t in spec.all_targets] == [("ml.g4dn.xlarge", "ml.g4dn.xlarge"),
-                                                                          ("ml.c5.2xlarge", None)]  # not in the catalog
+    assert [(t.instance_type, t.priced_as) for t in spec.all_targets] == [
+        ("ml.g4dn.xlarge", "ml.g4dn.xlarge"),
+        ("ml.c5.2xlarge", None),
+    ]  # not in the catalog
     assert any("ml.c5.2xlarge is not in the price catalog" in note for note in imported.notes)
     assert (spec.max_parallel, spec.max_candidates, spec.time_budget_seconds) == (2, 10, 7200)
     assert (spec.traffic.stopping.max_invocations, spec.traffic.stopping.flat_invocations) == (3000, True)
-    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [(1, 1, 120), (2, 6, 300)]
+    assert [(p.initial_users, p.spawn_rate, p.duration_seconds) for p in spec.traffic.phases] == [
+        (1, 1, 120),
+        (2, 6, 300),
+    ]
     assert (spec.latency_threshold.percentile, spec.latency_threshold.ms) == ("p95", 100)
     written = yaml.safe_load(path.read_text())
     assert written.pop("notes")[1:] == imported.notes == spec.notes[1:]  # emitted as data, after the provenance line
@@ -41,8 +46,14 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
 
 @pytest.mark.parametrize(
     "expected",
-    ["OMP_NUM_THREADS", "each instance type is a `local` target priced as that type (ml.g4dn.xlarge, ml.c5.2xlarge",
-     "max_parallel 2 (MaxParallelOfTests)", "model-package/bert-base-embeddings/3", "RoleArn", "Tags are not copied"],
+    [
+        "OMP_NUM_THREADS",
+        "each instance type is a `local` target priced as that type (ml.g4dn.xlarge, ml.c5.2xlarge",
+        "max_parallel 2 (MaxParallelOfTests)",
+        "model-package/bert-base-embeddings/3",
+        "RoleArn",
+        "Tags are not copied",
+    ],
 )
 def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> None:
     notes = import_job(request_json).notes
@@ -51,7 +62,9 @@ def test_everything_not_mapped_is_noted(request_json: dict, expected: str) -> No
 
 def test_stairs_map_to_the_stairs_shape(request_json: dict, tmp_path: Path) -> None:
     request_json["InputConfig"]["TrafficPattern"] = {
-        "TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 180, "NumberOfSteps": 3, "UsersPerStep": 2}}
+        "TrafficType": "STAIRS",
+        "Stairs": {"DurationInSeconds": 180, "NumberOfSteps": 3, "UsersPerStep": 2},
+    }
     imported = import_job(request_json)
     spec = load_spec(write_experiment(imported, tmp_path / "stairs.yaml"))
     stairs = spec.traffic.stairs
@@ -59,8 +72,12 @@ def test_stairs_map_to_the_stairs_shape(request_json: dict, tmp_path: Path) -> N
 
 
 def test_minimal_default_job_uses_experiment_defaults(tmp_path: Path) -> None:
-    request = {"JobName": "quick", "JobType": "Default", "RoleArn": "arn:aws:iam::123456789012:role/R",
-               "InputConfig": {"ModelName": "my-model"}}
+    request = {
+        "JobName": "quick",
+        "JobType": "Default",
+        "RoleArn": "arn:aws:iam::123456789012:role/R",
+        "InputConfig": {"ModelName": "my-model"},
+    }
     imported = import_job(request)
     spec = load_spec(write_experiment(imported, tmp_path / "quick.yaml"))
     assert spec.name == "quick" and spec.target.instance_type == "local-cpu"
@@ -78,9 +95,9 @@ def test_percentile_outside_the_spec_falls_back_to_p95(request_json: dict) -> No
 @pytest.mark.parametrize(
     ("mutate", "problem"),
     [
-        (lambda r: r.pop("InputConfig"), "Missing required parameter in input: \"InputConfig\""),
+        (lambda r: r.pop("InputConfig"), 'Missing required parameter in input: "InputConfig"'),
         (lambda r: r["InputConfig"]["TrafficPattern"]["Phases"][0].update(SpawnRate="fast"), "SpawnRate"),
-        (lambda r: r["InputConfig"].update(Traffic={}), "Unknown parameter in InputConfig: \"Traffic\""),
+        (lambda r: r["InputConfig"].update(Traffic={}), 'Unknown parameter in InputConfig: "Traffic"'),
     ],
 )
 def test_malformed_requests_are_refused_with_problems(request_json: dict, mutate, problem: str) -> None:
@@ -104,14 +121,20 @@ def test_example_is_a_valid_boto3_request(request_json: dict) -> None:
     from botocore.validate import ParamValidator
 
     model = botocore.session.get_session().get_service_model("sagemaker")
-    report = ParamValidator().validate(request_json, model.operation_model("CreateInferenceRecommendationsJob").input_shape)
+    report = ParamValidator().validate(
+        request_json, model.operation_model("CreateInferenceRecommendationsJob").input_shape
+    )
     assert not report.has_errors(), report.generate_report()
     assert json.loads(EXAMPLE.read_text()) == request_json
 
 
 def test_existing_endpoint_becomes_a_remote_target() -> None:
-    request = {"JobName": "bench-existing", "JobType": "Advanced", "RoleArn": "arn:aws:iam::123456789012:role/R",
-               "InputConfig": {"Endpoints": [{"EndpointName": "prod-bert"}]}}
+    request = {
+        "JobName": "bench-existing",
+        "JobType": "Advanced",
+        "RoleArn": "arn:aws:iam::123456789012:role/R",
+        "InputConfig": {"Endpoints": [{"EndpointName": "prod-bert"}]},
+    }
     imported = import_job(request)
     assert imported.experiment["target"] == {"kind": "remote", "endpoint": "sagemaker://prod-bert"}
     ExperimentSpec.model_validate(imported.experiment)
@@ -119,20 +142,34 @@ def test_existing_endpoint_becomes_a_remote_target() -> None:
 
 ROLE = "arn:aws:iam::123456789012:role/RecommenderSageMakerRole"
 DEFAULT_JOB = {  # the shape of the API reference's Default example: a model package and the instance types to try
-    "JobName": "bert-default", "JobType": "Default", "RoleArn": ROLE,
-    "InputConfig": {"ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
-                    "JobDurationInSeconds": 3600,
-                    "EndpointConfigurations": [{"InstanceType": f"ml.g4dn.{s}"} for s in ("xlarge", "2xlarge", "12xlarge")]},
+    "JobName": "bert-default",
+    "JobType": "Default",
+    "RoleArn": ROLE,
+    "InputConfig": {
+        "ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
+        "JobDurationInSeconds": 3600,
+        "EndpointConfigurations": [{"InstanceType": f"ml.g4dn.{s}"} for s in ("xlarge", "2xlarge", "12xlarge")],
+    },
 }
 ADVANCED_JOB = {  # the Advanced (load test) shape: traffic, stopping conditions and resource limits
-    "JobName": "bert-advanced", "JobType": "Advanced", "RoleArn": ROLE,
-    "InputConfig": {"ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
-                    "JobDurationInSeconds": 7200,
-                    "TrafficPattern": {"TrafficType": "STAIRS", "Stairs": {"DurationInSeconds": 120, "NumberOfSteps": 4, "UsersPerStep": 2}},
-                    "ResourceLimit": {"MaxNumberOfTests": 3, "MaxParallelOfTests": 3},
-                    "EndpointConfigurations": [{"InstanceType": "ml.g4dn.xlarge"}, {"InstanceType": "ml.g5.xlarge"}]},
-    "StoppingConditions": {"MaxInvocations": 600, "FlatInvocations": "Continue",
-                           "ModelLatencyThresholds": [{"Percentile": "P99", "ValueInMilliseconds": 250}]},
+    "JobName": "bert-advanced",
+    "JobType": "Advanced",
+    "RoleArn": ROLE,
+    "InputConfig": {
+        "ModelPackageVersionArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package/bert/1",
+        "JobDurationInSeconds": 7200,
+        "TrafficPattern": {
+            "TrafficType": "STAIRS",
+            "Stairs": {"DurationInSeconds": 120, "NumberOfSteps": 4, "UsersPerStep": 2},
+        },
+        "ResourceLimit": {"MaxNumberOfTests": 3, "MaxParallelOfTests": 3},
+        "EndpointConfigurations": [{"InstanceType": "ml.g4dn.xlarge"}, {"InstanceType": "ml.g5.xlarge"}],
+    },
+    "StoppingConditions": {
+        "MaxInvocations": 600,
+        "FlatInvocations": "Continue",
+        "ModelLatencyThresholds": [{"Percentile": "P99", "ValueInMilliseconds": 250}],
+    },
 }
 
 
@@ -149,7 +186,9 @@ def test_realistic_jobs_round_trip_validate_and_plan_with_a_cost(job: dict, tmp_
     assert done.exit_code == 0, done.output
     spec = load_spec(tmp_path / f"{job['JobName']}.yaml")
     types = [c["InstanceType"] for c in job["InputConfig"]["EndpointConfigurations"]]
-    assert [t.instance_type for t in spec.all_targets] == types and all(t.priced_as == t.instance_type for t in spec.all_targets)
+    assert [t.instance_type for t in spec.all_targets] == types and all(
+        t.priced_as == t.instance_type for t in spec.all_targets
+    )
     assert spec.time_budget_seconds == job["InputConfig"]["JobDurationInSeconds"]
     planned = runner.invoke(build_app(), ["plan", str(tmp_path / f"{job['JobName']}.yaml"), "--json"])
     estimate = json.loads(planned.stdout[: planned.stdout.rindex("}") + 1])
@@ -168,10 +207,17 @@ def test_the_advanced_job_maps_stopping_limits_and_caps_the_grid_with_a_note() -
 
 
 def test_existing_endpoints_each_become_a_remote_target() -> None:
-    request = {"JobName": "two", "JobType": "Advanced", "RoleArn": ROLE,
-               "InputConfig": {"Endpoints": [{"EndpointName": "prod-a"}, {"EndpointName": "prod-b"}]}}
+    request = {
+        "JobName": "two",
+        "JobType": "Advanced",
+        "RoleArn": ROLE,
+        "InputConfig": {"Endpoints": [{"EndpointName": "prod-a"}, {"EndpointName": "prod-b"}]},
+    }
     spec = ExperimentSpec.model_validate(import_job(request).experiment)
-    assert [(t.name, t.endpoint) for t in spec.all_targets] == [("prod-a", "sagemaker://prod-a"), ("prod-b", "sagemaker://prod-b")]
+    assert [(t.name, t.endpoint) for t in spec.all_targets] == [
+        ("prod-a", "sagemaker://prod-a"),
+        ("prod-b", "sagemaker://prod-b"),
+    ]
 
 
 @pytest.mark.parametrize("name", ["../escape", "a b", "x\nkind: sagemaker"])

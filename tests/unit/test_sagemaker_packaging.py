@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_text import python_backend_repository
 from recommender.errors import BuildError
 from recommender.targets.sagemaker_packaging import package_repository
+from tests.fixtures_text import python_backend_repository
 
 
 @pytest.fixture

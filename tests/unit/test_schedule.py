@@ -9,18 +9,21 @@ import time
 import pytest
 
 from recommender.errors import Interrupted
-from recommender.schedule import SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.job.schedule import SlotPool, Stop, run_all, slot_group, slots_for
 from recommender.spec import TargetSpec
 
 
-@pytest.mark.parametrize("kind, gpus, max_parallel, expected", [
-    ("sagemaker", (), 3, [None, None, None]),  # separate machines: max_parallel endpoints at once
-    ("remote", (), 4, [None]),  # one existing endpoint: candidates on it would measure each other
-    ("local", (), 4, [None]),  # CPU: one server at a time on this host's cores
-    ("local", (0, 1), 4, [(0,), (1,)]),  # one candidate per GPU, pinned to it
-    ("docker", (0, 1, 2), 2, [(0,), (1,)]),
-    ("local", (0, 1), 1, [None]),  # max_parallel 1: serial, every GPU
-])
+@pytest.mark.parametrize(
+    "kind, gpus, max_parallel, expected",
+    [
+        ("sagemaker", (), 3, [None, None, None]),  # separate machines: max_parallel endpoints at once
+        ("remote", (), 4, [None]),  # one existing endpoint: candidates on it would measure each other
+        ("local", (), 4, [None]),  # CPU: one server at a time on this host's cores
+        ("local", (0, 1), 4, [(0,), (1,)]),  # one candidate per GPU, pinned to it
+        ("docker", (0, 1, 2), 2, [(0,), (1,)]),
+        ("local", (0, 1), 1, [None]),  # max_parallel 1: serial, every GPU
+    ],
+)
 def test_slots_per_target_kind(kind, gpus, max_parallel, expected):
     assert slots_for(kind, gpus, max_parallel) == expected
 
@@ -55,8 +58,14 @@ def test_items_overlap_up_to_max_parallel_and_never_beyond_their_targets_slots()
 
 def test_max_parallel_one_runs_in_order_in_this_thread():
     order = []
-    run_all(["x", "y", "z"], lambda item, slot: order.append((item, threading.current_thread().name)),
-            lambda item: 0, SlotPool({0: [None]}), max_parallel=1, stop=Stop())
+    run_all(
+        ["x", "y", "z"],
+        lambda item, slot: order.append((item, threading.current_thread().name)),
+        lambda item: 0,
+        SlotPool({0: [None]}),
+        max_parallel=1,
+        stop=Stop(),
+    )
     assert order == [(name, threading.main_thread().name) for name in "xyz"]
 
 

@@ -23,15 +23,28 @@ APP = str(ROOT / "dashboard" / "app.py")
 def pruned_url(tmp_path) -> str:
     url = f"sqlite:///{tmp_path / 'search.db'}"
     store = ResultStore.open(url)
-    spec = ExperimentSpec.model_validate({"name": "raced", "search": "adaptive",
-                                          "variants": {"instance_group_counts": [1, 2], "dynamic_batching": [True]}})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "raced",
+            "search": "adaptive",
+            "variants": {"instance_group_counts": [1, 2], "dynamic_batching": [True]},
+        }
+    )
     experiment = store.save_experiment(spec)
     for count, candidate in enumerate(expand_candidates(spec), start=1):
         ipm = 1000.0 * count
         cid = store.save_candidate(experiment, candidate)
         run = store.start_run(cid, "p1", None)
-        store.finish_run(run, "ok", headline=Headline(max_invocations=ipm, invocations_per_minute=ipm, repeats=1,
-                                                      ipm_interval=Interval(ipm, ipm - 50, ipm + 50, 4, "windows")))
+        store.finish_run(
+            run,
+            "ok",
+            headline=Headline(
+                max_invocations=ipm,
+                invocations_per_minute=ipm,
+                repeats=1,
+                ipm_interval=Interval(ipm, ipm - 50, ipm + 50, 4, "windows"),
+            ),
+        )
         if count == 1:
             store.prune(cid, "p1", "pruned by racing: below the leader")
     return url

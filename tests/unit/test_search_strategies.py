@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from recommender.candidates import CandidateResult, expand_candidates
+from recommender.measurement.load_search import LoadSearch
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.search import strategy_for
-from recommender.search.load_search import LoadSearch
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
 from recommender.spec import ExperimentSpec
@@ -22,12 +22,15 @@ def run_search(meets_up_to: int, ipms: list[float], knee: float = 0.05) -> tuple
     return tried, search.found
 
 
-@pytest.mark.parametrize("meets_up_to, expected_tried, found", [
-    (7, [0, 1, 3, 7], 7),          # steps 1, 2, 4 reach the top: every level meets
-    (4, [0, 1, 3, 7, 5, 4], 4),    # breach at 7, bisect 3..7: 5 breaches, 4 meets
-    (0, [0, 1], 0),                # the second level breaches
-    (-1, [0], None),               # nothing meets
-])
+@pytest.mark.parametrize(
+    "meets_up_to, expected_tried, found",
+    [
+        (7, [0, 1, 3, 7], 7),  # steps 1, 2, 4 reach the top: every level meets
+        (4, [0, 1, 3, 7, 5, 4], 4),  # breach at 7, bisect 3..7: 5 breaches, 4 meets
+        (0, [0, 1], 0),  # the second level breaches
+        (-1, [0], None),  # nothing meets
+    ],
+)
 def test_load_search_steps_up_then_bisects(meets_up_to, expected_tried, found):
     ipms = [100.0 * (i + 1) for i in range(8)]
     assert run_search(meets_up_to, ipms) == (expected_tried, found)
@@ -44,16 +47,37 @@ def entrant(name: str, mean: float | None, half: float = 10.0, n: int = 4) -> En
     return Entrant(name, name, mean, interval)
 
 
-@pytest.mark.parametrize("probe, full, keep, measured, words", [
-    (entrant("p", 900), [], 2, True, "first candidate that met the limits leads"),
-    (entrant("p", None), [entrant("a", 1000)], 2, False, "no load level met"),
-    (entrant("p", 500), [entrant("a", 1000)], 2, False, "below the lower bound 990 of the leader a"),
-    (entrant("p", 950), [entrant("a", 1000)], 2, True, "2 of at most 2 measured in full"),
-    (entrant("p", 950), [entrant("a", 1000), entrant("b", 980)], 2, False, "successive halving"),
-    (entrant("p", 1050), [entrant("a", 1000), entrant("b", 980)], 2, False, "upper bound 1,010 of a"),  # not separable
-    (entrant("p", 1120), [entrant("a", 1000), entrant("b", 980)], 2, True, "above the upper bound of every"),  # shown better
-    (entrant("p", 950, n=1), [entrant("a", 1000)], 1, False, "successive halving"),  # no noise estimate: the point +10 %
-])
+@pytest.mark.parametrize(
+    "probe, full, keep, measured, words",
+    [
+        (entrant("p", 900), [], 2, True, "first candidate that met the limits leads"),
+        (entrant("p", None), [entrant("a", 1000)], 2, False, "no load level met"),
+        (entrant("p", 500), [entrant("a", 1000)], 2, False, "below the lower bound 990 of the leader a"),
+        (entrant("p", 950), [entrant("a", 1000)], 2, True, "2 of at most 2 measured in full"),
+        (entrant("p", 950), [entrant("a", 1000), entrant("b", 980)], 2, False, "successive halving"),
+        (
+            entrant("p", 1050),
+            [entrant("a", 1000), entrant("b", 980)],
+            2,
+            False,
+            "upper bound 1,010 of a",
+        ),  # not separable
+        (
+            entrant("p", 1120),
+            [entrant("a", 1000), entrant("b", 980)],
+            2,
+            True,
+            "above the upper bound of every",
+        ),  # shown better
+        (
+            entrant("p", 950, n=1),
+            [entrant("a", 1000)],
+            1,
+            False,
+            "successive halving",
+        ),  # no noise estimate: the point +10 %
+    ],
+)
 def test_judge_measures_in_full_only_what_could_still_be_the_best(probe, full, keep, measured, words):
     verdict, why = judge(probe, full, margin=0.1, keep=keep)
     assert verdict is measured and words in why
@@ -71,16 +95,22 @@ def test_keep_count_is_ceil_n_over_eta(n, eta, keep):
 
 
 def adaptive_spec(**search) -> ExperimentSpec:
-    return ExperimentSpec.model_validate({
-        "name": "s", "search": {"strategy": "adaptive", **search},
-        "variants": {"instance_group_counts": [1, 2, 3], "max_batch_sizes": [4, 8], "dynamic_batching": [True]},
-        "traffic": {"concurrency": {"users": [1, 2, 4], "duration_seconds": 10}}})
+    return ExperimentSpec.model_validate(
+        {
+            "name": "s",
+            "search": {"strategy": "adaptive", **search},
+            "variants": {"instance_group_counts": [1, 2, 3], "max_batch_sizes": [4, 8], "dynamic_batching": [True]},
+            "traffic": {"concurrency": {"users": [1, 2, 4], "duration_seconds": 10}},
+        }
+    )
 
 
 def result(candidate, ipm: float | None, status: str = "ok", repeats: int = 1) -> CandidateResult:
     interval = Interval(ipm, ipm - 5, ipm + 5, 3, "windows") if ipm else None
     headline = Headline(max_invocations=ipm, ipm_interval=interval, level_load=4.0, repeats=repeats)
-    return CandidateResult(candidate.key, candidate.name, candidate.config(), status, None, headline, None, 1, 1.0, None)
+    return CandidateResult(
+        candidate.key, candidate.name, candidate.config(), status, None, headline, None, 1, 1.0, None
+    )
 
 
 def drive(strategy, figures) -> list[tuple[str, str]]:
@@ -145,9 +175,16 @@ def test_grid_asks_for_every_candidate_in_full():
 
 
 def ranged_spec(seed: int) -> ExperimentSpec:
-    return ExperimentSpec.model_validate({
-        "name": "r", "search": {"strategy": "adaptive", "seed": seed, "budget": {"candidates": 12}},
-        "variants": {"instance_group_counts": {"range": [1, 8]}, "max_batch_sizes": {"range": [1, 64], "log": True}}})
+    return ExperimentSpec.model_validate(
+        {
+            "name": "r",
+            "search": {"strategy": "adaptive", "seed": seed, "budget": {"candidates": 12}},
+            "variants": {
+                "instance_group_counts": {"range": [1, 8]},
+                "max_batch_sizes": {"range": [1, 64], "log": True},
+            },
+        }
+    )
 
 
 def proposals(seed: int) -> list[str]:
@@ -164,22 +201,33 @@ def test_sampler_is_seeded_stays_in_range_and_never_repeats():
     assert first == proposals(7) and first != proposals(8)
     assert len(set(first)) == 12
     spec = ranged_spec(7)
-    assert all(1 <= c.instance_group_count <= 8 and 1 <= c.max_batch_size <= 64
-               for c in expand_candidates(spec) if c.name in first)
+    assert all(
+        1 <= c.instance_group_count <= 8 and 1 <= c.max_batch_size <= 64
+        for c in expand_candidates(spec)
+        if c.name in first
+    )
 
 
 def test_ranges_need_adaptive_search():
     with pytest.raises(ValueError, match="needs `search: adaptive`"):
         ExperimentSpec.model_validate({"name": "r", "variants": {"max_batch_sizes": {"range": [1, 64]}}})
     with pytest.raises(ValueError, match="first value must not be above"):
-        ExperimentSpec.model_validate({"name": "r", "search": "adaptive", "variants": {"max_batch_sizes": {"range": [8, 1]}}})
+        ExperimentSpec.model_validate(
+            {"name": "r", "search": "adaptive", "variants": {"max_batch_sizes": {"range": [8, 1]}}}
+        )
 
 
 def delay_spec(seed: int, strategy: str = "adaptive") -> ExperimentSpec:
-    return ExperimentSpec.model_validate({
-        "name": "q", "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 6}},
-        "variants": {"dynamic_batching": [False, {"max_queue_delay_microseconds": {"range": [0, 5000]}}],
-                     "instance_group_counts": [1, 2]}})
+    return ExperimentSpec.model_validate(
+        {
+            "name": "q",
+            "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 6}},
+            "variants": {
+                "dynamic_batching": [False, {"max_queue_delay_microseconds": {"range": [0, 5000]}}],
+                "instance_group_counts": [1, 2],
+            },
+        }
+    )
 
 
 def delays(seed: int) -> list[int | None]:
@@ -206,10 +254,16 @@ def test_queue_delay_range_needs_adaptive_search():
 
 
 def preferred_spec(seed: int, strategy: str = "adaptive") -> ExperimentSpec:
-    return ExperimentSpec.model_validate({
-        "name": "p", "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 8}},
-        "variants": {"dynamic_batching": [{"preferred_batch_size": {"range": [1, 32], "log": True}}],
-                     "max_batch_sizes": [8, 32]}})
+    return ExperimentSpec.model_validate(
+        {
+            "name": "p",
+            "search": {"strategy": strategy, "seed": seed, "budget": {"candidates": 8}},
+            "variants": {
+                "dynamic_batching": [{"preferred_batch_size": {"range": [1, 32], "log": True}}],
+                "max_batch_sizes": [8, 32],
+            },
+        }
+    )
 
 
 def preferred_sizes(seed: int) -> list[tuple[int, list[int]]]:
@@ -238,14 +292,20 @@ def test_preferred_batch_size_range_needs_adaptive_search_and_sizes_from_one():
     with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         preferred_spec(0, strategy="grid")
     with pytest.raises(ValueError, match="greater than or equal to 1"):
-        ExperimentSpec.model_validate({"name": "p", "variants": {"dynamic_batching": [{"preferred_batch_size": [0, 4]}]}})
+        ExperimentSpec.model_validate(
+            {"name": "p", "variants": {"dynamic_batching": [{"preferred_batch_size": [0, 4]}]}}
+        )
 
 
 def test_the_sampler_chooses_the_target_too_when_there_are_several():
-    spec = ExperimentSpec.model_validate({
-        "name": "t", "search": {"strategy": "adaptive", "seed": 1, "budget": {"candidates": 8}},
-        "variants": {"instance_group_counts": {"range": [1, 4]}},
-        "targets": [{"kind": "local", "instance_type": "small"}, {"kind": "local", "instance_type": "large"}]})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "t",
+            "search": {"strategy": "adaptive", "seed": 1, "budget": {"candidates": 8}},
+            "variants": {"instance_group_counts": {"range": [1, 4]}},
+            "targets": [{"kind": "local", "instance_type": "small"}, {"kind": "local", "instance_type": "large"}],
+        }
+    )
     sampler, seen = Sampler(spec), []
     for _ in range(8):
         candidate = sampler.ask()

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from recommender.load.generators import auto_workers, exit_reason, generator_cpus
+from recommender.load.records import Timeline
 from recommender.metrics.selfcheck import SATURATED_CPU, level_flags, saturated, server_slowed
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import WindowStats
-from recommender.records import Timeline
 
 
 def window(index: int, start: float, compute_us: float | None = None) -> Window:
@@ -19,12 +19,19 @@ def window(index: int, start: float, compute_us: float | None = None) -> Window:
 
 def timeline(busiest: list[float], total: list[float] | None = None) -> Timeline:
     seconds = np.arange(len(busiest)) + 0.5
-    return Timeline(seconds, np.full(len(busiest), 4), np.full(len(busiest), 4), np.array(total or busiest),
-                    cpu_max_percent=np.array(busiest))
+    return Timeline(
+        seconds,
+        np.full(len(busiest), 4),
+        np.full(len(busiest), 4),
+        np.array(total or busiest),
+        cpu_max_percent=np.array(busiest),
+    )
 
 
-@pytest.mark.parametrize(("busiest", "flagged"), [([50.0] * 10, False), ([50.0] * 5 + [95.0] * 5, True),
-                                                  ([89.0] * 10, False), ([SATURATED_CPU] * 10, True)])
+@pytest.mark.parametrize(
+    ("busiest", "flagged"),
+    [([50.0] * 10, False), ([50.0] * 5 + [95.0] * 5, True), ([89.0] * 10, False), ([SATURATED_CPU] * 10, True)],
+)
 def test_saturation_is_judged_on_the_busiest_process_per_window(busiest: list[float], flagged: bool) -> None:
     windows = [window(0, 0.0), window(1, 5.0)]
     assert (saturated(windows, timeline(busiest, total=[b * 3 for b in busiest])) is not None) is flagged
@@ -35,8 +42,10 @@ def test_one_process_timeline_uses_its_own_cpu() -> None:
     assert "98 %" in saturated([window(0, 0.0)], single)
 
 
-@pytest.mark.parametrize(("compute", "flagged"), [([100, 102, 110, 114], False), ([100, 100, 100, 130], True),
-                                                  ([100, 100], False), ([None, 100, 200], False)])
+@pytest.mark.parametrize(
+    ("compute", "flagged"),
+    [([100, 102, 110, 114], False), ([100, 100, 100, 130], True), ([100, 100], False), ([None, 100, 200], False)],
+)
 def test_server_slowdown_against_the_first_windows(compute: list[float | None], flagged: bool) -> None:
     windows = [window(i, 5.0 * i, c) for i, c in enumerate(compute)]
     result = server_slowed(windows)
@@ -47,18 +56,24 @@ def test_server_slowdown_against_the_first_windows(compute: list[float | None], 
 
 def test_a_worker_lost_inside_the_level_flags_it_and_only_it() -> None:
     lost = [{"t_s": 12.5, "worker": "w", "index": 1, "reason": "worker 2 (pid 9) killed by SIGKILL"}]
-    assert level_flags([window(0, 0.0)], (10.0, 20.0), None, lost) == ["worker dropped at 12.5 s (worker 2 (pid 9) killed by SIGKILL)"]
+    assert level_flags([window(0, 0.0)], (10.0, 20.0), None, lost) == [
+        "worker dropped at 12.5 s (worker 2 (pid 9) killed by SIGKILL)"
+    ]
     assert level_flags([window(0, 0.0)], (0.0, 10.0), None, lost) == []
 
 
-@pytest.mark.parametrize(("previous", "cores", "expected"), [(None, 2, 1), (None, 8, 7), (50.0, 8, 1), (61.0, 8, 2),
-                                                             (500.0, 4, 3), (0.0, 1, 1)])
+@pytest.mark.parametrize(
+    ("previous", "cores", "expected"),
+    [(None, 2, 1), (None, 8, 7), (50.0, 8, 1), (61.0, 8, 2), (500.0, 4, 3), (0.0, 1, 1)],
+)
 def test_auto_workers_rule(previous: float | None, cores: int, expected: int) -> None:
     assert auto_workers(previous, cores) == expected
 
 
-@pytest.mark.parametrize(("setting", "available", "expected"), [(None, [0, 1], None), (None, [0, 1, 2, 3], (3,)),
-                                                                (None, list(range(8)), (6, 7)), ([0], [0, 1], (0,))])
+@pytest.mark.parametrize(
+    ("setting", "available", "expected"),
+    [(None, [0, 1], None), (None, [0, 1, 2, 3], (3,)), (None, list(range(8)), (6, 7)), ([0], [0, 1], (0,))],
+)
 def test_generator_cpus_default_isolates_only_on_four_or_more(setting, available, expected) -> None:
     assert generator_cpus(setting, available) == expected
 

@@ -33,8 +33,13 @@ def repository(tmp_path: Path) -> Path:
 def test_defaults_match_the_official_contract(serve, repository) -> None:
     args, env, warnings = serve.server_arguments({"SAGEMAKER_MODEL_REPOSITORY": str(repository)})
     assert args[0] == "/opt/tritonserver/bin/tritonserver"
-    assert args[1:6] == ["--allow-sagemaker=true", "--allow-grpc=false", "--allow-http=false", "--allow-metrics=false",
-                         "--model-control-mode=explicit"]
+    assert args[1:6] == [
+        "--allow-sagemaker=true",
+        "--allow-grpc=false",
+        "--allow-http=false",
+        "--allow-metrics=false",
+        "--model-control-mode=explicit",
+    ]
     assert f"--model-repository={repository}" in args and "--sagemaker-port=8080" in args
     assert "--log-verbose=true" in args and "--load-model=bert" in args
     assert "--backend-config=python,shm-default-byte-size=16777216" in args
@@ -43,20 +48,23 @@ def test_defaults_match_the_official_contract(serve, repository) -> None:
     assert warnings and "Starting with the only existing model directory bert" in warnings[0]
 
 
-@pytest.mark.parametrize(("variable", "value", "argument"), [
-    ("SAGEMAKER_BIND_TO_PORT", "9090", "--sagemaker-port=9090"),
-    ("SAGEMAKER_SAFE_PORT_RANGE", "20000-20999", "--sagemaker-safe-port-range=20000-20999"),
-    ("SAGEMAKER_TRITON_THREAD_COUNT", "16", "--sagemaker-thread-count=16"),
-    ("SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT", "4", "--buffer-manager-thread-count=4"),
-    ("SAGEMAKER_TRITON_LOG_VERBOSE", "0", "--log-verbose=0"),
-    ("SAGEMAKER_TRITON_LOG_INFO", "false", "--log-info=false"),
-    ("SAGEMAKER_TRITON_LOG_WARNING", "true", "--log-warning=true"),
-    ("SAGEMAKER_TRITON_LOG_ERROR", "true", "--log-error=true"),
-    ("SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "4096", "--backend-config=python,shm-default-byte-size=4096"),
-    ("SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "2048", "--backend-config=python,shm-growth-byte-size=2048"),
-    ("SAGEMAKER_TRITON_MODEL_NAMESPACING", "false", "--model-namespacing=false"),
-    ("TRITON_BINARY", "/x/tritonserver", "/x/tritonserver"),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "argument"),
+    [
+        ("SAGEMAKER_BIND_TO_PORT", "9090", "--sagemaker-port=9090"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "20000-20999", "--sagemaker-safe-port-range=20000-20999"),
+        ("SAGEMAKER_TRITON_THREAD_COUNT", "16", "--sagemaker-thread-count=16"),
+        ("SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT", "4", "--buffer-manager-thread-count=4"),
+        ("SAGEMAKER_TRITON_LOG_VERBOSE", "0", "--log-verbose=0"),
+        ("SAGEMAKER_TRITON_LOG_INFO", "false", "--log-info=false"),
+        ("SAGEMAKER_TRITON_LOG_WARNING", "true", "--log-warning=true"),
+        ("SAGEMAKER_TRITON_LOG_ERROR", "true", "--log-error=true"),
+        ("SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "4096", "--backend-config=python,shm-default-byte-size=4096"),
+        ("SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "2048", "--backend-config=python,shm-growth-byte-size=2048"),
+        ("SAGEMAKER_TRITON_MODEL_NAMESPACING", "false", "--model-namespacing=false"),
+        ("TRITON_BINARY", "/x/tritonserver", "/x/tritonserver"),
+    ],
+)
 def test_each_variable_maps_to_its_argument(serve, repository, variable, value, argument) -> None:
     args, _, _ = serve.server_arguments({"SAGEMAKER_MODEL_REPOSITORY": str(repository), variable: value})
     assert argument in args
@@ -64,23 +72,33 @@ def test_each_variable_maps_to_its_argument(serve, repository, variable, value, 
 
 def test_additional_args_are_shell_split_and_appended_last(serve, repository) -> None:
     extra = "--backend-directory='/opt/my backends' --exit-timeout-secs=5"
-    args, _, _ = serve.server_arguments({"SAGEMAKER_MODEL_REPOSITORY": str(repository), "SAGEMAKER_TRITON_ADDITIONAL_ARGS": extra})
+    args, _, _ = serve.server_arguments(
+        {"SAGEMAKER_MODEL_REPOSITORY": str(repository), "SAGEMAKER_TRITON_ADDITIONAL_ARGS": extra}
+    )
     assert args[-2:] == ["--backend-directory=/opt/my backends", "--exit-timeout-secs=5"]
 
 
 def test_named_model_is_loaded_without_warning(serve, repository) -> None:
     (repository / "other").mkdir()
-    args, _, warnings = serve.server_arguments({"SAGEMAKER_MODEL_REPOSITORY": str(repository),
-                                                "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "other"})
+    args, _, warnings = serve.server_arguments(
+        {"SAGEMAKER_MODEL_REPOSITORY": str(repository), "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "other"}
+    )
     assert "--load-model=other" in args and warnings == []
 
 
-@pytest.mark.parametrize(("layout", "env", "message"), [
-    ("two", {}, "More than 1 model directory found"),
-    ("empty", {}, "No model found"),
-    ("flat", {}, "Incorrect directory structure"),
-    ("one", {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "missing"}, "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME missing does not exist"),
-])
+@pytest.mark.parametrize(
+    ("layout", "env", "message"),
+    [
+        ("two", {}, "More than 1 model directory found"),
+        ("empty", {}, "No model found"),
+        ("flat", {}, "Incorrect directory structure"),
+        (
+            "one",
+            {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "missing"},
+            "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME missing does not exist",
+        ),
+    ],
+)
 def test_bad_repositories_fail_with_the_official_messages(serve, tmp_path, layout, env, message) -> None:
     if layout in ("one", "two"):
         (tmp_path / "a").mkdir()
@@ -101,11 +119,21 @@ def test_multi_model_mode_loads_nothing_itself(serve) -> None:
 
 def test_script_runs_as_a_program(repository) -> None:
     """Exit 1 with the message on a bad layout; SERVE_DRY_RUN prints the command (stdlib only, python3 in the image)."""
-    done = subprocess.run([sys.executable, str(SERVE)], env={"SAGEMAKER_MODEL_REPOSITORY": str(repository / "bert" / "1")},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, str(SERVE)],
+        env={"SAGEMAKER_MODEL_REPOSITORY": str(repository / "bert" / "1")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 1 and "ERROR: No model found" in done.stderr
-    done = subprocess.run([sys.executable, str(SERVE)], env={"SAGEMAKER_MODEL_REPOSITORY": str(repository), "SERVE_DRY_RUN": "1"},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, str(SERVE)],
+        env={"SAGEMAKER_MODEL_REPOSITORY": str(repository), "SERVE_DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0 and "--load-model=bert" in json.loads(done.stdout)
 
 

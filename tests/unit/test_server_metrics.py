@@ -10,10 +10,23 @@ from recommender.metrics.prometheus import counter_delta, parse_counters
 
 
 def snapshot(success: int, queue_ns: int, infer_ns: int, executions: int) -> dict:
-    part = lambda ns: {"count": success, "ns": ns}  # noqa: E731
-    return {"model_stats": [{"inference_count": success, "execution_count": executions, "inference_stats": {
-        "success": part(0), "fail": {"count": 0, "ns": 0}, "queue": part(queue_ns), "compute_input": part(0),
-        "compute_infer": part(infer_ns), "compute_output": part(0)}}]}
+    part = lambda ns: {"count": success, "ns": ns}
+    return {
+        "model_stats": [
+            {
+                "inference_count": success,
+                "execution_count": executions,
+                "inference_stats": {
+                    "success": part(0),
+                    "fail": {"count": 0, "ns": 0},
+                    "queue": part(queue_ns),
+                    "compute_input": part(0),
+                    "compute_infer": part(infer_ns),
+                    "compute_output": part(0),
+                },
+            }
+        ]
+    }
 
 
 class FakeDeployment:
@@ -42,8 +55,10 @@ def test_sampler_records_the_process_tree_and_statistics_each_interval():
 def test_window_figures_are_deltas_between_the_snapshots_around_the_window():
     # snapshots at 0, 1, 2, 3 s after start; window [1, 3): from the 1 s snapshot to the 3 s one: 20 requests,
     # 2 ms queue and 10 ms infer in total -> 100 us queue and 500 us infer per request; 10 executions -> batch 2
-    samples = [Sample(100.0 + t, 50.0 + t, 2**20 * (10 + t), 2, snapshot(10 * t, 1_000_000 * t, 5_000_000 * t, 5 * t), None)
-               for t in range(4)]
+    samples = [
+        Sample(100.0 + t, 50.0 + t, 2**20 * (10 + t), 2, snapshot(10 * t, 1_000_000 * t, 5_000_000 * t, 5 * t), None)
+        for t in range(4)
+    ]
     figures = window_figures(samples, started_at=100.0, start_s=1.0, end_s=3.0)
     assert figures["queue_us"] == pytest.approx(100.0) and figures["compute_infer_us"] == pytest.approx(500.0)
     assert (figures["executions"], figures["inferences"], figures["avg_batch_size"]) == (10, 20, 2.0)
@@ -73,10 +88,16 @@ nv_gpu_utilization{gpu_uuid="x"} 0.5
 
 def test_prometheus_counters_are_summed_over_labels_and_differenced():
     after = parse_counters(METRICS)
-    assert after == {"nv_inference_request_success": 150, "nv_inference_queue_duration_us": 6000,
-                     "nv_inference_compute_infer_duration_us": 150000}
-    before = {"nv_inference_request_success": 50, "nv_inference_queue_duration_us": 1000,
-              "nv_inference_compute_infer_duration_us": 50000}
+    assert after == {
+        "nv_inference_request_success": 150,
+        "nv_inference_queue_duration_us": 6000,
+        "nv_inference_compute_infer_duration_us": 150000,
+    }
+    before = {
+        "nv_inference_request_success": 50,
+        "nv_inference_queue_duration_us": 1000,
+        "nv_inference_compute_infer_duration_us": 50000,
+    }
     delta = counter_delta(before, after)
     assert delta["nv_inference_request_success"] == 100 and delta["avg_queue_duration_us"] == 50
     assert delta["avg_compute_infer_duration_us"] == 1000

@@ -32,14 +32,27 @@ def test_minimal_spec_gets_documented_defaults(tmp_path):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("name: x\nvariants:\n  optimisations: [pt]\n", "variants.optimisations: unknown key (did you mean `optimizations`?)"),
-        ("name: x\ntraffic:\n  phases:\n    - {initial_users: 1, spwan_rate: 2}\n",
-         "traffic.phases.0.spwan_rate: unknown key (did you mean `spawn_rate`?)"),
+        (
+            "name: x\nvariants:\n  optimisations: [pt]\n",
+            "variants.optimisations: unknown key (did you mean `optimizations`?)",
+        ),
+        (
+            "name: x\ntraffic:\n  phases:\n    - {initial_users: 1, spwan_rate: 2}\n",
+            "traffic.phases.0.spwan_rate: unknown key (did you mean `spawn_rate`?)",
+        ),
         ("name: x\nlatency_treshold: {ms: 3}\n", "latency_treshold: unknown key (did you mean `latency_threshold`?)"),
-        ("name: x\nvariants:\n  instance_counts: [0]\n", "variants.instance_counts.0: Input should be greater than or equal to 1"),
-        ("name: x\nvariants:\n  instance_group_counts: [0]\n",
-         "variants.instance_group_counts.0: Input should be greater than or equal to 1"),
-        ("name: x\nlatency_threshold: {percentile: p97}\n", "latency_threshold.percentile: Input should be 'p50', 'p90', 'p95' or 'p99'"),
+        (
+            "name: x\nvariants:\n  instance_counts: [0]\n",
+            "variants.instance_counts.0: Input should be greater than or equal to 1",
+        ),
+        (
+            "name: x\nvariants:\n  instance_group_counts: [0]\n",
+            "variants.instance_group_counts.0: Input should be greater than or equal to 1",
+        ),
+        (
+            "name: x\nlatency_threshold: {percentile: p97}\n",
+            "latency_threshold.percentile: Input should be 'p50', 'p90', 'p95' or 'p99'",
+        ),
     ],
 )
 def test_errors_name_file_field_and_fix(tmp_path, text, expected):
@@ -50,8 +63,10 @@ def test_errors_name_file_field_and_fix(tmp_path, text, expected):
 def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
-    keys = ("accelerator, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, instance_type, kind, name, "
-            "price_per_hour, priced_as, ready_timeout_seconds, region, role_arn")
+    keys = (
+        "accelerator, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, instance_type, kind, name, "
+        "price_per_hour, priced_as, ready_timeout_seconds, region, role_arn"
+    )
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 
 
@@ -90,8 +105,10 @@ def test_shipped_experiments_validate(name):
     assert isinstance(load_spec(EXPERIMENTS / name), ExperimentSpec)
 
 
-SAGEMAKER_TARGET = ("target: {kind: sagemaker, instance_type: ml.g5.xlarge, role_arn: 'arn:aws:iam::123456789012:role/R', "
-                    "bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: 20}\n")
+SAGEMAKER_TARGET = (
+    "target: {kind: sagemaker, instance_type: ml.g5.xlarge, role_arn: 'arn:aws:iam::123456789012:role/R', "
+    "bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: 20}\n"
+)
 
 
 def test_sagemaker_target_fields(tmp_path):
@@ -101,26 +118,37 @@ def test_sagemaker_target_fields(tmp_path):
 
 @pytest.mark.parametrize("key", ["endpoint_instance_count", "instance_count"])  # the former name still validates
 def test_endpoint_instance_count_accepts_its_former_name(tmp_path, key):
-    spec = load_spec(write(tmp_path, "name: x\n" + SAGEMAKER_TARGET.replace("budget_usd: 20", f"budget_usd: 20, {key}: 3")))
+    spec = load_spec(
+        write(tmp_path, "name: x\n" + SAGEMAKER_TARGET.replace("budget_usd: 20", f"budget_usd: 20, {key}: 3"))
+    )
     assert spec.target.endpoint_instance_count == 3 and "endpoint_instance_count" in spec.model_dump()["target"]
 
 
-@pytest.mark.parametrize(("target", "fragment"), [
-    ("{kind: sagemaker, instance_type: ml.g5.xlarge}", "target kind sagemaker needs role_arn, bucket, image_uri"),
-    ("{kind: sagemaker, instance_type: local-cpu, role_arn: r, bucket: b, image_uri: i}", "not a SageMaker instance type"),
-    ("{kind: local, role_arn: r}", "role_arn not used by target kind local"),
-    ("{kind: remote}", "target kind remote needs `endpoint`"),
-    ("{kind: sagemaker, budget_usd: 0}", "budget_usd: Input should be greater than 0"),
-])
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [
+        ("{kind: sagemaker, instance_type: ml.g5.xlarge}", "target kind sagemaker needs role_arn, bucket, image_uri"),
+        (
+            "{kind: sagemaker, instance_type: local-cpu, role_arn: r, bucket: b, image_uri: i}",
+            "not a SageMaker instance type",
+        ),
+        ("{kind: local, role_arn: r}", "role_arn not used by target kind local"),
+        ("{kind: remote}", "target kind remote needs `endpoint`"),
+        ("{kind: sagemaker, budget_usd: 0}", "budget_usd: Input should be greater than 0"),
+    ],
+)
 def test_target_kind_checks(tmp_path, target, fragment):
     assert any(fragment in line for line in problems_of(write(tmp_path, f"name: x\ntarget: {target}\n")))
 
 
-@pytest.mark.parametrize(("stability", "tolerance"), [
-    ({}, 0.05),
-    ({"ipm_tolerance": 0.2, "latency_tolerance": 0.1}, 0.05),  # the former every-window rule: the smaller, halved
-    ({"ipm_tolerance": 0.2, "tolerance": 0.03}, 0.03),  # the new key wins
-])
+@pytest.mark.parametrize(
+    ("stability", "tolerance"),
+    [
+        ({}, 0.05),
+        ({"ipm_tolerance": 0.2, "latency_tolerance": 0.1}, 0.05),  # the former every-window rule: the smaller, halved
+        ({"ipm_tolerance": 0.2, "tolerance": 0.03}, 0.03),  # the new key wins
+    ],
+)
 def test_stability_keeps_accepting_the_former_tolerance_keys(stability, tolerance):
     spec = ExperimentSpec.model_validate({"name": "t", "traffic": {"stability": stability}})
     assert spec.traffic.stability.tolerance == tolerance and spec.traffic.stability.windows == 4
@@ -135,20 +163,30 @@ def test_targets_is_a_list_and_a_multi_target_spec_dumps_and_validates_again():
     assert "targets" not in single.model_dump() and single.all_targets == [single.target] and not single.multi_target
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("name: x\ntarget: {}\ntargets: [{}]\n", "give either `target:` (one) or `targets:` (a list), not both"),
-    ("name: x\ntargets: [{instance_type: a}, {instance_type: a}]\n", "targets a appear more than once: give each a distinct `name`"),
-    ("name: x\ntargets: []\n", "targets"),
-    ("name: x\nmax_parallel: 0\n", "max_parallel"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("name: x\ntarget: {}\ntargets: [{}]\n", "give either `target:` (one) or `targets:` (a list), not both"),
+        (
+            "name: x\ntargets: [{instance_type: a}, {instance_type: a}]\n",
+            "targets a appear more than once: give each a distinct `name`",
+        ),
+        ("name: x\ntargets: []\n", "targets"),
+        ("name: x\nmax_parallel: 0\n", "max_parallel"),
+    ],
+)
 def test_bad_targets_and_scheduling_fields_name_the_fix(tmp_path, text, expected):
     path = write(tmp_path, text)
     assert any(expected in line and str(path) in line for line in problems_of(path))
 
 
 def test_a_bad_dynamic_batching_mapping_gets_its_own_error_not_the_bool_arms(tmp_path):
-    path = write(tmp_path, "name: x\nsearch: adaptive\nvariants:\n  dynamic_batching: "
-                           "[false, {preferred_batch_size: {range: [0, 32]}}]\n")
+    path = write(
+        tmp_path,
+        "name: x\nsearch: adaptive\nvariants:\n  dynamic_batching: [false, {preferred_batch_size: {range: [0, 32]}}]\n",
+    )
     problems = problems_of(path)
-    assert problems == [f"{path}: variants.dynamic_batching.1: Value error, preferred_batch_size: range [0, 32] "
-                        "starts below 1; batch sizes start at 1, e.g. {range: [1, 32], log: true}"]
+    assert problems == [
+        f"{path}: variants.dynamic_batching.1: Value error, preferred_batch_size: range [0, 32] "
+        "starts below 1; batch sizes start at 1, e.g. {range: [1, 32], log: true}"
+    ]

@@ -23,7 +23,9 @@ def test_spread_by_hand():
 
 
 def test_steady_noise_is_stable():
-    verdict = judge(points([1000, 1020, 985, 1010, 995, 1005]), points([50, 51, 49.5, 50.5, 49, 50.2]), 6, 4, 0.05, "p95")
+    verdict = judge(
+        points([1000, 1020, 985, 1010, 995, 1005]), points([50, 51, 49.5, 50.5, 49, 50.2]), 6, 4, 0.05, "p95"
+    )
     assert verdict.stable and verdict.reason == ""
     assert verdict.ipm.relative_se < 0.01 and not verdict.ipm.trend and not verdict.latency.trend
 

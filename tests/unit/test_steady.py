@@ -3,15 +3,19 @@
 import numpy as np
 import pytest
 
-from recommender.records import RequestLog
+from recommender.load.records import RequestLog
 from recommender.metrics.steady import Rules, Window, mark_stable, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import WindowStats
 
 RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01, warmup_s=5, window_s=5)
 
 
-def win(phase: int, index: int, ipm: float, p95: float | None, load: float = 1, requests: int = 100, errors: int = 0) -> Window:
-    stats = WindowStats(0.0, 5.0, requests, requests - errors, errors, ipm, {"p50": p95, "p90": p95, "p95": p95, "p99": None})
+def win(
+    phase: int, index: int, ipm: float, p95: float | None, load: float = 1, requests: int = 100, errors: int = 0
+) -> Window:
+    stats = WindowStats(
+        0.0, 5.0, requests, requests - errors, errors, ipm, {"p50": p95, "p90": p95, "p95": p95, "p99": None}
+    )
     return Window(phase, index, stats, load)
 
 
@@ -28,7 +32,12 @@ def steady_log(segments: list[tuple[float, float, float, float]]) -> RequestLog:
 
 def test_windows_drop_the_warmup_and_the_trailing_part():
     # phase 0 [0, 20): warm-up 5 s, three 5 s windows; phase 1 [20, 32): starts at 25, one window, 2 s dropped
-    assert window_spans([(0, 20), (20, 32)], warmup_s=5, window_s=5) == [(0, 5, 10), (0, 10, 15), (0, 15, 20), (1, 25, 30)]
+    assert window_spans([(0, 20), (20, 32)], warmup_s=5, window_s=5) == [
+        (0, 5, 10),
+        (0, 10, 15),
+        (0, 15, 20),
+        (1, 25, 30),
+    ]
 
 
 def test_a_phase_too_short_for_a_window_gets_one_shorter_window():
@@ -67,8 +76,10 @@ def test_measured_windows_from_a_request_log():
 
 def test_generator_bound_and_late_sends_are_flagged():
     w = Window(0, 0, win(0, 0, 600, 20).stats, 1, generator_cpu=85.0, late_share=0.03)
-    assert phase_flags([w], RULES) == ["generator-bound (load generator CPU 85 % > 70 %)",
-                                       "late sends 3.0% > 1% (schedule not kept)"]
+    assert phase_flags([w], RULES) == [
+        "generator-bound (load generator CPU 85 % > 70 %)",
+        "late sends 3.0% > 1% (schedule not kept)",
+    ]
 
 
 def test_late_share_counts_sends_more_than_late_ms_after_schedule():

@@ -22,16 +22,27 @@ def test_latency_stop_can_be_switched_off():
 
 def test_error_rate_over_the_last_windows():
     # 4 failures in 300 requests = 1.33 % > 1 %; 2 in 300 = 0.67 %
-    assert stop_reason([win(0, 0, 600, 20, errors=0), win(0, 1, 600, 20, errors=2), win(0, 2, 600, 20, errors=2)],
-                       {0: 3}, RULES) == "error rate: 1.3% over the last 3 windows, above the 1.0% limit"
-    assert stop_reason([win(0, 0, 600, 20, errors=0), win(0, 1, 600, 20, errors=1), win(0, 2, 600, 20, errors=1)],
-                       {0: 3}, RULES) is None
+    assert (
+        stop_reason(
+            [win(0, 0, 600, 20, errors=0), win(0, 1, 600, 20, errors=2), win(0, 2, 600, 20, errors=2)], {0: 3}, RULES
+        )
+        == "error rate: 1.3% over the last 3 windows, above the 1.0% limit"
+    )
+    assert (
+        stop_reason(
+            [win(0, 0, 600, 20, errors=0), win(0, 1, 600, 20, errors=1), win(0, 2, 600, 20, errors=1)], {0: 3}, RULES
+        )
+        is None
+    )
 
 
 def test_max_invocations_reached():
     rules = Rules(stop_max_invocations=1000)
     assert stop_reason([win(0, 0, 999, 20)], {0: 3}, rules) is None
-    assert stop_reason([win(0, 0, 1200, 20)], {0: 3}, rules) == "max invocations: a window reached 1200 invocations/min (limit 1000)"
+    assert (
+        stop_reason([win(0, 0, 1200, 20)], {0: 3}, rules)
+        == "max invocations: a window reached 1200 invocations/min (limit 1000)"
+    )
 
 
 FLAT = Rules(stop_on_flat=True, flat_tolerance=0.05)
@@ -41,7 +52,8 @@ STEP_1 = [win(0, 0, 1000, 20, load=2), win(0, 1, 1010, 20, load=2), win(0, 2, 99
 def test_flat_invocations_when_more_users_bring_less_than_5_percent():
     step_2 = [win(1, 0, 1020, 20, load=4), win(1, 1, 1030, 20, load=4), win(1, 2, 1040, 20, load=4)]  # mean 1030: +3 %
     assert stop_reason(STEP_1 + step_2, {0: 3, 1: 3}, FLAT) == (
-        "flat invocations: 1030/min at load 4 vs 1000/min at 2 (growth below 5%)")
+        "flat invocations: 1030/min at load 4 vs 1000/min at 2 (growth below 5%)"
+    )
 
 
 def test_growth_is_not_flat():

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect
 
+from recommender.candidates import expand_candidates
 from recommender.errors import StoreError
+from recommender.load.records import RequestLog
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
-from recommender.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
-from recommender.candidates import expand_candidates
 from recommender.spec import ExperimentSpec
 from recommender.store.database import explain, resolve_url
 from recommender.store.results import ResultStore
@@ -28,7 +28,9 @@ def spec():
 
 def a_log() -> RequestLog:
     t = np.arange(0, 4, 0.01)
-    return RequestLog(t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32))
+    return RequestLog(
+        t, np.full(len(t), 5000, dtype=np.int64), np.ones(len(t), dtype=bool), np.ones(len(t), dtype=np.int32)
+    )
 
 
 def assert_migrated(engine) -> None:
@@ -63,8 +65,13 @@ def test_run_round_trip_with_phases_and_series(store, spec):
     run_id = store.start_run(candidate_id, "proto", "/tmp/run")
     phases = summarize_phases(a_log(), [(0, 4)], warmup_s=1)
     series = per_second_series(a_log(), 4)
-    headline = Headline(invocations_per_minute=6000.0, latency_ms={"p50": 5.0, "p90": 9.0, "p95": 12.0, "p99": None},
-                        ipm_interval=Interval(6000.0, 5900.0, 6100.0, 3), stable=True, notes=("a note",))
+    headline = Headline(
+        invocations_per_minute=6000.0,
+        latency_ms={"p50": 5.0, "p90": 9.0, "p95": 12.0, "p99": None},
+        ipm_interval=Interval(6000.0, 5900.0, 6100.0, 3),
+        stable=True,
+        notes=("a note",),
+    )
     store.finish_run(run_id, "ok", headline=headline, phases=phases, series=series)
 
     (result, *others) = store.results("roundtrip")
@@ -118,6 +125,7 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     outcomes = store_contention.open_at_once(f"sqlite:///{tmp_path / 'fresh.db'}")
     assert [code for code, _, _ in outcomes] == [0, 0, 0, 0], [err for _, _, err in outcomes]
 
+
 def test_spend_adds_up_and_survives_reopening(tmp_path, spec):
     url = f"sqlite:///{tmp_path / 'results.db'}"
     first = ResultStore.open(url)
@@ -148,8 +156,10 @@ def test_migration_0003_adds_spend_to_an_existing_database(tmp_path, spec):
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0002")
-        connection.exec_driver_sql("INSERT INTO experiments (name, spec, status, created_at, updated_at) "
-                                   "VALUES ('old', '{}', 'done', '2025-01-01', '2025-01-01')")
+        connection.exec_driver_sql(
+            "INSERT INTO experiments (name, spec, status, created_at, updated_at) "
+            "VALUES ('old', '{}', 'done', '2025-01-01', '2025-01-01')"
+        )
     store = ResultStore.open(f"sqlite:///{tmp_path / 'old.db'}")
     assert store.spent("old") == 0.0
     store.add_spend("old", 1.5)
@@ -186,18 +196,23 @@ def test_processes_writing_runs_of_one_experiment_at_once_lose_no_row(tmp_path):
     assert [len(store.phases(r.id)) for r in runs] == [1] * 12
 
 
-@pytest.mark.parametrize(("driver", "reason"), [
-    ("database is locked", "the database is locked: another connection held a write lock"),
-    ("attempt to write a readonly database", "the database is read-only"),
-    ("database or disk is full", "the disk holding the database is full"),
-    ("no such table: runs", "no such table: runs"),
-])
+@pytest.mark.parametrize(
+    ("driver", "reason"),
+    [
+        ("database is locked", "the database is locked: another connection held a write lock"),
+        ("attempt to write a readonly database", "the database is read-only"),
+        ("database or disk is full", "the disk holding the database is full"),
+        ("no such table: runs", "no such table: runs"),
+    ],
+)
 def test_database_failures_are_explained_in_one_line_without_the_sql(driver, reason):
     import sqlite3
 
     from sqlalchemy.exc import OperationalError
 
-    failure = OperationalError("DELETE FROM experiment_leases WHERE holder = ?", ("a-parameter",), sqlite3.OperationalError(driver))
+    failure = OperationalError(
+        "DELETE FROM experiment_leases WHERE holder = ?", ("a-parameter",), sqlite3.OperationalError(driver)
+    )
     text, hint = explain(failure)
     assert text.startswith(reason) and "\n" not in text and hint
     assert "DELETE" not in text and "a-parameter" not in text and "sqlalche.me" not in text

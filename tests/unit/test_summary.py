@@ -3,9 +3,13 @@
 import numpy as np
 import pytest
 
-from recommender.records import RequestLog
+from recommender.load.records import RequestLog
 from recommender.metrics.summary import (
-    min_samples, percentile_ms, per_second_series, summarize_phases, window_stats,
+    min_samples,
+    per_second_series,
+    percentile_ms,
+    summarize_phases,
+    window_stats,
 )
 
 

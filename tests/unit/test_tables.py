@@ -14,20 +14,38 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.spec import ExperimentSpec
 
-SPEC = ExperimentSpec.model_validate({"name": "t", "target": {"instance_type": "local-cpu"},
-                                      "latency_threshold": {"percentile": "p95", "ms": 500}})
+SPEC = ExperimentSpec.model_validate(
+    {"name": "t", "target": {"instance_type": "local-cpu"}, "latency_threshold": {"percentile": "p95", "ms": 500}}
+)
 CONFIG = {"optimization": "pt", "dynamic_batching": None, "instance_count": 1, "max_batch_size": 4}
-SERVER = {"avg_batch_size": 1.0, "at_max_invocations": {"queue_us": 100.0, "compute_input_us": 10.0,
-                                                        "compute_infer_us": 900.0, "compute_output_us": 5.0}}
+SERVER = {
+    "avg_batch_size": 1.0,
+    "at_max_invocations": {
+        "queue_us": 100.0,
+        "compute_input_us": 10.0,
+        "compute_infer_us": 900.0,
+        "compute_output_us": 5.0,
+    },
+}
 
 
-def result(name: str, ipm: float, interval: tuple[float, float] | None, latency: float = 12.5,
-           stop: str | None = None) -> CandidateResult:
-    headline = Headline(invocations_per_minute=ipm, max_invocations=ipm, model_latency_ms=latency,
-                        latency_ms={"p95": latency}, within_threshold=latency <= 500, stable=interval is not None,
-                        stop_reason=stop, samples=240, requests=300, repeats=3 if interval else 1,
-                        ipm_interval=Interval(ipm, *interval, 3) if interval else None,
-                        latency_interval=Interval(latency, latency - 1, latency + 1, 3) if interval else None)
+def result(
+    name: str, ipm: float, interval: tuple[float, float] | None, latency: float = 12.5, stop: str | None = None
+) -> CandidateResult:
+    headline = Headline(
+        invocations_per_minute=ipm,
+        max_invocations=ipm,
+        model_latency_ms=latency,
+        latency_ms={"p95": latency},
+        within_threshold=latency <= 500,
+        stable=interval is not None,
+        stop_reason=stop,
+        samples=240,
+        requests=300,
+        repeats=3 if interval else 1,
+        ipm_interval=Interval(ipm, *interval, 3) if interval else None,
+        latency_interval=Interval(latency, latency - 1, latency + 1, 3) if interval else None,
+    )
     return CandidateResult("k" + name, name, CONFIG, "ok", None, headline, SERVER, 1, 10.0, None)
 
 
@@ -41,8 +59,12 @@ def line_of(text: str, name: str) -> str:
     return next(line for line in text.splitlines() if re.search(rf"\b{re.escape(name)}\b", line))
 
 
-STUDY = [result("alpha", 1000, (950, 1050)), result("bravo", 980, (940, 1020), stop="latency: p95 above"),
-         result("charlie", 700, (690, 710)), result("delta", 900, (880, 920), latency=620.0)]
+STUDY = [
+    result("alpha", 1000, (950, 1050)),
+    result("bravo", 980, (940, 1020), stop="latency: p95 above"),
+    result("charlie", 700, (690, 710)),
+    result("delta", 900, (880, 920), latency=620.0),
+]
 
 
 def test_wide_terminal_shows_every_column_in_the_ranking_order() -> None:
@@ -74,9 +96,19 @@ def test_not_a_terminal_prints_one_card_per_candidate_with_every_field() -> None
     assert "│" not in text and "┃" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert text.splitlines()[0] == "#1 alpha: recommended"
-    card = text[text.index("#1 alpha"):text.index("#2 ")]
-    for field in ("MaxInvocations/min 1,000 ± 50", "p95 ms 12.5", "p95 over requests n=240", "± over n=3 repeats", "breached 0 of 3", "queue / compute ms 0.1 / 0.9",
-                  "avg batch 1.00", "stable yes", "stopped end of traffic", "errors 0.00%"):
+    card = text[text.index("#1 alpha") : text.index("#2 ")]
+    for field in (
+        "MaxInvocations/min 1,000 ± 50",
+        "p95 ms 12.5",
+        "p95 over requests n=240",
+        "± over n=3 repeats",
+        "breached 0 of 3",
+        "queue / compute ms 0.1 / 0.9",
+        "avg batch 1.00",
+        "stable yes",
+        "stopped end of traffic",
+        "errors 0.00%",
+    ):
         assert field in card
 
 
@@ -86,7 +118,9 @@ def test_one_repeat_claims_no_difference() -> None:
 
 
 def test_a_reason_is_printed_as_text_never_as_markup() -> None:
-    failed = CandidateResult("kx", "xray", CONFIG, "failed", "exited: [bold]<b>boom</b>[/bold]", None, None, 2, 1.0, None)
+    failed = CandidateResult(
+        "kx", "xray", CONFIG, "failed", "exited: [bold]<b>boom</b>[/bold]", None, None, 2, 1.0, None
+    )
     text = rendered([result("alpha", 1000, None), failed], 200, terminal=False)
     assert "[bold]<b>boom</b>[/bold]" in text
 
@@ -100,12 +134,20 @@ def test_print_decision_adds_the_legend_and_the_recommendation_in_words() -> Non
 
 
 def test_a_multi_target_ranking_shows_the_instance_type_and_prices_each_candidate_as_its_own() -> None:
-    spec = ExperimentSpec.model_validate({"name": "t", "latency_threshold": {"percentile": "p95", "ms": 500},
-                                          "targets": [{"instance_type": f"ml.g4dn.{s}", "priced_as": f"ml.g4dn.{s}"}
-                                                      for s in ("xlarge", "12xlarge")]})
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "t",
+            "latency_threshold": {"percentile": "p95", "ms": 500},
+            "targets": [{"instance_type": f"ml.g4dn.{s}", "priced_as": f"ml.g4dn.{s}"} for s in ("xlarge", "12xlarge")],
+        }
+    )
     small, big = result("pt-small", 1000, (950, 1050)), result("pt-big", 1100, (1050, 1150))
-    small = small.__class__(**{**small.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.xlarge", "target": "ml.g4dn.xlarge"}})
-    big = big.__class__(**{**big.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.12xlarge", "target": "ml.g4dn.12xlarge"}})
+    small = small.__class__(
+        **{**small.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.xlarge", "target": "ml.g4dn.xlarge"}}
+    )
+    big = big.__class__(
+        **{**big.__dict__, "config": CONFIG | {"instance_type": "ml.g4dn.12xlarge", "target": "ml.g4dn.12xlarge"}}
+    )
     rec = recommend([small, big], spec)
     assert rec.pricing_of(small.key).price_per_hour < rec.pricing_of(big.key).price_per_hour
     assert rec.winner.candidate.name == "pt-small"  # nearly the same throughput at a fraction of the price

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from recommender.errors import TargetError
-from recommender.targets import TARGETS, LocalTarget, get_target
 from recommender.targets import triton_binary
-from recommender.targets.local import free_loopback_ports
+from recommender.targets.local import LocalTarget, free_loopback_ports
+from recommender.targets.registry import TARGETS, get_target
 from recommender.targets.triton_binary import STUB_NAME, TritonInstallation, python_version
 
 
@@ -37,7 +37,9 @@ def test_registry_maps_local() -> None:
     assert isinstance(get_target("local", ready_timeout=5), LocalTarget)
 
 
-@pytest.mark.parametrize(("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, local, remote, sagemaker")])
+@pytest.mark.parametrize(
+    ("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, local, remote, sagemaker")]
+)
 def test_unknown_target(name: str, hint: str) -> None:
     with pytest.raises(TargetError, match="unknown target") as error:
         get_target(name)
@@ -77,13 +79,21 @@ def test_backend_directory_is_per_run(fake_wheel: TritonInstallation, tmp_path: 
     backends = triton_binary.prepare_backend_directory(fake_wheel, tmp_path / "run")
     assert backends == tmp_path / "run" / "backends"
     python = backends / "python"
-    assert sorted(p.name for p in python.iterdir()) == sorted(["libtriton_python.so", "triton_python_backend_utils.py", STUB_NAME])
+    assert sorted(p.name for p in python.iterdir()) == sorted(
+        ["libtriton_python.so", "triton_python_backend_utils.py", STUB_NAME]
+    )
     assert (python / STUB_NAME).read_text() == "stub" and os.access(python / STUB_NAME, os.X_OK)
 
 
 def test_environment_puts_libpython_and_wheel_libs_first(fake_wheel: TritonInstallation) -> None:
-    env = triton_binary.server_environment(fake_wheel, {"LD_LIBRARY_PATH": "/opt/lib", "PYTHONPATH": "/src", "HOME": "/h"})
-    assert env["LD_LIBRARY_PATH"].split(os.pathsep) == [sysconfig.get_config_var("LIBDIR"), str(fake_wheel.libs), "/opt/lib"]
+    env = triton_binary.server_environment(
+        fake_wheel, {"LD_LIBRARY_PATH": "/opt/lib", "PYTHONPATH": "/src", "HOME": "/h"}
+    )
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep) == [
+        sysconfig.get_config_var("LIBDIR"),
+        str(fake_wheel.libs),
+        "/opt/lib",
+    ]
     assert env["PYTHONPATH"].split(os.pathsep)[0] == sysconfig.get_paths()["purelib"]
     assert env["PYTHONPATH"].endswith("/src") and env["HOME"] == "/h"
 

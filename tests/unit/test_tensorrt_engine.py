@@ -16,14 +16,23 @@ import pytest
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.hardware import Gpu, Hardware, ServingHardware, detect_hardware
 from recommender.modelrepo.export import export_model
-from recommender.modelrepo.tensorrt_engine import (EngineParameters, build_engine, configure_builder, engine_key,
-                                                   network_flags, trt_skip_reason)
+from recommender.modelrepo.tensorrt_engine import (
+    EngineParameters,
+    build_engine,
+    configure_builder,
+    engine_key,
+    network_flags,
+    trt_skip_reason,
+)
 from recommender.spec import ModelSpec
 
 NAMES = ("input_ids", "attention_mask")
 HAS_TENSORRT = importlib.util.find_spec("tensorrt") is not None
-needs_tensorrt = pytest.mark.skipif(not HAS_TENSORRT, reason="the tensorrt wheel is not installed here: its libraries "
-                                    "(tensorrt-cu12-libs) come from pypi.nvidia.com only; pip install 'tensorrt>=10,<11'")
+needs_tensorrt = pytest.mark.skipif(
+    not HAS_TENSORRT,
+    reason="the tensorrt wheel is not installed here: its libraries "
+    "(tensorrt-cu12-libs) come from pypi.nvidia.com only; pip install 'tensorrt>=10,<11'",
+)
 
 
 class RecordingTensorRT:
@@ -54,8 +63,10 @@ def test_one_profile_from_batch_one_to_max_batch_at_the_sequence_length() -> Non
     assert shapes == {name: ((1, 128), (16, 128), (16, 128)) for name in NAMES}
 
 
-@pytest.mark.parametrize(("precision", "major", "flags"), [("fp32", 10, ()), ("fp16", 10, ("FP16",)),
-                                                           ("fp16", 8, ("FP16",)), ("fp32", 11, ())])
+@pytest.mark.parametrize(
+    ("precision", "major", "flags"),
+    [("fp32", 10, ()), ("fp16", 10, ("FP16",)), ("fp16", 8, ("FP16",)), ("fp32", 11, ())],
+)
 def test_precision_flags(precision: str, major: int, flags: tuple) -> None:
     assert EngineParameters(NAMES, 128, 8, precision).builder_flag_names(major) == flags
 
@@ -79,10 +90,13 @@ def test_bad_parameters_are_build_errors(bad: dict) -> None:
 def test_configure_builder_applies_profile_flags_and_workspace() -> None:
     trt = RecordingTensorRT("10.5.0.18")
     configure_builder(trt, trt, trt, EngineParameters(NAMES, 64, 4, "fp16", workspace_bytes=2**28))
-    assert trt.calls == [("set_shape", "input_ids", (1, 64), (4, 64), (4, 64)),
-                         ("set_shape", "attention_mask", (1, 64), (4, 64), (4, 64)),
-                         ("add_optimization_profile",), ("set_flag", "BuilderFlag.FP16"),
-                         ("set_memory_pool_limit", "MemoryPoolType.WORKSPACE", 2**28)]
+    assert trt.calls == [
+        ("set_shape", "input_ids", (1, 64), (4, 64), (4, 64)),
+        ("set_shape", "attention_mask", (1, 64), (4, 64), (4, 64)),
+        ("add_optimization_profile",),
+        ("set_flag", "BuilderFlag.FP16"),
+        ("set_memory_pool_limit", "MemoryPoolType.WORKSPACE", 2**28),
+    ]
 
 
 @pytest.mark.parametrize(("version", "bits"), [("8.6.1", 1), ("10.5.0.18", 0)])
@@ -92,11 +106,15 @@ def test_network_flags_bitmask(version: str, bits: int) -> None:
 
 def test_engine_key_changes_with_each_thing_an_engine_depends_on() -> None:
     base = EngineParameters(NAMES, 128, 8)
-    keys = {engine_key("sha-a", "NVIDIA A10G", "10.5.0", base), engine_key("sha-b", "NVIDIA A10G", "10.5.0", base),
-            engine_key("sha-a", "Tesla T4", "10.5.0", base), engine_key("sha-a", "NVIDIA A10G", "10.6.0", base),
-            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 8, "fp16")),
-            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 16)),
-            engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 64, 8))}
+    keys = {
+        engine_key("sha-a", "NVIDIA A10G", "10.5.0", base),
+        engine_key("sha-b", "NVIDIA A10G", "10.5.0", base),
+        engine_key("sha-a", "Tesla T4", "10.5.0", base),
+        engine_key("sha-a", "NVIDIA A10G", "10.6.0", base),
+        engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 8, "fp16")),
+        engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 128, 16)),
+        engine_key("sha-a", "NVIDIA A10G", "10.5.0", EngineParameters(NAMES, 64, 8)),
+    }
     assert len(keys) == 7
     assert engine_key("sha-a", "NVIDIA A10G", "10.5.0", base) == engine_key("sha-a", "NVIDIA A10G", "10.5.0", base)
 
@@ -117,9 +135,11 @@ def test_skip_reason_for_a_remote_gpu_instance() -> None:
 
 @pytest.mark.skipif(HAS_TENSORRT, reason="tensorrt is installed here: the missing-package reason cannot arise")
 def test_skip_reason_on_a_gpu_host_without_tensorrt_gives_the_install_command() -> None:
-    assert trt_skip_reason(ServingHardware("gpu", GPU_HOST)) == ("TensorRT is not installed on this GPU host: python3 -m "
-                                                                 "pip install 'tensorrt>=10,<11' (the [tensorrt] extra; "
-                                                                 "it needs the NVIDIA driver)")
+    assert trt_skip_reason(ServingHardware("gpu", GPU_HOST)) == (
+        "TensorRT is not installed on this GPU host: python3 -m "
+        "pip install 'tensorrt>=10,<11' (the [tensorrt] extra; "
+        "it needs the NVIDIA driver)"
+    )
 
 
 @needs_tensorrt
@@ -141,7 +161,9 @@ def test_a_trt_candidate_on_this_host_is_skipped_before_anything_is_exported(tmp
     if host.gpus and HAS_TENSORRT:
         pytest.skip("this host has a GPU and TensorRT: test_engine_builds_on_this_gpu covers it")
     with pytest.raises(CandidateSkipped, match="TensorRT needs an NVIDIA GPU|TensorRT is not installed"):
-        export_model(ModelSpec(source="onnx", path=tmp_path / "model.onnx"), "trt", 16, "fp", tmp_path / "cache", "fp16", 4)
+        export_model(
+            ModelSpec(source="onnx", path=tmp_path / "model.onnx"), "trt", 16, "fp", tmp_path / "cache", "fp16", 4
+        )
     assert not (tmp_path / "cache").exists()
 
 
@@ -156,8 +178,16 @@ def test_engine_builds_on_this_gpu(tmp_path) -> None:
             return (input_ids * attention_mask).to(torch.float32).sum(dim=1, keepdim=True)
 
     ids = torch.ones(2, 16, dtype=torch.int64)
-    torch.onnx.export(Pooling(), (ids, ids), str(tmp_path / "m.onnx"), input_names=list(NAMES), output_names=["embedding"],
-                      dynamic_axes={n: {0: "batch"} for n in (*NAMES, "embedding")}, opset_version=17, dynamo=False)
+    torch.onnx.export(
+        Pooling(),
+        (ids, ids),
+        str(tmp_path / "m.onnx"),
+        input_names=list(NAMES),
+        output_names=["embedding"],
+        dynamic_axes={n: {0: "batch"} for n in (*NAMES, "embedding")},
+        opset_version=17,
+        dynamo=False,
+    )
     build_engine(tmp_path / "m.onnx", EngineParameters(NAMES, 16, 4), tmp_path / "model.plan")
     engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine((tmp_path / "model.plan").read_bytes())
     assert engine.num_io_tensors == 3 and tuple(engine.get_tensor_profile_shape("input_ids", 0)[2]) == (4, 16)

@@ -16,7 +16,7 @@ from recommender.targets.triton_client import TritonClient
 
 TOKEN = {"x-recommender-token": "s3cret"}
 BODY = {"inputs": [{"name": "input_ids", "shape": [1, 2], "datatype": "INT64", "data": [1, 2]}]}
-STATS, INFER = "/v2/models/m/stats", "/v2/models/m/infer"  # spelled here, not taken from recommender.kserve
+STATS, INFER = "/v2/models/m/stats", "/v2/models/m/infer"  # spelled here, not taken from recommender.targets.kserve
 RESTRICTED = {"error": "This API is restricted, expecting header 'x-recommender-token'"}
 
 
@@ -30,7 +30,9 @@ def test_null_endpoint_is_ready_and_answers_the_probe(null_endpoint: str) -> Non
 @pytest.mark.parametrize("call", ["statistics", "metadata"])
 def test_a_refusal_names_the_call_the_status_and_the_server_message(null_endpoint: str, call: str) -> None:
     client = TritonClient(null_endpoint, "bert", hint="see server.log")
-    with pytest.raises(TargetError, match=rf"of model 'bert' at {null_endpoint} failed with HTTP 404: not found") as caught:
+    with pytest.raises(
+        TargetError, match=rf"of model 'bert' at {null_endpoint} failed with HTTP 404: not found"
+    ) as caught:
         getattr(client, call)()
     assert caught.value.hint == "see server.log"
 
@@ -49,13 +51,24 @@ def test_statistics_send_the_restricted_api_token(scripted) -> None:
 @pytest.mark.parametrize(
     ("route", "call", "message"),
     [
-        ((500, b'{"error": "Failed to process the request(s) for model \'m\'"}'), "infer",
-         r"a test inference of model 'm' at .* failed with HTTP 500: Failed to process the request\(s\)"),
+        (
+            (500, b'{"error": "Failed to process the request(s) for model \'m\'"}'),
+            "infer",
+            r"a test inference of model 'm' at .* failed with HTTP 500: Failed to process the request\(s\)",
+        ),
         ((503, b"upstream unavailable"), "infer", "failed with HTTP 503: upstream unavailable"),
         ((200, b'{"model_name": "m", "outputs": []}'), "infer", "the answer has no outputs"),
         ((200, b"<html>not json</html>"), "infer", "gave an answer that cannot be read"),
-        ((502, b"Bad Gateway from the proxy"), "statistics", "statistics of model 'm' at .* failed with HTTP 502: Bad Gateway from the proxy"),
-        ((200, b"<html>not json</html>"), "statistics", "statistics of model 'm': .* gave an answer that cannot be read"),
+        (
+            (502, b"Bad Gateway from the proxy"),
+            "statistics",
+            "statistics of model 'm' at .* failed with HTTP 502: Bad Gateway from the proxy",
+        ),
+        (
+            (200, b"<html>not json</html>"),
+            "statistics",
+            "statistics of model 'm': .* gave an answer that cannot be read",
+        ),
     ],
 )
 def test_every_bad_answer_is_a_target_error(scripted, route: tuple[int, bytes], call: str, message: str) -> None:

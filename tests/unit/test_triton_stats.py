@@ -6,12 +6,23 @@ from recommender.metrics.triton_stats import stats_delta
 
 
 def snapshot(success, queue_ns, infer_ns, inferences, executions):
-    return {"model_stats": [{
-        "name": "model", "inference_count": inferences, "execution_count": executions,
-        "inference_stats": {"success": {"count": success, "ns": 0}, "fail": {"count": 0, "ns": 0},
-                            "queue": {"count": success, "ns": queue_ns}, "compute_input": {"count": success, "ns": 0},
-                            "compute_infer": {"count": success, "ns": infer_ns}, "compute_output": {"count": success, "ns": 0}},
-    }]}
+    return {
+        "model_stats": [
+            {
+                "name": "model",
+                "inference_count": inferences,
+                "execution_count": executions,
+                "inference_stats": {
+                    "success": {"count": success, "ns": 0},
+                    "fail": {"count": 0, "ns": 0},
+                    "queue": {"count": success, "ns": queue_ns},
+                    "compute_input": {"count": success, "ns": 0},
+                    "compute_infer": {"count": success, "ns": infer_ns},
+                    "compute_output": {"count": success, "ns": 0},
+                },
+            }
+        ]
+    }
 
 
 def test_delta_gives_per_request_averages_and_batch_size():

@@ -63,7 +63,7 @@ class OnnxRunner:
         self._input_names = [node.name for node in self._session.get_inputs()]
 
     def __call__(self, arrays, output_names):
-        feed = dict(zip(self._input_names, arrays))
+        feed = dict(zip(self._input_names, arrays, strict=False))
         return self._session.run(None, feed)
 
 
@@ -77,14 +77,18 @@ class OpenVinoRunner:
             raise ValueError("the openvino runner serves on the CPU only (use KIND_CPU instances)")
         core = openvino.Core()
         # f32: the candidate is fp32 (a CPU with bf16 support would otherwise run bf16 by default)
-        config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
-                  "INFERENCE_PRECISION_HINT": "f32"}
+        config = {
+            "INFERENCE_NUM_THREADS": threads,
+            "NUM_STREAMS": 1,
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_PRECISION_HINT": "f32",
+        }
         self._compiled = core.compile_model(path, "CPU", config)
         self._request = self._compiled.create_infer_request()
         self._input_names = [port.get_any_name() for port in self._compiled.inputs]
 
     def __call__(self, arrays, output_names):
-        results = self._request.infer(dict(zip(self._input_names, arrays)))
+        results = self._request.infer(dict(zip(self._input_names, arrays, strict=False)))
         return [np.asarray(results[port]) for port in self._compiled.outputs]
 
 
@@ -115,7 +119,7 @@ class TensorRTRunner:
     def __call__(self, arrays, output_names):
         torch = self._torch
         with torch.cuda.stream(self._stream):
-            inputs = [self._bind_input(name, array) for name, array in zip(self._inputs, arrays)]
+            inputs = [self._bind_input(name, array) for name, array in zip(self._inputs, arrays, strict=False)]
             outputs = [self._bind_output(name) for name in self._outputs]
             if not self._context.execute_async_v3(self._stream.cuda_stream):
                 raise RuntimeError("TensorRT execute_async_v3 failed")
@@ -188,14 +192,19 @@ class TritonPythonModel:
             outputs = self.runner(batch, self.output_names)
             if len(outputs) != len(self.output_names):
                 raise ValueError(f"model returned {len(outputs)} outputs, config declares {len(self.output_names)}")
-            outputs = [np.asarray(out).astype(dtype, copy=False) for out, dtype in zip(outputs, self.output_dtypes)]
+            outputs = [
+                np.asarray(out).astype(dtype, copy=False)
+                for out, dtype in zip(outputs, self.output_dtypes, strict=False)
+            ]
         except Exception as error:
             for index, _ in members:
                 yield index, _error_response(error)
             return
-        offsets = np.cumsum([0] + sizes)
-        for (index, _), start, stop in zip(members, offsets[:-1], offsets[1:]):
-            tensors = [pb_utils.Tensor(name, out[start:stop]) for name, out in zip(self.output_names, outputs)]
+        offsets = np.cumsum([0, *sizes])
+        for (index, _), start, stop in zip(members, offsets[:-1], offsets[1:], strict=False):
+            tensors = [
+                pb_utils.Tensor(name, out[start:stop]) for name, out in zip(self.output_names, outputs, strict=False)
+            ]
             yield index, pb_utils.InferenceResponse(output_tensors=tensors)
 
 

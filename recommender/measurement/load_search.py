@@ -12,12 +12,20 @@ deployment (measurement.measure_once), judged by the same windows, stability and
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from recommender.load.runner import LoadProgress
 from recommender.load.shapes import Level, TrafficPlan, compile_traffic
-from recommender.measurement import Measured, Measurement, Repeat, measure, measure_once, measured_headline, summarize_repeats
+from recommender.measurement.repeats import (
+    Measured,
+    Measurement,
+    Repeat,
+    measure,
+    measure_once,
+    measured_headline,
+    summarize_repeats,
+)
 from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
 from recommender.metrics.steady import Rules
 from recommender.metrics.summary import per_second_series
@@ -66,8 +74,15 @@ def levels_by_load(plan: TrafficPlan) -> list[Level]:
     return sorted(plan.levels, key=lambda level: level.load)
 
 
-def search_load(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path, knee_tolerance: float,
-                progress: Callable[[LoadProgress], None] | None = None, seconds: float | None = None) -> Measurement:
+def search_load(
+    deployment: Measured,
+    spec: ExperimentSpec,
+    bodies: list[dict],
+    out_dir: Path,
+    knee_tolerance: float,
+    progress: Callable[[LoadProgress], None] | None = None,
+    seconds: float | None = None,
+) -> Measurement:
     """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`)."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     levels = [shortened(level, seconds or rules.warmup_s + 2 * rules.window_s) for level in levels_by_load(plan)]
@@ -91,9 +106,19 @@ def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
     """Level runs as one stored run: level index as phase index, times shifted to follow each other, repeat 0."""
     windows, phases, series, offset = [], [], [], 0.0
     for index, repeat in runs:
-        windows += [(0, dataclasses.replace(w, phase_index=index, stats=_shifted(w.stats, offset))) for w in repeat.windows]
-        phases += [dataclasses.replace(p, index=index, stats=_shifted(p.stats, offset), phase_start_s=p.phase_start_s + offset,
-                                       phase_end_s=p.phase_end_s + offset) for p in repeat.phases]
+        windows += [
+            (0, dataclasses.replace(w, phase_index=index, stats=_shifted(w.stats, offset))) for w in repeat.windows
+        ]
+        phases += [
+            dataclasses.replace(
+                p,
+                index=index,
+                stats=_shifted(p.stats, offset),
+                phase_start_s=p.phase_start_s + offset,
+                phase_end_s=p.phase_end_s + offset,
+            )
+            for p in repeat.phases
+        ]
         series += per_second_series(repeat.result.requests, repeat.result.duration_s)
         offset += repeat.result.duration_s
     measured = measured_headline([r for _, r in runs], rules)
@@ -105,8 +130,15 @@ def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
     return Measurement(decide_headline(measured, records, rules), server, phases, series, windows)
 
 
-def measure_level(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path, load: float,
-                  repeats: int, progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+def measure_level(
+    deployment: Measured,
+    spec: ExperimentSpec,
+    bodies: list[dict],
+    out_dir: Path,
+    load: float,
+    repeats: int,
+    progress: Callable[[LoadProgress], None] | None = None,
+) -> Measurement:
     """`repeats` load runs at the one level whose load is `load` (the level the load search found)."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     level = next(v for v in plan.levels if v.load == load)
@@ -115,8 +147,14 @@ def measure_level(deployment: Measured, spec: ExperimentSpec, bodies: list[dict]
     return summarize_repeats(runs, rules)
 
 
-def measure_work(work: Work, deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path,
-                 progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+def measure_work(
+    work: Work,
+    deployment: Measured,
+    spec: ExperimentSpec,
+    bodies: list[dict],
+    out_dir: Path,
+    progress: Callable[[LoadProgress], None] | None = None,
+) -> Measurement:
     """What the work's stage asks for: the whole plan (full), a load search (probe), repeats at one level (final)."""
     if work.stage == "probe":
         return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds)

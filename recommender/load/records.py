@@ -56,7 +56,7 @@ class RequestLog:
         np.savez(path, **present_columns(columns_of(self)))
 
     @classmethod
-    def from_npz(cls, path: Path) -> "RequestLog":
+    def from_npz(cls, path: Path) -> RequestLog:
         with np.load(path) as data:
             return cls(**request_columns(data))
 

@@ -96,8 +96,14 @@ class SlotPool:
         self._free[target].put(slot)
 
 
-def run_all(items: Sequence[Any], work: Callable[[Any, Slot], None], target_of: Callable[[Any], Hashable],
-            pool: SlotPool, max_parallel: int, stop: Stop) -> None:
+def run_all(
+    items: Sequence[Any],
+    work: Callable[[Any, Slot], None],
+    target_of: Callable[[Any], Hashable],
+    pool: SlotPool,
+    max_parallel: int,
+    stop: Stop,
+) -> None:
     """Run `work(item, slot)` for every item, at most `max_parallel` at once and only on a free slot of its group
     (`target_of(item)`).
     max_parallel 1 runs in this thread, in order (a failure or interruption propagates as it happens)."""

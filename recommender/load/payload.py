@@ -37,7 +37,7 @@ def _body(ids: list[int], mask: list[int]) -> dict:
 def batch_body(ids_rows: list[list[int]], mask_rows: list[list[int]]) -> dict:
     """One KServe v2 request of several rows (a batch), each row padded to the same length."""
     shape = [len(ids_rows), len(ids_rows[0])]
-    flat = lambda rows: [value for row in rows for value in row]  # noqa: E731
+    flat = lambda rows: [value for row in rows for value in row]
     return {
         "inputs": [
             {"name": "input_ids", "shape": shape, "datatype": "INT64", "data": flat(ids_rows)},

@@ -18,16 +18,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender import kserve, paths
-from recommender.destination import claim_folder, plain_name
+from recommender.candidates import Candidate, CandidateResult, model_fingerprint
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
-from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import write_model_repository
-from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
-from recommender.candidates import Candidate, CandidateResult, model_fingerprint
+from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
+from recommender.files import paths
+from recommender.files.destination import claim_folder, plain_name
+from recommender.modelrepo.export import export_model
+from recommender.modelrepo.repository import write_model_repository
 from recommender.spec import ExperimentSpec
+from recommender.targets import kserve
 
 IMAGE_PLACEHOLDER = "<TRITON_SERVING_IMAGE_URI>"
 ROLE_PLACEHOLDER = "<SAGEMAKER_EXECUTION_ROLE_ARN>"
@@ -59,7 +60,7 @@ class Deliverable:
     fleet_size: int  # InitialInstanceCount for the target load
     scaling: ScalingPlan
     files: tuple[Path, ...]
-    served: "Served | None" = None
+    served: Served | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Served:
         return "KIND_GPU" if self.accelerator == "gpu" else "KIND_CPU"
 
     @classmethod
-    def of(cls, key: str, results: list[CandidateResult] | None) -> "Served":
+    def of(cls, key: str, results: list[CandidateResult] | None) -> Served:
         found = next((r for r in results or () if r.key == key), None)
         if found is None:
             return cls(None)
@@ -88,25 +89,32 @@ class Served:
 def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     """The ranked candidate at `position` (1 = the recommendation); ExportError when there is none."""
     if rec.winner is None:
-        raise ExportError(f"experiment {rec.experiment!r} has no candidate to export: {rec.no_winner_reason}",
-                          hint="`recommender rank EXPERIMENT` lists every candidate with the reasons it was excluded")
+        raise ExportError(
+            f"experiment {rec.experiment!r} has no candidate to export: {rec.no_winner_reason}",
+            hint="`recommender rank EXPERIMENT` lists every candidate with the reasons it was excluded",
+        )
     picked = rec.candidate_at(position)
     if picked is None:
         count = len(rec.ranking.ranked)
         incorrect = [e for e in rec.ranking.excluded if e.candidate.status == "incorrect"]
         if incorrect:  # the rank asked for is past the ranked ones: the incorrect candidates are never among them
-            raise IncorrectExport(f"rank {position} is out of range: {count} candidate(s) of {rec.experiment!r} ranked; "
-                                  "incorrect candidates are never exported: " + "; ".join(
-                                      f"{e.candidate.name} ({e.candidate.reason})" for e in incorrect),
-                                  hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them")
-        raise ExportError(f"rank {position} is out of range: {count} candidate{'s' if count != 1 else ''} "
-                          f"of {rec.experiment!r} {'are' if count != 1 else 'is'} ranked",
-                          hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them")
+            raise IncorrectExport(
+                f"rank {position} is out of range: {count} candidate(s) of {rec.experiment!r} ranked; "
+                "incorrect candidates are never exported: "
+                + "; ".join(f"{e.candidate.name} ({e.candidate.reason})" for e in incorrect),
+                hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them",
+            )
+        raise ExportError(
+            f"rank {position} is out of range: {count} candidate{'s' if count != 1 else ''} "
+            f"of {rec.experiment!r} {'are' if count != 1 else 'is'} ranked",
+            hint=f"pass --rank between 1 and {count}; `recommender rank {rec.experiment}` shows them",
+        )
     return picked
 
 
-def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: ExportOptions,
-                      results: list[CandidateResult] | None = None) -> Deliverable:
+def write_deliverable(
+    rec: Recommendation, spec: ExperimentSpec, options: ExportOptions, results: list[CandidateResult] | None = None
+) -> Deliverable:
     """Export the candidate ranked `options.position` into `options.out_dir`, served by the backend and on the
     accelerator its measured run used (from `results`, the stored runs; the Python backend on CPU without them)."""
     picked = chosen(rec, options.position)
@@ -116,15 +124,28 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
     out = claim_folder(options.out_dir, options.force)
     repository = _emptied(out / "model_repository")
     artifact = _artifact(spec, candidate, Path(options.cache_dir))
-    write_model_repository(candidate, artifact, repository, options.model_name,
-                           threads_per_instance=_threads(rec, candidate), copy_artifact=True,
-                           instance_kind=served.instance_kind,
-                           native_sequence_length=spec.payload.sequence_length if served.native else None)
+    write_model_repository(
+        candidate,
+        artifact,
+        repository,
+        options.model_name,
+        threads_per_instance=_threads(rec, candidate),
+        copy_artifact=True,
+        instance_kind=served.instance_kind,
+        native_sequence_length=spec.payload.sequence_length if served.native else None,
+    )
     count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
-    scaling = plan_scaling(endpoint, picked.candidate.invocations_per_minute, rec.target_ipm,
-                           variant_name=VARIANT_NAME, headroom=spec.capacity.autoscaling_headroom)
-    instance_type = rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
+    scaling = plan_scaling(
+        endpoint,
+        picked.candidate.invocations_per_minute,
+        rec.target_ipm,
+        variant_name=VARIANT_NAME,
+        headroom=spec.capacity.autoscaling_headroom,
+    )
+    instance_type = (
+        rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
+    )
     bodies = _request_bodies(endpoint, options, instance_type, count, scaling)
     files = [_write_json(out / relative, body) for relative, body in bodies.items()]
     deliverable = Deliverable(candidate, picked, out, repository, instance_type, count, scaling, (), served)
@@ -136,11 +157,20 @@ def write_deliverable(rec: Recommendation, spec: ExperimentSpec, options: Export
 def _artifact(spec: ExperimentSpec, candidate: Candidate, cache_dir: Path):
     """The candidate's export (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
     try:
-        return export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
-                            candidate.model_fingerprint, cache_dir, candidate.precision, candidate.max_batch_size)
+        return export_model(
+            spec.model,
+            candidate.optimization,
+            spec.payload.sequence_length,
+            candidate.model_fingerprint,
+            cache_dir,
+            candidate.precision,
+            candidate.max_batch_size,
+        )
     except CandidateSkipped as exc:
-        raise ExportError(f"{candidate.name} cannot be exported on this host: {exc.message}",
-                          hint="export a TensorRT candidate on a host with the GPU model it was measured on") from exc
+        raise ExportError(
+            f"{candidate.name} cannot be exported on this host: {exc.message}",
+            hint="export a TensorRT candidate on a host with the GPU model it was measured on",
+        ) from exc
 
 
 def _emptied(repository: Path) -> Path:
@@ -155,12 +185,16 @@ def _emptied(repository: Path) -> Path:
 def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candidate:
     candidate = Candidate.from_config(picked.candidate.config)
     if candidate.key != picked.candidate.key:
-        raise ExportError(f"the stored configuration of {picked.candidate.name} does not rebuild to its key",
-                          hint="the store was written by another version of recommender; run the experiment again")
+        raise ExportError(
+            f"the stored configuration of {picked.candidate.name} does not rebuild to its key",
+            hint="the store was written by another version of recommender; run the experiment again",
+        )
     if candidate.model_fingerprint != model_fingerprint(spec):
-        raise ExportError(f"{picked.candidate.name} was measured with a different model or sequence length than the "
-                          f"experiment file now stored for {spec.name!r}",
-                          hint="run the experiment again so that the stored results match its model")
+        raise ExportError(
+            f"{picked.candidate.name} was measured with a different model or sequence length than the "
+            f"experiment file now stored for {spec.name!r}",
+            hint="run the experiment again so that the stored results match its model",
+        )
     return candidate
 
 
@@ -172,8 +206,9 @@ def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
     return max(1, hardware.vcpus // candidate.instance_group_count)
 
 
-def _request_bodies(endpoint: str, options: ExportOptions, instance_type: str, count: int,
-                    scaling: ScalingPlan) -> dict[str, dict[str, Any]]:
+def _request_bodies(
+    endpoint: str, options: ExportOptions, instance_type: str, count: int, scaling: ScalingPlan
+) -> dict[str, dict[str, Any]]:
     config_name = f"{endpoint}-config"[:63]
     return {
         "sagemaker/create_model.json": {
@@ -187,12 +222,14 @@ def _request_bodies(endpoint: str, options: ExportOptions, instance_type: str, c
         },
         "sagemaker/create_endpoint_config.json": {
             "EndpointConfigName": config_name,
-            "ProductionVariants": [{
-                "VariantName": VARIANT_NAME,
-                "ModelName": endpoint,
-                "InstanceType": instance_type,
-                "InitialInstanceCount": count,
-            }],
+            "ProductionVariants": [
+                {
+                    "VariantName": VARIANT_NAME,
+                    "ModelName": endpoint,
+                    "InstanceType": instance_type,
+                    "InitialInstanceCount": count,
+                }
+            ],
         },
         "sagemaker/create_endpoint.json": {"EndpointName": endpoint, "EndpointConfigName": config_name},
         "autoscaling/register_scalable_target.json": scaling.register_scalable_target_request(),
@@ -215,13 +252,18 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         placeholders.append(IMAGE_PLACEHOLDER)
     if d.instance_type == INSTANCE_TYPE_PLACEHOLDER:
         placeholders.append(INSTANCE_TYPE_PLACEHOLDER)
-    cost = ("unpriced (not free): set target.price_per_hour or target.priced_as" if rec.capacity is None
-            else f"{rec.fleets[c.key].cost_per_hour:,.2f} USD/hour at {rec.pricing.price_per_hour:g} USD per instance-hour")
+    cost = (
+        "unpriced (not free): set target.price_per_hour or target.priced_as"
+        if rec.capacity is None
+        else f"{rec.fleets[c.key].cost_per_hour:,.2f} USD/hour at {rec.pricing.price_per_hour:g} USD per instance-hour"
+    )
     lines = [
         f"# {c.name} from experiment {rec.experiment}",
         "",
         f"Rank {d.ranked.rank} of {len(rec.ranking.ranked)} ranked candidates"
-        + (" (the recommendation)." if d.ranked.rank == 1 else f" (the recommendation is {rec.winner.candidate.name})."),
+        + (
+            " (the recommendation)." if d.ranked.rank == 1 else f" (the recommendation is {rec.winner.candidate.name})."
+        ),
         "",
         rec.justification if d.ranked.rank == 1 else f"Compared with the recommendation: {d.ranked.comparison}.",
         "",
@@ -250,7 +292,8 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         "Replace these placeholders in the JSON files: " + ", ".join(f"`{p}`" for p in placeholders) + ".",
         "",
-        _image_needs(served) + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
+        _image_needs(served)
+        + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
         "named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
         "",
         "## Deploy",
@@ -281,8 +324,12 @@ def _served_by(served: Served) -> str:
 
 def _image_needs(served: Served) -> str:
     if served.native:
-        return (f"The model runs in Triton's native `{served.backend}` backend, the one it was measured with: any NGC "
-                "Triton image (containers/triton, or SageMaker's Triton image) has it.")
-    return ("The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
-            "PyTorch (TorchScript artifacts), ONNX Runtime (ONNX artifacts), OpenVINO or TensorRT importable by the "
-            "backend stub.")
+        return (
+            f"The model runs in Triton's native `{served.backend}` backend, the one it was measured with: any NGC "
+            "Triton image (containers/triton, or SageMaker's Triton image) has it."
+        )
+    return (
+        "The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
+        "PyTorch (TorchScript artifacts), ONNX Runtime (ONNX artifacts), OpenVINO or TensorRT importable by the "
+        "backend stub."
+    )

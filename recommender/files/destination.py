@@ -16,11 +16,15 @@ def claim_file(path: Path, force: bool, flag: str = "--out") -> Path:
     file unless `force`."""
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"{path} is a folder; {flag} names the file to write",
-                         hint=f"Give a file name, e.g. {flag} {path / 'report.md'}.")
+        raise UsageError(
+            f"{path} is a folder; {flag} names the file to write",
+            hint=f"Give a file name, e.g. {flag} {path / 'report.md'}.",
+        )
     if (path.exists() or path.is_symlink()) and not force:
-        raise UsageError(f"{path} already exists; not writing over it without --force",
-                         hint=f"Pass --force to replace it, or choose another {flag}.")
+        raise UsageError(
+            f"{path} already exists; not writing over it without --force",
+            hint=f"Pass --force to replace it, or choose another {flag}.",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -32,8 +36,10 @@ def claim_folder(path: Path, force: bool, flag: str = "--out") -> Path:
     if (path.exists() or path.is_symlink()) and not path.is_dir():
         raise UsageError(f"{path} is a file; {flag} names a folder to write into", hint=f"Choose another {flag}.")
     if path.is_dir() and any(path.iterdir()) and not force:
-        raise UsageError(f"{path} is not empty; not writing into it without --force",
-                         hint=f"Pass --force to replace what the export writes there, or choose a new or empty {flag}.")
+        raise UsageError(
+            f"{path} is not empty; not writing into it without --force",
+            hint=f"Pass --force to replace what the export writes there, or choose a new or empty {flag}.",
+        )
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -45,20 +51,25 @@ def write_text(path: Path, text: str, force: bool, flag: str = "--out") -> Path:
         with open(path, "w" if force else "x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError:
-        raise UsageError(f"{path} already exists; not writing over it without --force",
-                         hint=f"Pass --force to replace it, or choose another {flag}.") from None
+        raise UsageError(
+            f"{path} already exists; not writing over it without --force",
+            hint=f"Pass --force to replace it, or choose another {flag}.",
+        ) from None
     except OSError as exc:
-        raise UsageError(f"{path} cannot be written ({exc.strerror or exc})",
-                         hint=f"Choose a writable {flag} location.") from None
+        raise UsageError(
+            f"{path} cannot be written ({exc.strerror or exc})", hint=f"Choose a writable {flag} location."
+        ) from None
     return path
 
 
 def plain_name(name: object, what: str) -> str:
     """`name` (read from an input file) when it can name a file in a folder and nothing else; else InputError."""
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
-        raise InputError(f"{what} {name!r} cannot name a file: use letters, digits, '.', '_' and '-', starting with a "
-                         "letter or digit, at most 128 characters (no '/', '\\' or '..')",
-                         hint="Rename it in the input file, or pass --out with a file name of your own.")
+        raise InputError(
+            f"{what} {name!r} cannot name a file: use letters, digits, '.', '_' and '-', starting with a "
+            "letter or digit, at most 128 characters (no '/', '\\' or '..')",
+            hint="Rename it in the input file, or pass --out with a file name of your own.",
+        )
     return name
 
 

@@ -14,33 +14,33 @@ import secrets
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
-from recommender import paths
-from recommender.decide.budget import BudgetExceeded, RunBudget, estimate_plan
-from recommender.modelrepo.export import export_model
-from recommender.hardware import ServingHardware, serving_hardware
-from recommender.modelrepo.repository import default_threads_per_instance, serving_backend, write_model_repository
+from recommender.candidates import Candidate, CandidateResult, expand_candidates, target_index
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
-from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
-from recommender.load.shapes import traffic_seconds
+from recommender.decide.budget import BudgetExceeded, RunBudget, estimate_plan
 from recommender.decide.verdicts import decide_result
+from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
+from recommender.files import paths
+from recommender.hardware import ServingHardware, serving_hardware
+from recommender.job.protocol import protocol_fingerprint
+from recommender.job.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.load.payload import inference_bodies
+from recommender.load.shapes import traffic_seconds
+from recommender.measurement.load_search import measure_work
 from recommender.metrics.steady import Rules
-from recommender.payload import inference_bodies
+from recommender.modelrepo.export import export_model
+from recommender.modelrepo.repository import default_threads_per_instance, serving_backend, write_model_repository
 from recommender.review import decided_from_store
 from recommender.search import Work, strategy_for
-from recommender.search.load_search import measure_work
 from recommender.search.plan import planned_counts
-from recommender.candidates import Candidate, expand_candidates, target_index
-from recommender.protocol import protocol_fingerprint
-from recommender.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
 from recommender.spec import ExperimentSpec, TargetSpec
-from recommender.candidates import CandidateResult
 from recommender.store.results import BUDGET_SKIP, ResultStore
-from recommender.targets import target_for
+from recommender.targets.registry import target_for
 
 MODEL_NAME = "model"
 
@@ -92,7 +92,9 @@ class Reporter(Protocol):
 
     def stage(self, candidate: Candidate, text: str) -> None: ...
 
-    def load_progress(self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int) -> None: ...
+    def load_progress(
+        self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int
+    ) -> None: ...
 
     def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None: ...
 
@@ -121,8 +123,12 @@ class Job:
         candidates = expand_candidates(self.spec)
         strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure it
         # refuses a plan estimated above the budget; counts what earlier runs of the experiment spent
-        self.budget = RunBudget.for_spec(self.spec, planned_counts(self.spec, candidates), self.store.spent(self.spec.name),
-                                         record=lambda usd: self.store.add_spend(self.spec.name, usd))
+        self.budget = RunBudget.for_spec(
+            self.spec,
+            planned_counts(self.spec, candidates),
+            self.store.spent(self.spec.name),
+            record=lambda usd: self.store.add_spend(self.spec.name, usd),
+        )
         self.run_id = new_run_id()
         placements = [self._place(i, t) for i, t in enumerate(self.spec.all_targets)]  # every target checked first
         experiment_id = self.store.save_experiment(self.spec)
@@ -147,8 +153,17 @@ class Job:
         target.preflight()
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
         protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec)
-        return Placement(index, spec, serving, protocol, target.deploys, target.load_shares_host, target.name,
-                         slot_group(spec, index), target.native_backends)
+        return Placement(
+            index,
+            spec,
+            serving,
+            protocol,
+            target.deploys,
+            target.load_shares_host,
+            target.name,
+            slot_group(spec, index),
+            target.native_backends,
+        )
 
     def _item(self, work: Work, index: int, total: int) -> WorkItem:
         placement = self.placements[target_index(self.spec, work.candidate)]
@@ -175,7 +190,9 @@ class Job:
 
     def _decided(self, key: str, protocol: str) -> CandidateResult:
         result = next(r for r in self.store.results(self.spec.name, protocol) if r.key == key)
-        return decide_result(result, self.store.window_records(result.run_id) if result.run_id else [], Rules.from_spec(self.spec))
+        return decide_result(
+            result, self.store.window_records(result.run_id) if result.run_id else [], Rules.from_spec(self.spec)
+        )
 
     def _run_item(self, item: WorkItem, slot: Slot) -> None:
         """One work item: its candidate stored, then measured on its target (pinned to `slot`'s GPUs, if any)."""
@@ -188,13 +205,29 @@ class Job:
         load_seconds = traffic_seconds(self.spec.traffic)
         self.reporter.candidate_started(candidate, item.index, item.total, load_seconds)
         stored = None if self.options.fresh else self.store.final_run(candidate_id, placement.protocol)
-        if stored is not None and _reusable(stored, work) and (stored.status == "skipped" or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))):
+        if (
+            stored is not None
+            and _reusable(stored, work)
+            and (
+                stored.status == "skipped"
+                or judged_alike(stored.correctness, self.spec, precision_of(candidate.config()))
+            )
+        ):
             self.reporter.candidate_finished(candidate, stored.status, stored.reason, reused=True)
             return
-        run_dir = self.options.run_root / self.spec.name / f"{candidate.name}-{candidate.key[:8]}{_SUFFIX.get(work.stage, '')}"
+        run_dir = (
+            self.options.run_root
+            / self.spec.name
+            / f"{candidate.name}-{candidate.key[:8]}{_SUFFIX.get(work.stage, '')}"
+        )
         backend = serving_backend(candidate.optimization, placement.native_backends) if placement.deploys else None
-        run_id = self.store.start_run(candidate_id, placement.protocol, str(run_dir.resolve()),
-                                      hardware=placement.serving.to_dict(), backend=backend)
+        run_id = self.store.start_run(
+            candidate_id,
+            placement.protocol,
+            str(run_dir.resolve()),
+            hardware=placement.serving.to_dict(),
+            backend=backend,
+        )
         refusal = work.reason if work.stage == "skip" else self._refusal(item)
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
             self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
@@ -205,8 +238,13 @@ class Job:
             then = self.strategy.follow(work, probe["headline"]) if work.stage == "probe" else None
             if then is not None:  # the probe stays stored as a run of its own; the full measurement gets the next
                 self.store.finish_run(run_id, "ok", reason=then.reason, **probe)
-                run_id = self.store.start_run(candidate_id, placement.protocol, str((run_dir / "final").resolve()),
-                                              hardware=placement.serving.to_dict(), backend=backend)
+                run_id = self.store.start_run(
+                    candidate_id,
+                    placement.protocol,
+                    str((run_dir / "final").resolve()),
+                    hardware=placement.serving.to_dict(),
+                    backend=backend,
+                )
             return then
 
         try:
@@ -226,7 +264,12 @@ class Job:
             self._finish(candidate, run_id, "failed", f"operating system error: {exc}")
         except Exception as exc:  # a bug or an unforeseen failure: record it, keep the traceback, go on
             kept = keep_details(run_dir, traceback.format_exc())
-            self._finish(candidate, run_id, "failed", f"unexpected error {exc!r} ({f'traceback in {kept}' if kept else 'no traceback kept'})")
+            self._finish(
+                candidate,
+                run_id,
+                "failed",
+                f"unexpected error {exc!r} ({f'traceback in {kept}' if kept else 'no traceback kept'})",
+            )
         else:
             self.store.finish_run(run_id, "ok", **outcome)
             self.reporter.candidate_finished(candidate, "ok", None, reused=False)
@@ -240,18 +283,24 @@ class Job:
         if cap is not None and item.index >= cap:
             return f"max_candidates is {cap} and this is candidate {item.index + 1} of {item.total}; raise it to measure this one"
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            return (f"the time budget of {self.spec.time_budget_seconds:g} s (time_budget_seconds) was used up before "
-                    "this candidate started; raise it or run again to measure it")
+            return (
+                f"the time budget of {self.spec.time_budget_seconds:g} s (time_budget_seconds) was used up before "
+                "this candidate started; raise it or run again to measure it"
+            )
         return self.budget.admit(estimate_plan(self.spec, 1, item.placement.spec).usd)
 
-    def _finish(self, candidate: Candidate, run_id: int, status: str, reason: str, correctness: dict | None = None) -> None:
+    def _finish(
+        self, candidate: Candidate, run_id: int, status: str, reason: str, correctness: dict | None = None
+    ) -> None:
         self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
     def _measure(self, item: WorkItem, run_dir: Path, slot: Slot, follow: Callable[[dict], Work | None]) -> dict:
         """Deploy, check, load as the work asks; `follow` may ask for more on the same deployment (adaptive search)."""
         spec, candidate, placement = self.spec, item.candidate, item.placement
-        target = target_for(placement.spec, spec.name, self.run_id)  # one per candidate: concurrent ones share no client
+        target = target_for(
+            placement.spec, spec.name, self.run_id
+        )  # one per candidate: concurrent ones share no client
         if hasattr(target, "cancel"):
             target.cancel = self.stop.event  # a SageMaker endpoint still starting stops waiting when the job stops
         with self.export_lock:  # the cache and the exporters' lazy imports are not safe across threads
@@ -259,15 +308,19 @@ class Job:
         self.stop.check()
         self.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
         estimate = estimate_plan(spec, 1, placement.spec)
-        with self.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count), \
-                target.deploy(repository, MODEL_NAME, run_dir) as deployment:
+        with (
+            self.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count),
+            target.deploy(repository, MODEL_NAME, run_dir) as deployment,
+        ):
             deployment.probe(self.bodies[0])
             correctness = {"correctness": self._check(candidate, deployment).to_dict()}
             fields = self._load(candidate, deployment, item.work, run_dir) | correctness
             then = follow(fields)
             if then is not None:
                 self.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
-                fields = self._load(candidate, deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+                fields = (
+                    self._load(candidate, deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+                )
         return fields
 
     def _load(self, candidate: Candidate, deployment, work: Work, run_dir: Path) -> dict:
@@ -278,10 +331,10 @@ class Job:
             self.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
             self.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
 
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         with deployment.watched():  # a server or stub that dies during the load fails the candidate
             fields = measure_work(work, deployment, self.spec, self.bodies, run_dir / "load", progress).store_fields()
-        cloud = deployment.cloud_metrics(started, datetime.now(timezone.utc))
+        cloud = deployment.cloud_metrics(started, datetime.now(UTC))
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
         return fields
@@ -297,17 +350,31 @@ class Job:
     def _repository(self, candidate: Candidate, run_dir: Path, placement: Placement, slot: Slot) -> Path:
         spec = self.spec
         self.reporter.stage(candidate, f"exporting {candidate.optimization}")
-        artifact = export_model(spec.model, candidate.optimization, spec.payload.sequence_length,
-                                candidate.model_fingerprint, self.options.cache_dir, candidate.precision,
-                                candidate.max_batch_size, placement.serving)
+        artifact = export_model(
+            spec.model,
+            candidate.optimization,
+            spec.payload.sequence_length,
+            candidate.model_fingerprint,
+            self.options.cache_dir,
+            candidate.precision,
+            candidate.max_batch_size,
+            placement.serving,
+        )
         native = spec.payload.sequence_length if placement.native_backends else None
         reserved = 1 if placement.load_shares_host else 0
         threads = default_threads_per_instance(candidate.instance_group_count, reserved)
         gpu = placement.serving.accelerator == "gpu"
         gpus = (slot or placement.gpus) if gpu else ()  # a parallel candidate is pinned to its slot's GPU
-        return write_model_repository(candidate, artifact, run_dir / "repository", MODEL_NAME, threads_per_instance=threads,
-                                      instance_kind="KIND_GPU" if gpu else "KIND_CPU", gpus=gpus,
-                                      native_sequence_length=native)
+        return write_model_repository(
+            candidate,
+            artifact,
+            run_dir / "repository",
+            MODEL_NAME,
+            threads_per_instance=threads,
+            instance_kind="KIND_GPU" if gpu else "KIND_CPU",
+            gpus=gpus,
+            native_sequence_length=native,
+        )
 
 
 _SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
@@ -342,4 +409,4 @@ def keep_details(run_dir: Path, text: str) -> Path | None:
 
 def new_run_id() -> str:
     """Identifies one `recommender run` invocation (cloud resources are tagged with it), e.g. 20250101t120000-a1b2."""
-    return f"{datetime.now(timezone.utc):%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"
+    return f"{datetime.now(UTC):%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"

@@ -35,13 +35,17 @@ def read_text(path: str | Path, kind: str, error: type[InputError] = InputError)
     with _open(path, kind, error) as handle:
         data = _read_capped(handle, path, kind, error)
     if b"\x00" in data:
-        raise error(f"{path}: is binary (it holds NUL bytes), not {_a(kind)}",
-                    hint=f"{_a(kind).capitalize()} is UTF-8 text; is this the right file?")
+        raise error(
+            f"{path}: is binary (it holds NUL bytes), not {_a(kind)}",
+            hint=f"{_a(kind).capitalize()} is UTF-8 text; is this the right file?",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                    hint="Save the file as UTF-8 (most editors offer this in 'Save as').") from None
+        raise error(
+            f"{path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            hint="Save the file as UTF-8 (most editors offer this in 'Save as').",
+        ) from None
 
 
 def load_yaml(path: str | Path, kind: str, error: type[InputError] = InputError) -> Any:
@@ -49,12 +53,14 @@ def load_yaml(path: str | Path, kind: str, error: type[InputError] = InputError)
     path = Path(path)
     text = read_text(path, kind, error)
     try:
-        document = yaml.load(text, Loader=_DepthLimitedLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=_DepthLimitedLoader)
     except _TooDeep as exc:
         raise _too_deep(path, error, _where(exc)) from None
     except yaml.YAMLError as exc:
-        raise error(f"{path}: {_where(exc)}not valid YAML ({getattr(exc, 'problem', None) or exc})",
-                    hint="Check indentation and quoting around that line.") from None
+        raise error(
+            f"{path}: {_where(exc)}not valid YAML ({getattr(exc, 'problem', None) or exc})",
+            hint="Check indentation and quoting around that line.",
+        ) from None
     return _checked_shape(document, path, error)
 
 
@@ -65,8 +71,10 @@ def load_json(path: str | Path, kind: str, error: type[InputError] = InputError)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise error(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})",
-                    hint="Check the brackets, commas and quotes around that line.") from None
+        raise error(
+            f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})",
+            hint="Check the brackets, commas and quotes around that line.",
+        ) from None
     except RecursionError:
         raise _too_deep(path, error) from None
     return _checked_shape(document, path, error)
@@ -79,8 +87,10 @@ def check_binary(path: str | Path, kind: str, error: type[InputError], magic: by
         head = handle.read(len(magic))
     if head != magic:
         found = "it is empty" if not head else f"it starts with {head!r}"
-        raise error(f"{path}: is not {_a(kind)} ({found}; {looks_like})",
-                    hint="Check that the path names the exported model, not another file.")
+        raise error(
+            f"{path}: is not {_a(kind)} ({found}; {looks_like})",
+            hint="Check that the path names the exported model, not another file.",
+        )
     return path
 
 
@@ -89,16 +99,20 @@ def _open(path: Path, kind: str, error: type[InputError]) -> BinaryIO:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise error(f"{path}: no such {kind}", hint=f"Check the path; a relative path starts from {Path.cwd()}.") from None
+        raise error(
+            f"{path}: no such {kind}", hint=f"Check the path; a relative path starts from {Path.cwd()}."
+        ) from None
     except OSError as exc:
         raise _unreadable(path, exc, error) from None
     if stat.S_ISDIR(mode):
         raise error(f"{path}: is a directory, not {_a(kind)}", hint=f"Name the {kind} inside it.")
     if not stat.S_ISREG(mode):
-        raise error(f"{path}: is not a regular file (a device, pipe or socket), not {_a(kind)}",
-                    hint=f"Give the path of the {kind} itself.")
+        raise error(
+            f"{path}: is not a regular file (a device, pipe or socket), not {_a(kind)}",
+            hint=f"Give the path of the {kind} itself.",
+        )
     try:
-        return open(path, "rb")  # noqa: SIM115 - returned to the caller's `with`
+        return open(path, "rb")
     except OSError as exc:
         raise _unreadable(path, exc, error) from None
 
@@ -110,8 +124,10 @@ def _read_capped(handle: BinaryIO, path: Path, kind: str, error: type[InputError
     except OSError as exc:
         raise _unreadable(path, exc, error) from None
     if size > MAX_BYTES or len(data) > MAX_BYTES:
-        raise error(f"{path}: is {max(size, len(data)):,} bytes, over the {_SIZE_TEXT} limit for {_a(kind)}",
-                    hint=f"{_a(kind).capitalize()} is a few KiB; is this the right file?")
+        raise error(
+            f"{path}: is {max(size, len(data)):,} bytes, over the {_SIZE_TEXT} limit for {_a(kind)}",
+            hint=f"{_a(kind).capitalize()} is a few KiB; is this the right file?",
+        )
     return data
 
 
@@ -120,13 +136,17 @@ def _a(kind: str) -> str:
 
 
 def _unreadable(path: Path, exc: OSError, error: type[InputError]) -> InputError:
-    return error(f"{path}: cannot be read ({exc.strerror or exc})",
-                 hint="Check the file's permissions (and its folders') for the user running recommender.")
+    return error(
+        f"{path}: cannot be read ({exc.strerror or exc})",
+        hint="Check the file's permissions (and its folders') for the user running recommender.",
+    )
 
 
 def _too_deep(path: Path, error: type[InputError], where: str = "") -> InputError:
-    return error(f"{path}: {where}is nested more than {MAX_DEPTH} levels deep (or refers to itself through a YAML alias)",
-                 hint="Real experiment, job and price files are a few levels deep; is this the right file?")
+    return error(
+        f"{path}: {where}is nested more than {MAX_DEPTH} levels deep (or refers to itself through a YAML alias)",
+        hint="Real experiment, job and price files are a few levels deep; is this the right file?",
+    )
 
 
 class _TooDeep(yaml.YAMLError):
@@ -163,8 +183,12 @@ def _checked_shape(document: Any, path: Path, error: type[InputError]) -> Any:
         if depth > MAX_DEPTH:
             raise _too_deep(path, error)
         if seen > MAX_VALUES:
-            raise error(f"{path}: holds more than {MAX_VALUES:,} values (counting what YAML aliases repeat)",
-                        hint="Repeated YAML aliases (&anchor / *alias) multiply a document's size; write it out plainly.")
-        children = (*value.keys(), *value.values()) if isinstance(value, dict) else value if isinstance(value, list) else ()
+            raise error(
+                f"{path}: holds more than {MAX_VALUES:,} values (counting what YAML aliases repeat)",
+                hint="Repeated YAML aliases (&anchor / *alias) multiply a document's size; write it out plainly.",
+            )
+        children = (
+            (*value.keys(), *value.values()) if isinstance(value, dict) else value if isinstance(value, list) else ()
+        )
         pending.extend((child, depth + 1) for child in children)
     return document

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from recommender.load.generators import MasterSettings, auto_workers
 from recommender.load.isolation import CpuSplit, pin_processes, split_cpus
@@ -31,7 +32,9 @@ from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
 from recommender.targets.deployment import load_endpoint
 
-_END_SLACK_S = 0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
+_END_SLACK_S = (
+    0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
+)
 
 
 class Measured(Protocol):
@@ -68,16 +71,32 @@ class Measurement:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
-def measure(deployment: Measured, spec: ExperimentSpec, bodies: list[dict], out_dir: Path,
-            progress: Callable[[LoadProgress], None] | None = None) -> Measurement:
+def measure(
+    deployment: Measured,
+    spec: ExperimentSpec,
+    bodies: list[dict],
+    out_dir: Path,
+    progress: Callable[[LoadProgress], None] | None = None,
+) -> Measurement:
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     split = split_cpus(spec.traffic.generator_cpus)
     repeats: list[Repeat] = []
     for number in range(spec.traffic.repeats):
         folder = out_dir if spec.traffic.repeats == 1 else out_dir / f"repeat-{number + 1}"
         workers = _workers(spec.traffic.workers, repeats[-1].result if repeats else None, split)
-        repeats.append(measure_once(deployment, plan, rules, bodies, folder, progress, workers, split,
-                                    MasterSettings.from_traffic(spec.traffic)))
+        repeats.append(
+            measure_once(
+                deployment,
+                plan,
+                rules,
+                bodies,
+                folder,
+                progress,
+                workers,
+                split,
+                MasterSettings.from_traffic(spec.traffic),
+            )
+        )
     return summarize_repeats(repeats, rules)
 
 
@@ -90,44 +109,84 @@ def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -
     return auto_workers(peak, cores)
 
 
-def measure_once(deployment: Measured, plan: TrafficPlan, rules: Rules, bodies: list[dict], out_dir: Path,
-                 progress: Callable[[LoadProgress], None] | None = None, workers: int = 1,
-                 split: CpuSplit = CpuSplit(None, None), master: MasterSettings = MasterSettings()) -> Repeat:
+def measure_once(
+    deployment: Measured,
+    plan: TrafficPlan,
+    rules: Rules,
+    bodies: list[dict],
+    out_dir: Path,
+    progress: Callable[[LoadProgress], None] | None = None,
+    workers: int = 1,
+    split: CpuSplit = CpuSplit(None, None),
+    master: MasterSettings = MasterSettings(),
+) -> Repeat:
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
-    request = LoadRequest(endpoint=load_endpoint(deployment), model_name=deployment.model_name, bodies=bodies, phases=plan,
-                          out_dir=out_dir, rules=rules, workers=workers, generator_cpus=split.generator, master=master)
+    request = LoadRequest(
+        endpoint=load_endpoint(deployment),
+        model_name=deployment.model_name,
+        bodies=bodies,
+        phases=plan,
+        out_dir=out_dir,
+        rules=rules,
+        workers=workers,
+        generator_cpus=split.generator,
+        master=master,
+    )
     pinned = pin_processes(deployment.server_pids(), split.server) if split.server else 0
     with ServerSampler(deployment) as sampler:
         result = run_load(request, progress=progress)
     after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
-    generator = split.to_dict() | {"server_threads_pinned": pinned, "workers": result.workers,
-                                   "remote_workers": master.remote_workers, "clocks": list(result.generators), "lost_workers": list(result.lost_workers)}
-    server = stats_delta(before, after).to_dict() | {"prometheus": counter_delta(prometheus_before, prometheus_after),
-                                                     "gpu": sampler.gpu_status, "generator": generator}
+    generator = split.to_dict() | {
+        "server_threads_pinned": pinned,
+        "workers": result.workers,
+        "remote_workers": master.remote_workers,
+        "clocks": list(result.generators),
+        "lost_workers": list(result.lost_workers),
+    }
+    server = stats_delta(before, after).to_dict() | {
+        "prometheus": counter_delta(prometheus_before, prometheus_after),
+        "gpu": sampler.gpu_status,
+        "generator": generator,
+    }
     return summarize_load(result, plan, rules, sampler.samples, server)
 
 
-def summarize_load(result: LoadResult, plan: TrafficPlan, rules: Rules, samples: list[Sample],
-                   server_stats: dict[str, Any]) -> Repeat:
+def summarize_load(
+    result: LoadResult, plan: TrafficPlan, rules: Rules, samples: list[Sample], server_stats: dict[str, Any]
+) -> Repeat:
     """Windows (with server figures) and phases (with stability and flags) of one load run."""
-    spans = [span for span in window_spans(plan.windows(), rules.warmup_s, rules.window_s)
-             if span[2] <= result.duration_s + _END_SLACK_S]
+    spans = [
+        span
+        for span in window_spans(plan.windows(), rules.warmup_s, rules.window_s)
+        if span[2] <= result.duration_s + _END_SLACK_S
+    ]
     loads = [level.load for level in plan.levels]
-    windows = [dataclasses.replace(w, server=window_figures(samples, result.started_at, w.stats.start_s, w.stats.end_s))
-               for w in measure_windows(result.requests, spans, loads, rules, result.timeline)]
+    windows = [
+        dataclasses.replace(w, server=window_figures(samples, result.started_at, w.stats.start_s, w.stats.end_s))
+        for w in measure_windows(result.requests, spans, loads, rules, result.timeline)
+    ]
     ran = [(start, end) for start, end in plan.windows() if start < result.duration_s]
-    phases = [dataclasses.replace(p, stable=any(w.stable for w in mine), flags=tuple(
-                  phase_flags(mine, rules) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)))
-              for p in summarize_phases(result.requests, ran, rules.warmup_s)
-              for mine in [[w for w in windows if w.phase_index == p.index]]]
+    phases = [
+        dataclasses.replace(
+            p,
+            stable=any(w.stable for w in mine),
+            flags=tuple(
+                phase_flags(mine, rules) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+            ),
+        )
+        for p in summarize_phases(result.requests, ran, rules.warmup_s)
+        for mine in [[w for w in windows if w.phase_index == p.index]]
+    ]
     return Repeat(result, windows, phases, server_stats)
 
 
 def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
     """The run's headline over every repeat; phases and the per-second series come from the first repeat."""
     first = repeats[0]
-    series = [dataclasses.replace(s, users_max=_users_at(first.result, second))
-              for second, s in enumerate(per_second_series(first.result.requests, first.result.duration_s))]
+    series = [
+        dataclasses.replace(s, users_max=_users_at(first.result, second))
+        for second, s in enumerate(per_second_series(first.result.requests, first.result.duration_s))
+    ]
     windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
     records = [WindowRecord.of(number, w) for number, w in windows]
     level = decide_levels(records, len(repeats), rules).shown
@@ -147,8 +206,11 @@ def measured_headline(repeats: list[Repeat], rules: Rules) -> Headline:
         stop_reason=next((r.result.stop_reason for r in repeats if r.result.stop_reason), None),
         stop_reasons=tuple(r.result.stop_reason for r in repeats),
         flags=tuple(dict.fromkeys(flag for r in repeats for phase in r.phases for flag in phase.flags)),
-        windows=WindowCount(seconds=max((w.stats.end_s - w.stats.start_s for w in windows), default=None),
-                            measured=len(windows), stable=sum(w.stable for w in windows)),
+        windows=WindowCount(
+            seconds=max((w.stats.end_s - w.stats.start_s for w in windows), default=None),
+            measured=len(windows),
+            stable=sum(w.stable for w in windows),
+        ),
         stop_limits=limits_of(rules) if rules.stop_on_latency or rules.stop_on_errors else None,
     )
 

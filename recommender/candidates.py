@@ -7,6 +7,7 @@ import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +78,19 @@ class Candidate:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class RunStatus(StrEnum):
+    """What became of a run (stored as these strings). Final: every status but RUNNING and PENDING."""
+
+    RUNNING = "running"  # started, not finished (or its process died: the lease says which)
+    OK = "ok"  # measured
+    FAILED = "failed"  # could not be measured: the reason says why
+    SKIPPED = "skipped"  # not attempted (an engine missing, a budget, max_candidates): the reason says why
+    INTERRUPTED = "interrupted"  # stopped by Ctrl-C, SIGTERM or the budget while measuring
+    INCORRECT = "incorrect"  # outputs outside the correctness tolerances: measured no further, never ranked
+    PRUNED = "pruned"  # adaptive search stopped it after its probe: partial figures, the reason says why
+    PENDING = "pending"  # a candidate of the experiment with no run under the current protocol yet
+
+
 @dataclass(frozen=True)
 class CandidateResult:
     """A candidate with its latest run (for the current measurement protocol)."""
@@ -84,7 +98,7 @@ class CandidateResult:
     key: str
     name: str
     config: dict[str, Any]
-    status: str  # ok | failed | skipped | interrupted | incorrect | pruned | pending
+    status: RunStatus
     reason: str | None
     headline: Headline | None
     server_stats: dict[str, Any] | None

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
-from recommender.candidates import Candidate, CandidateResult
+from recommender.candidates import Candidate, CandidateResult, RunStatus
 from recommender.errors import StoreError
 from recommender.metrics.headline import Headline
 from recommender.metrics.levels import SERVER_FIGURES, WindowRecord
@@ -330,7 +330,7 @@ def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> Ca
     run = max(runs, key=lambda r: r.id) if runs else None
     if run is None:
         return CandidateResult(
-            row.key, row.name, row.config, "pending", None, None, None, None, None, None, protocol_key
+            row.key, row.name, row.config, RunStatus.PENDING, None, None, None, None, None, None, protocol_key
         )
     return _run_result(row, run)
 
@@ -340,7 +340,7 @@ def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
         row.key,
         row.name,
         row.config,
-        run.status,
+        RunStatus(run.status),
         run.reason,
         Headline.from_dict(run.headline),
         run.server_stats,

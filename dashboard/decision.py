@@ -1,7 +1,10 @@
 """The decision settings (importance, latency percentile and threshold, error limit, target load, price-as type) and
 the recommendation they give, computed by recommender.decide.recommendation (the same code as `recommender rank` and
 `report`). Every setting takes effect on the whole decision: the verdicts, MaxInvocations and ModelLatency are
-re-decided from the stored windows under the chosen limits (nothing is measured)."""
+re-decided from the stored windows under the chosen limits (nothing is measured).
+
+    sidebar widgets -> Settings.limits (Limits.from_spec(file).override(sidebar values)) -> source.decided
+        -> review.decided_from_store -> decide.verdicts.decide_results -> metrics.levels.decide (once per run)"""
 
 from __future__ import annotations
 
@@ -15,61 +18,60 @@ from recommender.candidates import CandidateResult
 from recommender.decide.prices import load_catalog
 from recommender.decide.ranking import IMPORTANCE_WEIGHTS
 from recommender.decide.recommendation import Recommendation, recommend
-from recommender.errors import SpecError
+from recommender.decide.verdicts import with_limits
+from recommender.metrics.limits import Limits
 from recommender.report import Report, build_report
 from recommender.review import stored_spec
-from recommender.spec import CapacitySpec, ExperimentSpec, LatencyThreshold, Objectives
+from recommender.spec import CapacitySpec, ExperimentSpec, Objectives
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
 LEVELS = tuple(IMPORTANCE_WEIGHTS)
-_NUMBERS = ("threshold_ms", "target_ipm", "max_error_rate")
 PERSISTED = "setting:"  # session-state keys kept while other pages are shown
 
 
 @dataclass(frozen=True)
 class Settings:
+    """The sidebar's decision settings: importance levels, target load and the limits (one `Limits`)."""
+
     cost: str
     latency: str
     throughput: str
-    percentile: str
-    threshold_ms: float
     target_ipm: float
-    max_error_rate: float = 0.01
+    limits: Limits
+
+    def widgets(self) -> dict[str, str | float]:
+        """Widget name -> value (the session-state keys' tails)."""
+        return {
+            "cost": self.cost,
+            "latency": self.latency,
+            "throughput": self.throughput,
+            "percentile": self.limits.percentile,
+            "threshold_ms": float(self.limits.threshold_ms),
+            "target_ipm": float(self.target_ipm),
+            "max_error_rate": float(self.limits.max_error_rate),
+        }
 
 
 def from_spec(spec: ExperimentSpec) -> Settings:
-    o, t = spec.objectives, spec.latency_threshold
+    o = spec.objectives
     return Settings(
-        o.cost,
-        o.latency,
-        o.throughput,
-        t.percentile,
-        t.ms,
-        spec.capacity.target_invocations_per_minute,
-        spec.max_error_rate,
+        o.cost, o.latency, o.throughput, spec.capacity.target_invocations_per_minute, Limits.from_spec(spec)
     )
 
 
 def apply(spec: ExperimentSpec, settings: Settings) -> ExperimentSpec:
     """The stored spec with the settings in place (validated sub-models, so bad values fail as they would in YAML)."""
-    return spec.model_copy(
+    changed = spec.model_copy(
         update={
             "objectives": Objectives(cost=settings.cost, latency=settings.latency, throughput=settings.throughput),
-            "latency_threshold": LatencyThreshold(percentile=settings.percentile, ms=settings.threshold_ms),
             "capacity": CapacitySpec(
                 target_invocations_per_minute=settings.target_ipm,
                 autoscaling_headroom=spec.capacity.autoscaling_headroom,
             ),
-            "max_error_rate": _error_rate(settings.max_error_rate),
         }
     )
-
-
-def _error_rate(value: float) -> float:
-    if not 0 <= value <= 1:
-        raise SpecError(f"max error rate must be between 0 and 1, got {value!r}")
-    return float(value)
+    return with_limits(changed, settings.limits)
 
 
 def priced_as(spec: ExperimentSpec, instance_type: str) -> ExperimentSpec:
@@ -80,8 +82,8 @@ def controls(info: ExperimentInfo, spec: ExperimentSpec) -> Settings:
     """Sidebar widgets for the settings, defaulting to the experiment file's values (one set per experiment)."""
     default = from_spec(spec)
     key = f"{PERSISTED}{info.name}:"
-    for name, value in dataclasses.asdict(default).items():
-        st.session_state.setdefault(key + name, float(value) if name in _NUMBERS else value)
+    for name, value in default.widgets().items():
+        st.session_state.setdefault(key + name, value)
     sidebar = st.sidebar
     sidebar.subheader("Decision settings")
     values = {
@@ -105,7 +107,8 @@ def controls(info: ExperimentInfo, spec: ExperimentSpec) -> Settings:
         for name in [k for k in st.session_state if str(k).startswith(key)]:
             del st.session_state[name]
         st.rerun()
-    return Settings(**values, percentile=percentile, threshold_ms=threshold, target_ipm=target, max_error_rate=errors)
+    limits = default.limits.override(threshold_ms=threshold, percentile=percentile, max_error_rate=errors)
+    return Settings(**values, target_ipm=target, limits=limits)
 
 
 def keep_settings() -> None:

@@ -11,7 +11,8 @@ from dashboard.text import escape, no_experiments, show_error
 from recommender.candidates import CandidateResult
 from recommender.decide.recommendation import Recommendation
 from recommender.errors import RecommenderError
-from recommender.metrics.steady import Rules
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import WindowRules
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ExperimentInfo
 
@@ -49,9 +50,14 @@ class DecisionView:
     recommendation: Recommendation
 
     @property
-    def rules(self) -> Rules:
-        """The limits the results were decided under (the stored spec with the sidebar's settings)."""
-        return Rules.from_spec(decision.apply(self.spec, self.settings))
+    def limits(self) -> Limits:
+        """The limits the results were decided under (the sidebar's)."""
+        return self.settings.limits
+
+    @property
+    def rules(self) -> WindowRules:
+        """The window rules the results were measured and decided with (the stored experiment file's)."""
+        return WindowRules.from_spec(self.spec)
 
 
 def decision_in_view() -> DecisionView | None:
@@ -63,7 +69,7 @@ def decision_in_view() -> DecisionView | None:
     try:
         spec = decision.spec_of(info)
         settings = decision.controls(info, spec)
-        results = source.decided(info.name, decision.apply(spec, settings))  # verdicts under the sidebar's limits
+        results = source.decided(info.name, spec, settings.limits)  # verdicts under the sidebar's limits
         return DecisionView(info, spec, settings, results, decision.recommendation(spec, results, settings))
     except RecommenderError as error:
         show_error(error)

@@ -10,6 +10,7 @@ import streamlit as st
 from recommender.candidates import CandidateResult
 from recommender.errors import StoreError
 from recommender.metrics.levels import WindowRecord
+from recommender.metrics.limits import Limits
 from recommender.review import decided_from_store, stored_spec
 from recommender.spec import ExperimentSpec
 from recommender.store.database import resolve_url
@@ -51,10 +52,13 @@ def results(name: str) -> list[CandidateResult]:
     return decided(name, spec)
 
 
-def decided(name: str, spec: ExperimentSpec) -> list[CandidateResult]:
-    """The experiment's current-protocol results decided under `spec`'s limits (re-decided, never re-measured)."""
+def decided(name: str, spec: ExperimentSpec, limits: Limits | None = None) -> list[CandidateResult]:
+    """The experiment's current-protocol results decided under `limits` (default: the spec's) with the spec's window
+    rules (re-decided, never re-measured)."""
     url = database_url()
-    return decided_from_store(store(), name, spec, windows_of=lambda run_id: _window_records(url, run_id))
+    return decided_from_store(
+        store(), name, spec, windows_of=lambda run_id: _window_records(url, run_id), limits=limits
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)

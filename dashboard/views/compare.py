@@ -8,9 +8,10 @@ import streamlit as st
 
 from dashboard import frames, source
 from dashboard.selection import decision_in_view
-from recommender.metrics.levels import decide_levels
+from recommender.metrics.levels import judge_levels
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import WindowRules
 from recommender.metrics.stability import RULE
-from recommender.metrics.steady import Rules
 
 MAX_COMPARED = 4
 
@@ -35,7 +36,7 @@ def main() -> None:
     picked = [by_name[name] for name in chosen]
     st.subheader("Figures")
     st.dataframe(frames.metrics_table(picked), width="stretch")
-    levels(picked, view.rules)
+    levels(picked, view.rules, view.limits)
     st.subheader("Configuration")
     difference = frames.config_difference(picked)
     only_diff = st.toggle("Only the settings that differ", value=True, key=f"compare-diff:{info.name}")
@@ -43,7 +44,7 @@ def main() -> None:
     st.dataframe(shown.drop(columns="differs") if only_diff else shown, width="stretch")
 
 
-def levels(picked: list, rules: Rules) -> None:
+def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
     """Every load level of the picked runs (all repeats pooled) with its verdict and stability numbers."""
     st.subheader("Load levels and stability")
     st.caption(
@@ -53,7 +54,7 @@ def levels(picked: list, rules: Rules) -> None:
     )
     tables = [
         frames.levels_frame(
-            r, decide_levels(source.window_records(r.run_id), r.headline.repeats, rules).levels, rules.percentile
+            r, judge_levels(source.window_records(r.run_id), r.headline.repeats, limits, rules), limits.percentile
         )
         for r in picked
         if r.status == "ok" and r.headline and r.run_id

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from recommender.cli import options
 from recommender.cli.tables import print_decision
-from recommender.review import Overrides, recommend_from_store
+from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
 
 
@@ -25,8 +25,13 @@ def rank_command(
     noise-level ties and the reasons every excluded candidate is out.
 
     The limits default to the experiment file's; other ones re-decide the stored windows (nothing is measured)."""
-    limits = Overrides(threshold_ms, percentile.value if percentile else None, max_error_rate)
-    rec, _, results = recommend_from_store(ResultStore.open(db), experiment, limits=limits)
+    rec, _, results = recommend_from_store(
+        ResultStore.open(db),
+        experiment,
+        threshold_ms=threshold_ms,
+        percentile=percentile.value if percentile else None,
+        max_error_rate=max_error_rate,
+    )
     if as_json:
         typer.echo(json.dumps(rec.to_document(), indent=2))
         return

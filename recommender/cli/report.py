@@ -11,7 +11,7 @@ from rich.console import Console
 from recommender.cli import options
 from recommender.files.destination import claim_file, write_text
 from recommender.report import RENDERERS, build_report
-from recommender.review import Overrides, recommend_from_store
+from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
 
 
@@ -37,8 +37,13 @@ def report_command(
     published study's columns, the excluded candidates with their reasons (HTML adds the charts)."""
     if out is not None:
         claim_file(out, force)  # before the report is built: a refusal costs nothing
-    limits = Overrides(threshold_ms, percentile.value if percentile else None, max_error_rate)
-    rec, _, _ = recommend_from_store(ResultStore.open(db), experiment, limits=limits)
+    rec, _, _ = recommend_from_store(
+        ResultStore.open(db),
+        experiment,
+        threshold_ms=threshold_ms,
+        percentile=percentile.value if percentile else None,
+        max_error_rate=max_error_rate,
+    )
     text = RENDERERS[format_.value](build_report(rec))
     if out is None:
         typer.echo(text, nl=False)

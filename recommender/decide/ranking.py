@@ -4,7 +4,7 @@ Pure functions over `RankInput` records (no store, no I/O).
 
 1. Constraints. A candidate is excluded, with every reason in plain words, when its status is not
    'ok', it has no successful invocations, its latency at the chosen percentile is above the
-   threshold (or missing while a threshold is set), or its error rate is above the limit.
+   threshold (or missing), or its error rate is above the limit (metrics/limits.Limits: always given).
 2. Objectives: cost per million inferences (lower is better), latency (lower), throughput in
    invocations per minute (higher). Each is normalised as a ratio to the best eligible value
    (best / value when lower is better, value / best when higher is better), so 1 is the best and a
@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from recommender.decide.cost import cost_per_million
 from recommender.errors import RankingError
+from recommender.metrics.limits import Limits
 
 Status = Literal["ok", "failed", "skipped"]
 Interval = tuple[float, float]
@@ -77,13 +78,6 @@ class RankInput:
 
 
 @dataclass(frozen=True)
-class Constraints:
-    max_latency_ms: float | None = None
-    percentile: str = "p99"  # label of the percentile the latencies were taken at
-    max_error_rate: float | None = None  # fraction
-
-
-@dataclass(frozen=True)
 class Importance:
     cost: str = "medium"
     latency: str = "medium"
@@ -120,7 +114,7 @@ class Ranking:
     ranked: tuple[RankedCandidate, ...]
     excluded: tuple[Excluded, ...]
     weights: dict[str, float]
-    constraints: Constraints
+    limits: Limits  # the constraints: latency percentile (the latencies' label) and threshold, error limit
     notes: tuple[str, ...] = ()
 
     @property
@@ -132,54 +126,47 @@ class Ranking:
         return tuple(r for r in self.ranked[1:] if r.tied_with_winner)
 
 
-def rank(
-    inputs: list[RankInput], constraints: Constraints | None = None, importance: Importance | None = None
-) -> Ranking:
-    """Constraints, then weighted ratio-to-best scores, Pareto front and ties against the winner."""
-    constraints = constraints or Constraints()
+def rank(inputs: list[RankInput], limits: Limits, importance: Importance | None = None) -> Ranking:
+    """Constraints (the decision's limits), then weighted ratio-to-best scores, Pareto front and ties."""
     weights = (importance or Importance()).weights()
     for item in inputs:
         _check_intervals(item)
-    excluded, eligible = _apply_constraints(inputs, constraints)
+    excluded, eligible = _apply_constraints(inputs, limits)
     costs = {item.key: _cost_per_million(item) for item in eligible}
     metrics = {item.key: (costs[item.key], item.latency_ms, item.invocations_per_minute) for item in eligible}
     metrics, weights, notes = _drop_incomplete(metrics, weights)
     normalised = _normalise(eligible, metrics)
     scored = sorted(eligible, key=lambda item: (-_score(normalised[item.key], weights), item.name, item.key))
     front = _pareto_keys(eligible, metrics)
-    ranked = _ranked(scored, normalised, weights, costs, front, constraints)
-    return Ranking(
-        ranked=ranked, excluded=tuple(excluded), weights=weights, constraints=constraints, notes=tuple(notes)
-    )
+    ranked = _ranked(scored, normalised, weights, costs, front, limits)
+    return Ranking(ranked=ranked, excluded=tuple(excluded), weights=weights, limits=limits, notes=tuple(notes))
 
 
 # --- constraints --------------------------------------------------------------------------------
 
 
-def exclusion_reasons(item: RankInput, constraints: Constraints) -> list[str]:
+def exclusion_reasons(item: RankInput, limits: Limits) -> list[str]:
     """Every reason this candidate cannot be recommended, in plain words; empty when eligible."""
     reasons = []
     if item.status != "ok":
         reasons.append(f"{item.status}: {item.reason}" if item.reason else f"status is {item.status}")
     if not item.invocations_per_minute or item.invocations_per_minute <= 0:
         reasons.append("no successful invocations were measured")
-    if constraints.max_latency_ms is not None:
-        if item.latency_ms is None:
-            reasons.append(f"no {constraints.percentile} latency was measured")
-        elif item.latency_ms > constraints.max_latency_ms:
-            reasons.append(
-                f"{constraints.percentile} latency {item.latency_ms:g} ms is above the "
-                f"{constraints.max_latency_ms:g} ms threshold"
-            )
-    if constraints.max_error_rate is not None and item.error_rate > constraints.max_error_rate:
-        reasons.append(f"error rate {item.error_rate:.2%} is above the {constraints.max_error_rate:.2%} limit")
+    if item.latency_ms is None:
+        reasons.append(f"no {limits.percentile} latency was measured")
+    elif item.latency_ms > limits.threshold_ms:
+        reasons.append(
+            f"{limits.percentile} latency {item.latency_ms:g} ms is above the {limits.threshold_ms:g} ms threshold"
+        )
+    if item.error_rate > limits.max_error_rate:
+        reasons.append(f"error rate {item.error_rate:.2%} is above the {limits.max_error_rate:.2%} limit")
     return reasons
 
 
-def _apply_constraints(inputs: list[RankInput], constraints: Constraints) -> tuple[list[Excluded], list[RankInput]]:
+def _apply_constraints(inputs: list[RankInput], limits: Limits) -> tuple[list[Excluded], list[RankInput]]:
     excluded, eligible = [], []
     for item in sorted(inputs, key=lambda i: (i.name, i.key)):
-        reasons = exclusion_reasons(item, constraints)
+        reasons = exclusion_reasons(item, limits)
         if reasons:
             excluded.append(Excluded(item, tuple(reasons)))
         else:
@@ -287,7 +274,7 @@ def is_tied(candidate: RankInput, winner: RankInput) -> bool:
 
 
 def _ranked(
-    scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str], constraints: Constraints
+    scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str], limits: Limits
 ) -> tuple[RankedCandidate, ...]:
     if not scored:
         return ()
@@ -300,7 +287,7 @@ def _ranked(
         elif tied:
             text = TIED_TEXT
         else:
-            text = _comparison(winner, item, costs, constraints.percentile)
+            text = _comparison(winner, item, costs, limits.percentile)
         out.append(
             RankedCandidate(
                 candidate=item,

@@ -28,11 +28,12 @@ from recommender.decide.cost import (
     plan_capacity,
 )
 from recommender.decide.prices import Catalog, InstancePrice, find_price
-from recommender.decide.ranking import Constraints, Importance, RankedCandidate, Ranking, RankInput, rank
+from recommender.decide.ranking import Importance, RankedCandidate, Ranking, RankInput, rank
 from recommender.errors import CostError
 from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.limits import Limits
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
 
 UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
@@ -278,11 +279,6 @@ def _unstable_text(result: CandidateResult) -> str:
     return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
 
 
-def constraints_of(spec: ExperimentSpec) -> Constraints:
-    threshold = spec.latency_threshold
-    return Constraints(max_latency_ms=threshold.ms, percentile=threshold.percentile, max_error_rate=spec.max_error_rate)
-
-
 def importance_of(spec: ExperimentSpec) -> Importance:
     objectives = spec.objectives
     return Importance(cost=objectives.cost, latency=objectives.latency, throughput=objectives.throughput)
@@ -301,7 +297,7 @@ def recommend(
     pricing_of = candidate_pricing(spec, results, catalogs)
     percentile = spec.latency_threshold.percentile
     ranking = rank(
-        [rank_input(r, percentile, pricing_of[r.key]) for r in results], constraints_of(spec), importance_of(spec)
+        [rank_input(r, percentile, pricing_of[r.key]) for r in results], Limits.from_spec(spec), importance_of(spec)
     )
     target = spec.capacity.target_invocations_per_minute
     fleets = {r.candidate.key: _fleet(r.candidate, pricing_of[r.candidate.key], target) for r in ranking.ranked}
@@ -380,8 +376,8 @@ def endpoint_name_for(experiment: str, candidate: str) -> str:
 def no_winner_reason(ranking: Ranking, total: int) -> str:
     if total == 0:
         return "the experiment has no candidates stored yet; run it with `recommender run FILE`"
-    c = ranking.constraints
-    limits = f"{c.percentile} latency <= {c.max_latency_ms:g} ms and error rate <= {c.max_error_rate:.2%}"
+    c = ranking.limits
+    limits = f"{c.percentile} latency <= {c.threshold_ms:g} ms and error rate <= {c.max_error_rate:.2%}"
     return f"none of the {total} candidates was measured within {limits}; each one's reasons are listed under excluded candidates"
 
 

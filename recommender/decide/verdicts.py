@@ -1,7 +1,8 @@
 """Verdicts at decision time: stored results decided again under the limits of the decision being taken.
 
-    results + each run's window records + spec (threshold, percentile, error limit)  ->  results with their
-    headlines (verdict, MaxInvocations, ModelLatency, intervals, stability) recomputed by metrics/levels.py
+    results + each run's window records + Limits (+ the measurement's window rules)  ->  results with their
+    headlines (verdict, MaxInvocations, ModelLatency, intervals, stability) and server figures at the level shown,
+    recomputed once by metrics/levels.decide
 
 Pure: the caller hands over the window records (review.py reads them from the store). A run stored without
 windows (schema before 0002, or an imported job) keeps the figures it was stored with.
@@ -13,27 +14,35 @@ import dataclasses
 from collections.abc import Callable
 
 from recommender.candidates import CandidateResult
-from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
-from recommender.metrics.steady import Rules
+from recommender.metrics.levels import WindowRecord, decide
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import Rules
 from recommender.spec import ExperimentSpec, LatencyThreshold
 
 
-def decide_result(result: CandidateResult, records: list[WindowRecord], rules: Rules) -> CandidateResult:
-    """One result decided under `rules` (unchanged when it has no headline or no windows)."""
+def decide_result(
+    result: CandidateResult, records: list[WindowRecord], rules: Rules, limits: Limits | None = None
+) -> CandidateResult:
+    """One result decided under `limits` (default: the rules' own) with the measurement's window rules (unchanged
+    when it has no headline or no windows)."""
     if result.status != "ok" or result.headline is None or not records:
         return result
-    headline = decide_headline(result.headline, records, rules)
-    level = decide_levels(records, headline.repeats, rules).shown
-    server = dict(result.server_stats or {}) | {"at_max_invocations": level.server() if level else {}}
-    return dataclasses.replace(result, headline=headline, server_stats=server)
+    decision = decide(records, result.headline.measured, limits or rules.limits, rules.windows)
+    return dataclasses.replace(
+        result, headline=decision.headline, server_stats=decision.server_stats(result.server_stats)
+    )
 
 
 def decide_results(
-    results: list[CandidateResult], windows_of: Callable[[int], list[WindowRecord]], spec: ExperimentSpec
+    results: list[CandidateResult],
+    windows_of: Callable[[int], list[WindowRecord]],
+    spec: ExperimentSpec,
+    limits: Limits | None = None,
 ) -> list[CandidateResult]:
-    """Every result decided under the spec's limits; `windows_of(run_id)` gives a finished ok run's window records."""
+    """Every result decided under `limits` (default: the spec's) with the spec's window rules; `windows_of(run_id)`
+    gives a finished ok run's window records."""
     rules = Rules.from_spec(spec)
-    return [decide_result(r, windows_of(r.run_id), rules) if _decidable(r) else r for r in results]
+    return [decide_result(r, windows_of(r.run_id), rules, limits) if _decidable(r) else r for r in results]
 
 
 def _decidable(result: CandidateResult) -> bool:
@@ -41,20 +50,10 @@ def _decidable(result: CandidateResult) -> bool:
     return result.status == "ok" and result.headline is not None and result.run_id is not None
 
 
-def with_limits(
-    spec: ExperimentSpec,
-    threshold_ms: float | None = None,
-    percentile: str | None = None,
-    max_error_rate: float | None = None,
-) -> ExperimentSpec:
-    """The spec with the decision's limits replaced where given (validated as the experiment file would be)."""
-    threshold = spec.latency_threshold
-    update = {
-        "latency_threshold": LatencyThreshold(
-            percentile=percentile or threshold.percentile, ms=threshold.ms if threshold_ms is None else threshold_ms
-        )
-    }
-    document = spec.model_dump(mode="json") | {k: v.model_dump() for k, v in update.items()}
-    if max_error_rate is not None:
-        document["max_error_rate"] = max_error_rate
-    return ExperimentSpec.model_validate(document)
+def with_limits(spec: ExperimentSpec, limits: Limits) -> ExperimentSpec:
+    """The spec stating the decision's limits (what the recommendation and its report say they were decided under);
+    `limits` are checked already (Limits.override), so the spec is not validated again."""
+    if Limits.from_spec(spec) == limits:
+        return spec
+    threshold = LatencyThreshold(percentile=limits.percentile, ms=limits.threshold_ms)
+    return spec.model_copy(update={"latency_threshold": threshold, "max_error_rate": limits.max_error_rate})

@@ -18,16 +18,16 @@ from pathlib import Path
 from recommender.load.runner import LoadProgress
 from recommender.load.shapes import Level, TrafficPlan, compile_traffic
 from recommender.measurement.repeats import (
-    Measured,
+    Deployed,
     Measurement,
     Repeat,
     measure,
     measure_once,
-    measured_headline,
+    measured_of,
     summarize_repeats,
 )
-from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
-from recommender.metrics.steady import Rules
+from recommender.metrics.levels import WindowRecord, decide, judge_levels
+from recommender.metrics.rules import Rules
 from recommender.metrics.summary import per_second_series
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
@@ -75,7 +75,7 @@ def levels_by_load(plan: TrafficPlan) -> list[Level]:
 
 
 def search_load(
-    deployment: Measured,
+    deployment: Deployed,
     spec: ExperimentSpec,
     bodies: list[dict],
     out_dir: Path,
@@ -85,12 +85,13 @@ def search_load(
 ) -> Measurement:
     """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`)."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
-    levels = [shortened(level, seconds or rules.warmup_s + 2 * rules.window_s) for level in levels_by_load(plan)]
+    probe_s = seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
+    levels = [shortened(level, probe_s) for level in levels_by_load(plan)]
     search, runs = LoadSearch(len(levels), knee_tolerance), []
     while (index := search.ask()) is not None:
         one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
         repeat = measure_once(deployment, one, rules, bodies, out_dir / f"level-{index + 1}", progress)
-        level = decide_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules).levels
+        level = judge_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules.limits, rules.windows)
         search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
         runs.append((index, repeat))
     return combine_levels(runs, rules)
@@ -121,17 +122,16 @@ def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
         ]
         series += per_second_series(repeat.result.requests, repeat.result.duration_s)
         offset += repeat.result.duration_s
-    measured = measured_headline([r for _, r in runs], rules)
+    measured = measured_of([r for _, r in runs], rules)
     measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,))
     records = [WindowRecord.of(number, w) for number, w in windows]
-    chosen = decide_levels(records, 1, rules).shown
-    first = runs[0][1]
-    server = first.server_stats | {"at_max_invocations": chosen.server() if chosen else {}}
-    return Measurement(decide_headline(measured, records, rules), server, phases, series, windows)
+    decision = decide(records, measured, rules.limits, rules.windows)
+    server = decision.server_stats(runs[0][1].server_stats)
+    return Measurement(decision.headline, server, phases, series, windows)
 
 
 def measure_level(
-    deployment: Measured,
+    deployment: Deployed,
     spec: ExperimentSpec,
     bodies: list[dict],
     out_dir: Path,
@@ -149,7 +149,7 @@ def measure_level(
 
 def measure_work(
     work: Work,
-    deployment: Measured,
+    deployment: Deployed,
     spec: ExperimentSpec,
     bodies: list[dict],
     out_dir: Path,

@@ -21,12 +21,13 @@ from recommender.load.generators import MasterSettings, auto_workers
 from recommender.load.isolation import CpuSplit, pin_processes, split_cpus
 from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_load
 from recommender.load.shapes import TrafficPlan, compile_traffic
-from recommender.metrics.headline import Headline, WindowCount
+from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
-from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels, limits_of
+from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.prometheus import counter_delta, scrape
+from recommender.metrics.rules import Rules
 from recommender.metrics.selfcheck import level_flags
-from recommender.metrics.steady import Rules, Window, measure_windows, phase_flags, window_spans
+from recommender.metrics.steady import Window, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
@@ -37,7 +38,7 @@ _END_SLACK_S = (
 )
 
 
-class Measured(Protocol):
+class Deployed(Protocol):
     endpoint: str
     model_name: str
     metrics_url: str | None
@@ -72,7 +73,7 @@ class Measurement:
 
 
 def measure(
-    deployment: Measured,
+    deployment: Deployed,
     spec: ExperimentSpec,
     bodies: list[dict],
     out_dir: Path,
@@ -101,7 +102,7 @@ def measure(
 
 
 def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -> int:
-    """`traffic.workers`, with `auto` resolved from the previous repeat's busiest second (load/generators.auto_workers)."""
+    """`traffic.workers`, `auto` resolved from the previous repeat's busiest second (load/generators.auto_workers)."""
     if setting != "auto":
         return int(setting)
     cores = len(split.generator) + 1 if split.generator else os.cpu_count()  # the rule keeps one core free
@@ -110,7 +111,7 @@ def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -
 
 
 def measure_once(
-    deployment: Measured,
+    deployment: Deployed,
     plan: TrafficPlan,
     rules: Rules,
     bodies: list[dict],
@@ -157,7 +158,7 @@ def summarize_load(
     """Windows (with server figures) and phases (with stability and flags) of one load run."""
     spans = [
         span
-        for span in window_spans(plan.windows(), rules.warmup_s, rules.window_s)
+        for span in window_spans(plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
         if span[2] <= result.duration_s + _END_SLACK_S
     ]
     loads = [level.load for level in plan.levels]
@@ -171,10 +172,10 @@ def summarize_load(
             p,
             stable=any(w.stable for w in mine),
             flags=tuple(
-                phase_flags(mine, rules) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+                phase_flags(mine, rules.windows) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
             ),
         )
-        for p in summarize_phases(result.requests, ran, rules.warmup_s)
+        for p in summarize_phases(result.requests, ran, rules.windows.warmup_s)
         for mine in [[w for w in windows if w.phase_index == p.index]]
     ]
     return Repeat(result, windows, phases, server_stats)
@@ -189,17 +190,15 @@ def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
     ]
     windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
     records = [WindowRecord.of(number, w) for number, w in windows]
-    level = decide_levels(records, len(repeats), rules).shown
-    server_stats = first.server_stats | {"at_max_invocations": level.server() if level else {}}
-    headline = decide_headline(measured_headline(repeats, rules), records, rules)
-    return Measurement(headline, server_stats, first.phases, series, windows)
+    decision = decide(records, measured_of(repeats, rules), rules.limits, rules.windows)
+    return Measurement(decision.headline, decision.server_stats(first.server_stats), first.phases, series, windows)
 
 
-def measured_headline(repeats: list[Repeat], rules: Rules) -> Headline:
+def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
     """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts."""
     log = [r.result.requests for r in repeats]
     windows = [w for r in repeats for w in r.windows]
-    return Headline(
+    return Measured(
         repeats=len(repeats),
         requests=sum(len(requests) for requests in log),
         failures=sum(requests.failures for requests in log),
@@ -211,7 +210,7 @@ def measured_headline(repeats: list[Repeat], rules: Rules) -> Headline:
             measured=len(windows),
             stable=sum(w.stable for w in windows),
         ),
-        stop_limits=limits_of(rules) if rules.stop_on_latency or rules.stop_on_errors else None,
+        stop_limits=rules.stop_limits,
     )
 
 

@@ -1,10 +1,13 @@
 """The headline of one measured run: the typed record the measurement produces and every reader uses.
 
-    measurement.headline_of(repeats) -> Headline -> store (JSON via to_dict) -> Headline.from_dict
-        -> levels.decide_headline(stored windows, the decision's limits) -> decide, CLI, report, dashboard
+    measurement -> Measured + levels.decide(windows, limits) -> Headline.join(measured, figures)
+        -> store (flat JSON via to_dict) -> Headline.from_dict -> .measured
+        -> levels.decide(stored windows, the decision's limits) -> Headline.join -> decide, CLI, report, dashboard
 
-The decision figures (verdict, MaxInvocations, ModelLatency, intervals, stability) are recomputed from the stored
-windows for whatever limits a reader decides with; the measured facts (requests, stop reasons, flags) are kept.
+Two parts: `Measured` (requests, failures, stop reasons, flags, window counts, repeats, stop limits) is what the
+run measured, kept whatever the limits; `Figures` (verdict, MaxInvocations, ModelLatency, intervals, stability,
+the limits) is computed at decision time from the stored windows. `Headline` is the two joined in one flat record:
+what the store keeps (its JSON shape is unchanged) and what every reader reads.
 
 One record, read by attribute: no reader digs in a dictionary with fallbacks. `from_dict` is the one place that
 knows older stored shapes (rows written before a field existed get its documented default).
@@ -13,10 +16,11 @@ knows older stored shapes (rows written before a field existed get its documente
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from recommender.metrics.intervals import Interval
+from recommender.metrics.limits import Limits
 from recommender.metrics.stability import Stability
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
@@ -56,16 +60,40 @@ class WindowCount:
 
 
 @dataclass(frozen=True)
-class Limits:
-    """The limits a decision is taken under: latency percentile and threshold, largest error rate."""
+class Measured:
+    """What the repeats measured, whatever the limits: stored with the run and never re-decided."""
 
-    percentile: str
-    threshold_ms: float
-    max_error_rate: float
+    repeats: int = 1
+    requests: int = 0  # every request sent, all repeats
+    failures: int = 0  # every failed request, all repeats
+    stop_reason: str | None = None  # the first repeat's reason to stop early (None: the traffic ran to its end)
+    stop_reasons: tuple[str | None, ...] = ()
+    flags: tuple[str, ...] = ()
+    windows: WindowCount = field(default_factory=WindowCount)
+    stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Limits | None:
-        return cls(**data) if data else None
+
+@dataclass(frozen=True)
+class Figures:
+    """What a decision computes from the stored windows under its limits (metrics/levels.py `decide`)."""
+
+    limits: Limits
+    invocations_per_minute: float = 0.0
+    max_invocations: float | None = None
+    latency_ms: Mapping[str, float | None] = field(default_factory=dict)
+    model_latency_ms: float | None = None
+    error_rate: float = 0.0
+    within_threshold: bool = False
+    stable: bool | None = None
+    ipm_interval: Interval | None = None
+    latency_interval: Interval | None = None
+    samples: int = 0
+    phase_index: int | None = None
+    notes: tuple[str, ...] = ()
+    level_load: float | None = None
+    repeats_breached: int = 0
+    stability: Stability | None = None
+    at_level: int = 0  # windows (all repeats) of the level the figures come from
 
 
 @dataclass(frozen=True)
@@ -104,6 +132,23 @@ class Headline:
     repeats_breached: int = 0  # repeats whose own windows at that level breach the limits (or never reached it)
     stability: Stability | None = None  # the stability rule's numbers at that level
     stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
+
+    @classmethod
+    def join(cls, measured: Measured, figures: Figures) -> Headline:
+        """The headline of a run: what it measured, with the figures a decision computed (one flat record)."""
+        decided = {f.name: getattr(figures, f.name) for f in fields(figures) if f.name not in ("limits", "at_level")}
+        kept = {f.name: getattr(measured, f.name) for f in fields(measured) if f.name != "windows"}
+        return cls(
+            **kept,
+            **decided,
+            **figures.limits.to_dict(),
+            windows=replace(measured.windows, at_level=figures.at_level),
+        )
+
+    @property
+    def measured(self) -> Measured:
+        """The measured part (what a decision under other limits keeps)."""
+        return Measured(**{f.name: getattr(self, f.name) for f in fields(Measured)})
 
     def latency(self, percentile: str) -> float | None:
         """Latency at `percentile` at the headline point (ms), None when not measured."""

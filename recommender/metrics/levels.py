@@ -1,7 +1,8 @@
 """Load levels, decided at decision time: verdicts, MaxInvocations, ModelLatency, their intervals and stability,
 recomputed from the stored windows for any threshold, percentile and error limit (DESIGN.md "Definitions").
 
-    window records (every repeat) + Rules  ->  levels  ->  the highest meeting level  ->  the headline's figures
+    window records (every repeat) + Measured + Limits (+ WindowRules)  ->  decide  ->  Decision: levels, the
+    highest meeting level, the headline's figures and the server figures at the level shown (computed once)
 
 A *level* is one phase / step / concurrency / rate level (`phase_index`, offered `load`); its windows of every repeat
 are pooled.
@@ -17,15 +18,16 @@ are pooled.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from recommender.metrics.headline import Headline, Limits
+from recommender.metrics.headline import Figures, Headline, Measured
 from recommender.metrics.intervals import Interval, level_interval
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import WindowRules
 from recommender.metrics.stability import Stability
-from recommender.metrics.steady import Rules, Window, judge_windows
+from recommender.metrics.steady import Window, judge_windows
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
 
@@ -129,20 +131,46 @@ class Level:
 
 @dataclass(frozen=True)
 class Decision:
-    """Every level of a run judged under one set of limits, and the level MaxInvocations comes from (if any)."""
+    """A run decided under one set of limits, computed once by `decide`: every level judged, the level MaxInvocations
+    comes from (if any), the headline figures and the server figures at the level shown."""
 
     levels: tuple[Level, ...]
     chosen: Level | None
+    measured: Measured
+    figures: Figures
+    server: Mapping[str, float]  # server-side figures at the shown level (`server_stats["at_max_invocations"]`)
 
     @property
     def shown(self) -> Level | None:
         """The level whose figures the headline shows: the chosen one, else the lowest (an excluded candidate)."""
-        return self.chosen or min(self.levels, key=lambda v: (v.load, v.phase_index), default=None)
+        return self.chosen or lowest(self.levels)
+
+    @property
+    def headline(self) -> Headline:
+        return Headline.join(self.measured, self.figures)
+
+    def server_stats(self, run_wide: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The run's stored server statistics with the figures at the shown level in place (`at_max_invocations`)."""
+        return dict(run_wide or {}) | {"at_max_invocations": dict(self.server)}
 
 
-def breach(windows: list[WindowRecord], rules: Rules) -> str:
+def decide(
+    records: list[WindowRecord], measured: Measured, limits: Limits, rules: WindowRules = WindowRules()
+) -> Decision:
+    """The run's windows (every repeat) decided under `limits`: levels, the chosen one, the figures at the shown one."""
+    levels = judge_levels(records, measured.repeats, limits, rules)
+    chosen = max((v for v in levels if v.meets), key=lambda v: (v.load, v.ipm), default=None)
+    shown = chosen or lowest(levels)
+    if shown is None:
+        figures = Figures(limits, notes=("no steady-state window measured",))
+        return Decision(levels, None, measured, figures, {})
+    notes = tuple(_notes(chosen, shown, measured, limits))
+    return Decision(levels, chosen, measured, _figures(shown, limits, chosen is not None, notes), shown.server())
+
+
+def breach(windows: list[WindowRecord], limits: Limits) -> str:
     """Why these windows do not meet the limits, in words ('' when they do)."""
-    p = rules.percentile
+    p = limits.percentile
     if not windows:
         return "not reached"
     if sum(w.samples for w in windows) == 0:
@@ -150,112 +178,93 @@ def breach(windows: list[WindowRecord], rules: Rules) -> str:
     latency = _mean([w.latency(p) for w in windows if w.latency(p) is not None])
     if latency is None:
         return f"too few samples for {p} in every window (needs {min_samples(p)} per window)"
-    if latency > rules.threshold_ms:
-        return f"{p} {latency:.1f} ms above the {rules.threshold_ms:g} ms threshold"
+    if latency > limits.threshold_ms:
+        return f"{p} {latency:.1f} ms above the {limits.threshold_ms:g} ms threshold"
     requests = sum(w.requests for w in windows)
     errors = sum(w.errors for w in windows) / requests if requests else 0.0
-    if errors > rules.max_error_rate:
-        return f"error rate {errors:.1%} above the {rules.max_error_rate:.1%} limit"
+    if errors > limits.max_error_rate:
+        return f"error rate {errors:.1%} above the {limits.max_error_rate:.1%} limit"
     return ""
 
 
-def judge_level(windows: list[WindowRecord], repeats: int, rules: Rules) -> Level:
+def judge_level(windows: list[WindowRecord], repeats: int, limits: Limits, rules: WindowRules) -> Level:
     """One level's verdict over every repeat, each repeat's own verdict and the level's stability."""
     first = windows[0]
     reached = {w.repeat for w in windows}
     why_not = (
         f"reached by {len(reached)} of {repeats} repeats (the others stopped before it)"
         if len(reached) < repeats
-        else breach(windows, rules)
+        else breach(windows, limits)
     )
-    breached = sum(bool(breach([w for w in windows if w.repeat == r], rules)) for r in range(repeats))
-    return Level(
-        first.phase_index, first.load, tuple(windows), repeats, why_not, breached, judge_windows(windows, rules)
-    )
+    breached = sum(bool(breach([w for w in windows if w.repeat == r], limits)) for r in range(repeats))
+    stability = judge_windows(windows, rules, limits.percentile)
+    return Level(first.phase_index, first.load, tuple(windows), repeats, why_not, breached, stability)
 
 
-def decide_levels(records: list[WindowRecord], repeats: int, rules: Rules) -> Decision:
-    """Judge every level of a run; the chosen one is the highest meeting level (by load, then mean IPM)."""
+def judge_levels(
+    records: list[WindowRecord], repeats: int, limits: Limits, rules: WindowRules = WindowRules()
+) -> tuple[Level, ...]:
+    """Every level of a run judged under `limits`, in phase order."""
     phases = sorted({w.phase_index for w in records})
-    levels = tuple(judge_level([w for w in records if w.phase_index == phase], repeats, rules) for phase in phases)
-    chosen = max((v for v in levels if v.meets), key=lambda v: (v.load, v.ipm), default=None)
-    return Decision(levels, chosen)
+    return tuple(
+        judge_level([w for w in records if w.phase_index == phase], repeats, limits, rules) for phase in phases
+    )
 
 
-def decide_headline(measured: Headline, records: list[WindowRecord], rules: Rules) -> Headline:
-    """The headline under `rules`: every decision figure recomputed from the windows, the measured facts kept."""
-    decision = decide_levels(records, measured.repeats, rules)
-    level, p = decision.shown, rules.percentile
-    limits = {"percentile": p, "threshold_ms": rules.threshold_ms, "max_error_rate": rules.max_error_rate}
-    if level is None:
-        return dataclasses.replace(
-            measured,
-            **limits,
-            within_threshold=False,
-            max_invocations=None,
-            model_latency_ms=None,
-            stable=None,
-            stability=None,
-            ipm_interval=None,
-            latency_interval=None,
-            notes=("no steady-state window measured",),
-        )
-    within = decision.chosen is not None
-    return dataclasses.replace(
-        measured,
-        **limits,
-        **_figures(level, p, within),
+def lowest(levels: tuple[Level, ...]) -> Level | None:
+    return min(levels, key=lambda v: (v.load, v.phase_index), default=None)
+
+
+def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...]) -> Figures:
+    p = limits.percentile
+    return Figures(
+        limits,
+        phase_index=level.phase_index,
+        level_load=level.load,
+        invocations_per_minute=level.ipm,
+        max_invocations=level.ipm if within else None,
+        latency_ms={name: level.latency(name) for name in PERCENTILE_NAMES},
+        model_latency_ms=level.latency(p) if within else None,
+        error_rate=level.error_rate,
+        ipm_interval=level.interval(lambda w: w.ipm),
+        latency_interval=level.interval(lambda w: w.latency(p)),
+        stable=level.stability.stable,
+        stability=level.stability,
+        samples=level.samples,
         within_threshold=within,
         repeats_breached=level.breached,
-        windows=dataclasses.replace(measured.windows, at_level=len(level.windows)),
-        notes=tuple(_notes(decision, level, measured, rules)),
+        at_level=len(level.windows),
+        notes=notes,
     )
 
 
-def _figures(level: Level, p: str, within: bool) -> dict[str, Any]:
-    return {
-        "phase_index": level.phase_index,
-        "level_load": level.load,
-        "invocations_per_minute": level.ipm,
-        "max_invocations": level.ipm if within else None,
-        "latency_ms": {name: level.latency(name) for name in PERCENTILE_NAMES},
-        "model_latency_ms": level.latency(p) if within else None,
-        "error_rate": level.error_rate,
-        "ipm_interval": level.interval(lambda w: w.ipm),
-        "latency_interval": level.interval(lambda w: w.latency(p)),
-        "stable": level.stability.stable,
-        "stability": level.stability,
-        "samples": level.samples,
-    }
-
-
-def _notes(decision: Decision, level: Level, measured: Headline, rules: Rules) -> list[str]:
+def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limits) -> list[str]:
     notes = []
     at = f"at load {level.load:g}"
-    if decision.chosen is None:
+    if chosen is None:
         notes.append(
-            f"no load level meets {rules.percentile} <= {rules.threshold_ms:g} ms and error rate <= "
-            f"{rules.max_error_rate:.1%}: {at} (the lowest) {level.why_not}"
+            f"no load level meets {limits.percentile} <= {limits.threshold_ms:g} ms and error rate <= "
+            f"{limits.max_error_rate:.1%}: {at} (the lowest) {level.why_not}"
         )
     if level.breached:
         notes.append(f"{level.breached} of {level.repeats} repeats breached {at} on their own")
     if not level.stability.stable:
         notes.append(f"unstable {at}: {level.stability.reason}")
-    note = stop_note(measured, rules)
+    note = stop_note(measured, limits)
     return notes + ([note] if note else [])
 
 
-def stop_note(measured: Headline, rules: Rules) -> str | None:
+def stop_note(measured: Measured, limits: Limits) -> str | None:
     """A run stopped by the latency or error stop condition measured nothing past the stop: say so when the limits
     now decided on are looser than those it stopped at (stricter ones are fully answered by what was measured)."""
     stop, reasons = measured.stop_limits, [r for r in measured.stop_reasons or (measured.stop_reason,) if r]
     if stop is None:
         return None
     looser_latency = (
-        PERCENTILES[rules.percentile] < PERCENTILES[stop.percentile] or rules.threshold_ms > stop.threshold_ms
+        PERCENTILES[limits.percentile] < PERCENTILES[stop.percentile] or limits.threshold_ms > stop.threshold_ms
     )
     latency_stop = any(r.startswith("latency") for r in reasons) and looser_latency
-    error_stop = any(r.startswith("error rate") for r in reasons) and rules.max_error_rate > stop.max_error_rate
+    error_stop = any(r.startswith("error rate") for r in reasons) and limits.max_error_rate > stop.max_error_rate
     if not (latency_stop or error_stop):
         return None
     return (
@@ -263,10 +272,6 @@ def stop_note(measured: Headline, rules: Rules) -> str | None:
         f"(the limits it was measured with): load levels past the stop were not measured; "
         f"`recommender run FILE --fresh` to measure further"
     )
-
-
-def limits_of(rules: Rules) -> Limits:
-    return Limits(rules.percentile, rules.threshold_ms, rules.max_error_rate)
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -8,71 +8,19 @@ MaxInvocations and ModelLatency are decided per load level over all repeats in m
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from recommender.load.records import RequestLog, Timeline
+from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.stability import Stability, judge
 from recommender.metrics.summary import WindowStats, completions_between, window_stats
-from recommender.vocabulary import DEFAULT_PERCENTILE
-
-if TYPE_CHECKING:
-    from recommender.spec import ExperimentSpec
 
 _EPSILON = 1e-9
 GENERATOR_BOUND_CPU = 70.0  # % of one core: above it the generator's own latency inflates the measurements
-
-
-@dataclass(frozen=True)
-class Rules:
-    """How windows are cut, judged and when load stops; plain data so the load child gets it as JSON."""
-
-    percentile: str = DEFAULT_PERCENTILE
-    threshold_ms: float = 500.0
-    max_error_rate: float = 0.01
-    warmup_s: float = 5.0
-    window_s: float = 5.0
-    stable_windows: int = 4
-    stability_tolerance: float = 0.05
-    stop_on_latency: bool = True
-    stop_on_errors: bool = True
-    stop_max_invocations: float | None = None
-    stop_on_flat: bool = False
-    flat_tolerance: float = 0.05
-    late_ms: float = 1.0
-    max_late_share: float = 0.01
-
-    @classmethod
-    def from_spec(cls, spec: ExperimentSpec) -> Rules:
-        t, stop = spec.traffic, spec.traffic.stopping
-        rate = t.rate
-        return cls(
-            spec.latency_threshold.percentile,
-            spec.latency_threshold.ms,
-            spec.max_error_rate,
-            t.warmup_seconds,
-            t.window_seconds,
-            t.stability.windows,
-            t.stability.tolerance,
-            stop.latency,
-            stop.error_rate,
-            stop.max_invocations,
-            stop.flat_invocations,
-            stop.flat_tolerance,
-            rate.late_ms if rate else 1.0,
-            rate.max_late_share if rate else 0.01,
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> Rules:
-        return cls(**json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -127,11 +75,11 @@ def measure_windows(
                 index,
                 window_stats(log, start, end),
                 loads[phase],
-                late_share=_late_share(log, start, end, rules.late_ms),
+                late_share=_late_share(log, start, end, rules.windows.late_ms),
                 generator_cpu=_mean_cpu(timeline, start, end),
             )
         )
-    return mark_stable(windows, rules)
+    return mark_stable(windows, rules.windows, rules.limits.percentile)
 
 
 def _late_share(log: RequestLog, start: float, end: float, late_ms: float) -> float | None:
@@ -150,24 +98,23 @@ def _mean_cpu(timeline: Timeline | None, start: float, end: float) -> float | No
     return float(timeline.busiest_cpu[inside].mean()) if inside.any() else None
 
 
-def mark_stable(windows: list[Window], rules: Rules) -> list[Window]:
-    """Flag every window whose phase (the windows given: one repeat) passes the stability rule."""
+def mark_stable(windows: list[Window], rules: WindowRules, percentile: str) -> list[Window]:
+    """Flag every window whose phase (the windows given: one repeat) passes the stability rule at `percentile`."""
     verdicts = {
-        phase: judge_windows([w for w in windows if w.phase_index == phase], rules).stable
+        phase: judge_windows([w for w in windows if w.phase_index == phase], rules, percentile).stable
         for phase in {w.phase_index for w in windows}
     }
     return [replace(w, stable=verdicts[w.phase_index]) for w in windows]
 
 
-def judge_windows(windows: list, rules: Rules) -> Stability:
-    """The stability rule on one level's windows (anything with index, ipm and latency(percentile))."""
-    p = rules.percentile
+def judge_windows(windows: list, rules: WindowRules, p: str) -> Stability:
+    """The stability rule at percentile `p` on one level's windows (anything with index, ipm and latency(p))."""
     ipm = [(float(w.index), w.ipm) for w in windows]
     latency = [(float(w.index), w.latency(p)) for w in windows if w.latency(p) is not None]
     return judge(ipm, latency, len(windows), rules.stable_windows, rules.stability_tolerance, p)
 
 
-def phase_flags(windows: list[Window], rules: Rules) -> list[str]:
+def phase_flags(windows: list[Window], rules: WindowRules) -> list[str]:
     """Warnings about a set of windows: generator-bound, late sends."""
     flags = []
     cpu = [w.generator_cpu for w in windows if w.generator_cpu is not None]
@@ -183,6 +130,7 @@ __all__ = [
     "GENERATOR_BOUND_CPU",
     "Rules",
     "Window",
+    "WindowRules",
     "completions_between",
     "judge_windows",
     "mark_stable",

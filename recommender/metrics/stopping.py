@@ -5,7 +5,8 @@ Pure: the load child calls `stop_reason` at the end of every window and ends the
 
 from __future__ import annotations
 
-from recommender.metrics.steady import Rules, Window
+from recommender.metrics.rules import Rules
+from recommender.metrics.steady import Window
 
 
 def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> str | None:
@@ -16,34 +17,39 @@ def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: R
         reason = check(windows, rules)
         if reason:
             return reason
-    return _flat_invocations(windows, planned_windows, rules) if rules.stop_on_flat else None
+    return _flat_invocations(windows, planned_windows, rules) if rules.stop.flat else None
 
 
 def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
     """`stable_windows` consecutive windows, all above the threshold (a single slow window is not enough)."""
-    last = windows[-rules.stable_windows :]
-    if not rules.stop_on_latency or len(last) < rules.stable_windows:
+    limits, count = rules.limits, rules.windows.stable_windows
+    last = windows[-count:]
+    if not rules.stop.latency or len(last) < count:
         return None
-    latencies = [w.latency(rules.percentile) for w in last]
-    if all(v is not None and v > rules.threshold_ms for v in latencies):
+    latencies = [w.latency(limits.percentile) for w in last]
+    if all(v is not None and v > limits.threshold_ms for v in latencies):
         shown = ", ".join(f"{v:.1f}" for v in latencies)
-        return f"latency: {rules.percentile} above {rules.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        return (
+            f"latency: {limits.percentile} above {limits.threshold_ms:g} ms in {len(last)} consecutive windows "
+            f"({shown} ms)"
+        )
     return None
 
 
 def _errors_above(windows: list[Window], rules: Rules) -> str | None:
-    last = windows[-rules.stable_windows :]
-    if not rules.stop_on_errors or len(last) < rules.stable_windows:
+    limit, count = rules.limits.max_error_rate, rules.windows.stable_windows
+    last = windows[-count:]
+    if not rules.stop.errors or len(last) < count:
         return None
     requests = sum(w.stats.requests for w in last)
     errors = sum(w.stats.errors for w in last)
-    if requests and errors / requests > rules.max_error_rate:
-        return f"error rate: {errors / requests:.1%} over the last {len(last)} windows, above the {rules.max_error_rate:.1%} limit"
+    if requests and errors / requests > limit:
+        return f"error rate: {errors / requests:.1%} over the last {len(last)} windows, above the {limit:.1%} limit"
     return None
 
 
 def _max_invocations_reached(windows: list[Window], rules: Rules) -> str | None:
-    limit = rules.stop_max_invocations
+    limit = rules.stop.max_invocations
     if limit is not None and windows[-1].ipm >= limit:
         return f"max invocations: a window reached {windows[-1].ipm:.0f} invocations/min (limit {limit:g})"
     return None
@@ -54,15 +60,16 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
     current = windows[-1].phase_index
     mine = [w for w in windows if w.phase_index == current]
     previous = [w for w in windows if w.phase_index == current - 1]
-    if not previous or len(mine) < min(rules.stable_windows, planned_windows.get(current, 1)):
+    if not previous or len(mine) < min(rules.windows.stable_windows, planned_windows.get(current, 1)):
         return None
     if mine[-1].load <= previous[-1].load:
         return None
     now, before = _mean_ipm(mine), _mean_ipm(previous)
-    if now <= before * (1 + rules.flat_tolerance):
+    tolerance = rules.stop.flat_tolerance
+    if now <= before * (1 + tolerance):
         return (
             f"flat invocations: {now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
-            f"(growth below {rules.flat_tolerance:.0%})"
+            f"(growth below {tolerance:.0%})"
         )
     return None
 

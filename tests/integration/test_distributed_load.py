@@ -15,7 +15,7 @@ import pytest
 
 from recommender.load.runner import LoadRequest, LoadResult, run_load
 from recommender.measurement.repeats import summarize_load
-from recommender.metrics.steady import Rules
+from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import Phase
 from recommender.targets.registry import get_target
@@ -115,7 +115,7 @@ def test_a_worker_killed_mid_run_is_recorded_and_the_level_flagged(deployment, t
     assert any("no heartbeat" in reason for reason in reasons), reasons  # the master saw it too
     assert result.requests.t_s.max() > 7  # the other worker carried the load to the end
     assert served >= len(result.requests)  # the lost worker's last rows are missing, never invented
-    repeat = summarize_load(result, request_plan(8), Rules(warmup_s=1, window_s=2), [], {})
+    repeat = summarize_load(result, request_plan(8), Rules(windows=WindowRules(warmup_s=1, window_s=2)), [], {})
     assert any(flag.startswith("worker dropped at") for flag in repeat.phases[0].flags), repeat.phases[0].flags
 
 

@@ -146,14 +146,10 @@ def test_overlapping_intervals_show_the_tie_notice(seeded_url):
 
 
 def test_the_limits_in_the_sidebar_re_decide_the_whole_decision_as_rank_does(seeded_url):
-    from recommender.review import Overrides
-
     at = page("ranking")
     at.sidebar.number_input(key="setting:micro:threshold_ms").set_value(30.0).run()
     at.sidebar.number_input(key="setting:micro:max_error_rate").set_value(0.0).run()
-    rec, _, _ = recommend_from_store(
-        ResultStore.open(seeded_url), "micro", limits=Overrides(threshold_ms=30.0, max_error_rate=0.0)
-    )
+    rec, _, _ = recommend_from_store(ResultStore.open(seeded_url), "micro", threshold_ms=30.0, max_error_rate=0.0)
     table = at.dataframe[0].value
     ranked = table[table["rank"].notna()]
     assert ranked["name"].tolist() == [r.candidate.name for r in rec.ranking.ranked]

@@ -13,7 +13,7 @@ from recommender.cli import build_app
 from recommender.metrics.headline import Headline
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import WindowStats
-from recommender.review import Overrides, recommend_from_store
+from recommender.review import recommend_from_store
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -70,7 +70,7 @@ def url(tmp_path: Path) -> str:
 
 
 def figures(url: str, **limits) -> dict[str, tuple]:
-    _rec, _, results = recommend_from_store(ResultStore.open(url), "levels", limits=Overrides(**limits))
+    _rec, _, results = recommend_from_store(ResultStore.open(url), "levels", **limits)
     return {r.name: (r.headline.within_threshold, r.headline.level_load, r.headline.ipm_interval.n) for r in results}
 
 
@@ -101,7 +101,7 @@ def test_the_same_windows_decided_under_other_limits(url, limits, expected):
 
 
 def test_the_server_figures_follow_the_level_decided_on(url):
-    _, _, results = recommend_from_store(ResultStore.open(url), "levels", limits=Overrides(threshold_ms=50))
+    _, _, results = recommend_from_store(ResultStore.open(url), "levels", threshold_ms=50)
     assert all(r.server_stats["at_max_invocations"] == {} for r in results)  # these windows carry no server figures
 
 

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from recommender.metrics.headline import Headline, Limits
-from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
-from recommender.metrics.steady import Rules
+from recommender.metrics.headline import Headline, Measured
+from recommender.metrics.levels import WindowRecord, decide
+from recommender.metrics.limits import Limits
 
-RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01)
+RULES = Limits("p95", 500, 0.01)
 NOISE = (1.00, 1.01, 0.99, 1.005)  # window-to-window wobble of a steady level (4 windows)
 
 
@@ -43,8 +43,8 @@ def level(repeat: int, phase: int, ipm: float, p95: float, windows: int = 4, **k
     return [window(repeat, phase, i, ipm * NOISE[i % 4], p95, **kw) for i in range(windows)]
 
 
-def headline(records: list[WindowRecord], repeats: int, rules: Rules = RULES, **measured) -> Headline:
-    return decide_headline(Headline(repeats=repeats, **measured), records, rules)
+def headline(records: list[WindowRecord], repeats: int, rules: Limits = RULES, **measured) -> Headline:
+    return decide(records, Measured(repeats=repeats, **measured), rules).headline
 
 
 def test_max_invocations_is_the_mean_of_the_highest_meeting_level_not_its_best_window():
@@ -98,7 +98,7 @@ def test_a_failing_repeat_counts_in_the_mean_and_is_reported():
 def test_a_level_only_some_repeats_reached_does_not_meet():
     # repeats 1 and 2 stopped during level 1; repeat 0 went on to a fast level 2 that only it measured
     records = [w for r in range(3) for w in level(r, 0, 600, 20) + level(r, 1, 1000, 300)] + level(0, 2, 1500, 100)
-    decision = decide_levels(records, 3, RULES)
+    decision = decide(records, Measured(repeats=3), RULES)
     assert decision.levels[2].why_not == "reached by 1 of 3 repeats (the others stopped before it)"
     assert decision.levels[2].breached == 2 and decision.chosen.phase_index == 1
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import pytest
 
 from recommender.decide.ranking import (
     IMPORTANCE_WEIGHTS,
     TIED_TEXT,
-    Constraints,
     Importance,
     RankInput,
     rank,
 )
 from recommender.errors import RankingError
+from recommender.metrics.limits import Limits
+
+OPEN = Limits("p99", math.inf, 1.0)  # no limit binds here; latencies labelled p99
 
 
 def candidate(name: str, cost_m: float | None, latency: float | None, ipm: float | None, **extra) -> RankInput:
@@ -67,7 +70,7 @@ def test_importance_levels_map_linearly_to_weights() -> None:
     ],
 )
 def test_weighted_scores(trio: list[RankInput], importance: Importance, order: list[str], scores: list[float]) -> None:
-    ranking = rank(trio, importance=importance)
+    ranking = rank(trio, OPEN, importance=importance)
     assert names(ranking) == order
     assert [r.score for r in ranking.ranked] == pytest.approx(scores)
     assert [r.rank for r in ranking.ranked] == [1, 2, 3]
@@ -75,7 +78,7 @@ def test_weighted_scores(trio: list[RankInput], importance: Importance, order: l
 
 def test_pareto_front(trio: list[RankInput]) -> None:
     # B beats C on all three; A (cheapest) and B (fastest, most throughput) are not dominated
-    pareto = {r.candidate.name: r.pareto for r in rank(trio).ranked}
+    pareto = {r.candidate.name: r.pareto for r in rank(trio, OPEN).ranked}
     assert pareto == {"A": True, "B": True, "C": False}
 
 
@@ -92,7 +95,7 @@ def with_intervals(item: RankInput, spread: float = 0.01, **extra) -> RankInput:
 
 
 def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankInput]) -> None:
-    by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio]).ranked}
+    by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio], OPEN).ranked}
     assert by_name["B"].comparison == "recommended"
     # B vs C: cost 20 vs 30 -> 33.3 % lower; latency 20 vs 40 -> 50.0 % lower; 2000 vs 1500 -> 33.3 % higher
     assert by_name["C"].comparison == (
@@ -101,7 +104,7 @@ def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankI
 
 
 def test_without_intervals_no_difference_is_claimed(trio: list[RankInput]) -> None:
-    by_name = {r.candidate.name: r for r in rank(trio).ranked}
+    by_name = {r.candidate.name: r for r in rank(trio, OPEN).ranked}
     assert by_name["C"].comparison == "no noise estimate (repeats: 1): no difference claimed"
     assert not by_name["C"].tied_with_winner
 
@@ -110,7 +113,7 @@ def test_a_difference_is_claimed_only_where_the_intervals_separate() -> None:
     winner = candidate("w", 20, 20, 2000, ipm_interval=(1900, 2100), latency_interval=(18, 22), repeats=3)
     close = candidate("c", 21, 30, 1950, ipm_interval=(1850, 2050), latency_interval=(28, 32), repeats=3)
     windows = with_intervals(candidate("n", 40, 40, 1000), window_noise=True)
-    by_name = {r.candidate.name: r.comparison for r in rank([winner, close, windows]).ranked}
+    by_name = {r.candidate.name: r.comparison for r in rank([winner, close, windows], OPEN).ranked}
     # throughput (and so cost) overlap: tied on them; latency 20 vs 30 apart: 33.3 % lower
     assert (
         by_name["c"] == "winner has 33.3% lower p99 latency; tied on cost per million, throughput (intervals overlap)"
@@ -133,7 +136,7 @@ def test_every_exclusion_reason_is_given() -> None:
     )
     slow = candidate("slow", 10, 120, 900)
     skipped = RankInput(key="k-skip", name="trt", status="skipped", reason="TensorRT needs a GPU")
-    constraints = Constraints(max_latency_ms=100, percentile="p95", max_error_rate=0.01)
+    constraints = Limits("p95", 100, 0.01)
     ranking = rank([bad, slow, skipped, candidate("ok", 10, 50, 1000)], constraints)
 
     assert names(ranking) == ["ok"]
@@ -153,7 +156,7 @@ def test_every_exclusion_reason_is_given() -> None:
 
 
 def test_latency_exactly_at_threshold_is_allowed() -> None:
-    ranking = rank([candidate("edge", 10, 100, 1000)], Constraints(max_latency_ms=100, max_error_rate=0.0))
+    ranking = rank([candidate("edge", 10, 100, 1000)], Limits("p99", 100, 0.0))
     assert names(ranking) == ["edge"] and not ranking.excluded
 
 
@@ -162,7 +165,7 @@ def test_overlapping_intervals_are_tied_and_get_no_percentage_claim() -> None:
     twin = candidate("twin", 20.5, 21, 1950, ipm_interval=(1850, 2050), latency_interval=(19, 23))
     # throughput overlaps but latency does not: distinguishable
     quick_not = candidate("latency-apart", 20.5, 30, 1950, ipm_interval=(1850, 2050), latency_interval=(28, 32))
-    ranking = rank([twin, quick_not, winner])
+    ranking = rank([twin, quick_not, winner], OPEN)
     by_name = {r.candidate.name: r for r in ranking.ranked}
 
     assert ranking.winner.candidate.name == "winner"
@@ -174,42 +177,42 @@ def test_overlapping_intervals_are_tied_and_get_no_percentage_claim() -> None:
 
 
 def test_point_values_without_intervals_are_not_tied_unless_equal() -> None:
-    ranking = rank([candidate("a", 10, 20, 1000), candidate("b", 10, 20.5, 1000)])
+    ranking = rank([candidate("a", 10, 20, 1000), candidate("b", 10, 20.5, 1000)], OPEN)
     assert not ranking.ranked[1].tied_with_winner
 
 
 def test_identical_candidates_order_by_name_whatever_the_input_order() -> None:
     items = [candidate(n, 10, 20, 1000) for n in ("gamma", "alpha", "beta")]
-    orders = {tuple(names(rank(list(p)))) for p in itertools.permutations(items)}
+    orders = {tuple(names(rank(list(p), OPEN))) for p in itertools.permutations(items)}
     assert orders == {("alpha", "beta", "gamma")}
     # all equal: every normalised value is 1, so every score is 1
-    assert [r.score for r in rank(items).ranked] == [1.0, 1.0, 1.0]
+    assert [r.score for r in rank(items, OPEN).ranked] == [1.0, 1.0, 1.0]
 
 
 def test_cost_per_million_is_derived_from_cost_per_hour() -> None:
     item = RankInput(key="k", name="g4dn", invocations_per_minute=490, latency_ms=30, cost_per_hour=0.7364)
     # 0.7364 / (490 x 60) x 1e6 = 25.0476 USD per million
-    assert rank([item]).ranked[0].cost_per_million == pytest.approx(25.047619, abs=1e-6)
+    assert rank([item], OPEN).ranked[0].cost_per_million == pytest.approx(25.047619, abs=1e-6)
 
 
 def test_missing_price_drops_cost_from_the_score_with_a_note() -> None:
-    ranking = rank([candidate("priced", 10, 30, 1000), candidate("local", None, 20, 1000)])
+    ranking = rank([candidate("priced", 10, 30, 1000), candidate("local", None, 20, 1000)], OPEN)
     assert ranking.weights == pytest.approx({"cost": 0.0, "latency": 0.5, "throughput": 0.5})
     assert any("cost left out" in note for note in ranking.notes)
     assert names(ranking) == ["local", "priced"]
 
 
 def test_no_eligible_candidates_gives_no_winner() -> None:
-    ranking = rank([RankInput(key="k", name="x", status="failed", reason="crashed")])
+    ranking = rank([RankInput(key="k", name="x", status="failed", reason="crashed")], OPEN)
     assert ranking.winner is None and len(ranking.excluded) == 1
 
 
 def test_unknown_importance_level_is_an_error() -> None:
     with pytest.raises(RankingError, match="very high") as caught:
-        rank([], importance=Importance(cost="very high"))
+        rank([], OPEN, importance=Importance(cost="very high"))
     assert "lowest, low, medium, high, highest" in caught.value.hint
 
 
 def test_inverted_interval_is_an_error() -> None:
     with pytest.raises(RankingError, match="ipm_interval"):
-        rank([candidate("x", 1, 1, 100, ipm_interval=(110, 90))])
+        rank([candidate("x", 1, 1, 100, ipm_interval=(110, 90))], OPEN)

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 
 from recommender.load.records import RequestLog
-from recommender.metrics.steady import Rules, Window, mark_stable, measure_windows, phase_flags, window_spans
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import Rules, WindowRules
+from recommender.metrics.steady import Window, mark_stable, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import WindowStats
 
-RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01, warmup_s=5, window_s=5)
+RULES = Rules(Limits("p95", 500, 0.01), WindowRules(warmup_s=5, window_s=5))
 
 
 def win(
@@ -50,17 +52,21 @@ def test_warmup_is_capped_at_half_the_phase():
 
 
 def test_a_phase_with_four_steady_windows_is_stable():
-    windows = mark_stable([win(0, i, ipm, 50) for i, ipm in enumerate([1000, 1010, 990, 1005])], RULES)
+    windows = mark_stable([win(0, i, ipm, 50) for i, ipm in enumerate([1000, 1010, 990, 1005])], RULES.windows, "p95")
     assert all(w.stable for w in windows)
 
 
 def test_a_phase_with_too_few_windows_is_not_stable():
-    windows = mark_stable([win(0, 0, 1000, 50), win(0, 1, 1000, 50), win(0, 2, 1000, 50), win(1, 0, 1000, 50)], RULES)
+    windows = mark_stable(
+        [win(0, 0, 1000, 50), win(0, 1, 1000, 50), win(0, 2, 1000, 50), win(1, 0, 1000, 50)], RULES.windows, "p95"
+    )
     assert [w.stable for w in windows] == [False, False, False, False]  # 3 and 1 windows, 4 needed
 
 
 def test_a_rising_latency_makes_its_phase_unstable():
-    windows = mark_stable([win(0, i, 1000, 50 + 2 * i) for i in range(4)], RULES)  # a perfect line: a trend
+    windows = mark_stable(
+        [win(0, i, 1000, 50 + 2 * i) for i in range(4)], RULES.windows, "p95"
+    )  # a perfect line: a trend
     assert not any(w.stable for w in windows)
 
 
@@ -76,7 +82,7 @@ def test_measured_windows_from_a_request_log():
 
 def test_generator_bound_and_late_sends_are_flagged():
     w = Window(0, 0, win(0, 0, 600, 20).stats, 1, generator_cpu=85.0, late_share=0.03)
-    assert phase_flags([w], RULES) == [
+    assert phase_flags([w], RULES.windows) == [
         "generator-bound (load generator CPU 85 % > 70 %)",
         "late sends 3.0% > 1% (schedule not kept)",
     ]

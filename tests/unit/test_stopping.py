@@ -2,11 +2,12 @@
 
 import pytest
 
-from recommender.metrics.steady import Rules
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import Rules, StopRules, WindowRules
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from tests.unit.test_steady import win
 
-RULES = Rules(percentile="p95", threshold_ms=500, max_error_rate=0.01, stable_windows=3)
+RULES = Rules(Limits("p95", 500, 0.01), WindowRules(stable_windows=3))
 
 
 def test_latency_stop_needs_three_consecutive_breaches():
@@ -17,7 +18,7 @@ def test_latency_stop_needs_three_consecutive_breaches():
 
 def test_latency_stop_can_be_switched_off():
     windows = [win(0, i, 600, 900) for i in range(3)]
-    assert stop_reason(windows, {0: 3}, Rules(stop_on_latency=False)) is None
+    assert stop_reason(windows, {0: 3}, Rules(stop=StopRules(latency=False))) is None
 
 
 def test_error_rate_over_the_last_windows():
@@ -37,7 +38,7 @@ def test_error_rate_over_the_last_windows():
 
 
 def test_max_invocations_reached():
-    rules = Rules(stop_max_invocations=1000)
+    rules = Rules(stop=StopRules(max_invocations=1000))
     assert stop_reason([win(0, 0, 999, 20)], {0: 3}, rules) is None
     assert (
         stop_reason([win(0, 0, 1200, 20)], {0: 3}, rules)
@@ -45,7 +46,7 @@ def test_max_invocations_reached():
     )
 
 
-FLAT = Rules(stop_on_flat=True, flat_tolerance=0.05)
+FLAT = Rules(stop=StopRules(flat=True, flat_tolerance=0.05))
 STEP_1 = [win(0, 0, 1000, 20, load=2), win(0, 1, 1010, 20, load=2), win(0, 2, 990, 20, load=2)]  # mean 1000
 
 

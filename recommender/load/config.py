@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recommender.load.shapes import TrafficPlan
-from recommender.metrics.steady import Rules
+from recommender.metrics.rules import Rules
 
 _PREFIX = "RECOMMENDER_LOAD_"
 

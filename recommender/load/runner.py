@@ -37,7 +37,7 @@ from recommender.load.generators import (
 from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.load.shapes import Level, PhaseLike, TrafficPlan
-from recommender.metrics.steady import Rules
+from recommender.metrics.rules import Rules
 from recommender.targets.lifeline import die_with_parent
 
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]

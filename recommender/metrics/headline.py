@@ -147,8 +147,9 @@ class Headline:
 
     @property
     def measured(self) -> Measured:
-        """The measured part (what a decision under other limits keeps)."""
-        return Measured(**{f.name: getattr(self, f.name) for f in fields(Measured)})
+        """The measured part (what a decision under other limits keeps; `windows.at_level` is decided, not kept)."""
+        kept = {f.name: getattr(self, f.name) for f in fields(Measured) if f.name != "windows"}
+        return Measured(**kept, windows=replace(self.windows, at_level=0))
 
     def latency(self, percentile: str) -> float | None:
         """Latency at `percentile` at the headline point (ms), None when not measured."""

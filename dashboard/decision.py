@@ -3,8 +3,9 @@ the recommendation they give, computed by recommender.decide.recommendation (the
 `report`). Every setting takes effect on the whole decision: the verdicts, MaxInvocations and ModelLatency are
 re-decided from the stored windows under the chosen limits (nothing is measured).
 
-    sidebar widgets -> Settings.limits (Limits.from_spec(file).override(sidebar values)) -> source.decided
-        -> review.decided_from_store -> decide.verdicts.decide_results -> metrics.levels.decide (once per run)"""
+    sidebar widgets -> Settings.limits (Limits.from_spec(file).override(sidebar values)) -> source.reviewed
+        -> review.recommend_decided -> decide.verdicts.decide_results -> metrics.levels.decide (once per run),
+        then the recommendation under those limits (the same review path as `recommender rank` and `report`)"""
 
 from __future__ import annotations
 
@@ -61,8 +62,14 @@ def from_spec(spec: ExperimentSpec) -> Settings:
 
 
 def apply(spec: ExperimentSpec, settings: Settings) -> ExperimentSpec:
-    """The stored spec with the settings in place (validated sub-models, so bad values fail as they would in YAML)."""
-    changed = spec.model_copy(
+    """The stored spec with every setting in place, the limits included (what the recommendation states)."""
+    return with_limits(with_preferences(spec, settings), settings.limits)
+
+
+def with_preferences(spec: ExperimentSpec, settings: Settings) -> ExperimentSpec:
+    """The stored spec with the importance levels and the target load in place (validated sub-models, so bad values
+    fail as they would in YAML); the limits travel on their own (Settings.limits)."""
+    return spec.model_copy(
         update={
             "objectives": Objectives(cost=settings.cost, latency=settings.latency, throughput=settings.throughput),
             "capacity": CapacitySpec(
@@ -71,7 +78,6 @@ def apply(spec: ExperimentSpec, settings: Settings) -> ExperimentSpec:
             ),
         }
     )
-    return with_limits(changed, settings.limits)
 
 
 def priced_as(spec: ExperimentSpec, instance_type: str) -> ExperimentSpec:

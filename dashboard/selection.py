@@ -69,8 +69,9 @@ def decision_in_view() -> DecisionView | None:
     try:
         spec = decision.spec_of(info)
         settings = decision.controls(info, spec)
-        results = source.decided(info.name, spec, settings.limits)  # verdicts under the sidebar's limits
-        return DecisionView(info, spec, settings, results, decision.recommendation(spec, results, settings))
+        preferred = decision.with_preferences(spec, settings)
+        rec, results = source.reviewed(info.name, preferred, settings.limits)  # decided under the sidebar's limits
+        return DecisionView(info, spec, settings, results, rec)
     except RecommenderError as error:
         show_error(error)
         return None

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import streamlit as st
 
 from recommender.candidates import CandidateResult
+from recommender.decide.recommendation import Recommendation
 from recommender.errors import StoreError
 from recommender.metrics.levels import WindowRecord
 from recommender.metrics.limits import Limits
-from recommender.review import decided_from_store, stored_spec
+from recommender.review import decided_from_store, recommend_decided, stored_spec
 from recommender.spec import ExperimentSpec
 from recommender.store.database import resolve_url
 from recommender.store.results import ExperimentInfo, ResultStore
@@ -52,13 +54,19 @@ def results(name: str) -> list[CandidateResult]:
     return decided(name, spec)
 
 
-def decided(name: str, spec: ExperimentSpec, limits: Limits | None = None) -> list[CandidateResult]:
-    """The experiment's current-protocol results decided under `limits` (default: the spec's) with the spec's window
-    rules (re-decided, never re-measured)."""
+def decided(name: str, spec: ExperimentSpec) -> list[CandidateResult]:
+    """The experiment's current-protocol results decided under `spec`'s limits (re-decided, never re-measured)."""
     url = database_url()
-    return decided_from_store(
-        store(), name, spec, windows_of=lambda run_id: _window_records(url, run_id), limits=limits
-    )
+    return decided_from_store(store(), name, spec, windows_of=lambda run_id: _window_records(url, run_id))
+
+
+def reviewed(name: str, spec: ExperimentSpec, limits: Limits) -> tuple[Recommendation, list[CandidateResult]]:
+    """The experiment's current-protocol results decided under `limits` (with `spec`'s window rules) and the
+    recommendation they give under `spec` with those limits (review.recommend_decided; windows read through the
+    cache)."""
+    windows_of = functools.partial(_window_records, database_url())
+    rec, _, results = recommend_decided(store(), name, spec, limits, windows_of=windows_of)
+    return rec, results
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)

@@ -104,6 +104,10 @@ class Headline:
     meets the limits (None when none does); `invocations_per_minute` is the figure shown for the run either way
     (MaxInvocations, or the lowest level's mean for an excluded one). `latency_ms` holds every percentile at that
     level; `model_latency_ms` the decision percentile's (ModelLatency). Intervals say what their n counts.
+
+    Its fields are those of `Measured` and of `Figures` in one flat record (the store's JSON shape): the figures'
+    limits spread as `percentile` / `threshold_ms` / `max_error_rate`, their `at_level` kept in `windows`.
+    `join` builds it from the two parts, `measured` gives the measured part back for a decision under other limits.
     """
 
     percentile: str = DEFAULT_PERCENTILE

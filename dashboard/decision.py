@@ -19,10 +19,9 @@ from recommender.candidates import CandidateResult
 from recommender.decide.prices import load_catalog
 from recommender.decide.ranking import IMPORTANCE_WEIGHTS
 from recommender.decide.recommendation import Recommendation, recommend
-from recommender.decide.verdicts import with_limits
 from recommender.metrics.limits import Limits
 from recommender.report import Report, build_report
-from recommender.review import stored_spec
+from recommender.review import stored_spec, with_limits
 from recommender.spec import CapacitySpec, ExperimentSpec, Objectives
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES

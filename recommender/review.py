@@ -17,11 +17,11 @@ from pydantic import ValidationError
 from recommender.candidates import CandidateResult
 from recommender.decide.prices import Catalog
 from recommender.decide.recommendation import Recommendation, recommend
-from recommender.decide.verdicts import decide_results, with_limits
+from recommender.decide.verdicts import decide_results
 from recommender.errors import StoreError
 from recommender.metrics.levels import WindowRecord
 from recommender.metrics.limits import Limits
-from recommender.spec import ExperimentSpec
+from recommender.spec import ExperimentSpec, LatencyThreshold
 from recommender.store.results import ResultStore
 
 
@@ -72,6 +72,15 @@ def decided_from_store(
     `windows_of` reads a run's window records (default: from the store; the dashboard passes a cached reader)."""
     results = store.results(experiment, protocol_key or store.current_protocols(experiment) or "")
     return decide_results(results, windows_of or store.window_records, spec, limits)
+
+
+def with_limits(spec: ExperimentSpec, limits: Limits) -> ExperimentSpec:
+    """The spec stating the decision's limits (what the recommendation and its report say they were decided under);
+    `limits` are checked already (Limits.override), so the spec is not validated again."""
+    if Limits.from_spec(spec) == limits:
+        return spec
+    threshold = LatencyThreshold(percentile=limits.percentile, ms=limits.threshold_ms)
+    return spec.model_copy(update={"latency_threshold": threshold, "max_error_rate": limits.max_error_rate})
 
 
 def stored_spec(name: str, document: dict[str, Any]) -> ExperimentSpec:

@@ -17,7 +17,7 @@ from recommender.candidates import CandidateResult
 from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import Rules
-from recommender.spec import ExperimentSpec, LatencyThreshold
+from recommender.spec import ExperimentSpec
 
 
 def decide_result(
@@ -48,12 +48,3 @@ def decide_results(
 def _decidable(result: CandidateResult) -> bool:
     """A finished ok run with a headline: the only kind whose windows can be decided on."""
     return result.status == "ok" and result.headline is not None and result.run_id is not None
-
-
-def with_limits(spec: ExperimentSpec, limits: Limits) -> ExperimentSpec:
-    """The spec stating the decision's limits (what the recommendation and its report say they were decided under);
-    `limits` are checked already (Limits.override), so the spec is not validated again."""
-    if Limits.from_spec(spec) == limits:
-        return spec
-    threshold = LatencyThreshold(percentile=limits.percentile, ms=limits.threshold_ms)
-    return spec.model_copy(update={"latency_threshold": threshold, "max_error_rate": limits.max_error_rate})

@@ -12,6 +12,7 @@ from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import Rules, StopRules, WindowRules
+from recommender.review import with_limits
 from recommender.spec import ExperimentSpec
 
 SPEC = ExperimentSpec.model_validate(
@@ -92,3 +93,10 @@ def test_the_stored_shape_is_flat_and_reads_back_whichever_part():
     assert Headline.from_dict(stored) == decision.headline
     again = decide(_records(40.0), Headline.from_dict(stored).measured, Limits("p95", 100, 0.01))
     assert again.headline == decision.headline  # re-deciding the stored record under the same limits changes nothing
+
+
+def test_the_decided_spec_states_the_limits_without_being_rebuilt():
+    assert with_limits(SPEC, Limits.from_spec(SPEC)) is SPEC
+    decided = with_limits(SPEC, Limits("p99", 30.0, 0.0))
+    assert Limits.from_spec(decided) == Limits("p99", 30.0, 0.0)
+    assert decided.traffic == SPEC.traffic and decided.objectives == SPEC.objectives

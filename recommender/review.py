@@ -79,7 +79,7 @@ def with_limits(spec: ExperimentSpec, limits: Limits) -> ExperimentSpec:
     `limits` are checked already (Limits.override), so the spec is not validated again."""
     if Limits.from_spec(spec) == limits:
         return spec
-    threshold = LatencyThreshold(percentile=limits.percentile, ms=limits.threshold_ms)
+    threshold = LatencyThreshold.model_validate({"percentile": limits.percentile, "ms": limits.threshold_ms})
     return spec.model_copy(update={"latency_threshold": threshold, "max_error_rate": limits.max_error_rate})
 
 

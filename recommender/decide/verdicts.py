@@ -42,9 +42,13 @@ def decide_results(
     """Every result decided under `limits` (default: the spec's) with the spec's window rules; `windows_of(run_id)`
     gives a finished ok run's window records."""
     rules = Rules.from_spec(spec)
-    return [decide_result(r, windows_of(r.run_id), rules, limits) if _decidable(r) else r for r in results]
+    return [_decided(r, windows_of, rules, limits) for r in results]
 
 
-def _decidable(result: CandidateResult) -> bool:
-    """A finished ok run with a headline: the only kind whose windows can be decided on."""
-    return result.status == "ok" and result.headline is not None and result.run_id is not None
+def _decided(
+    result: CandidateResult, windows_of: Callable[[int], list[WindowRecord]], rules: Rules, limits: Limits | None
+) -> CandidateResult:
+    """A finished ok run with a headline decided on its windows (the only kind that can be); any other as it is."""
+    if result.status != "ok" or result.headline is None or result.run_id is None:
+        return result
+    return decide_result(result, windows_of(result.run_id), rules, limits)

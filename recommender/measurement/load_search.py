@@ -39,7 +39,8 @@ class LoadSearch:
     def __init__(self, count: int, knee_tolerance: float) -> None:
         self.count, self.knee_tolerance = count, knee_tolerance
         self.low, self.high = -1, count  # highest meeting index so far; lowest breaching index so far
-        self.step, self.next, self.best_ipm, self.done = 1, 0, None, count == 0
+        self.step, self.next, self.done = 1, 0, count == 0
+        self.best_ipm: float | None = None
 
     def ask(self) -> int | None:
         return None if self.done else self.next

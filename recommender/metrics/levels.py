@@ -117,7 +117,8 @@ class Level:
     def interval(self, value: Callable[[WindowRecord], float | None]) -> Interval | None:
         """The interval rule on one figure: over per-repeat level means, or over windows (noise only), or None."""
         known = [(w.repeat, v) for w in self.windows for v in [value(w)] if v is not None]
-        per_repeat = [_mean([v for r, v in known if r == repeat]) for repeat in sorted({r for r, _ in known})]
+        repeats = sorted({r for r, _ in known})
+        per_repeat = [sum(mine) / len(mine) for repeat in repeats for mine in [[v for r, v in known if r == repeat]]]
         return level_interval(per_repeat, [v for _, v in known], self.repeats)
 
     def server(self) -> dict[str, float]:

@@ -66,7 +66,8 @@ def measure_windows(
     timeline: Timeline | None = None,
 ) -> list[Window]:
     """Window statistics for every span, with stability flags, late-send shares and generator CPU."""
-    windows, counters = [], {}
+    windows: list[Window] = []
+    counters: dict[int, int] = {}
     for phase, start, end in spans:
         index = counters[phase] = counters.get(phase, -1) + 1
         windows.append(

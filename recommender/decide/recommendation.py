@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.correctness.figures import describe as describe_correctness
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import (
@@ -35,7 +35,10 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
 
-UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
+UNPRICED_HINT = (
+    "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) "
+    "in the experiment file"
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ class Recommendation:
                 {
                     "name": e.candidate.name,
                     "key": e.candidate.key,
-                    "status": e.candidate.status,
+                    "status": e.candidate.status_text,
                     "reasons": list(e.reasons),
                 }
                 for e in self.ranking.excluded
@@ -229,14 +232,14 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
     """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
     h = result.headline
     hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
-    status, reason = result.status, result.reason
-    if status == "ok" and h is not None and not h.within_threshold:  # the measurement's verdict (some repeats over)
-        status, reason = "over threshold", "; ".join(h.notes) or None
+    within = h is None or h.within_threshold  # the measurement's verdict (some repeats over)
+    over = result.status == RunStatus.OK and not within
     return RankInput(
         key=result.key,
         name=result.name,
-        status=status,
-        reason=reason,
+        status=result.status,
+        reason=("; ".join(h.notes) or None) if over and h is not None else result.reason,
+        within_threshold=within,
         cost_per_hour=hourly,
         instance_type=pricing.instance_type,
         priced_instances=1,
@@ -372,7 +375,8 @@ def _sized_on(candidate: RankInput) -> str:
 
 
 def endpoint_name_for(experiment: str, candidate: str) -> str:
-    """A valid SageMaker endpoint name (letters, digits, hyphens; at most 63) from the experiment and candidate names."""
+    """A valid SageMaker endpoint name (letters, digits, hyphens; at most 63) from the experiment and candidate
+    names."""
     text = re.sub(r"[^A-Za-z0-9]+", "-", f"{experiment}-{candidate}").strip("-")
     return re.sub(r"-+", "-", text)[:63].rstrip("-") or "recommender-endpoint"
 
@@ -382,7 +386,10 @@ def no_winner_reason(ranking: Ranking, total: int) -> str:
         return "the experiment has no candidates stored yet; run it with `recommender run FILE`"
     c = ranking.constraints
     limits = f"{c.percentile} latency <= {c.max_latency_ms:g} ms and error rate <= {c.max_error_rate:.2%}"
-    return f"none of the {total} candidates was measured within {limits}; each one's reasons are listed under excluded candidates"
+    return (
+        f"none of the {total} candidates was measured within {limits}; "
+        "each one's reasons are listed under excluded candidates"
+    )
 
 
 def tie_notice(ranking: Ranking) -> str | None:
@@ -479,10 +486,10 @@ def _versus_sentence(rec: Recommendation) -> str:
             f"so no 'better' claim is made"
         )
     scores = f"{ranked[0].score:.3f} vs {runner_up.score:.3f}"
-    if runner_up.comparison.startswith("winner has "):
-        versus = runner_up.comparison.removeprefix("winner has ")
+    if runner_up.versus.claims:
+        versus = runner_up.versus.differences
         return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {scores})"
-    why = runner_up.comparison.removesuffix(": no difference claimed")
+    why = runner_up.versus.no_claim
     return (
         f"It ranks above the next candidate, {runner_up.candidate.name}, on score ({scores}), but no difference "
         f"between them is claimed: {why}"

@@ -355,7 +355,7 @@ def _row(
         key=c.key,
         name=c.name,
         rank=rank,
-        status=c.status,
+        status=c.status_text,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
         instance_group=instance_group_count_of(config),

@@ -26,6 +26,7 @@ from recommender.metrics.headline import Headline, Limits
 from recommender.metrics.intervals import Interval, level_interval
 from recommender.metrics.stability import Stability
 from recommender.metrics.steady import Rules, Window, judge_windows
+from recommender.metrics.stop_reason import StopKind, StopReason
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
 
@@ -254,8 +255,9 @@ def stop_note(measured: Headline, rules: Rules) -> str | None:
     looser_latency = (
         PERCENTILES[rules.percentile] < PERCENTILES[stop.percentile] or rules.threshold_ms > stop.threshold_ms
     )
-    latency_stop = any(r.startswith("latency") for r in reasons) and looser_latency
-    error_stop = any(r.startswith("error rate") for r in reasons) and rules.max_error_rate > stop.max_error_rate
+    kinds = {StopReason.parse(r).kind for r in reasons}
+    latency_stop = StopKind.LATENCY in kinds and looser_latency
+    error_stop = StopKind.ERROR_RATE in kinds and rules.max_error_rate > stop.max_error_rate
     if not (latency_stop or error_stop):
         return None
     return (

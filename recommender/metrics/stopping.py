@@ -6,9 +6,10 @@ Pure: the load child calls `stop_reason` at the end of every window and ends the
 from __future__ import annotations
 
 from recommender.metrics.steady import Rules, Window
+from recommender.metrics.stop_reason import StopKind, StopReason
 
 
-def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> str | None:
+def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
     """Why the load should stop now, or None. `planned_windows`: phase index -> windows that phase will have."""
     if not windows:
         return None
@@ -19,7 +20,7 @@ def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: R
     return _flat_invocations(windows, planned_windows, rules) if rules.stop_on_flat else None
 
 
-def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
+def _latency_breached(windows: list[Window], rules: Rules) -> StopReason | None:
     """`stable_windows` consecutive windows, all above the threshold (a single slow window is not enough)."""
     last = windows[-rules.stable_windows :]
     if not rules.stop_on_latency or len(last) < rules.stable_windows:
@@ -27,29 +28,34 @@ def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
     latencies = [w.latency(rules.percentile) for w in last]
     if all(v is not None and v > rules.threshold_ms for v in latencies):
         shown = ", ".join(f"{v:.1f}" for v in latencies)
-        return f"latency: {rules.percentile} above {rules.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        figures = f"{rules.percentile} above {rules.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        return StopReason(StopKind.LATENCY, figures)
     return None
 
 
-def _errors_above(windows: list[Window], rules: Rules) -> str | None:
+def _errors_above(windows: list[Window], rules: Rules) -> StopReason | None:
     last = windows[-rules.stable_windows :]
     if not rules.stop_on_errors or len(last) < rules.stable_windows:
         return None
     requests = sum(w.stats.requests for w in last)
     errors = sum(w.stats.errors for w in last)
     if requests and errors / requests > rules.max_error_rate:
-        return f"error rate: {errors / requests:.1%} over the last {len(last)} windows, above the {rules.max_error_rate:.1%} limit"
+        figures = (
+            f"{errors / requests:.1%} over the last {len(last)} windows, above the {rules.max_error_rate:.1%} limit"
+        )
+        return StopReason(StopKind.ERROR_RATE, figures)
     return None
 
 
-def _max_invocations_reached(windows: list[Window], rules: Rules) -> str | None:
+def _max_invocations_reached(windows: list[Window], rules: Rules) -> StopReason | None:
     limit = rules.stop_max_invocations
     if limit is not None and windows[-1].ipm >= limit:
-        return f"max invocations: a window reached {windows[-1].ipm:.0f} invocations/min (limit {limit:g})"
+        figures = f"a window reached {windows[-1].ipm:.0f} invocations/min (limit {limit:g})"
+        return StopReason(StopKind.MAX_INVOCATIONS, figures)
     return None
 
 
-def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> str | None:
+def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
     """The current level, once it has enough windows, is no faster than the previous one although its load is higher."""
     current = windows[-1].phase_index
     mine = [w for w in windows if w.phase_index == current]
@@ -60,10 +66,11 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
         return None
     now, before = _mean_ipm(mine), _mean_ipm(previous)
     if now <= before * (1 + rules.flat_tolerance):
-        return (
-            f"flat invocations: {now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
+        figures = (
+            f"{now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
             f"(growth below {rules.flat_tolerance:.0%})"
         )
+        return StopReason(StopKind.FLAT_INVOCATIONS, figures)
     return None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.metrics.levels import WindowRecord, decide_headline, decide_levels
 from recommender.metrics.steady import Rules
 from recommender.spec import ExperimentSpec, LatencyThreshold
@@ -20,7 +20,7 @@ from recommender.spec import ExperimentSpec, LatencyThreshold
 
 def decide_result(result: CandidateResult, records: list[WindowRecord], rules: Rules) -> CandidateResult:
     """One result decided under `rules` (unchanged when it has no headline or no windows)."""
-    if result.status != "ok" or result.headline is None or not records:
+    if result.status != RunStatus.OK or result.headline is None or not records:
         return result
     headline = decide_headline(result.headline, records, rules)
     level = decide_levels(records, headline.repeats, rules).shown
@@ -38,7 +38,7 @@ def decide_results(
 
 def _decidable(result: CandidateResult) -> bool:
     """A finished ok run with a headline: the only kind whose windows can be decided on."""
-    return result.status == "ok" and result.headline is not None and result.run_id is not None
+    return result.status == RunStatus.OK and result.headline is not None and result.run_id is not None
 
 
 def with_limits(

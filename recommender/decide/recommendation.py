@@ -50,6 +50,7 @@ class Pricing:
     source: str
     hardware: InstancePrice | None = None
     measured_on: str = ""  # the hardware label the benchmark ran on (target.instance_type)
+    unpriced_because: str | None = None  # why there is no price, in words (None when priced)
 
     @property
     def priced(self) -> bool:
@@ -64,6 +65,7 @@ class Fleet:
     cost_per_hour: float | None
     fleet_size_at_point: int | None = None  # the same from the point estimate (shown beside it)
     sized_on: str = "point estimate"  # "interval lower bound (n=3 repeats)" or "point estimate (no interval)"
+    on_interval: bool = False  # sized on the interval's lower bound (not the point estimate)
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = Non
             hardware,
             target.instance_type,
         )
-    return Pricing(target.instance_type, None, "unpriced: " + UNPRICED_HINT, hardware, target.instance_type)
+    return _unpriced(target.instance_type, UNPRICED_HINT, hardware, target.instance_type)
 
 
 def candidate_pricing(
@@ -213,9 +215,15 @@ def candidate_pricing(
     by_label = {(target_label(t) if spec.multi_target else ""): resolve_pricing(t, catalogs) for t in spec.all_targets}
     return {
         r.key: by_label.get(r.config.get("target", ""))
-        or Pricing(r.config.get("instance_type", "?"), None, "unpriced: its target is no longer in the experiment file")
+        or _unpriced(r.config.get("instance_type", "?"), "its target is no longer in the experiment file")
         for r in results
     }
+
+
+def _unpriced(
+    instance_type: str, because: str, hardware: InstancePrice | None = None, measured_on: str = ""
+) -> Pricing:
+    return Pricing(instance_type, None, "unpriced: " + because, hardware, measured_on, unpriced_because=because)
 
 
 def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None) -> InstancePrice | None:
@@ -362,6 +370,7 @@ def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
         hourly,
         initial_instance_count(target_ipm, ipm),
         _sized_on(candidate),
+        on_interval=candidate.ipm_interval is not None and candidate.ipm_interval[0] > 0,
     )
 
 
@@ -454,7 +463,7 @@ def _sizing_sentence(rec: Recommendation) -> str:
         f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} "
         f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
     )
-    if fleet.sized_on.startswith("interval"):
+    if fleet.on_interval:
         served += f" (sized on the {fleet.sized_on}; {fleet.fleet_size_at_point} at the point estimate)"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"

@@ -35,12 +35,10 @@ from types import MappingProxyType
 from typing import Any
 
 from recommender.candidates import RunStatus
-from recommender.decide.comparison import TIED_TEXT, Comparison, MetricComparison, Outcome, Standing
+from recommender.decide.comparison import Comparison, MetricComparison, Outcome, Standing
 from recommender.decide.cost import cost_per_million
 from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
-
-__all__ = ["TIED_TEXT", "Comparison", "Exclusion", "ExclusionKind"]  # re-exported: readers of a ranking need them
 
 Interval = tuple[float, float]
 

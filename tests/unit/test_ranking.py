@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
+from recommender.decide.comparison import TIED_TEXT
 from recommender.decide.ranking import (
     IMPORTANCE_WEIGHTS,
-    TIED_TEXT,
     Constraints,
     Importance,
     RankInput,

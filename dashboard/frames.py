@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.metrics.headline import SERVER_PARTS, Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level
@@ -39,11 +39,11 @@ def experiments_table(infos: list[ExperimentInfo], results_of) -> pd.DataFrame:
                 "updated": info.updated_at,
                 "measured time (s)": sum(r.duration_s or 0.0 for r in results),
                 "candidates": len(results),
-                "ok": counts["ok"],
-                "failed": counts["failed"] + counts["interrupted"],
-                "skipped": counts["skipped"],
-                "pruned": counts["pruned"],
-                "pending": counts["pending"] + counts["running"],
+                "ok": counts[RunStatus.OK],
+                "failed": counts[RunStatus.FAILED] + counts[RunStatus.INTERRUPTED],
+                "skipped": counts[RunStatus.SKIPPED],
+                "pruned": counts[RunStatus.PRUNED],
+                "pending": counts[RunStatus.PENDING] + counts[RunStatus.RUNNING],
             }
         )
     return pd.DataFrame(rows)

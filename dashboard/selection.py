@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard import decision, source
 from dashboard.text import escape, no_experiments, show_error
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.decide.recommendation import Recommendation
 from recommender.errors import RecommenderError
 from recommender.metrics.limits import Limits
@@ -90,7 +90,7 @@ def running_notice(info: ExperimentInfo) -> None:
 
 def measured(results: list[CandidateResult]) -> list[CandidateResult]:
     """Candidates with a finished ok run (the only ones with figures to chart)."""
-    return [r for r in results if r.status == "ok" and r.run_id is not None and r.headline]
+    return [r for r in results if r.status == RunStatus.OK and r.run_id is not None and r.headline]
 
 
 def nothing_measured(info: ExperimentInfo, results: list[CandidateResult]) -> None:

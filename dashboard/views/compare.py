@@ -8,6 +8,7 @@ import streamlit as st
 
 from dashboard import frames, source
 from dashboard.selection import decision_in_view
+from recommender.candidates import RunStatus
 from recommender.metrics.levels import judge_levels
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
@@ -25,7 +26,7 @@ def main() -> None:
         st.info("Comparing needs at least two candidates in the experiment.")
         return
     by_name = {r.name: r for r in results}
-    ok = [r.name for r in results if r.status == "ok"]
+    ok = [r.name for r in results if r.status == RunStatus.OK]
     default = (ok or list(by_name))[:2]
     chosen = st.multiselect(
         "Candidates (2 to 4)", list(by_name), default=default, max_selections=MAX_COMPARED, key=f"compare:{info.name}"
@@ -57,7 +58,7 @@ def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
             r, judge_levels(source.window_records(r.run_id), r.headline.repeats, limits, rules), limits.percentile
         )
         for r in picked
-        if r.status == "ok" and r.headline and r.run_id
+        if r.status == RunStatus.OK and r.headline and r.run_id
     ]
     frame = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if frame.empty:

@@ -8,6 +8,7 @@ import yaml
 from dashboard import frames, source
 from dashboard.selection import running_notice, selected
 from dashboard.text import escape, no_experiments
+from recommender.candidates import RunStatus
 
 CANDIDATE_COLUMNS = {
     "reason": st.column_config.TextColumn("reason", width="large"),
@@ -47,7 +48,7 @@ def detail() -> None:
     else:
         st.info("No candidates stored for this experiment yet.")
     for r in results:
-        if r.status in ("failed", "interrupted") and r.reason:
+        if r.status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and r.reason:
             with st.expander(f"Why {escape(r.name)} {r.status}"):
                 st.code(r.reason, language=None, wrap_lines=True)
     with st.expander("Experiment file (as stored)"):

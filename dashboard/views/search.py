@@ -10,6 +10,7 @@ from dashboard import source
 from dashboard.search_path import search_path
 from dashboard.selection import selected
 from dashboard.text import escape
+from recommender.candidates import RunStatus
 
 
 def main() -> None:
@@ -23,7 +24,7 @@ def main() -> None:
         return
     st.caption(
         f"search: {escape(strategy)}; {len(table)} runs in the order they ran; pruned: "
-        f"{(table['status'] == 'pruned').sum()} (measured briefly, figures partial)"
+        f"{(table['status'] == RunStatus.PRUNED).sum()} (measured briefly, figures partial)"
     )
     points = (
         alt.Chart(table)

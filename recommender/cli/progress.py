@@ -5,9 +5,15 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from recommender.candidates import Candidate
+from recommender.candidates import Candidate, RunStatus
 
-STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "magenta", "pruned": "cyan"}
+STATUS_STYLE = {
+    RunStatus.OK: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.SKIPPED: "yellow",
+    RunStatus.INTERRUPTED: "magenta",
+    RunStatus.PRUNED: "cyan",
+}
 
 
 class ProgressReporter:
@@ -52,7 +58,7 @@ class ProgressReporter:
             self.current, completed=min(int(elapsed_s), self.progress.tasks[-1].total or 0), detail=detail
         )
 
-    def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None:
+    def candidate_finished(self, candidate: Candidate, status: RunStatus, reason: str | None, reused: bool) -> None:
         style = STATUS_STYLE.get(status, "white")
         note = " (stored, not measured again)" if reused else ""
         why = f": {reason}" if reason else ""

@@ -19,6 +19,7 @@ from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.metrics.intervals import Interval, tied
+from recommender.metrics.stop_reason import StopReason
 
 CARD_INDENT = "   "
 VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
@@ -128,7 +129,8 @@ def _stability_reason(row: Row, _: Context) -> str:
 
 
 def _stopped(row: Row, _: Context) -> str:
-    return (row.headline.stop_reason or "end of traffic").split(":")[0] if row.headline.requests else "-"
+    stopped = row.headline.stop_reason
+    return (StopReason.parse(stopped).label if stopped else "end of traffic") if row.headline.requests else "-"
 
 
 def _server_split(row: Row, _: Context) -> str:

@@ -32,20 +32,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
+from recommender.candidates import RunStatus
+from recommender.decide.comparison import Comparison, MetricComparison, Outcome, Standing
 from recommender.decide.cost import cost_per_million
+from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
 from recommender.metrics.limits import Limits
 
-Status = Literal["ok", "failed", "skipped"]
 Interval = tuple[float, float]
 
 IMPORTANCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0}
 )
 OBJECTIVES = ("cost", "latency", "throughput")
-TIED_TEXT = "indistinguishable from the winner at this noise level"
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ class RankInput:
 
     key: str
     name: str
-    status: Status = "ok"
+    status: RunStatus = RunStatus.OK
     reason: str | None = None
+    within_threshold: bool = True  # the measurement's own verdict on its repeats (False: some were over the limits)
     invocations_per_minute: float | None = None
     ipm_interval: Interval | None = None
     latency_ms: float | None = None  # at the chosen percentile, at MaxInvocations
@@ -75,6 +77,16 @@ class RankInput:
         None  # GPU figures at MaxInvocations, or "no GPU (why)" (hardware.describe_gpu; None: not recorded)
     )
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
+
+    @property
+    def over_threshold(self) -> bool:
+        """Measured, but the measurement itself judged it over the limits."""
+        return self.status == RunStatus.OK and not self.within_threshold
+
+    @property
+    def status_text(self) -> str:
+        """The status as shown: the run's, or "over threshold" for a run over the limits by its own verdict."""
+        return ExclusionKind.OVER_THRESHOLD.value if self.over_threshold else str(self.status)
 
 
 @dataclass(frozen=True)
@@ -100,13 +112,25 @@ class RankedCandidate:
     cost_per_million: float | None
     pareto: bool
     tied_with_winner: bool
-    comparison: str
+    versus: Comparison  # the winner against this candidate
+
+    @property
+    def comparison(self) -> str:
+        return self.versus.text
 
 
 @dataclass(frozen=True)
 class Excluded:
     candidate: RankInput
-    reasons: tuple[str, ...]
+    exclusions: tuple[Exclusion, ...]
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Every reason in plain words."""
+        return tuple(e.text for e in self.exclusions)
+
+    def has(self, kind: ExclusionKind) -> bool:
+        return any(e.kind is kind for e in self.exclusions)
 
 
 @dataclass(frozen=True)
@@ -145,21 +169,23 @@ def rank(inputs: list[RankInput], limits: Limits, importance: Importance | None 
 # --- constraints --------------------------------------------------------------------------------
 
 
-def exclusion_reasons(item: RankInput, limits: Limits) -> list[str]:
-    """Every reason this candidate cannot be recommended, in plain words; empty when eligible."""
+def exclusion_reasons(item: RankInput, limits: Limits) -> list[Exclusion]:
+    """Every reason this candidate cannot be recommended; empty when eligible."""
     reasons = []
-    if item.status != "ok":
-        reasons.append(f"{item.status}: {item.reason}" if item.reason else f"status is {item.status}")
+    if item.status != RunStatus.OK or item.over_threshold:
+        kind = ExclusionKind.OVER_THRESHOLD if item.over_threshold else ExclusionKind.STATUS
+        shown = item.status_text
+        reasons.append(Exclusion(kind, f"{shown}: {item.reason}" if item.reason else f"status is {shown}"))
     if not item.invocations_per_minute or item.invocations_per_minute <= 0:
-        reasons.append("no successful invocations were measured")
+        reasons.append(Exclusion(ExclusionKind.NO_INVOCATIONS, "no successful invocations were measured"))
     if item.latency_ms is None:
-        reasons.append(f"no {limits.percentile} latency was measured")
+        reasons.append(Exclusion(ExclusionKind.NO_LATENCY, f"no {limits.percentile} latency was measured"))
     elif item.latency_ms > limits.threshold_ms:
-        reasons.append(
-            f"{limits.percentile} latency {item.latency_ms:g} ms is above the {limits.threshold_ms:g} ms threshold"
-        )
+        text = f"{limits.percentile} latency {item.latency_ms:g} ms is above the {limits.threshold_ms:g} ms threshold"
+        reasons.append(Exclusion(ExclusionKind.LATENCY, text))
     if item.error_rate > limits.max_error_rate:
-        reasons.append(f"error rate {item.error_rate:.2%} is above the {limits.max_error_rate:.2%} limit")
+        text = f"error rate {item.error_rate:.2%} is above the {limits.max_error_rate:.2%} limit"
+        reasons.append(Exclusion(ExclusionKind.ERROR_RATE, text))
     return reasons
 
 
@@ -283,11 +309,11 @@ def _ranked(
     for position, item in enumerate(scored, start=1):
         tied = position > 1 and is_tied(item, winner)
         if position == 1:
-            text = "recommended"
+            versus = Comparison(Standing.WINNER)
         elif tied:
-            text = TIED_TEXT
+            versus = Comparison(Standing.TIED)
         else:
-            text = _comparison(winner, item, costs, limits.percentile)
+            versus = _comparison(winner, item, costs, limits.percentile)
         out.append(
             RankedCandidate(
                 candidate=item,
@@ -297,30 +323,34 @@ def _ranked(
                 cost_per_million=costs[item.key],
                 pareto=item.key in front,
                 tied_with_winner=tied,
-                comparison=text,
+                versus=versus,
             )
         )
     return tuple(out)
 
 
-def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> str:
+def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> Comparison:
     """How the winner differs from `other` (relative to `other`'s values), claimed only where the intervals separate."""
-    claims, ties, unknown = [], [], []
-    for label, mine, theirs, a, b, word in _metrics(winner, other, costs, percentile):
+    metrics = []
+    for label, mine, theirs, a, b in _metrics(winner, other, costs, percentile):
         if mine is None or theirs is None or theirs == 0 or mine == theirs:
             continue
         if a is None or b is None:
-            unknown.append(label)
+            metrics.append(MetricComparison(label, Outcome.NO_ESTIMATE))
         elif _overlap(a, b):
-            ties.append(label)
+            metrics.append(MetricComparison(label, Outcome.TIED))
         else:
             delta = (mine - theirs) / theirs
-            claims.append(f"{abs(delta):.1%} {word(delta)} {label}")
-    return _comparison_text(claims, ties, unknown, winner, other)
+            metrics.append(MetricComparison(label, Outcome.HIGHER if delta > 0 else Outcome.LOWER, abs(delta)))
+    return Comparison(
+        Standing.COMPARED,
+        tuple(metrics),
+        repeats=min(winner.repeats, other.repeats),
+        window_noise=winner.window_noise or other.window_noise,
+    )
 
 
 def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> list[tuple]:
-    lower, higher = (lambda d: "lower" if d < 0 else "higher"), (lambda d: "higher" if d > 0 else "lower")
     return [
         (
             "cost per million",
@@ -328,7 +358,6 @@ def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) 
             costs[other.key],
             _cost_interval(winner, costs[winner.key]),
             _cost_interval(other, costs[other.key]),
-            lower,
         ),
         (
             f"{percentile} latency",
@@ -336,7 +365,6 @@ def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) 
             other.latency_ms,
             winner.latency_interval,
             other.latency_interval,
-            lower,
         ),
         (
             "throughput",
@@ -344,7 +372,6 @@ def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) 
             other.invocations_per_minute,
             winner.ipm_interval,
             other.ipm_interval,
-            higher,
         ),
     ]
 
@@ -355,23 +382,6 @@ def _cost_interval(item: RankInput, cost: float | None) -> Interval | None:
     if cost is None or interval is None or not ipm or interval[0] <= 0:
         return None
     return cost * ipm / interval[1], cost * ipm / interval[0]
-
-
-def _comparison_text(
-    claims: list[str], ties: list[str], unknown: list[str], winner: RankInput, other: RankInput
-) -> str:
-    noise = f"no noise estimate (repeats: {min(winner.repeats, other.repeats)})"
-    if unknown and not claims and not ties:
-        return f"{noise}: no difference claimed"
-    parts = []
-    if claims:
-        window = winner.window_noise or other.window_noise
-        parts.append("winner has " + ", ".join(claims) + (" (window-to-window noise only)" if window else ""))
-    if ties:
-        parts.append("tied on " + ", ".join(ties) + " (intervals overlap)")
-    if unknown:
-        parts.append(f"{noise} for " + ", ".join(unknown))
-    return "; ".join(parts) or "same measured values as the winner"
 
 
 def _check_intervals(item: RankInput) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.correctness.figures import describe as describe_correctness
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import (
@@ -36,7 +36,10 @@ from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
 
-UNPRICED_HINT = "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) in the experiment file"
+UNPRICED_HINT = (
+    "set target.price_per_hour (USD per instance-hour) or target.priced_as (a catalog instance type) "
+    "in the experiment file"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Pricing:
     source: str
     hardware: InstancePrice | None = None
     measured_on: str = ""  # the hardware label the benchmark ran on (target.instance_type)
+    unpriced_because: str | None = None  # why there is no price, in words (None when priced)
 
     @property
     def priced(self) -> bool:
@@ -62,6 +66,7 @@ class Fleet:
     cost_per_hour: float | None
     fleet_size_at_point: int | None = None  # the same from the point estimate (shown beside it)
     sized_on: str = "point estimate"  # "interval lower bound (n=3 repeats)" or "point estimate (no interval)"
+    on_interval: bool = False  # sized on the interval's lower bound (not the point estimate)
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,7 @@ class Recommendation:
                 {
                     "name": e.candidate.name,
                     "key": e.candidate.key,
-                    "status": e.candidate.status,
+                    "status": e.candidate.status_text,
                     "reasons": list(e.reasons),
                 }
                 for e in self.ranking.excluded
@@ -199,7 +204,7 @@ def resolve_pricing(target: TargetSpec, catalogs: Iterable[Catalog] | None = Non
             hardware,
             target.instance_type,
         )
-    return Pricing(target.instance_type, None, "unpriced: " + UNPRICED_HINT, hardware, target.instance_type)
+    return _unpriced(target.instance_type, UNPRICED_HINT, hardware, target.instance_type)
 
 
 def candidate_pricing(
@@ -211,9 +216,15 @@ def candidate_pricing(
     by_label = {(target_label(t) if spec.multi_target else ""): resolve_pricing(t, catalogs) for t in spec.all_targets}
     return {
         r.key: by_label.get(r.config.get("target", ""))
-        or Pricing(r.config.get("instance_type", "?"), None, "unpriced: its target is no longer in the experiment file")
+        or _unpriced(r.config.get("instance_type", "?"), "its target is no longer in the experiment file")
         for r in results
     }
+
+
+def _unpriced(
+    instance_type: str, because: str, hardware: InstancePrice | None = None, measured_on: str = ""
+) -> Pricing:
+    return Pricing(instance_type, None, "unpriced: " + because, hardware, measured_on, unpriced_because=because)
 
 
 def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None) -> InstancePrice | None:
@@ -230,14 +241,14 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
     """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
     h = result.headline
     hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
-    status, reason = result.status, result.reason
-    if status == "ok" and h is not None and not h.within_threshold:  # the measurement's verdict (some repeats over)
-        status, reason = "over threshold", "; ".join(h.notes) or None
+    within = h is None or h.within_threshold  # the measurement's verdict (some repeats over)
+    over = result.status == RunStatus.OK and not within
     return RankInput(
         key=result.key,
         name=result.name,
-        status=status,
-        reason=reason,
+        status=result.status,
+        reason=("; ".join(h.notes) or None) if over and h is not None else result.reason,
+        within_threshold=within,
         cost_per_hour=hourly,
         instance_type=pricing.instance_type,
         priced_instances=1,
@@ -355,6 +366,7 @@ def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
         hourly,
         initial_instance_count(target_ipm, ipm),
         _sized_on(candidate),
+        on_interval=candidate.ipm_interval is not None and candidate.ipm_interval[0] > 0,
     )
 
 
@@ -368,7 +380,8 @@ def _sized_on(candidate: RankInput) -> str:
 
 
 def endpoint_name_for(experiment: str, candidate: str) -> str:
-    """A valid SageMaker endpoint name (letters, digits, hyphens; at most 63) from the experiment and candidate names."""
+    """A valid SageMaker endpoint name (letters, digits, hyphens; at most 63) from the experiment and candidate
+    names."""
     text = re.sub(r"[^A-Za-z0-9]+", "-", f"{experiment}-{candidate}").strip("-")
     return re.sub(r"-+", "-", text)[:63].rstrip("-") or "recommender-endpoint"
 
@@ -378,7 +391,10 @@ def no_winner_reason(ranking: Ranking, total: int) -> str:
         return "the experiment has no candidates stored yet; run it with `recommender run FILE`"
     c = ranking.limits
     limits = f"{c.percentile} latency <= {c.threshold_ms:g} ms and error rate <= {c.max_error_rate:.2%}"
-    return f"none of the {total} candidates was measured within {limits}; each one's reasons are listed under excluded candidates"
+    return (
+        f"none of the {total} candidates was measured within {limits}; "
+        "each one's reasons are listed under excluded candidates"
+    )
 
 
 def tie_notice(ranking: Ranking) -> str | None:
@@ -443,7 +459,7 @@ def _sizing_sentence(rec: Recommendation) -> str:
         f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} "
         f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"
     )
-    if fleet.sized_on.startswith("interval"):
+    if fleet.on_interval:
         served += f" (sized on the {fleet.sized_on}; {fleet.fleet_size_at_point} at the point estimate)"
     if rec.capacity is None:
         return f"{served}; the cost is unknown because {rec.pricing.instance_type} is unpriced (not free)"
@@ -475,10 +491,10 @@ def _versus_sentence(rec: Recommendation) -> str:
             f"so no 'better' claim is made"
         )
     scores = f"{ranked[0].score:.3f} vs {runner_up.score:.3f}"
-    if runner_up.comparison.startswith("winner has "):
-        versus = runner_up.comparison.removeprefix("winner has ")
+    if runner_up.versus.claims:
+        versus = runner_up.versus.differences
         return f"It beats the next candidate, {runner_up.candidate.name}, with {versus} (score {scores})"
-    why = runner_up.comparison.removesuffix(": no difference claimed")
+    why = runner_up.versus.no_claim
     return (
         f"It ranks above the next candidate, {runner_up.candidate.name}, on score ({scores}), but no difference "
         f"between them is claimed: {why}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import Rules
@@ -25,7 +25,7 @@ def decide_result(
 ) -> CandidateResult:
     """One result decided under `limits` (default: the rules' own) with the measurement's window rules (unchanged
     when it has no headline or no windows)."""
-    if result.status != "ok" or result.headline is None or not records:
+    if result.status != RunStatus.OK or result.headline is None or not records:
         return result
     decision = decide(records, result.headline.measured, limits or rules.limits, rules.windows)
     return dataclasses.replace(
@@ -49,6 +49,6 @@ def _decided(
     result: CandidateResult, windows_of: Callable[[int], list[WindowRecord]], rules: Rules, limits: Limits | None
 ) -> CandidateResult:
     """A finished ok run with a headline decided on its windows (the only kind that can be); any other as it is."""
-    if result.status != "ok" or result.headline is None or result.run_id is None:
+    if result.status != RunStatus.OK or result.headline is None or result.run_id is None:
         return result
     return decide_result(result, windows_of(result.run_id), rules, limits)

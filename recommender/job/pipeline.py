@@ -32,7 +32,7 @@ from recommender.job.schedule import Slot, SlotPool, Stop, run_all, slot_group, 
 from recommender.load.payload import inference_bodies
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
-from recommender.metrics.steady import Rules
+from recommender.metrics.rules import Rules
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.repository import default_threads_per_instance, serving_backend, write_model_repository
 from recommender.review import decided_from_store

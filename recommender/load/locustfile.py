@@ -41,6 +41,7 @@ from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
 from recommender.metrics.steady import Window, window_spans
+from recommender.metrics.stop_reason import StopReason
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
 from recommender.targets import kserve
@@ -85,7 +86,7 @@ class LoadRun:
         self.started_at = 0.0
         self.greenlets: list[gevent.Greenlet] = []
         self.finished = False
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.schedule_ns: list[int] = []
         self.next_send = 0
         self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
@@ -96,7 +97,8 @@ class LoadRun:
         self.worker: WorkerLink | None = None
 
     def attach(self, runner: object, expected_workers: int) -> None:
-        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its WorkerLink)."""
+        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its
+        WorkerLink)."""
         if isinstance(runner, MasterRunner):
             self.master = MasterLink(self, expected_workers)
             self.master.attach(runner)
@@ -109,7 +111,8 @@ class LoadRun:
         self.process.cpu_percent(None)
 
     def start(self) -> None:
-        """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first tick."""
+        """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's
+        first tick."""
         if self.master is not None:
             self.master.wait_for_clocks()
         self.t0_ns, self.started_at = time.monotonic_ns(), time.time()
@@ -189,7 +192,7 @@ class LoadRun:
             self.master.collect_final()
         duration = self.elapsed_s() if self.t0_ns is not None else 0.0
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
-        result = self.recorder.result(self.started_at, duration, self.stop_reason)
+        result = self.recorder.result(self.started_at, duration, self.stop_reason.text if self.stop_reason else None)
         if self.master is not None:
             result = dataclasses.replace(
                 result, generators=self.master.generators(), lost_workers=tuple(self.master.lost)

@@ -28,6 +28,7 @@ from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.stability import Stability
 from recommender.metrics.steady import Window, judge_windows
+from recommender.metrics.stop_reason import StopKind, StopReason
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
 
@@ -264,8 +265,9 @@ def stop_note(measured: Measured, limits: Limits) -> str | None:
     looser_latency = (
         PERCENTILES[limits.percentile] < PERCENTILES[stop.percentile] or limits.threshold_ms > stop.threshold_ms
     )
-    latency_stop = any(r.startswith("latency") for r in reasons) and looser_latency
-    error_stop = any(r.startswith("error rate") for r in reasons) and limits.max_error_rate > stop.max_error_rate
+    kinds = {StopReason.parse(r).kind for r in reasons}
+    latency_stop = StopKind.LATENCY in kinds and looser_latency
+    error_stop = StopKind.ERROR_RATE in kinds and limits.max_error_rate > stop.max_error_rate
     if not (latency_stop or error_stop):
         return None
     return (

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from recommender.metrics.rules import Rules
 from recommender.metrics.steady import Window
+from recommender.metrics.stop_reason import StopKind, StopReason
 
 
-def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> str | None:
+def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
     """Why the load should stop now, or None. `planned_windows`: phase index -> windows that phase will have."""
     if not windows:
         return None
@@ -20,7 +21,7 @@ def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: R
     return _flat_invocations(windows, planned_windows, rules) if rules.stop.flat else None
 
 
-def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
+def _latency_breached(windows: list[Window], rules: Rules) -> StopReason | None:
     """`stable_windows` consecutive windows, all above the threshold (a single slow window is not enough)."""
     limits, count = rules.limits, rules.windows.stable_windows
     last = windows[-count:]
@@ -29,14 +30,12 @@ def _latency_breached(windows: list[Window], rules: Rules) -> str | None:
     latencies = [w.latency(limits.percentile) for w in last]
     if all(v is not None and v > limits.threshold_ms for v in latencies):
         shown = ", ".join(f"{v:.1f}" for v in latencies)
-        return (
-            f"latency: {limits.percentile} above {limits.threshold_ms:g} ms in {len(last)} consecutive windows "
-            f"({shown} ms)"
-        )
+        figures = f"{limits.percentile} above {limits.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        return StopReason(StopKind.LATENCY, figures)
     return None
 
 
-def _errors_above(windows: list[Window], rules: Rules) -> str | None:
+def _errors_above(windows: list[Window], rules: Rules) -> StopReason | None:
     limit, count = rules.limits.max_error_rate, rules.windows.stable_windows
     last = windows[-count:]
     if not rules.stop.errors or len(last) < count:
@@ -44,18 +43,20 @@ def _errors_above(windows: list[Window], rules: Rules) -> str | None:
     requests = sum(w.stats.requests for w in last)
     errors = sum(w.stats.errors for w in last)
     if requests and errors / requests > limit:
-        return f"error rate: {errors / requests:.1%} over the last {len(last)} windows, above the {limit:.1%} limit"
+        figures = f"{errors / requests:.1%} over the last {len(last)} windows, above the {limit:.1%} limit"
+        return StopReason(StopKind.ERROR_RATE, figures)
     return None
 
 
-def _max_invocations_reached(windows: list[Window], rules: Rules) -> str | None:
+def _max_invocations_reached(windows: list[Window], rules: Rules) -> StopReason | None:
     limit = rules.stop.max_invocations
     if limit is not None and windows[-1].ipm >= limit:
-        return f"max invocations: a window reached {windows[-1].ipm:.0f} invocations/min (limit {limit:g})"
+        figures = f"a window reached {windows[-1].ipm:.0f} invocations/min (limit {limit:g})"
+        return StopReason(StopKind.MAX_INVOCATIONS, figures)
     return None
 
 
-def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> str | None:
+def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
     """The current level, once it has enough windows, is no faster than the previous one although its load is higher."""
     current = windows[-1].phase_index
     mine = [w for w in windows if w.phase_index == current]
@@ -67,10 +68,11 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
     now, before = _mean_ipm(mine), _mean_ipm(previous)
     tolerance = rules.stop.flat_tolerance
     if now <= before * (1 + tolerance):
-        return (
-            f"flat invocations: {now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
+        figures = (
+            f"{now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
             f"(growth below {tolerance:.0%})"
         )
+        return StopReason(StopKind.FLAT_INVOCATIONS, figures)
     return None
 
 

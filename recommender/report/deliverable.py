@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import Candidate, CandidateResult, model_fingerprint
+from recommender.candidates import Candidate, CandidateResult, RunStatus, model_fingerprint
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
@@ -96,7 +96,7 @@ def chosen(rec: Recommendation, position: int) -> RankedCandidate:
     picked = rec.candidate_at(position)
     if picked is None:
         count = len(rec.ranking.ranked)
-        incorrect = [e for e in rec.ranking.excluded if e.candidate.status == "incorrect"]
+        incorrect = [e for e in rec.ranking.excluded if e.candidate.status == RunStatus.INCORRECT]
         if incorrect:  # the rank asked for is past the ranked ones: the incorrect candidates are never among them
             raise IncorrectExport(
                 f"rank {position} is out of range: {count} candidate(s) of {rec.experiment!r} ranked; "

@@ -251,11 +251,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
             "initial instance count",
             f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
             f"{fleet.sized_on}"
-            + (
-                f"; {fleet.fleet_size_at_point} at the point estimate)"
-                if fleet.sized_on.startswith("interval")
-                else ")"
-            ),
+            + (f"; {fleet.fleet_size_at_point} at the point estimate)" if fleet.on_interval else ")"),
         ),
         ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f} ({interval})"),
         (
@@ -301,7 +297,7 @@ def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
 def _pricing_text(rec: Recommendation) -> str:
     pricing = rec.pricing
     if not pricing.priced:
-        return f"{pricing.instance_type} is unpriced (not free): {pricing.source.removeprefix('unpriced: ')}"
+        return f"{pricing.instance_type} is unpriced (not free): {pricing.unpriced_because}"
     return f"{pricing.price_per_hour:g} USD per instance-hour for {pricing.instance_type} ({pricing.source})"
 
 
@@ -355,7 +351,7 @@ def _row(
         key=c.key,
         name=c.name,
         rank=rank,
-        status=c.status,
+        status=c.status_text,
         optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
         instance_group=instance_group_count_of(config),

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from recommender.candidates import Candidate, CandidateResult
+from recommender.candidates import Candidate, CandidateResult, RunStatus
 from recommender.metrics.headline import Headline
 from recommender.search.plan import planned_total
 from recommender.search.racing import Entrant, judge, keep_count
@@ -83,7 +83,7 @@ class AdaptiveSearch:
             self.probed.add(key)
             if self.sampler is not None:
                 self.sampler.tell(work.candidate, _max_invocations(result))
-        if result.status != "ok" or result.headline is None:
+        if result.status != RunStatus.OK or result.headline is None:
             return
         if key in self.continued or result.headline.repeats >= self.search.racing.final_repeats:
             self.full[key] = _entrant(work.candidate, result.headline)
@@ -108,4 +108,4 @@ def _entrant(candidate: Candidate, headline: Headline) -> Entrant:
 
 def _max_invocations(result: CandidateResult) -> float | None:
     headline = result.headline
-    return headline.max_invocations if result.status == "ok" and headline is not None else None
+    return headline.max_invocations if result.status == RunStatus.OK and headline is not None else None

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from recommender.decide.comparison import TIED_TEXT
 from recommender.decide.ranking import (
     IMPORTANCE_WEIGHTS,
-    TIED_TEXT,
     Importance,
     RankInput,
     rank,

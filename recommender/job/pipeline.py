@@ -230,7 +230,7 @@ class Job:
         )
         refusal = work.reason if work.stage == "skip" else self._refusal(item)
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
-            self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal)
+            self._finish(candidate, run_id, "skipped", BUDGET_SKIP + refusal, budget_skipped=True)
             return
 
         def follow(probe: dict) -> Work | None:  # adaptive search, between the probe and the teardown
@@ -254,7 +254,7 @@ class Job:
         except Incorrect as exc:  # not loaded: measuring a variant that computes something else would waste the time
             self._finish(candidate, run_id, "incorrect", exc.message, correctness=exc.correctness.to_dict())
         except BudgetExceeded as exc:  # the deployment was torn down on the way out; later candidates are refused
-            self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message)
+            self._finish(candidate, run_id, "interrupted", BUDGET_SKIP + exc.message, budget_skipped=True)
         except RecommenderError as exc:
             self._finish(candidate, run_id, "failed", one_line_reason(exc, run_dir))
         except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM or SIGHUP (errors.Interrupted), or the job's stop
@@ -290,9 +290,15 @@ class Job:
         return self.budget.admit(estimate_plan(self.spec, 1, item.placement.spec).usd)
 
     def _finish(
-        self, candidate: Candidate, run_id: int, status: str, reason: str, correctness: dict | None = None
+        self,
+        candidate: Candidate,
+        run_id: int,
+        status: str,
+        reason: str,
+        correctness: dict | None = None,
+        budget_skipped: bool = False,
     ) -> None:
-        self.store.finish_run(run_id, status, reason=reason, correctness=correctness)
+        self.store.finish_run(run_id, status, reason=reason, correctness=correctness, budget_skipped=budget_skipped)
         self.reporter.candidate_finished(candidate, status, reason, reused=False)
 
     def _measure(self, item: WorkItem, run_dir: Path, slot: Slot, follow: Callable[[dict], Work | None]) -> dict:

@@ -54,6 +54,16 @@ def default_threads_per_instance(instance_group_count: int, reserved_cores: int 
     return max(1, (available_cores() - reserved_cores) // max(1, instance_group_count))
 
 
+def size_threads(instance_group_count: int, vcpus: int | None = None, reserved_cores: int = 0) -> int:
+    """The one sizing of a candidate's intra-op threads, for the pipeline and the deliverable: the serving host's
+    `vcpus` (the deployment instance's, from the catalog) shared by the instances, or this host's cores when None;
+    `reserved_cores` only where the load generator shares the serving host (the local target: 1; a deliverable
+    serves without our load on its host: 0)."""
+    if not vcpus:
+        return default_threads_per_instance(instance_group_count, reserved_cores)
+    return max(1, (vcpus - reserved_cores) // max(1, instance_group_count))
+
+
 def python_backend_name(optimization: str) -> str:
     """The backend that serves `optimization` in a Python-backend repository, e.g. python:onnxruntime."""
     return f"python:{PYTHON_RUNNERS[optimization]}"

@@ -26,7 +26,7 @@ from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.files import paths
 from recommender.files.destination import claim_folder, plain_name
 from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import write_model_repository
+from recommender.modelrepo.repository import size_threads, write_model_repository
 from recommender.spec import ExperimentSpec
 from recommender.targets import kserve
 
@@ -198,12 +198,11 @@ def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candida
     return candidate
 
 
-def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
-    """Intra-op threads per Triton instance sized for the deployment instance's vCPUs, when the catalog knows them."""
+def _threads(rec: Recommendation, candidate: Candidate) -> int:
+    """Intra-op threads per Triton instance sized for the deployment instance's vCPUs when the catalog knows them
+    (else this host's cores); no core reserved: the deliverable serves without our load generator on its host."""
     hardware = rec.pricing.hardware
-    if hardware is None or not hardware.vcpus:
-        return None  # write_model_repository sizes for this host's cores
-    return max(1, hardware.vcpus // candidate.instance_group_count)
+    return size_threads(candidate.instance_group_count, hardware.vcpus if hardware else None)
 
 
 def _request_bodies(

@@ -10,6 +10,8 @@ container.
 
 from __future__ import annotations
 
+import threading
+
 import secrets
 import shutil
 import subprocess
@@ -95,6 +97,9 @@ class DockerTarget:
             accelerator=target.accelerator,
             run_id=run_id,
         )
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
 
     def preflight(self) -> None:
         """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""

@@ -12,6 +12,8 @@ environment variable: `tritonserver --help`, triton-inference-server/server#7183
 
 from __future__ import annotations
 
+import threading
+
 import os
 import secrets
 import signal
@@ -55,6 +57,9 @@ class LocalTarget:
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> LocalTarget:
         return cls(ready_timeout=target.ready_timeout_seconds, accelerator=target.accelerator)
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
 
     def preflight(self) -> None:
         resolve_accelerator(self.accelerator, detect_hardware())

@@ -136,13 +136,7 @@ def write_deliverable(
     )
     count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
-    scaling = plan_scaling(
-        endpoint,
-        picked.candidate.invocations_per_minute,
-        rec.target_ipm,
-        variant_name=VARIANT_NAME,
-        headroom=spec.capacity.autoscaling_headroom,
-    )
+    scaling = _scaling(rec, picked, endpoint, spec)
     instance_type = (
         rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
     )
@@ -152,6 +146,21 @@ def write_deliverable(
     readme = out / "README.md"
     readme.write_text(readme_text(rec, deliverable, options))
     return replace(deliverable, files=(*files, readme))
+
+
+def _scaling(rec: Recommendation, picked: RankedCandidate, endpoint: str, spec: ExperimentSpec) -> ScalingPlan:
+    """The recommendation's scaling plan for its winner (addressed to this endpoint); a lower-ranked pick (--rank),
+    which the recommendation plans nothing for, is planned the same way for itself."""
+    winner = rec.ranking.winner
+    if rec.scaling is not None and winner is not None and winner.candidate.key == picked.candidate.key:
+        return replace(rec.scaling, endpoint_name=endpoint, variant_name=VARIANT_NAME)
+    return plan_scaling(
+        endpoint,
+        picked.candidate.invocations_per_minute,
+        rec.target_ipm,
+        variant_name=VARIANT_NAME,
+        headroom=spec.capacity.autoscaling_headroom,
+    )
 
 
 def _artifact(spec: ExperimentSpec, candidate: Candidate, cache_dir: Path):
@@ -292,8 +301,8 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "Replace these placeholders in the JSON files: " + ", ".join(f"`{p}`" for p in placeholders) + ".",
         "",
         _image_needs(served)
-        + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
-        "named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
+        + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); "
+        "the model it serves is named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
         "",
         "## Deploy",
         "",
@@ -304,7 +313,8 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "aws sagemaker create-endpoint-config --cli-input-json file://sagemaker/create_endpoint_config.json",
         "aws sagemaker create-endpoint --cli-input-json file://sagemaker/create_endpoint.json",
         f"aws sagemaker wait endpoint-in-service --endpoint-name {s.endpoint_name}",
-        "aws application-autoscaling register-scalable-target --cli-input-json file://autoscaling/register_scalable_target.json",
+        "aws application-autoscaling register-scalable-target "
+        "--cli-input-json file://autoscaling/register_scalable_target.json",
         "aws application-autoscaling put-scaling-policy --cli-input-json file://autoscaling/put_scaling_policy.json",
         "```",
         "",

@@ -214,6 +214,24 @@ def test_migration_0007_flags_the_budget_skips_stored_before_it(tmp_path, spec):
     assert store.final_run(2, "p").reason == "TensorRT needs an NVIDIA GPU"
 
 
+def test_migrating_an_old_database_keeps_every_run_s_windows(tmp_path):
+    """Migrations add columns in place: a recreated `runs` table would cascade-delete the windows (foreign keys on)."""
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    copy = tmp_path / "seed.db"
+    shutil.copy(Path(__file__).parents[1] / "data" / "dashboard_seed.db", copy)
+
+    def count() -> int:
+        with sqlite3.connect(copy) as connection:
+            return connection.execute("SELECT count(*) FROM windows").fetchone()[0]
+
+    before = count()
+    assert_migrated(ResultStore.open(f"sqlite:///{copy}").engine)
+    assert count() == before > 0
+
+
 def test_the_url_can_come_from_a_file_and_explicit_urls_win(tmp_path, monkeypatch):
     (tmp_path / "db-url").write_text(f"  sqlite:///{tmp_path / 'from-file.db'}\n")
     monkeypatch.setenv("RECOMMENDER_DB_URL_FILE", str(tmp_path / "db-url"))

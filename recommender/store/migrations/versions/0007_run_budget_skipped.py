@@ -16,8 +16,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('runs') as batch:
-        batch.add_column(sa.Column('budget_skipped', sa.Boolean(), nullable=False, server_default=sa.false()))
+    # a plain ADD COLUMN: a batch would recreate the table on SQLite (the default is an expression), and recreating
+    # `runs` with foreign keys on would cascade-delete every run's phases, series and windows
+    op.add_column('runs', sa.Column('budget_skipped', sa.Boolean(), nullable=False, server_default=sa.false()))
     op.execute("UPDATE runs SET budget_skipped = TRUE WHERE reason LIKE 'budget: %'")
 
 

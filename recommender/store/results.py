@@ -155,7 +155,7 @@ class ResultStore:
             run = Run(
                 candidate_id=candidate_id,
                 protocol_key=protocol_key,
-                status="running",
+                status=RunStatus.RUNNING,
                 artifacts_dir=artifacts_dir,
                 hardware=hardware,
                 backend=backend,
@@ -184,7 +184,7 @@ class ResultStore:
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
-            if run.status == "interrupted" and status != "interrupted":
+            if run.status == RunStatus.INTERRUPTED and status != RunStatus.INTERRUPTED:
                 raise StoreError(
                     f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
                     hint="Another job took this experiment's lease over; it measures this candidate again.",
@@ -217,7 +217,7 @@ class ResultStore:
                     f"candidate {candidate_id} has no run to prune",
                     hint="a pruned candidate is one measured briefly first",
                 )
-            run.status, run.reason = "pruned", reason
+            run.status, run.reason = RunStatus.PRUNED, reason
 
         self._write(work)
 

@@ -23,8 +23,7 @@ from recommender.errors import CandidateSkipped, RecommenderError, interruption_
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
-from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import serving_backend, size_threads, write_model_repository
+from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
@@ -232,29 +231,20 @@ class CandidateRun:
 
     def _repository(self, run_dir: Path) -> Path:
         context, candidate, placement = self.context, self.item.candidate, self.item.placement
-        spec = context.spec
         context.reporter.stage(candidate, f"exporting {candidate.optimization}")
-        artifact = export_model(
-            spec.model,
-            candidate.optimization,
-            spec.payload.sequence_length,
-            candidate.model_fingerprint,
-            context.options.cache_dir,
-            candidate.precision,
-            candidate.max_batch_size,
-            placement.serving,
-        )
         reserved = 1 if placement.load_shares_host else 0  # the load generator's core, on a shared host
         gpu = placement.serving.accelerator == "gpu"
-        return write_model_repository(
+        return candidate_repository(
+            context.spec,
             candidate,
-            artifact,
             run_dir / "repository",
-            MODEL_NAME,
+            cache_dir=context.options.cache_dir,
+            model_name=MODEL_NAME,
             threads_per_instance=size_threads(candidate.instance_group_count, reserved_cores=reserved),
+            native=placement.native_backends,
             instance_kind="KIND_GPU" if gpu else "KIND_CPU",
             gpus=(self.slot or placement.gpus) if gpu else (),  # a parallel candidate is pinned to its slot's GPU
-            native_sequence_length=spec.payload.sequence_length if placement.native_backends else None,
+            serving=placement.serving,
         )
 
 

@@ -25,8 +25,7 @@ from recommender.decide.recommendation import Recommendation, endpoint_name_for
 from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.files import paths
 from recommender.files.destination import claim_folder, plain_name
-from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import size_threads, write_model_repository
+from recommender.modelrepo.repository import candidate_repository, size_threads
 from recommender.spec import ExperimentSpec
 from recommender.targets import kserve
 
@@ -123,17 +122,7 @@ def write_deliverable(
     plain_name(options.model_name, "model name")
     out = claim_folder(options.out_dir, options.force)
     repository = _emptied(out / "model_repository")
-    artifact = _artifact(spec, candidate, Path(options.cache_dir))
-    write_model_repository(
-        candidate,
-        artifact,
-        repository,
-        options.model_name,
-        threads_per_instance=_threads(rec, candidate),
-        copy_artifact=True,
-        instance_kind=served.instance_kind,
-        native_sequence_length=spec.payload.sequence_length if served.native else None,
-    )
+    _repository(spec, candidate, repository, rec, served, options)
     count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
     scaling = _scaling(rec, picked, endpoint, spec)
@@ -163,17 +152,22 @@ def _scaling(rec: Recommendation, picked: RankedCandidate, endpoint: str, spec: 
     )
 
 
-def _artifact(spec: ExperimentSpec, candidate: Candidate, cache_dir: Path):
-    """The candidate's export (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
+def _repository(
+    spec: ExperimentSpec, candidate: Candidate, root: Path, rec: Recommendation, served: Served, options: ExportOptions
+) -> Path:
+    """The candidate's self-contained repository, built as the pipeline builds it, for the backend it was measured
+    with (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
     try:
-        return export_model(
-            spec.model,
-            candidate.optimization,
-            spec.payload.sequence_length,
-            candidate.model_fingerprint,
-            cache_dir,
-            candidate.precision,
-            candidate.max_batch_size,
+        return candidate_repository(
+            spec,
+            candidate,
+            root,
+            cache_dir=Path(options.cache_dir),
+            model_name=options.model_name,
+            threads_per_instance=_threads(rec, candidate),
+            native=served.native,
+            instance_kind=served.instance_kind,
+            copy_artifact=True,
         )
     except CandidateSkipped as exc:
         raise ExportError(

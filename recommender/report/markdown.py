@@ -63,7 +63,8 @@ def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
 
 def _limits(report: Report) -> list[str]:
     return [
-        f"- Latency threshold: {report.percentile} <= {report.threshold_ms:g} ms; error rate <= {report.max_error_rate:.2%}",
+        f"- Latency threshold: {report.percentile} <= {report.threshold_ms:g} ms; "
+        f"error rate <= {report.max_error_rate:.2%}",
         f"- Target load: {report.target_ipm:,.0f} invocations per minute",
         f"- Pricing: {_inline(report.pricing)}",
         "",

@@ -10,11 +10,10 @@ container.
 
 from __future__ import annotations
 
-import threading
-
 import secrets
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path

@@ -12,13 +12,12 @@ environment variable: `tritonserver --help`, triton-inference-server/server#7183
 
 from __future__ import annotations
 
-import threading
-
 import os
 import secrets
 import signal
 import socket
 import subprocess
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -7,7 +7,6 @@ The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models
 from __future__ import annotations
 
 import threading
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar

@@ -111,6 +111,7 @@ class CandidateResult:
     )
     backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
     correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
+    budget_skipped: bool = False  # the budget refused or stopped it (migration 0007): a raised budget measures it
 
     @property
     def server(self) -> ServerStats:

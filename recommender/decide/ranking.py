@@ -77,6 +77,7 @@ class RankInput:
         None  # GPU figures at MaxInvocations, or "no GPU (why)" (hardware.describe_gpu; None: not recorded)
     )
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
+    budget_skipped: bool = False  # the budget refused or stopped it (CandidateResult.budget_skipped)
 
     @property
     def over_threshold(self) -> bool:

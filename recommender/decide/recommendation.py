@@ -256,6 +256,7 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
         served_on=describe_served(result.hardware, result.backend),
         gpu=describe_gpu(result.server_stats),
         correctness=describe_correctness(result.correctness),
+        budget_skipped=result.budget_skipped,
         **(_figures(h, percentile) if h is not None else {}),
     )
 

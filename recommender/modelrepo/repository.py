@@ -12,9 +12,11 @@ from pathlib import Path
 
 from recommender.candidates import Candidate
 from recommender.errors import BuildError
-from recommender.hardware import available_cores, gpu_instance_groups
+from recommender.hardware import ServingHardware, available_cores, gpu_instance_groups
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.export import export_model
 from recommender.modelrepo.native import at_sequence_length, engine_parameters, header_lines, native_backend
+from recommender.spec import ExperimentSpec
 
 # The artifact format each optimization is served from in the Python backend
 ARTIFACT_FORMATS = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino", "trt": "tensorrt"}
@@ -54,6 +56,16 @@ def default_threads_per_instance(instance_group_count: int, reserved_cores: int 
     return max(1, (available_cores() - reserved_cores) // max(1, instance_group_count))
 
 
+def size_threads(instance_group_count: int, vcpus: int | None = None, reserved_cores: int = 0) -> int:
+    """The one sizing of a candidate's intra-op threads, for the pipeline and the deliverable: the serving host's
+    `vcpus` (the deployment instance's, from the catalog) shared by the instances, or this host's cores when None;
+    `reserved_cores` only where the load generator shares the serving host (the local target: 1; a deliverable
+    serves without our load on its host: 0)."""
+    if not vcpus:
+        return default_threads_per_instance(instance_group_count, reserved_cores)
+    return max(1, (vcpus - reserved_cores) // max(1, instance_group_count))
+
+
 def python_backend_name(optimization: str) -> str:
     """The backend that serves `optimization` in a Python-backend repository, e.g. python:onnxruntime."""
     return f"python:{PYTHON_RUNNERS[optimization]}"
@@ -74,7 +86,8 @@ def render_native_config(
     instance_kind: str = "KIND_CPU",
     gpus: tuple[int, ...] = (),
 ) -> str:
-    """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization (modelrepo/native.py)."""
+    """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization
+    (modelrepo/native.py)."""
     _check_common(artifact, model_name, threads_per_instance, instance_kind)
     artifact = at_sequence_length(artifact, sequence_length)
     sections = [
@@ -116,6 +129,46 @@ def render_config(
         ),
     ]
     return "\n".join(section for section in sections if section) + "\n"
+
+
+def candidate_repository(
+    spec: ExperimentSpec,
+    candidate: Candidate,
+    root: Path,
+    *,
+    cache_dir: Path,
+    model_name: str,
+    threads_per_instance: int,
+    native: bool,
+    instance_kind: str = "KIND_CPU",
+    gpus: tuple[int, ...] = (),
+    serving: ServingHardware | None = None,
+    copy_artifact: bool = False,
+) -> Path:
+    """A candidate's Triton repository, the one builder of the pipeline and the deliverable: the model exported for
+    it (read from `cache_dir` after the first time; a TensorRT engine on the GPU of `serving`, this host's when None)
+    and written under `root` (`native`: for Triton's native backends; `copy_artifact`: self-contained)."""
+    artifact = export_model(
+        spec.model,
+        candidate.optimization,
+        spec.payload.sequence_length,
+        candidate.model_fingerprint,
+        cache_dir,
+        candidate.precision,
+        candidate.max_batch_size,
+        serving,
+    )
+    return write_model_repository(
+        candidate,
+        artifact,
+        root,
+        model_name,
+        threads_per_instance=threads_per_instance,
+        copy_artifact=copy_artifact,
+        instance_kind=instance_kind,
+        gpus=gpus,
+        native_sequence_length=spec.payload.sequence_length if native else None,
+    )
 
 
 def write_model_repository(

@@ -25,8 +25,7 @@ from recommender.decide.recommendation import Recommendation, endpoint_name_for
 from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.files import paths
 from recommender.files.destination import claim_folder, plain_name
-from recommender.modelrepo.export import export_model
-from recommender.modelrepo.repository import write_model_repository
+from recommender.modelrepo.repository import candidate_repository, size_threads
 from recommender.spec import ExperimentSpec
 from recommender.targets import kserve
 
@@ -123,26 +122,10 @@ def write_deliverable(
     plain_name(options.model_name, "model name")
     out = claim_folder(options.out_dir, options.force)
     repository = _emptied(out / "model_repository")
-    artifact = _artifact(spec, candidate, Path(options.cache_dir))
-    write_model_repository(
-        candidate,
-        artifact,
-        repository,
-        options.model_name,
-        threads_per_instance=_threads(rec, candidate),
-        copy_artifact=True,
-        instance_kind=served.instance_kind,
-        native_sequence_length=spec.payload.sequence_length if served.native else None,
-    )
+    _repository(spec, candidate, repository, rec, served, options)
     count = rec.fleets[picked.candidate.key].fleet_size
     endpoint = options.endpoint_name or endpoint_name_for(rec.experiment, candidate.name)
-    scaling = plan_scaling(
-        endpoint,
-        picked.candidate.invocations_per_minute,
-        rec.target_ipm,
-        variant_name=VARIANT_NAME,
-        headroom=spec.capacity.autoscaling_headroom,
-    )
+    scaling = _scaling(rec, picked, endpoint, spec)
     instance_type = (
         rec.pricing.instance_type if rec.pricing.instance_type.startswith("ml.") else INSTANCE_TYPE_PLACEHOLDER
     )
@@ -154,17 +137,37 @@ def write_deliverable(
     return replace(deliverable, files=(*files, readme))
 
 
-def _artifact(spec: ExperimentSpec, candidate: Candidate, cache_dir: Path):
-    """The candidate's export (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
+def _scaling(rec: Recommendation, picked: RankedCandidate, endpoint: str, spec: ExperimentSpec) -> ScalingPlan:
+    """The recommendation's scaling plan for its winner (addressed to this endpoint); a lower-ranked pick (--rank),
+    which the recommendation plans nothing for, is planned the same way for itself."""
+    winner = rec.ranking.winner
+    if rec.scaling is not None and winner is not None and winner.candidate.key == picked.candidate.key:
+        return replace(rec.scaling, endpoint_name=endpoint, variant_name=VARIANT_NAME)
+    return plan_scaling(
+        endpoint,
+        picked.candidate.invocations_per_minute,
+        rec.target_ipm,
+        variant_name=VARIANT_NAME,
+        headroom=spec.capacity.autoscaling_headroom,
+    )
+
+
+def _repository(
+    spec: ExperimentSpec, candidate: Candidate, root: Path, rec: Recommendation, served: Served, options: ExportOptions
+) -> Path:
+    """The candidate's self-contained repository, built as the pipeline builds it, for the backend it was measured
+    with (a TensorRT engine needs this host's GPU: ExportError saying so where it is missing)."""
     try:
-        return export_model(
-            spec.model,
-            candidate.optimization,
-            spec.payload.sequence_length,
-            candidate.model_fingerprint,
-            cache_dir,
-            candidate.precision,
-            candidate.max_batch_size,
+        return candidate_repository(
+            spec,
+            candidate,
+            root,
+            cache_dir=Path(options.cache_dir),
+            model_name=options.model_name,
+            threads_per_instance=_threads(rec, candidate),
+            native=served.native,
+            instance_kind=served.instance_kind,
+            copy_artifact=True,
         )
     except CandidateSkipped as exc:
         raise ExportError(
@@ -198,12 +201,11 @@ def _checked_candidate(picked: RankedCandidate, spec: ExperimentSpec) -> Candida
     return candidate
 
 
-def _threads(rec: Recommendation, candidate: Candidate) -> int | None:
-    """Intra-op threads per Triton instance sized for the deployment instance's vCPUs, when the catalog knows them."""
+def _threads(rec: Recommendation, candidate: Candidate) -> int:
+    """Intra-op threads per Triton instance sized for the deployment instance's vCPUs when the catalog knows them
+    (else this host's cores); no core reserved: the deliverable serves without our load generator on its host."""
     hardware = rec.pricing.hardware
-    if hardware is None or not hardware.vcpus:
-        return None  # write_model_repository sizes for this host's cores
-    return max(1, hardware.vcpus // candidate.instance_group_count)
+    return size_threads(candidate.instance_group_count, hardware.vcpus if hardware else None)
 
 
 def _request_bodies(
@@ -293,8 +295,8 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "Replace these placeholders in the JSON files: " + ", ".join(f"`{p}`" for p in placeholders) + ".",
         "",
         _image_needs(served)
-        + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); the model it serves is "
-        "named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
+        + " The image must follow SageMaker's Triton contract (`/ping` and `/invocations` on port 8080); "
+        "the model it serves is named by `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`.",
         "",
         "## Deploy",
         "",
@@ -305,7 +307,8 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "aws sagemaker create-endpoint-config --cli-input-json file://sagemaker/create_endpoint_config.json",
         "aws sagemaker create-endpoint --cli-input-json file://sagemaker/create_endpoint.json",
         f"aws sagemaker wait endpoint-in-service --endpoint-name {s.endpoint_name}",
-        "aws application-autoscaling register-scalable-target --cli-input-json file://autoscaling/register_scalable_target.json",
+        "aws application-autoscaling register-scalable-target "
+        "--cli-input-json file://autoscaling/register_scalable_target.json",
         "aws application-autoscaling put-scaling-policy --cli-input-json file://autoscaling/put_scaling_policy.json",
         "```",
         "",

@@ -4,7 +4,6 @@ search did not measure in full (pruned or left out by its budget) and why."""
 from __future__ import annotations
 
 from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
-from recommender.store.results import BUDGET_SKIP
 
 
 def render_markdown(report: Report) -> str:
@@ -47,12 +46,7 @@ def render_markdown(report: Report) -> str:
 
 def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
     """Adaptive search: candidates pruned from the race (partial figures above) or left out by the search budget."""
-    rows = [
-        row
-        for row in excluded
-        if row.status == "pruned"
-        or (row.status == "skipped" and any(r.startswith("skipped: " + BUDGET_SKIP) for r in row.excluded_reasons))
-    ]
+    rows = [row for row in excluded if row.status == "pruned" or (row.status == "skipped" and row.budget_skipped)]
     if not rows:
         return []
     lines = [f"- **{_inline(row.name)}** ({row.status}): {_inline('; '.join(row.excluded_reasons))}" for row in rows]
@@ -69,7 +63,8 @@ def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
 
 def _limits(report: Report) -> list[str]:
     return [
-        f"- Latency threshold: {report.percentile} <= {report.threshold_ms:g} ms; error rate <= {report.max_error_rate:.2%}",
+        f"- Latency threshold: {report.percentile} <= {report.threshold_ms:g} ms; "
+        f"error rate <= {report.max_error_rate:.2%}",
         f"- Target load: {report.target_ipm:,.0f} invocations per minute",
         f"- Pricing: {_inline(report.pricing)}",
         "",

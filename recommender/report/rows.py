@@ -53,6 +53,7 @@ class Row:
     ipm_low: float | None = None  # 95 % interval of MaxInvocations
     ipm_high: float | None = None
     interval: str | None = None  # what the interval rests on ("n=3 repeats"); None: n/a
+    budget_skipped: bool = False  # the budget refused or stopped it (store flag, migration 0007)
 
     @property
     def instances_text(self) -> str:
@@ -374,6 +375,7 @@ def _row(
         ipm_low=c.ipm_interval[0] if c.ipm_interval else None,
         ipm_high=c.ipm_interval[1] if c.ipm_interval else None,
         interval=c.interval_label,
+        budget_skipped=c.budget_skipped,
     )
 
 

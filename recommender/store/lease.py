@@ -21,6 +21,7 @@ import psutil
 from sqlalchemy import Engine, Row, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from recommender.candidates import RunStatus
 from recommender.errors import ExperimentLeased, StoreError
 from recommender.store.database import explain
 from recommender.store.schema import CandidateRow, Experiment, LeaseRow, Run, as_utc, utcnow
@@ -230,10 +231,13 @@ def _interrupt_running(connection, experiment: str, previous: Row | None) -> Non
     """The experiment's runs still `running`: their job is gone (we hold the lease now), so they are interrupted."""
     job = f"its job (pid {previous.pid} on host {previous.host})" if previous is not None else "the job"
     running = (
-        select(Run.id).join(CandidateRow).join(Experiment).where(Experiment.name == experiment, Run.status == "running")
+        select(Run.id)
+        .join(CandidateRow)
+        .join(Experiment)
+        .where(Experiment.name == experiment, Run.status == RunStatus.RUNNING)
     )
     connection.execute(
         update(Run.__table__)
         .where(Run.__table__.c.id.in_(running))
-        .values(status="interrupted", reason=f"{job} stopped before this run finished")
+        .values(status=RunStatus.INTERRUPTED, reason=f"{job} stopped before this run finished")
     )

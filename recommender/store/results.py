@@ -23,8 +23,9 @@ from recommender.store.lease import Lease, live_holder
 from recommender.store.schema import CandidateRow, Experiment, PhaseRow, Run, SecondRow, WindowRow, as_utc, utcnow
 from recommender.vocabulary import PERCENTILE_NAMES
 
-FINAL = ("ok", "skipped", "incorrect", "pruned")  # a run in one of these states is not measured again unless --fresh...
-BUDGET_SKIP = "budget: "  # ...except a candidate skipped for budget (reason starts so): a raised budget measures it
+# a run in one of these states is not measured again unless --fresh, except one the budget refused (`budget_skipped`)
+FINAL = (RunStatus.OK, RunStatus.SKIPPED, RunStatus.INCORRECT, RunStatus.PRUNED)
+BUDGET_SKIP = "budget: "  # a budget refusal's reason starts so (older code read the prefix; the flag is what counts)
 SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
 
@@ -118,7 +119,7 @@ class ResultStore:
                 .limit(1)
             )
             newest = session.scalar(query)
-            final = newest is not None and newest.status in FINAL and not _is_budget_skip(newest)
+            final = newest is not None and newest.status in FINAL and not newest.budget_skipped
             return newest if final else None
 
     def add_spend(self, experiment: str, usd: float) -> None:
@@ -154,7 +155,7 @@ class ResultStore:
             run = Run(
                 candidate_id=candidate_id,
                 protocol_key=protocol_key,
-                status="running",
+                status=RunStatus.RUNNING,
                 artifacts_dir=artifacts_dir,
                 hardware=hardware,
                 backend=backend,
@@ -176,18 +177,21 @@ class ResultStore:
         series: list[WindowStats] = (),
         windows: list[tuple[int, Window]] = (),
         correctness: dict | None = None,
+        budget_skipped: bool = False,
     ) -> None:
-        """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows."""
+        """Close a run; `windows` are (repeat, window) pairs of every repeat's steady-state windows; `budget_skipped`:
+        the budget refused or stopped it (not final: a raised budget measures it)."""
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
-            if run.status == "interrupted" and status != "interrupted":
+            if run.status == RunStatus.INTERRUPTED and status != RunStatus.INTERRUPTED:
                 raise StoreError(
                     f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",
                     hint="Another job took this experiment's lease over; it measures this candidate again.",
                 )
             run.status, run.reason, run.server_stats, run.correctness = status, reason, server_stats, correctness
             run.headline = headline.to_dict() if headline else None
+            run.budget_skipped = budget_skipped
             run.finished_at = utcnow()
             run.duration_s = (run.finished_at - as_utc(run.started_at)).total_seconds()
             session.add_all(_phase_row(run_id, p) for p in phases)
@@ -213,7 +217,7 @@ class ResultStore:
                     f"candidate {candidate_id} has no run to prune",
                     hint="a pruned candidate is one measured briefly first",
                 )
-            run.status, run.reason = "pruned", reason
+            run.status, run.reason = RunStatus.PRUNED, reason
 
         self._write(work)
 
@@ -319,10 +323,6 @@ class ResultStore:
             yield from session.scalars(query)
 
 
-def _is_budget_skip(run: Run) -> bool:
-    return run.status == "skipped" and (run.reason or "").startswith(BUDGET_SKIP)
-
-
 def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> CandidateResult:
     keys = {protocol_key} if isinstance(protocol_key, str) else protocol_key
     runs = [r for r in row.runs if keys is None or r.protocol_key in keys]
@@ -351,6 +351,7 @@ def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
         run.hardware,
         run.backend,
         run.correctness,
+        run.budget_skipped,
     )
 
 

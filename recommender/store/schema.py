@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -90,6 +90,8 @@ class Run(Base):
     correctness: Mapped[dict | None] = mapped_column(
         JSON, nullable=True
     )  # migration 0006: the gate's figures, tolerances, reference
+    # migration 0007: the budget (money, time, max_candidates) refused or stopped it; a raised budget measures it again
+    budget_skipped: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list[PhaseRow]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list[SecondRow]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")

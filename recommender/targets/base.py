@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +19,8 @@ class Target(Protocol):
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> Target: ...  # from the spec's `target` section
+
+    def cancel_on(self, event: threading.Event) -> None: ...  # a deploy still waiting stops once `event` is set
 
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -95,6 +96,9 @@ class DockerTarget:
             accelerator=target.accelerator,
             run_id=run_id,
         )
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
 
     def preflight(self) -> None:
         """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""

@@ -17,6 +17,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,9 @@ class LocalTarget:
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> LocalTarget:
         return cls(ready_timeout=target.ready_timeout_seconds, accelerator=target.accelerator)
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
 
     def preflight(self) -> None:
         resolve_accelerator(self.accelerator, detect_hardware())

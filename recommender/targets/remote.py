@@ -6,6 +6,7 @@ The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -70,6 +71,9 @@ class RemoteTarget:
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> RemoteTarget:
         return cls(endpoint=target.endpoint, region=target.region, endpoint_url=target.endpoint_url)
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
 
     def preflight(self) -> None:
         """The endpoint answers: Triton's /v2/health/ready, or DescribeEndpoint InService."""

@@ -132,6 +132,10 @@ class SageMakerTarget:
             endpoint_url=target.endpoint_url,
         )
 
+    def cancel_on(self, event: threading.Event) -> None:
+        """An endpoint still starting stops waiting (and is torn down) once `event` is set (the job stops)."""
+        self.cancel = event
+
     def preflight(self) -> None:
         """Credentials, role, bucket and image: raise TargetError with a hint on the first problem."""
         self._check_settings()

@@ -216,3 +216,16 @@ def test_the_report_says_what_intervals_and_sizing_rest_on() -> None:
     text = render_markdown(report)
     assert "| 60 (56 at the point estimate) | 540 | 500 to 580 (n=3 repeats) |" in text
     assert "## Definitions" in text and "**95 % interval**: Student-t over the per-repeat level means" in text
+
+
+def test_only_budget_skips_are_listed_as_not_measured_in_full(report: Report) -> None:
+    """The budget skip is read from the stored flag, not from the reason's wording."""
+    from dataclasses import replace
+
+    first, second, *_ = report.rows
+    budget = replace(first, name="by-budget", status="skipped", budget_skipped=True, excluded_reasons=("refused",))
+    engine = replace(second, name="no-engine", status="skipped", excluded_reasons=("budget: but not flagged",))
+    text = render_markdown(replace(report, excluded=(budget, engine)))
+    assert "## Not measured in full" in text
+    assert "**by-budget** (skipped): refused" in text
+    assert "no-engine** (skipped)" not in text.split("## Not measured in full")[1]

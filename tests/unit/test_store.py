@@ -169,10 +169,67 @@ def test_migration_0003_adds_spend_to_an_existing_database(tmp_path, spec):
 def test_a_skip_for_budget_is_not_final_other_skips_are(store, spec):
     experiment_id = store.save_experiment(spec)
     first, second, *_ = (store.save_candidate(experiment_id, c) for c in expand_candidates(spec))
-    store.finish_run(store.start_run(first, "p", None), "skipped", reason="budget: $1.00 of the $1.00 budget spent")
+    store.finish_run(
+        store.start_run(first, "p", None),
+        "skipped",
+        reason="budget: $1.00 of the $1.00 budget spent",
+        budget_skipped=True,
+    )
     store.finish_run(store.start_run(second, "p", None), "skipped", reason="TensorRT needs an NVIDIA GPU")
     assert store.final_run(first, "p") is None  # measured once the budget is raised
     assert store.final_run(second, "p").reason == "TensorRT needs an NVIDIA GPU"
+
+
+def test_migration_0007_flags_the_budget_skips_stored_before_it(tmp_path, spec):
+    """A database at revision 0006 (budget skips told apart by their reason's prefix) gets the flag back-filled."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from recommender.store.database import MIGRATIONS
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0006")
+        connection.exec_driver_sql(
+            "INSERT INTO experiments (id, name, spec, status, created_at, updated_at, spent_usd) "
+            "VALUES (1, 'old', '{}', 'done', '2025-01-01', '2025-01-01', 0)"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO candidates (id, experiment_id, key, name, config) VALUES "
+            "(1, 1, 'a', 'a', '{}'), (2, 1, 'b', 'b', '{}')"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO runs (candidate_id, protocol_key, status, reason, started_at) VALUES "
+            "(1, 'p', 'skipped', 'budget: $1.00 of the $1.00 budget spent', '2025-01-01'), "
+            "(2, 'p', 'skipped', 'TensorRT needs an NVIDIA GPU', '2025-01-01')"
+        )
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'old.db'}")
+    assert_migrated(store.engine)
+    assert [(r.key, r.budget_skipped) for r in store.results("old", "p")] == [("a", True), ("b", False)]
+    assert store.final_run(1, "p") is None
+    assert store.final_run(2, "p").reason == "TensorRT needs an NVIDIA GPU"
+
+
+def test_migrating_an_old_database_keeps_every_run_s_windows(tmp_path):
+    """Migrations add columns in place: a recreated `runs` table would cascade-delete the windows (foreign keys on)."""
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    copy = tmp_path / "seed.db"
+    shutil.copy(Path(__file__).parents[1] / "data" / "dashboard_seed.db", copy)
+
+    def count() -> int:
+        with sqlite3.connect(copy) as connection:
+            return connection.execute("SELECT count(*) FROM windows").fetchone()[0]
+
+    before = count()
+    assert_migrated(ResultStore.open(f"sqlite:///{copy}").engine)
+    assert count() == before > 0
 
 
 def test_the_url_can_come_from_a_file_and_explicit_urls_win(tmp_path, monkeypatch):

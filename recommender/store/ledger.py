@@ -1,0 +1,92 @@
+"""The run ledger: the life of a run (start, finish, prune, promote), written by the job, read back as plain data.
+
+    ledger.start(candidate_id, protocol, run_dir, hardware, backend) -> OpenRun
+    ledger.finish(run, status, reason, ...)        closes it
+    ledger.promote(probe, fields, reason, run_dir) -> OpenRun   the probe stored ok, the full measurement opened
+    ledger.prune(candidate_id, protocol, reason)   adaptive search took the candidate out of the race
+    ledger.final(candidate_id, protocol) -> StoredRun | None    what the reuse check reads
+
+The job reads frozen dataclasses from here, never ORM rows or their raw JSON; results.py keeps the reads of reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from recommender.candidates import RunStatus
+from recommender.store.results import BUDGET_SKIP, ResultStore
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A started run: where its artifacts go and what it serves on (a promoted run keeps the rest)."""
+
+    run_id: int
+    candidate_id: int
+    protocol: str
+    run_dir: Path
+    hardware: dict[str, Any] | None
+    backend: str | None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A candidate's newest final run under one protocol, as the reuse check reads it."""
+
+    run_id: int
+    status: RunStatus
+    reason: str | None
+    repeats: int  # the measurement's repeats (1 for a run without figures)
+    correctness: dict[str, Any] | None
+    budget_skipped: bool
+
+
+def budget_reason(text: str) -> str:
+    """A budget refusal's stored reason (the prefix older readers look for; the stored flag is what counts now)."""
+    return BUDGET_SKIP + text
+
+
+@dataclass(frozen=True)
+class RunLedger:
+    store: ResultStore
+
+    def start(
+        self, candidate_id: int, protocol: str, run_dir: Path, hardware: dict | None, backend: str | None
+    ) -> OpenRun:
+        run_id = self.store.start_run(
+            candidate_id, protocol, str(run_dir.resolve()), hardware=hardware, backend=backend
+        )
+        return OpenRun(run_id, candidate_id, protocol, run_dir, hardware, backend)
+
+    def finish(
+        self,
+        run: OpenRun,
+        status: RunStatus,
+        reason: str | None = None,
+        fields: dict[str, Any] | None = None,
+        correctness: dict | None = None,
+        budget_skipped: bool = False,
+    ) -> None:
+        """Close the run; `fields` are the measurement's (measurement/load_search.py store_fields)."""
+        figures = {"reason": reason, "correctness": correctness, **(fields or {})}
+        self.store.finish_run(run.run_id, status, budget_skipped=budget_skipped, **figures)
+
+    def promote(self, probe: OpenRun, fields: dict[str, Any], reason: str | None, run_dir: Path) -> OpenRun:
+        """Adaptive search: the probe stays stored as an ok run of its own; the full measurement on the same
+        deployment gets a new run (artifacts under `run_dir`), which is returned."""
+        self.finish(probe, RunStatus.OK, reason=reason, fields=fields)
+        opened = self.start(probe.candidate_id, probe.protocol, run_dir, probe.hardware, probe.backend)
+        return replace(opened, run_dir=run_dir)
+
+    def prune(self, candidate_id: int, protocol: str, reason: str) -> None:
+        self.store.prune(candidate_id, protocol, reason)
+
+    def final(self, candidate_id: int, protocol: str) -> StoredRun | None:
+        """The newest run when it is final (not measured again unless --fresh); None otherwise."""
+        run = self.store.final_run(candidate_id, protocol)
+        if run is None:
+            return None
+        repeats = (run.headline or {}).get("repeats", 1)
+        return StoredRun(run.id, RunStatus(run.status), run.reason, repeats, run.correctness, run.budget_skipped)

@@ -1,0 +1,53 @@
+"""The candidate run's failure-to-status map and the run ledger's plain records."""
+
+from pathlib import Path
+
+import pytest
+
+from recommender.candidates import RunStatus, expand_candidates
+from recommender.decide.budget import BudgetExceeded
+from recommender.errors import CandidateSkipped, Interrupted, RecommenderError
+from recommender.job.candidate_run import ERROR_STATUSES, outcome_of
+from recommender.spec import ExperimentSpec
+from recommender.store.ledger import RunLedger, StoredRun
+from recommender.store.results import ResultStore
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "budget_skipped"),
+    [
+        (CandidateSkipped("TensorRT needs an NVIDIA GPU"), RunStatus.SKIPPED, False),
+        (BudgetExceeded("$2.00 of the $1.00 budget spent"), RunStatus.INTERRUPTED, True),
+        (RecommenderError("the server died"), RunStatus.FAILED, False),
+        (Interrupted(15), RunStatus.INTERRUPTED, False),
+        (OSError("disk full"), RunStatus.FAILED, False),
+        (ValueError("a bug"), RunStatus.FAILED, False),
+    ],
+)
+def test_each_failure_becomes_the_first_matching_status(tmp_path: Path, error, status, budget_skipped) -> None:
+    outcome = outcome_of(error, tmp_path)
+    assert (outcome.status, outcome.budget_skipped) == (status, budget_skipped)
+    assert outcome.reason
+
+
+def test_what_the_job_does_not_record_is_not_mapped(tmp_path: Path) -> None:
+    assert outcome_of(SystemExit(1), tmp_path) is None
+    assert ERROR_STATUSES[-1][0] is Exception  # the catch-all comes last
+
+
+def test_the_ledger_promotes_a_probe_and_reads_back_plain_records(tmp_path: Path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    spec = ExperimentSpec.model_validate({"name": "ledger"})
+    candidate_id = store.save_candidate(store.save_experiment(spec), expand_candidates(spec)[0])
+    ledger = RunLedger(store)
+    probe = ledger.start(candidate_id, "p", tmp_path / "run", None, "python:torchscript")
+    final = ledger.promote(probe, {}, "in the race", tmp_path / "run" / "final")
+    assert (final.run_id != probe.run_id, final.backend, final.run_dir) == (
+        True,
+        "python:torchscript",
+        tmp_path / "run" / "final",
+    )
+    ledger.finish(final, RunStatus.SKIPPED, "budget: out", budget_skipped=True)
+    assert ledger.final(candidate_id, "p") is None  # a budget skip is measured again
+    ledger.finish(ledger.start(candidate_id, "p", tmp_path / "again", None, None), RunStatus.SKIPPED, "no GPU")
+    assert ledger.final(candidate_id, "p") == StoredRun(final.run_id + 1, RunStatus.SKIPPED, "no GPU", 1, None, False)

@@ -9,9 +9,10 @@ from typing import Any
 import pandas as pd
 
 from recommender.candidates import CandidateResult
-from recommender.metrics.headline import SERVER_PARTS, Headline
+from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level
+from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES

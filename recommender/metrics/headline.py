@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from recommender.metrics.intervals import Interval
+from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import Stability
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
@@ -166,9 +167,6 @@ class Headline:
             stability=Stability.from_dict(data.get("stability")),
             stop_limits=Limits.from_dict(data.get("stop_limits")),
         )
-
-
-SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")  # a request's server time, by part
 
 
 @dataclass(frozen=True)

@@ -24,25 +24,11 @@ from typing import Any
 
 from recommender.metrics.headline import Headline, Limits
 from recommender.metrics.intervals import Interval, level_interval
+from recommender.metrics.server_figures import SERVER_FIGURES
 from recommender.metrics.stability import Stability
 from recommender.metrics.steady import Rules, Window, judge_windows
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
-
-SERVER_FIGURES = (
-    "server_cpu_percent",
-    "server_rss_mb",
-    "gpu_utilization_percent",
-    "gpu_memory_mb",
-    "gpu_power_w",
-    "queue_us",
-    "compute_input_us",
-    "compute_infer_us",
-    "compute_output_us",
-    "executions",
-    "inferences",
-    "avg_batch_size",
-)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level
 from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
+from recommender.report.columns import AVG_BATCH_SIZE, ERROR_RATE, INVOCATIONS, MAX_INVOCATIONS, MODEL_LATENCY, Metric
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
@@ -65,21 +66,29 @@ def candidate_row(r: CandidateResult) -> dict[str, Any]:
         "finished": r.finished_at,
     }
     if h is None:
-        return row | dict.fromkeys(
-            ["invocations/min", *(f"{p} ms" for p in PERCENTILE_NAMES), "error rate", "within threshold"]
-        )
+        return row | dict.fromkeys([INVOCATIONS.frame, *_percentile_columns(), ERROR_RATE.frame, "within threshold"])
     row |= {
-        "invocations/min": h.invocations_per_minute,
-        **{f"{p} ms": h.latency(p) for p in PERCENTILE_NAMES},
-        "error rate": h.error_rate,
+        INVOCATIONS.frame: h.invocations_per_minute,
+        **{label: h.latency(p) for p, label in zip(PERCENTILE_NAMES, _percentile_columns(), strict=True)},
+        ERROR_RATE.frame: h.error_rate,
         "within threshold": h.within_threshold,
-        "max invocations": h.max_invocations,
+        MAX_INVOCATIONS.frame: h.max_invocations,
         "stable": h.stable,
         "stop reason": h.stop_reason,
     }
     if h.notes:
         row["notes"] = "; ".join(map(str, h.notes))
     return row
+
+
+def _percentile_columns() -> list[str]:
+    """'p50 ms', 'p90 ms', ...: the latency columns, in the terminal's short header for the model latency."""
+    return [MODEL_LATENCY.short.format(p=p) for p in PERCENTILE_NAMES]
+
+
+def _figure(h: Headline, metric: Metric) -> Any:
+    """The headline's value of a metric (the catalog's `headline` accessor)."""
+    return getattr(h, metric.headline)
 
 
 def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
@@ -90,7 +99,7 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         columns[r.name] = {
             "status": r.status,
             **headline_figures(r.headline),
-            "avg batch size": s.avg_batch_size,
+            AVG_BATCH_SIZE.frame: s.avg_batch_size,
             "executions": s.execution_count,
             **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
             "reason": first_line(r.reason),
@@ -104,11 +113,9 @@ def headline_figures(h: Headline | None) -> dict[str, Any]:
     if h is None:
         return dict.fromkeys(headline_figures(Headline()))
     return {
-        "invocations/min": h.invocations_per_minute,
-        "max invocations": h.max_invocations,
+        **{m.frame: _figure(h, m) for m in (INVOCATIONS, MAX_INVOCATIONS)},
         **{f"{p} latency ms": h.latency(p) for p in PERCENTILE_NAMES},
-        "model latency ms": h.model_latency_ms,
-        "error rate": h.error_rate,
+        **{m.frame: _figure(h, m) for m in (MODEL_LATENCY, ERROR_RATE)},
         "requests": h.requests,
         "failures": h.failures,
         "within threshold": h.within_threshold,
@@ -148,9 +155,9 @@ def levels_frame(result: CandidateResult, levels: Iterable[Level], percentile: s
             "configuration": result.name,
             "load": v.load,
             "windows (n)": len(v.windows),
-            "invocations/min": v.ipm,
-            f"{percentile} ms": v.latency(percentile),
-            "error rate": v.error_rate,
+            INVOCATIONS.frame: v.ipm,
+            MODEL_LATENCY.short.format(p=percentile): v.latency(percentile),
+            ERROR_RATE.frame: v.error_rate,
             "meets limits": v.meets,
             "repeats breached": f"{v.breached} of {v.repeats}",
             "SE IPM": v.stability.ipm.relative_se,
@@ -184,7 +191,7 @@ def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.Data
     if frame.empty:
         return frame
     frame["configuration"] = result.name
-    frame["invocations/min"] = frame["ok"] * 60
+    frame[INVOCATIONS.frame] = frame["ok"] * 60
     return frame
 
 

@@ -208,9 +208,9 @@ def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
     for r in results:
         parts = r.server.avg_us
         rows += [
-            {"configuration": r.name, "part": part, "ms": parts[part] / 1000}
+            {"configuration": r.name, "part": part, "ms": us / 1000}
             for part in SERVER_PARTS
-            if parts.get(part) is not None
+            if (us := parts.get(part)) is not None
         ]
     return pd.DataFrame(rows)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 
 from dashboard import decision
 from dashboard.selection import decision_in_view
@@ -18,7 +19,7 @@ from recommender.report.columns import (
 )
 
 
-def metric_column(metric: Metric, label: str = "") -> st.column_config.NumberColumn:
+def metric_column(metric: Metric, label: str = "") -> ColumnConfig:
     """A report row's metric as a number column: the catalog's dashboard label and decimals."""
     return st.column_config.NumberColumn(label or metric.frame, format=f"%.{metric.digits}f")
 

@@ -143,10 +143,11 @@ def _stopped(row: Row, _: Context) -> str:
 def _server_split(row: Row, _: Context) -> str:
     """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
     parts = row.server.time_per_request_us()
-    compute = [parts[f"compute_{name}"] for name in ("input", "infer", "output")]
-    if parts["queue"] is None or any(v is None for v in compute):
+    queue = parts["queue"]
+    compute = [v for name in ("input", "infer", "output") if (v := parts[f"compute_{name}"]) is not None]
+    if queue is None or len(compute) < 3:
         return "-"
-    return f"{QUEUE_TIME.format(parts['queue'] / 1000)} / {COMPUTE_TIME.format(sum(compute) / 1000)}"
+    return f"{QUEUE_TIME.format(queue / 1000)} / {COMPUTE_TIME.format(sum(compute) / 1000)}"
 
 
 def _batch(row: Row, _: Context) -> str:
@@ -180,7 +181,7 @@ def _verdict(row: Row, ctx: Context) -> str:
         return "tied with #1"
     own = row.headline.ipm_interval
     separate = tied(ctx.best, own)
-    if separate is None:
+    if separate is None or own is None or ctx.best is None:  # tied() is None whenever either interval is
         return "no noise estimate (repeats: 1)"
     if separate:
         return "tied with #1"

@@ -175,27 +175,25 @@ def _marker(p: Point, x_high: float, y_high: float) -> list[str]:
 def cost_chart(report: Report) -> str:
     """Cost per million inferences by ranked configuration (horizontal bars, cheapest first)."""
     title = "Cost per million inferences by configuration (USD)"
-    rows = sorted(
-        (r for r in report.rows if r.cost_per_million is not None), key=lambda r: (r.cost_per_million, r.name)
+    priced = sorted(
+        ((r, cost) for r in report.rows if (cost := r.cost_per_million) is not None), key=lambda p: (p[1], p[0].name)
     )
-    if not rows:
+    if not priced:
         why = "unpriced: no cost figures (not free)" if report.rows else "no ranked candidate"
         return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, why)])
-    high = nice_ticks(max(r.cost_per_million for r in rows) * 1.05)[-1]
+    high = nice_ticks(max(cost for _, cost in priced) * 1.05)[-1]
     left, span = 180, WIDTH - 180 - MARGIN["right"] - 70
-    band = min(40.0, (HEIGHT - MARGIN["top"] - MARGIN["bottom"]) / len(rows))
+    band = min(40.0, (HEIGHT - MARGIN["top"] - MARGIN["bottom"]) / len(priced))
     body = [_text(WIDTH / 2, 18, title)]
-    for index, row in enumerate(rows):
+    for index, (row, cost) in enumerate(priced):
         y = MARGIN["top"] + index * band
-        width = span * row.cost_per_million / high
+        width = span * cost / high
         color = COLORS["recommended"] if row.recommended else COLORS["ranked"]
         body.append(_text(left - 8, y + band / 2 + 4, row.name, anchor="end", extra=' class="label"'))
         body.append(
             f'<rect x="{left}" y="{_f(y + band * 0.15)}" width="{_f(width)}" height="{_f(band * 0.7)}" '
             f'fill="{color}" class="bar"><title>{escape(row.name)}: '
-            f"{COST_PER_MILLION.with_unit(row.cost_per_million)}</title></rect>"
+            f"{COST_PER_MILLION.with_unit(cost)}</title></rect>"
         )
-        body.append(
-            _text(left + width + 6, y + band / 2 + 4, COST_PER_MILLION.format(row.cost_per_million), anchor="start")
-        )
-    return _svg(title, body, height=MARGIN["top"] + band * len(rows) + 16)
+        body.append(_text(left + width + 6, y + band / 2 + 4, COST_PER_MILLION.format(cost), anchor="start"))
+    return _svg(title, body, height=MARGIN["top"] + band * len(priced) + 16)

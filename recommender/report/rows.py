@@ -362,7 +362,7 @@ def _row(
         name=c.name,
         rank=rank,
         status=c.status,
-        optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
+        optimization=OPTIMIZATION_NAMES.get(str(config.get("optimization")), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
         instance_group=instance_group_count_of(config),
         max_batch_size=config.get("max_batch_size"),

@@ -10,9 +10,13 @@ import pandas as pd
 
 from recommender.candidates import CandidateResult, RunStatus
 from recommender.metrics.headline import SERVER_PARTS, Headline
+from recommender.candidates import CandidateResult
+from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level
+from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
+from recommender.report.columns import AVG_BATCH_SIZE, ERROR_RATE, INVOCATIONS, MAX_INVOCATIONS, MODEL_LATENCY, Metric
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
@@ -64,21 +68,29 @@ def candidate_row(r: CandidateResult) -> dict[str, Any]:
         "finished": r.finished_at,
     }
     if h is None:
-        return row | dict.fromkeys(
-            ["invocations/min", *(f"{p} ms" for p in PERCENTILE_NAMES), "error rate", "within threshold"]
-        )
+        return row | dict.fromkeys([INVOCATIONS.frame, *_percentile_columns(), ERROR_RATE.frame, "within threshold"])
     row |= {
-        "invocations/min": h.invocations_per_minute,
-        **{f"{p} ms": h.latency(p) for p in PERCENTILE_NAMES},
-        "error rate": h.error_rate,
+        INVOCATIONS.frame: h.invocations_per_minute,
+        **{label: h.latency(p) for p, label in zip(PERCENTILE_NAMES, _percentile_columns(), strict=True)},
+        ERROR_RATE.frame: h.error_rate,
         "within threshold": h.within_threshold,
-        "max invocations": h.max_invocations,
+        MAX_INVOCATIONS.frame: h.max_invocations,
         "stable": h.stable,
         "stop reason": h.stop_reason,
     }
     if h.notes:
         row["notes"] = "; ".join(map(str, h.notes))
     return row
+
+
+def _percentile_columns() -> list[str]:
+    """'p50 ms', 'p90 ms', ...: the latency columns, in the terminal's short header for the model latency."""
+    return [MODEL_LATENCY.short.format(p=p) for p in PERCENTILE_NAMES]
+
+
+def _figure(h: Headline, metric: Metric) -> Any:
+    """The headline's value of a metric (the catalog's `headline` accessor)."""
+    return getattr(h, metric.headline)
 
 
 def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
@@ -89,7 +101,7 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         columns[r.name] = {
             "status": r.status,
             **headline_figures(r.headline),
-            "avg batch size": s.avg_batch_size,
+            AVG_BATCH_SIZE.frame: s.avg_batch_size,
             "executions": s.execution_count,
             **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
             "reason": first_line(r.reason),
@@ -103,11 +115,9 @@ def headline_figures(h: Headline | None) -> dict[str, Any]:
     if h is None:
         return dict.fromkeys(headline_figures(Headline()))
     return {
-        "invocations/min": h.invocations_per_minute,
-        "max invocations": h.max_invocations,
+        **{m.frame: _figure(h, m) for m in (INVOCATIONS, MAX_INVOCATIONS)},
         **{f"{p} latency ms": h.latency(p) for p in PERCENTILE_NAMES},
-        "model latency ms": h.model_latency_ms,
-        "error rate": h.error_rate,
+        **{m.frame: _figure(h, m) for m in (MODEL_LATENCY, ERROR_RATE)},
         "requests": h.requests,
         "failures": h.failures,
         "within threshold": h.within_threshold,
@@ -147,9 +157,9 @@ def levels_frame(result: CandidateResult, levels: Iterable[Level], percentile: s
             "configuration": result.name,
             "load": v.load,
             "windows (n)": len(v.windows),
-            "invocations/min": v.ipm,
-            f"{percentile} ms": v.latency(percentile),
-            "error rate": v.error_rate,
+            INVOCATIONS.frame: v.ipm,
+            MODEL_LATENCY.short.format(p=percentile): v.latency(percentile),
+            ERROR_RATE.frame: v.error_rate,
             "meets limits": v.meets,
             "repeats breached": f"{v.breached} of {v.repeats}",
             "SE IPM": v.stability.ipm.relative_se,
@@ -183,7 +193,7 @@ def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.Data
     if frame.empty:
         return frame
     frame["configuration"] = result.name
-    frame["invocations/min"] = frame["ok"] * 60
+    frame[INVOCATIONS.frame] = frame["ok"] * 60
     return frame
 
 
@@ -200,9 +210,9 @@ def server_breakdown(results: list[CandidateResult]) -> pd.DataFrame:
     for r in results:
         parts = r.server.avg_us
         rows += [
-            {"configuration": r.name, "part": part, "ms": parts[part] / 1000}
+            {"configuration": r.name, "part": part, "ms": us / 1000}
             for part in SERVER_PARTS
-            if parts.get(part) is not None
+            if (us := parts.get(part)) is not None
         ]
     return pd.DataFrame(rows)
 

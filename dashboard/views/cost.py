@@ -14,6 +14,10 @@ from dashboard.selection import decision_in_view
 from dashboard.text import escape, show_error
 from recommender.decide.recommendation import Recommendation
 from recommender.errors import RecommenderError
+from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE
+
+FLEET_COST = f"fleet {COST_PER_HOUR.frame}"  # the fleet that serves the target load
+FLEET = f"{FLEET_SIZE.short} for target"
 
 DEFAULT_TYPES = ("ml.c5.xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge")
 
@@ -23,9 +27,9 @@ def cost_rows(rec: Recommendation) -> list[dict]:
         {
             "configuration": r.name,
             "instance type": r.instance_type,
-            "instances for target": r.initial_instance_count,
-            "fleet cost per hour (USD)": r.cost_per_hour,
-            "cost per million (USD)": r.cost_per_million,
+            FLEET: r.initial_instance_count,
+            FLEET_COST: r.cost_per_hour,
+            COST_PER_MILLION.frame: r.cost_per_million,
             "recommended": r.recommended,
         }
         for r in decision.report(rec).rows
@@ -67,12 +71,8 @@ def main() -> None:
     st.caption(f"Target load {settings.target_ipm:,.0f} invocations per minute.")
     st.dataframe(frame, hide_index=True, width="stretch")
     left, right = st.columns(2)
-    left.altair_chart(
-        charts.bars(frame, "cost per million (USD)", "cost per million inferences (USD)"), width="stretch"
-    )
-    right.altair_chart(
-        charts.bars(frame, "fleet cost per hour (USD)", "fleet cost per hour at the target (USD)"), width="stretch"
-    )
+    left.altair_chart(charts.bars(frame, COST_PER_MILLION.frame, "cost per million inferences (USD)"), width="stretch")
+    right.altair_chart(charts.bars(frame, FLEET_COST, "fleet cost per hour at the target (USD)"), width="stretch")
 
 
 st.title("Cost")

@@ -9,11 +9,12 @@ from dashboard import frames, source
 from dashboard.selection import running_notice, selected
 from dashboard.text import escape, no_experiments
 from recommender.candidates import RunStatus
+from recommender.report.columns import ERROR_RATE
 
 CANDIDATE_COLUMNS = {
     "reason": st.column_config.TextColumn("reason", width="large"),
     "duration (s)": st.column_config.NumberColumn(format="%.1f"),
-    "error rate": st.column_config.NumberColumn(format="percent"),
+    ERROR_RATE.frame: st.column_config.NumberColumn(format="percent"),
 }
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import charts, frames, source
 from dashboard.selection import selected
 from dashboard.text import escape
+from recommender.report.columns import ERROR_RATE, INVOCATIONS, MODEL_LATENCY
 from recommender.vocabulary import DEFAULT_PERCENTILE
 
 
@@ -28,9 +29,9 @@ def points(key: str, percentile: str) -> list[dict]:
                     "protocol": protocol,
                     "finished": r.finished_at,
                     "status": r.status,
-                    "invocations/min": h.invocations_per_minute if h else None,
-                    f"{percentile} ms": h.latency(percentile) if h else None,
-                    "error rate": h.error_rate if h else None,
+                    INVOCATIONS.frame: h.invocations_per_minute if h else None,
+                    MODEL_LATENCY.short.format(p=percentile): h.latency(percentile) if h else None,
+                    ERROR_RATE.frame: h.error_rate if h else None,
                     "reason": frames.first_line(r.reason),
                 }
             )
@@ -59,8 +60,9 @@ def main() -> None:
         )
         return
     left, right = st.columns(2)
-    left.altair_chart(charts.history(ok, "invocations/min", "invocations per minute"), width="stretch")
-    right.altair_chart(charts.history(ok, f"{percentile} ms", f"{percentile} latency (ms)"), width="stretch")
+    latency = MODEL_LATENCY.short.format(p=percentile)
+    left.altair_chart(charts.history(ok, INVOCATIONS.frame, INVOCATIONS.header), width="stretch")
+    right.altair_chart(charts.history(ok, latency, f"{percentile} latency (ms)"), width="stretch")
 
 
 st.title("History")

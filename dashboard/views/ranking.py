@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 
 from dashboard import decision
 from dashboard.selection import decision_in_view
 from dashboard.text import escape, number
 from recommender.decide.recommendation import Recommendation
+from recommender.report.columns import (
+    COST_PER_HOUR,
+    COST_PER_MILLION,
+    FLEET_SIZE,
+    MAX_INVOCATIONS,
+    MODEL_LATENCY,
+    Metric,
+)
+
+
+def metric_column(metric: Metric, label: str = "") -> ColumnConfig:
+    """A report row's metric as a number column: the catalog's dashboard label and decimals."""
+    return st.column_config.NumberColumn(label or metric.frame, format=f"%.{metric.digits}f")
+
 
 COLUMNS = {
     "rank": st.column_config.NumberColumn("rank"),
     "name": st.column_config.TextColumn("configuration"),
-    "invocations_per_minute": st.column_config.NumberColumn("invocations/min", format="%.0f"),
-    "latency_ms": st.column_config.NumberColumn("latency ms", format="%.2f"),
-    "interval": st.column_config.TextColumn("95 % interval (invocations/min)"),
-    "initial_instance_count": st.column_config.NumberColumn("instances for target"),
-    "fleet_size_at_point": st.column_config.NumberColumn("instances at the point estimate"),
-    "cost_per_hour": st.column_config.NumberColumn("fleet cost/hour (USD)", format="%.2f"),
-    "cost_per_million": st.column_config.NumberColumn("cost per million (USD)", format="%.4f"),
+    MAX_INVOCATIONS.field: metric_column(MAX_INVOCATIONS),
+    MODEL_LATENCY.field: metric_column(MODEL_LATENCY),
+    "interval": st.column_config.TextColumn(f"95 % interval ({MAX_INVOCATIONS.unit})"),
+    FLEET_SIZE.field: metric_column(FLEET_SIZE, f"{FLEET_SIZE.short} for target"),
+    "fleet_size_at_point": metric_column(FLEET_SIZE, f"{FLEET_SIZE.short} at the point estimate"),
+    COST_PER_HOUR.field: metric_column(COST_PER_HOUR, f"fleet {COST_PER_HOUR.frame}"),
+    COST_PER_MILLION.field: metric_column(COST_PER_MILLION),
     "score": st.column_config.NumberColumn("score", format="%.3f"),
     "instance_type": st.column_config.TextColumn("instance type"),
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),

@@ -20,6 +20,15 @@ from recommender.decide.recommendation import Recommendation
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.metrics.intervals import Interval, tied
 from recommender.metrics.stop_reason import StopReason
+from recommender.report.columns import (
+    AVG_BATCH_SIZE,
+    COMPUTE_TIME,
+    COST_PER_MILLION,
+    ERROR_RATE,
+    MAX_INVOCATIONS,
+    MODEL_LATENCY,
+    QUEUE_TIME,
+)
 
 CARD_INDENT = "   "
 VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
@@ -86,14 +95,15 @@ def _rank(row: Row, _: Context) -> str:
 
 
 def _max_invocations(row: Row, _: Context) -> str:
-    """What the ranking used (ranked), or why there is none (excluded): `none (X over)` = X/min only above the limits."""
+    """What the ranking used (ranked), or why there is none (excluded): `none (X over)` = X/min above the limits."""
     h, value = row.headline, row.entry.invocations_per_minute
     if row.ranked is None and h.max_invocations is None:
-        return f"none ({value:,.0f} over)" if value else "-"
+        return f"none ({MAX_INVOCATIONS.format(value)} over)" if value else "-"
     interval = h.ipm_interval
     if interval is not None and interval.known:
-        return f"{interval.mean:,.0f} ± {(interval.high - interval.low) / 2:,.0f}"
-    return f"{value:,.0f}" if value else "-"
+        half_width = (interval.high - interval.low) / 2
+        return f"{MAX_INVOCATIONS.format(interval.mean)} ± {MAX_INVOCATIONS.format(half_width)}"
+    return MAX_INVOCATIONS.format(value) if value else "-"
 
 
 def _interval_n(row: Row, _: Context) -> str:
@@ -102,8 +112,7 @@ def _interval_n(row: Row, _: Context) -> str:
 
 
 def _latency(row: Row, ctx: Context) -> str:
-    value = row.entry.latency_ms
-    return "-" if value is None else f"{value:,.1f}"
+    return MODEL_LATENCY.format(row.entry.latency_ms)
 
 
 def _samples(row: Row, _: Context) -> str:
@@ -116,7 +125,7 @@ def _breached(row: Row, _: Context) -> str:
 
 
 def _errors(row: Row, _: Context) -> str:
-    return f"{row.headline.error_rate:.2%}" if row.headline.requests or row.rank else "-"
+    return ERROR_RATE.format(row.headline.error_rate) if row.headline.requests or row.rank else "-"
 
 
 def _stable(row: Row, _: Context) -> str:
@@ -136,15 +145,16 @@ def _stopped(row: Row, _: Context) -> str:
 def _server_split(row: Row, _: Context) -> str:
     """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
     parts = row.server.time_per_request_us()
-    compute = [parts[f"compute_{name}"] for name in ("input", "infer", "output")]
-    if parts["queue"] is None or any(v is None for v in compute):
+    queue = parts["queue"]
+    compute = [v for name in ("input", "infer", "output") if (v := parts[f"compute_{name}"]) is not None]
+    if queue is None or len(compute) < 3:
         return "-"
-    return f"{parts['queue'] / 1000:.1f} / {sum(compute) / 1000:.1f}"
+    return f"{QUEUE_TIME.format(queue / 1000)} / {COMPUTE_TIME.format(sum(compute) / 1000)}"
 
 
 def _batch(row: Row, _: Context) -> str:
     size = row.server.batch_size()
-    return f"{size:.2f}" if size else "-"
+    return AVG_BATCH_SIZE.format(size) if size else "-"
 
 
 def _score(row: Row, _: Context) -> str:
@@ -154,7 +164,9 @@ def _score(row: Row, _: Context) -> str:
 def _cost(row: Row, _: Context) -> str:
     if row.ranked is None:
         return "-"
-    return "unpriced" if row.ranked.cost_per_million is None else f"{row.ranked.cost_per_million:,.4f} USD"
+    return (
+        "unpriced" if row.ranked.cost_per_million is None else COST_PER_MILLION.with_unit(row.ranked.cost_per_million)
+    )
 
 
 def _pareto(row: Row, _: Context) -> str:
@@ -171,7 +183,7 @@ def _verdict(row: Row, ctx: Context) -> str:
         return "tied with #1"
     own = row.headline.ipm_interval
     separate = tied(ctx.best, own)
-    if separate is None:
+    if separate is None or own is None or ctx.best is None:  # tied() is None whenever either interval is
         return "no noise estimate (repeats: 1)"
     if separate:
         return "tied with #1"
@@ -179,22 +191,23 @@ def _verdict(row: Row, ctx: Context) -> str:
     return f"{own.mean / ctx.best.mean - 1:+.0%} vs #1{noise}"
 
 
-COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow)
+COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow);
+    # the metrics' labels are the catalog's short headers (report/columns.py)
     Column("rank", 1, _rank),
     Column("configuration", 1, lambda row, _: row.entry.name),
-    Column("MaxInvocations/min", 1, _max_invocations),
-    Column("{p} ms", 1, _latency),
+    Column(MAX_INVOCATIONS.short, 1, _max_invocations),
+    Column(MODEL_LATENCY.short, 1, _latency),
     Column("verdict", 1, _verdict, wraps=True),
     Column("score", 2, _score),
-    Column("cost per million", 2, _cost),
+    Column(COST_PER_MILLION.short, 2, _cost),
     Column("± over", 3, _interval_n),
     Column("{p} over requests", 4, _samples),
     Column("breached", 3, _breached),
-    Column("errors", 3, _errors),
+    Column(ERROR_RATE.short, 3, _errors),
     Column("stable", 3, _stable),
     Column("unstable because", 6, _stability_reason, wraps=True),
-    Column("queue / compute ms", 4, _server_split),
-    Column("avg batch", 4, _batch),
+    Column(f"{QUEUE_TIME.short} / {COMPUTE_TIME.short} {QUEUE_TIME.unit}", 4, _server_split),
+    Column(AVG_BATCH_SIZE.short, 4, _batch),
     Column("stopped", 5, _stopped),
     Column("pareto", 5, _pareto),
 )

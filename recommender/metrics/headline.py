@@ -21,6 +21,7 @@ from typing import Any
 
 from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
+from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import Stability
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
@@ -216,9 +217,6 @@ class Headline:
             stability=Stability.from_dict(data.get("stability")),
             stop_limits=Limits.from_dict(data.get("stop_limits")),
         )
-
-
-SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")  # a request's server time, by part
 
 
 @dataclass(frozen=True)

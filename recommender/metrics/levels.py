@@ -26,26 +26,12 @@ from recommender.metrics.headline import Figures, Headline, Measured
 from recommender.metrics.intervals import Interval, level_interval
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
+from recommender.metrics.server_figures import SERVER_FIGURES
 from recommender.metrics.stability import Stability
 from recommender.metrics.steady import Window, judge_windows
 from recommender.metrics.stop_reason import StopKind, StopReason
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
-
-SERVER_FIGURES = (
-    "server_cpu_percent",
-    "server_rss_mb",
-    "gpu_utilization_percent",
-    "gpu_memory_mb",
-    "gpu_power_w",
-    "queue_us",
-    "compute_input_us",
-    "compute_infer_us",
-    "compute_output_us",
-    "executions",
-    "inferences",
-    "avg_batch_size",
-)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from html import escape
 
+from recommender.report.columns import COST_PER_MILLION, MAX_INVOCATIONS, MODEL_LATENCY
 from recommender.report.rows import Report, Row
 
 WIDTH, HEIGHT = 640, 360
@@ -77,7 +78,8 @@ def _tick_label(value: float) -> str:
 
 def _svg(title: str, body: list[str], height: float = HEIGHT) -> str:
     head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" width="{WIDTH}" height="{_f(height)}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" '
+        f'width="{WIDTH}" height="{_f(height)}" '
         f'role="img" aria-label="{escape(title)}">'
     )
     return "\n".join([head, f"<title>{escape(title)}</title>", *body, "</svg>"])
@@ -124,7 +126,7 @@ def frontier_chart(report: Report) -> str:
         return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, "no candidate has throughput and latency figures")])
     x_ticks = nice_ticks(max(p.ipm for p in points) * 1.05)
     y_ticks = nice_ticks(max(max(p.latency_ms for p in points), report.threshold_ms) * 1.05)
-    body = _axes(x_ticks, y_ticks, "invocations per minute per instance", f"{report.percentile} latency (ms)")
+    body = _axes(x_ticks, y_ticks, MAX_INVOCATIONS.header, f"{report.percentile} latency ({MODEL_LATENCY.unit})")
     body.append(_threshold_line(report.threshold_ms, y_ticks[-1]))
     line = " ".join(f"{_f(_x(p.ipm, x_ticks[-1]))},{_f(_y(p.latency_ms, y_ticks[-1]))}" for p in frontier(points))
     body.append(
@@ -164,7 +166,8 @@ def _marker(p: Point, x_high: float, y_high: float) -> list[str]:
     radius = 6 if p.kind == "recommended" else 4
     return [
         f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{radius}" fill="{COLORS[p.kind]}" class="{p.kind}">'
-        f"<title>{escape(p.name)}: {p.ipm:,.0f}/min, {p.latency_ms:,.1f} ms</title></circle>",
+        f"<title>{escape(p.name)}: {MAX_INVOCATIONS.format(p.ipm)}/min, "
+        f"{MODEL_LATENCY.with_unit(p.latency_ms)}</title></circle>",
         _text(x + 8, y - 6, p.name, anchor="start", extra=' class="label"'),
     ]
 
@@ -172,24 +175,25 @@ def _marker(p: Point, x_high: float, y_high: float) -> list[str]:
 def cost_chart(report: Report) -> str:
     """Cost per million inferences by ranked configuration (horizontal bars, cheapest first)."""
     title = "Cost per million inferences by configuration (USD)"
-    rows = sorted(
-        (r for r in report.rows if r.cost_per_million is not None), key=lambda r: (r.cost_per_million, r.name)
+    priced = sorted(
+        ((r, cost) for r in report.rows if (cost := r.cost_per_million) is not None), key=lambda p: (p[1], p[0].name)
     )
-    if not rows:
+    if not priced:
         why = "unpriced: no cost figures (not free)" if report.rows else "no ranked candidate"
         return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, why)])
-    high = nice_ticks(max(r.cost_per_million for r in rows) * 1.05)[-1]
+    high = nice_ticks(max(cost for _, cost in priced) * 1.05)[-1]
     left, span = 180, WIDTH - 180 - MARGIN["right"] - 70
-    band = min(40.0, (HEIGHT - MARGIN["top"] - MARGIN["bottom"]) / len(rows))
+    band = min(40.0, (HEIGHT - MARGIN["top"] - MARGIN["bottom"]) / len(priced))
     body = [_text(WIDTH / 2, 18, title)]
-    for index, row in enumerate(rows):
+    for index, (row, cost) in enumerate(priced):
         y = MARGIN["top"] + index * band
-        width = span * row.cost_per_million / high
+        width = span * cost / high
         color = COLORS["recommended"] if row.recommended else COLORS["ranked"]
         body.append(_text(left - 8, y + band / 2 + 4, row.name, anchor="end", extra=' class="label"'))
         body.append(
             f'<rect x="{left}" y="{_f(y + band * 0.15)}" width="{_f(width)}" height="{_f(band * 0.7)}" '
-            f'fill="{color}" class="bar"><title>{escape(row.name)}: {row.cost_per_million:,.4f} USD</title></rect>'
+            f'fill="{color}" class="bar"><title>{escape(row.name)}: '
+            f"{COST_PER_MILLION.with_unit(cost)}</title></rect>"
         )
-        body.append(_text(left + width + 6, y + band / 2 + 4, f"{row.cost_per_million:,.4f}", anchor="start"))
-    return _svg(title, body, height=MARGIN["top"] + band * len(rows) + 16)
+        body.append(_text(left + width + 6, y + band / 2 + 4, COST_PER_MILLION.format(cost), anchor="start"))
+    return _svg(title, body, height=MARGIN["top"] + band * len(priced) + 16)

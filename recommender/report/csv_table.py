@@ -5,9 +5,10 @@ from __future__ import annotations
 import csv
 import io
 
+from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE, MAX_INVOCATIONS, MODEL_LATENCY
 from recommender.report.rows import Report, Row
 
-FIELDS = (
+FIELDS = (  # header ("{p}": the percentile), Row attribute; the metrics' from the catalog (report/columns.py)
     ("rank", "rank"),
     ("configuration", "name"),
     ("status", "status"),
@@ -19,15 +20,15 @@ FIELDS = (
     ("vCPUs", "vcpus"),
     ("GPUs", "gpus"),
     ("GPU memory (GiB)", "gpu_memory_gib"),
-    ("initial instance count", "initial_instance_count"),
-    ("initial instance count at point estimate", "fleet_size_at_point"),
-    ("invocations per minute per instance", "invocations_per_minute"),
+    (FLEET_SIZE.csv_heading("{p}"), FLEET_SIZE.field),
+    (FLEET_SIZE.csv_heading("{p}") + " at point estimate", "fleet_size_at_point"),
+    (MAX_INVOCATIONS.csv_heading("{p}"), MAX_INVOCATIONS.field),
     ("interval low", "ipm_low"),
     ("interval high", "ipm_high"),
     ("interval n", "interval"),
-    ("model latency (ms)", "latency_ms"),
-    ("cost per hour (USD)", "cost_per_hour"),
-    ("cost per million (USD)", "cost_per_million"),
+    (MODEL_LATENCY.csv_heading("{p}"), MODEL_LATENCY.field),
+    (COST_PER_HOUR.csv_heading("{p}"), COST_PER_HOUR.field),
+    (COST_PER_MILLION.csv_heading("{p}"), COST_PER_MILLION.field),
     ("score", "score"),
     ("pareto", "pareto"),
     ("tied with winner", "tied"),
@@ -42,7 +43,7 @@ def render_csv(report: Report) -> str:
     """Header plus one line per candidate; empty cells for missing figures (an unpriced cost is empty, never 0)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([header.replace("model latency", f"model latency {report.percentile}") for header, _ in FIELDS])
+    writer.writerow([header.format(p=report.percentile) for header, _ in FIELDS])
     for row in report.all_rows:
         writer.writerow([_value(row, field) for _, field in FIELDS])
     return buffer.getvalue()

@@ -8,11 +8,13 @@ from __future__ import annotations
 from html import escape
 
 from recommender.report.chart import cost_chart, frontier_chart
+from recommender.report.columns import ERROR_RATE
 from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
 
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
-h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+STYLE = (
+    '\nbody { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px; '
+    "color: #222; }\n"
+    """h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
@@ -26,6 +28,7 @@ dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 svg { border: 1px solid #ddd; background: #fff; font-size: 11px; }
 svg .tick { fill: #555; } svg .label { fill: #333; font-size: 10px; }
 """
+)
 TEXT_FIELDS = frozenset(
     {"name", "optimization", "dynamic_batching", "instance_type", "status", "excluded_reasons", "flags"}
 )
@@ -75,7 +78,8 @@ def render_html(report: Report) -> str:
 
 def _limits(report: Report) -> str:
     items = [
-        f"Latency threshold: {report.percentile} &le; {report.threshold_ms:g} ms; error rate &le; {report.max_error_rate:.2%}",
+        f"Latency threshold: {report.percentile} &le; {report.threshold_ms:g} ms; "
+        f"error rate &le; {ERROR_RATE.format(report.max_error_rate)}",
         f"Target load: {report.target_ipm:,.0f} invocations per minute",
         f"Pricing: {escape(report.pricing)}",
     ]

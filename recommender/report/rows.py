@@ -18,6 +18,14 @@ from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.intervals import MIN_REPEATS, WINDOW_NOISE
 from recommender.metrics.stability import RULE
+from recommender.report.columns import (
+    COST_PER_HOUR,
+    COST_PER_MILLION,
+    FLEET_SIZE,
+    MAX_INVOCATIONS,
+    MODEL_LATENCY,
+    Metric,
+)
 
 OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "trt": "TensorRT"}
 
@@ -123,23 +131,21 @@ def text_or_dash(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def number(digits: int, grouped: bool = True) -> Callable[[Any], str]:
-    def format_(value: Any) -> str:
-        if value is None:
-            return "-"
-        return f"{value:,.{digits}f}" if grouped else f"{value:.{digits}f}"
-
-    return format_
-
-
 def gib(value: Any) -> str:
     return "-" if value is None else f"{value:g} GiB"
 
 
+def unpriced(_: Any) -> str:
+    return "unpriced"
+
+
+def metric_column(metric: Metric, percentile: str, field: str = "", text: Callable[[Any], str] | None = None) -> Column:
+    """A metric's column: the catalog's header, read from its field, printed in its format (unless told otherwise)."""
+    return Column(metric.heading(percentile), field or metric.field, text or metric.format)
+
+
 def columns(percentile: str, priced: bool) -> tuple[Column, ...]:
     """The table's columns, headers included; money columns say 'unpriced' instead of a number when unpriced."""
-    money = number(2) if priced else (lambda value: "unpriced")
-    money_fine = number(4) if priced else (lambda value: "unpriced")
     return (
         Column("rank", "rank", text_or_dash),
         Column("configuration", "name", str),
@@ -150,12 +156,12 @@ def columns(percentile: str, priced: bool) -> tuple[Column, ...]:
         Column("vCPUs", "vcpus", text_or_dash),
         Column("GPUs", "gpus", text_or_dash),
         Column("GPU memory", "gpu_memory_gib", gib),
-        Column("initial instance count", "instances_text", str),
-        Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        metric_column(FLEET_SIZE, percentile, "instances_text", str),
+        metric_column(MAX_INVOCATIONS, percentile),
         Column("95 % interval", "interval_text", str),
-        Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
-        Column("cost per hour (USD)", "cost_per_hour", money),
-        Column("cost per million (USD)", "cost_per_million", money_fine),
+        metric_column(MODEL_LATENCY, percentile),
+        metric_column(COST_PER_HOUR, percentile, text=None if priced else unpriced),
+        metric_column(COST_PER_MILLION, percentile, text=None if priced else unpriced),
         Column("notes", "flags", ", ".join),
     )
 
@@ -165,9 +171,9 @@ def excluded_columns(percentile: str) -> tuple[Column, ...]:
     return (
         Column("configuration", "name", str),
         Column("status", "status", str),
-        Column("invocations per minute per instance", "invocations_per_minute", number(0)),
+        metric_column(MAX_INVOCATIONS, percentile),
         Column("95 % interval", "interval_text", str),
-        Column(f"model latency ({percentile}, ms)", "latency_ms", number(1)),
+        metric_column(MODEL_LATENCY, percentile),
         Column("reasons", "excluded_reasons", "; ".join),
     )
 
@@ -249,12 +255,12 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         *([("measured on", c.served_on)] if c.served_on else []),
         *([("GPU at MaxInvocations", c.gpu)] if c.gpu else []),
         (
-            "initial instance count",
+            FLEET_SIZE.header,
             f"{rec.fleet_size} (for {rec.target_ipm:,.0f} invocations per minute, sized on the "
             f"{fleet.sized_on}"
             + (f"; {fleet.fleet_size_at_point} at the point estimate)" if fleet.on_interval else ")"),
         ),
-        ("invocations per minute per instance", f"{c.invocations_per_minute:,.0f} ({interval})"),
+        (MAX_INVOCATIONS.header, f"{MAX_INVOCATIONS.format(c.invocations_per_minute)} ({interval})"),
         (
             f"model latency ({rec.percentile})",
             f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms{_latency_basis(c)})",
@@ -353,7 +359,7 @@ def _row(
         name=c.name,
         rank=rank,
         status=c.status_text,
-        optimization=OPTIMIZATION_NAMES.get(config.get("optimization"), str(config.get("optimization"))),
+        optimization=OPTIMIZATION_NAMES.get(str(config.get("optimization")), str(config.get("optimization"))),
         dynamic_batching=describe_batching(config.get("dynamic_batching")),
         instance_group=instance_group_count_of(config),
         max_batch_size=config.get("max_batch_size"),

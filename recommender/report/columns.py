@@ -1,0 +1,188 @@
+"""The metric catalog: every reported figure's labels, unit, direction, print format and where it is read from.
+
+The terminal table (cli/tables.py), the report rows and their Markdown, HTML and CSV layouts (report/rows.py,
+report/csv_table.py) and the dashboard frames (dashboard/frames.py) take their metric columns from here, so a figure
+is labelled and printed the same way wherever it appears. `header` is the report's (the published study's words),
+`short` the terminal's (narrow columns), `frame` the dashboard's; "{p}" in a label stands for the percentile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported figure.
+
+    `field` is the accessor: the attribute of the report's `Row` (report/rows.py) that holds it, which the report
+    and the CSV read; `headline` the attribute of the run's `Headline` (metrics/headline.py) the dashboard reads
+    ("" where the figure is not a headline one). `digits` and `style` are how a value is printed.
+    """
+
+    name: str
+    header: str
+    short: str
+    frame: str
+    unit: str
+    better: Literal["lower", "higher"]
+    meaning: str
+    field: str = ""
+    headline: str = ""
+    digits: int = 0
+    style: Literal["number", "share"] = "number"
+    csv: str = ""  # the CSV's header where it differs from `header`
+
+    def format(self, value: Any) -> str:
+        """The value as printed: grouped with `digits` decimals, a share as a percentage, '-' when missing."""
+        if value is None:
+            return "-"
+        if self.style == "share":
+            return f"{value:.{self.digits}%}"
+        return f"{value:,.{self.digits}f}"
+
+    def with_unit(self, value: Any) -> str:
+        """'22.7284 USD': the printed value followed by its unit ('-' when missing)."""
+        return "-" if value is None else f"{self.format(value)} {self.unit}"
+
+    def heading(self, percentile: str) -> str:
+        return self.header.format(p=percentile)
+
+    def csv_heading(self, percentile: str) -> str:
+        return (self.csv or self.header).format(p=percentile)
+
+    def read(self, row: Any) -> Any:
+        """The value from a report row (by `field`)."""
+        return getattr(row, self.field)
+
+
+MAX_INVOCATIONS = Metric(
+    "max_invocations",
+    header="invocations per minute per instance",
+    short="MaxInvocations/min",
+    frame="max invocations",
+    unit="invocations/min",
+    better="higher",
+    meaning="MaxInvocations: mean invocations per minute over the windows (all repeats) of the highest load level "
+    "within the latency threshold and error limit",
+    field="invocations_per_minute",
+    headline="max_invocations",
+)
+INVOCATIONS = Metric(
+    "invocations_per_minute",
+    header="invocations per minute",
+    short="invocations/min",
+    frame="invocations/min",
+    unit="invocations/min",
+    better="higher",
+    meaning="the run's throughput as shown: MaxInvocations when a level meets the limits, else its lowest level's",
+    headline="invocations_per_minute",
+)
+MODEL_LATENCY = Metric(
+    "model_latency",
+    header="model latency ({p}, ms)",
+    short="{p} ms",
+    frame="model latency ms",
+    unit="ms",
+    better="lower",
+    meaning="ModelLatency: the mean of the threshold percentile's window latencies at that level",
+    field="latency_ms",
+    headline="model_latency_ms",
+    digits=1,
+    csv="model latency {p} (ms)",
+)
+ERROR_RATE = Metric(
+    "error_rate",
+    header="error rate",
+    short="errors",
+    frame="error rate",
+    unit="share",
+    better="lower",
+    meaning="failed requests / all requests in the steady-state windows",
+    headline="error_rate",
+    digits=2,
+    style="share",
+)
+COST_PER_HOUR = Metric(
+    "cost_per_hour",
+    header="cost per hour (USD)",
+    short="cost per hour",
+    frame="cost per hour (USD)",
+    unit="USD/hour",
+    better="lower",
+    meaning="CostPerHour: price per instance-hour x instances",
+    field="cost_per_hour",
+    digits=2,
+)
+COST_PER_MILLION = Metric(
+    "cost_per_million",
+    header="cost per million (USD)",
+    short="cost per million",
+    frame="cost per million (USD)",
+    unit="USD",
+    better="lower",
+    meaning="cost of one million inferences at MaxInvocations",
+    field="cost_per_million",
+    digits=4,
+)
+FLEET_SIZE = Metric(
+    "fleet_size",
+    header="initial instance count",
+    short="instances",
+    frame="initial instance count",
+    unit="instances",
+    better="lower",
+    meaning="InitialInstanceCount: instances needed for the target load",
+    field="initial_instance_count",
+)
+QUEUE_TIME = Metric(
+    "queue_time",
+    header="queue time (ms)",
+    short="queue",
+    frame="queue ms",
+    unit="ms",
+    better="lower",
+    meaning="Triton's average queue time per request at MaxInvocations",
+    digits=1,
+)
+COMPUTE_TIME = Metric(
+    "compute_time",
+    header="compute time (ms)",
+    short="compute",
+    frame="compute ms",
+    unit="ms",
+    better="lower",
+    meaning="Triton's average compute time (input + infer + output) per request",
+    digits=1,
+)
+AVG_BATCH_SIZE = Metric(
+    "avg_batch_size",
+    header="avg batch size",
+    short="avg batch",
+    frame="avg batch size",
+    unit="requests",
+    better="higher",
+    meaning="inferences per model execution (dynamic batching at work)",
+    digits=2,
+)
+
+METRICS: Mapping[str, Metric] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            MAX_INVOCATIONS,
+            INVOCATIONS,
+            MODEL_LATENCY,
+            ERROR_RATE,
+            COST_PER_HOUR,
+            COST_PER_MILLION,
+            FLEET_SIZE,
+            QUEUE_TIME,
+            COMPUTE_TIME,
+            AVG_BATCH_SIZE,
+        )
+    }
+)

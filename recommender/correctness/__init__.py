@@ -1,1 +1,1 @@
-"""The correctness gate (DESIGN.md "Correct"): a deployed variant's outputs against the reference model's."""
+"""The correctness gate (docs/design.md "Correct"): a deployed variant's outputs against the reference model's."""

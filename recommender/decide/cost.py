@@ -1,4 +1,4 @@
-"""Cost arithmetic, exactly as DESIGN.md defines it. Pure functions; prices come from `recommender.decide.prices`.
+"""Cost arithmetic as docs/design.md "Definitions" defines it. Pure functions; prices from `recommender.decide.prices`.
 
 CostPerHour          = instance price per hour x instance count
 CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
@@ -77,7 +77,7 @@ def fleet_cost_per_hour(price_per_hour: float, target_ipm: float, ipm_per_instan
 class CapacityPlan:
     """How many instances serve a target load, and what that costs.
 
-    `cost_per_inference` follows DESIGN.md (capacity at MaxInvocations); `cost_per_inference_at_target`
+    `cost_per_inference` follows docs/design.md (capacity at MaxInvocations); `cost_per_inference_at_target`
     is what each inference costs when the fleet serves exactly the target load (it includes the slack
     of the last, partly used instance).
     """

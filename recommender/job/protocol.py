@@ -1,6 +1,6 @@
 """The measurement protocol: everything that shapes a measurement, hashed into the key that decides reuse.
 
-    protocol_fingerprint(spec) -> 16 hex digits; a stored run is reused only under the same key (DESIGN.md "Reuse")
+    protocol_fingerprint(spec) -> 16 hex digits; a stored run is reused only under the same key (docs/design.md "Reuse")
 
 In the key: the traffic (shapes, warm-up, windows, repeats, stop conditions, the number of windows they look at),
 the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,

@@ -4,7 +4,7 @@
     slots_for(kind, gpus, max_parallel)   -> the slots a group offers (a slot: the GPUs a candidate is pinned to)
     run_all(items, work, max_parallel, stop)  -> every work item run, at most max_parallel at once
 
-What may overlap (DESIGN.md "Targets"): SageMaker endpoints are separate machines, so one target offers
+What may overlap (docs/design.md "Targets"): SageMaker endpoints are separate machines, so one target offers
 `max_parallel` slots; a remote target is ONE existing endpoint, so one slot (two remote hosts run side by side); a
 local or docker target with GPUs offers one slot per GPU (each candidate pinned to its GPU); a local or docker target
 on the CPU offers one slot: two servers on the same cores would measure each other (and the load generator), so local

@@ -1,4 +1,4 @@
-"""Generator and server on disjoint CPU sets (DESIGN.md "Load"): which CPUs each gets, and pinning a running server.
+"""Generator and server on disjoint CPU sets (docs/design.md "Load"): which CPUs each gets; pinning a running server.
 
 The generator's processes are pinned when they start (generators.py); a local server already running is pinned here,
 thread by thread (os.sched_setaffinity on a pid moves only that thread on Linux; its existing threads are moved one

@@ -99,7 +99,7 @@ class Figures:
 
 @dataclass(frozen=True)
 class Headline:
-    """What a run measured, as the user decides on it (DESIGN.md "Definitions"), under the limits it was decided with.
+    """What a run measured, as the user decides on it (docs/design.md "Definitions"), under its decision's limits.
 
     `max_invocations` is MaxInvocations: the mean IPM over the windows (all repeats) of the highest load level that
     meets the limits (None when none does); `invocations_per_minute` is the figure shown for the run either way

@@ -1,5 +1,5 @@
 """Load levels, decided at decision time: verdicts, MaxInvocations, ModelLatency, their intervals and stability,
-recomputed from the stored windows for any threshold, percentile and error limit (DESIGN.md "Definitions").
+recomputed from the stored windows for any threshold, percentile and error limit (docs/design.md "Definitions").
 
     window records (every repeat) + Measured + Limits (+ WindowRules)  ->  decide  ->  Decision: levels, the
     highest meeting level, the headline's figures and the server figures at the level shown (computed once)

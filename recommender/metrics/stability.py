@@ -1,4 +1,4 @@
-"""Stability of one load level, calibrated to the sampling error of its windows (DESIGN.md "Stable").
+"""Stability of one load level, calibrated to the sampling error of its windows (docs/design.md "Stable").
 
 A level is *stable* when
   (a) it has at least `min_windows` steady-state windows (for the latency: windows with enough samples for the

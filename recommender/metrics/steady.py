@@ -1,4 +1,4 @@
-"""Steady-state windows and their stability flags (DESIGN.md "Definitions").
+"""Steady-state windows and their stability flags (docs/design.md "Definitions").
 
 Per phase the first `warmup_s` (capped at half the phase) is dropped; the rest is cut into fixed windows of
 `window_s` (a trailing part shorter than a window is dropped; a phase too short for one window gets one shorter

@@ -1,4 +1,4 @@
-"""Search strategies (DESIGN.md "Search"): which candidate the job measures next, and how much.
+"""Search strategies (docs/design.md "Search"): which candidate the job measures next, and how much.
 
 strategy_for(spec, candidates) -> GridSearch | AdaptiveSearch      # ask() -> Work | None; tell(work, result)
 """

@@ -1,4 +1,4 @@
-"""Cost formulas from DESIGN.md, checked against hand-computed answers."""
+"""Cost formulas from docs/design.md, checked against hand-computed answers."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ the run records "no GPU" and why (`gpu_status`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -80,10 +81,8 @@ def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
         util = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
         memory = [pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
         figures = {"utilization_percent": sum(util) / len(util), "memory_used_bytes": float(sum(memory))}
-        try:  # milliwatts, all GPUs together; some boards do not report power
+        with contextlib.suppress(Exception):  # milliwatts, all GPUs together; some boards do not report power
             figures["power_w"] = sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
-        except Exception:
-            pass
         return figures
 
     return read, f"{len(handles)} GPU(s)"

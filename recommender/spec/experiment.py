@@ -15,7 +15,6 @@ from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThre
 from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
-
 from recommender.spec.traffic import TrafficSpec
 from recommender.spec.variants import VariantGrid
 

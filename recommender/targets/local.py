@@ -12,6 +12,7 @@ environment variable: `tritonserver --help`, triton-inference-server/server#7183
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -173,10 +174,9 @@ class LocalDeployment(Deployment):
                 raise TargetError(
                     f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks"
                 ) from error
-        try:
+        # NoSuchProcess: exited at once; wait_until_ready reports it with the log
+        with contextlib.suppress(psutil.NoSuchProcess):
             ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
-        except psutil.NoSuchProcess:  # exited at once: wait_until_ready reports it with the log
-            pass
 
     def failure_hint(self) -> str:
         return self.log_tail() or super().failure_hint()
@@ -216,10 +216,8 @@ class LocalDeployment(Deployment):
         session = process.pid
         members = _session_members(session, self._descendants(process.pid))
         _signal_group(session, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            pass
         _, alive = psutil.wait_procs(members, timeout=2.0)
         _signal_group(session, signal.SIGKILL)
         for leftover in alive:
@@ -261,17 +259,13 @@ def _session_of(pid: int) -> int | None:
 
 
 def _signal_group(group: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill(proc: psutil.Process) -> None:
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         proc.kill()
-    except psutil.NoSuchProcess:
-        pass
 
 
 def _is_alive(proc: psutil.Process) -> bool:

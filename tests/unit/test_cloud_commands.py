@@ -51,7 +51,7 @@ def test_run_budget_refuses_then_stops_by_the_clock() -> None:
     now = [0.0]
     budget = RunBudget.for_spec(spec, 1)  # 1 x (0.5 + 0.5 min) at $36/h = $0.60: allowed
     budget.clock = lambda: now[0]
-    with pytest.raises(Exception, match="spent \\$1.00 of the \\$1.00 budget"), budget.billed():
+    with pytest.raises(Exception, match=r"spent \$1.00 of the \$1.00 budget"), budget.billed():
         now[0] = 60.0
         budget.check()  # $0.60
         now[0] = 100.0

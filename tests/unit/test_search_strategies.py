@@ -249,7 +249,7 @@ def test_queue_delay_range_is_sampled_as_a_seeded_integer_within_the_range():
 
 
 def test_queue_delay_range_needs_adaptive_search():
-    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+    with pytest.raises(ValueError, match=r"variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         delay_spec(0, strategy="grid")
 
 
@@ -289,7 +289,7 @@ def test_preferred_batch_size_range_is_sampled_seeded_and_never_above_max_batch_
 
 
 def test_preferred_batch_size_range_needs_adaptive_search_and_sizes_from_one():
-    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+    with pytest.raises(ValueError, match=r"variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         preferred_spec(0, strategy="grid")
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         ExperimentSpec.model_validate(

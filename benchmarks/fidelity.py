@@ -188,7 +188,8 @@ def run_perf_analyzer(
 
 
 def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, seconds covered."""
+    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, seconds
+    covered."""
     experiment = json.loads(path.read_text())["experiments"][0]
     requests = experiment["requests"]
     sent = np.array([r["timestamp"] for r in requests], dtype=np.int64)
@@ -252,7 +253,8 @@ def measure(
 
 
 def open_loop_rates(closed: list[Measurement], shares: list[float]) -> list[Load]:
-    """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over rounds)."""
+    """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over
+    rounds)."""
     peaks = [
         summarise(
             [m.stats.throughput for m in closed if m.load == load and m.tool == "perf_analyzer" and m.stats]

@@ -20,7 +20,8 @@ the table shows medians and the spread (min..max) over the repeats.
   (non-2xx answers excluded), CPU seconds from the kernel's rusage of the wrk process (os.wait4).
 
 requests/s per core = successful requests / generator CPU seconds. Targets: >= 5,000 for ours, <= 0.3 ms added at
-concurrency 1 (printed PASS/FAIL per client; the exit code is non-zero only on errors). Run `python benchmarks/generator.py --help` for the options.
+concurrency 1 (printed PASS/FAIL per client; the exit code is non-zero only on errors). Run `python
+benchmarks/generator.py --help` for the options.
 """
 
 from __future__ import annotations

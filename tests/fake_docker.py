@@ -1,5 +1,6 @@
 """A fake `docker` executable for the process boundary (there is no Docker engine on the test hosts): it appends each
-call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and ps.rc make those fail)."""
+call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and
+ps.rc make those fail)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,8 @@ def compare(
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two vectors; 1.0 for two zero vectors, 0.0 when only one is zero, 0.0 for non-finite values."""
+    """Cosine similarity of two vectors; 1.0 for two zero vectors, 0.0 when only one is zero, 0.0 for non-finite
+    values."""
     dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     if not math.isfinite(dot) or not math.isfinite(norm):
@@ -118,7 +119,8 @@ def violations(figures: OutputFigures, tolerance: Tolerance) -> list[str]:
 
 
 def verdict(all_figures: list[OutputFigures], tolerance: Tolerance) -> str | None:
-    """The reason the variant is incorrect (the first violations, with how many more), or None when every output is within."""
+    """The reason the variant is incorrect (the first violations, with how many more), or None when every output is
+    within."""
     found = [text for f in all_figures for text in violations(f, tolerance)]
     if not found:
         return None

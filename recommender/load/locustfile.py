@@ -96,7 +96,8 @@ class LoadRun:
         self.worker: WorkerLink | None = None
 
     def attach(self, runner: object, expected_workers: int) -> None:
-        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its WorkerLink)."""
+        """Lead Locust's distributed mode when this process is its master (a worker's run is built by its
+        WorkerLink)."""
         if isinstance(runner, MasterRunner):
             self.master = MasterLink(self, expected_workers)
             self.master.attach(runner)
@@ -109,7 +110,8 @@ class LoadRun:
         self.process.cpu_percent(None)
 
     def start(self) -> None:
-        """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first tick."""
+        """Start the clock (t_s = 0), the CPU measurement, the sampler and the stop judge; called on the shape's first
+        tick."""
         if self.master is not None:
             self.master.wait_for_clocks()
         self.t0_ns, self.started_at = time.monotonic_ns(), time.time()

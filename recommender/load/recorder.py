@@ -50,7 +50,8 @@ class RequestRecorder:
         self.failures += not ok
 
     def rows_since(self, mark: int) -> dict[str, bytes]:
-        """The rows recorded from index `mark` on, as raw column bytes (a distributed worker sends these to the master)."""
+        """The rows recorded from index `mark` on, as raw column bytes (a distributed worker sends these to the
+        master)."""
         columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
         chunk = {name: column[mark:].tobytes() for name, column in columns.items()}
         if len(self.late_us):

@@ -38,7 +38,8 @@ class Sample:
 
 
 class ProcessTree:
-    """CPU % (since the previous call) and RSS summed over a changing set of pids; a new pid counts from its 2nd sample."""
+    """CPU % (since the previous call) and RSS summed over a changing set of pids; a new pid counts from its 2nd
+    sample."""
 
     def __init__(self) -> None:
         self.known: dict[int, psutil.Process] = {}
@@ -144,7 +145,8 @@ def window_figures(samples: list[Sample], started_at: float, start_s: float, end
 
 
 def _triton_delta(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
-    """Statistics delta between the last snapshot at or before `start` (+0.5 s) and the first at or after `end` (-0.5 s)."""
+    """Statistics delta between the last snapshot at or before `start` (+0.5 s) and the first at or after `end` (-0.5
+    s)."""
     with_stats = [s for s in samples if s.statistics is not None]
     before = [s for s in with_stats if s.at <= start + 0.5]
     after = [s for s in with_stats if s.at >= end - 0.5]

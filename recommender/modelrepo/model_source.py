@@ -63,7 +63,8 @@ def _embedding_model(encoder):
     import torch
 
     class EmbeddingModel(torch.nn.Module):
-        """Mean pooling of the encoder's last hidden state over the attention mask, L2-normalised (as all-MiniLM-L6-v2)."""
+        """Mean pooling of the encoder's last hidden state over the attention mask, L2-normalised (as
+        all-MiniLM-L6-v2)."""
 
         def __init__(self, encoder: torch.nn.Module) -> None:
             super().__init__()

@@ -48,7 +48,8 @@ class Holder:
         return f"{self.host}:{self.pid}:{self.started:.0f}"
 
     def is_gone(self) -> bool:
-        """Known to be gone: on this host, and its pid is not running or belongs to a process started at another time."""
+        """Known to be gone: on this host, and its pid is not running or belongs to a process started at another
+        time."""
         if self.host != socket.gethostname():
             return False  # another host's process cannot be looked at: its heartbeat tells
         try:

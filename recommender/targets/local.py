@@ -6,7 +6,8 @@ the model is loaded at start and nothing can load, unload or replace one). The a
 `--http-restricted-api` makes them require a header whose expected value holds a line feed, which no HTTP request
 can carry (a line feed ends a header line; tritonserver drops such a request without an answer). So the command
 line holds no secret: there is none. Statistics and model config (read-only; our client reads statistics,
-perf_analyzer reads the config) and inference stay open, as open as the loopback port. tritonserver has no other way to receive a token than its command line (no file, no
+perf_analyzer reads the config) and inference stay open, as open as the loopback port. tritonserver has no other way to
+receive a token than its command line (no file, no
 environment variable: `tritonserver --help`, triton-inference-server/server#7183), hence no token at all.
 """
 

@@ -53,7 +53,8 @@ class SageMakerDeployment(SageMakerEndpoint):
         return f"s3://{self.bucket}/{self.s3_key}"
 
     def _stop(self) -> None:
-        """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries those)."""
+        """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries
+        those)."""
         failures = [problem for kind in TEARDOWN_ORDER if kind in self.created and (problem := self._delete(kind))]
         if failures:
             raise TargetError(

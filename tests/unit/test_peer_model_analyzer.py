@@ -1,4 +1,5 @@
-"""benchmarks/peer_model_analyzer.py reads Model Analyzer's own inference table and its generated configs (real layout)."""
+"""benchmarks/peer_model_analyzer.py reads Model Analyzer's own inference table and its generated configs (real
+layout)."""
 
 from __future__ import annotations
 

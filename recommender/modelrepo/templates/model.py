@@ -94,7 +94,8 @@ class OpenVinoRunner:
 
 class TensorRTRunner:
     """A serialized TensorRT engine (TensorRT >= 8.5 I/O-tensor API) on the instance's GPU: one execution context and
-    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet (docs/gpu.md)."""
+    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet
+    (docs/gpu.md)."""
 
     def __init__(self, path, threads, device):
         import tensorrt as trt

@@ -149,7 +149,8 @@ def resolve_accelerator(requested: str, hardware: Hardware) -> str:
     if requested == "gpu" and not hardware.gpus:
         raise HardwareMissing(
             f"target.accelerator is gpu but this host has {hardware.gpu_status}; nothing was measured",
-            hint="Run on a host with an NVIDIA GPU and driver (and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
+            hint="Run on a host with an NVIDIA GPU and driver "
+            "(and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
             "target.accelerator: auto (measures the CPU here) or cpu.",
         )
     if requested == "auto":

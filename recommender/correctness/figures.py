@@ -143,4 +143,5 @@ def describe(stored: dict[str, Any] | None) -> str:
     within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"
     if not stored.get("passed"):
         return f"outputs differ from the reference ({ref.get('kind')}{version}): {stored.get('reason')}"
-    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {len(stored.get('figures', []))} outputs checked"
+    checked = len(stored.get("figures", []))
+    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {checked} outputs checked"

@@ -43,7 +43,8 @@ class ExperimentSpec(Strict):
         min_length=1,
         max_length=MAX_TARGETS,
         description="Several targets (instance types, hosts) to compare: every "
-        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` (default: instance_type).",
+        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` "
+        "(default: instance_type).",
     )
     max_parallel: int = Field(
         1,

@@ -87,7 +87,10 @@ def _hint_for(code: str) -> str:
             "Your AWS identity lacks a permission for this call; see infra/README.md for the policy the platform needs."
         )
     if code in ("ResourceLimitExceeded", "ThrottlingException"):
-        return "Request a SageMaker quota increase for this instance type or lower target.endpoint_instance_count, then retry."
+        return (
+            "Request a SageMaker quota increase for this instance type "
+            "or lower target.endpoint_instance_count, then retry."
+        )
     if code == "EndpointConnectionError":
         return "Check the region name and your network (or the emulator's endpoint URL)."
     return "See the AWS error above; every resource created so far has been torn down."

@@ -11,7 +11,9 @@ SCRIPT = """#!/bin/sh
 dir=$(dirname "$0")
 echo "$*" >> "$dir/calls.log"
 case "$1" in
-  run) [ -f "$dir/run.rc" ] && { echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc"); }
+  run) if [ -f "$dir/run.rc" ]; then
+         echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc")
+       fi
        echo 0123456789abcdef ;;
   ps) [ -f "$dir/ps.rc" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1; }
       cat "$dir/ps.out" 2>/dev/null ;;

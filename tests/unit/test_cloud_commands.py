@@ -20,8 +20,9 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 SAGEMAKER = """name: plan-me
 variants: {{optimizations: [pt, onnx], dynamic_batching: [false, true]}}
 traffic: {{phases: [{{duration_seconds: 300}}]}}
-target: {{kind: sagemaker, instance_type: ml.g4dn.xlarge, instance_count: 2, role_arn: 'arn:aws:iam::123456789012:role/R',
-          bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: {budget}}}
+target: {{kind: sagemaker, instance_type: ml.g4dn.xlarge, instance_count: 2,
+          role_arn: 'arn:aws:iam::123456789012:role/R', bucket: b,
+          image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: {budget}}}
 """
 
 

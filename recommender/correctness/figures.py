@@ -58,7 +58,9 @@ def default_tolerance(precision: str) -> Tolerance:
 def tolerance_of(given: dict[str, float | None], precision: str) -> Tolerance:
     """The experiment's tolerances, each one not given taken from the precision's default."""
     default = asdict(default_tolerance(precision))
-    return Tolerance(**{name: default[name] if given.get(name) is None else float(given[name]) for name in default})
+    return Tolerance(
+        **{name: default[name] if (value := given.get(name)) is None else float(value) for name in default}
+    )
 
 
 def compare(

@@ -147,12 +147,12 @@ def window_figures(samples: list[Sample], started_at: float, start_s: float, end
 def _triton_delta(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
     """Statistics delta between the last snapshot at or before `start` (+0.5 s) and the first at or after `end` (-0.5
     s)."""
-    with_stats = [s for s in samples if s.statistics is not None]
-    before = [s for s in with_stats if s.at <= start + 0.5]
-    after = [s for s in with_stats if s.at >= end - 0.5]
-    if not before or not after or after[0].at <= before[-1].at:
+    with_stats = [(s.at, s.statistics) for s in samples if s.statistics is not None]
+    before = [(at, stats) for at, stats in with_stats if at <= start + 0.5]
+    after = [(at, stats) for at, stats in with_stats if at >= end - 0.5]
+    if not before or not after or after[0][0] <= before[-1][0]:
         return {}
-    delta = stats_delta(before[-1].statistics, after[0].statistics)
+    delta = stats_delta(before[-1][1], after[0][1])
     return {
         "queue_us": delta.avg_us["queue"],
         "compute_input_us": delta.avg_us["compute_input"],

@@ -136,4 +136,5 @@ def compare(best: Interval | None, other: Interval | None) -> str:
         return "n/a (repeats: 1, no noise estimate)"
     if verdict:
         return "tied (indistinguishable at this noise level)"
+    assert best is not None and other is not None  # a verdict needs both intervals
     return f"{(other.mean - best.mean) / best.mean:+.0%}" if best.mean else "n/a"

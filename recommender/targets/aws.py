@@ -36,18 +36,18 @@ def run_tags(run_id: str, experiment: str) -> list[dict[str, str]]:
     return [{"Key": TAG_RUN_ID, "Value": run_id}, {"Key": TAG_EXPERIMENT, "Value": experiment}]
 
 
-def error_code(error: BaseException) -> str:
-    """The AWS error code of a botocore ClientError ('' for anything else)."""
+def error_code(error: BaseException | None) -> str:
+    """The AWS error code of a botocore ClientError ('' for anything else, None included)."""
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def error_message(error: BaseException) -> str:
+def error_message(error: BaseException | None) -> str:
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Message", "")) or str(error)
 
 
-def is_not_found(error: BaseException) -> bool:
+def is_not_found(error: BaseException | None) -> bool:
     """SageMaker answers a missing resource with ValidationException 'Could not find ...'; S3 and IAM with codes."""
     code = error_code(error)
     if code in ("404", "NoSuchKey", "NoSuchBucket", "NoSuchEntity", "ResourceNotFound", "RepositoryNotFoundException"):

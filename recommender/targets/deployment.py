@@ -189,7 +189,7 @@ def _interrupts_deferred() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous = {
+    previous: dict[int, Any] = {
         signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS
     }
     try:

@@ -218,7 +218,9 @@ class SageMakerTarget:
             )
 
     def _check_role(self) -> None:
-        role = ROLE_ARN.match(self.role_arn).group("name")
+        matched = ROLE_ARN.match(self.role_arn)
+        assert matched is not None  # validated when the target was built
+        role = matched.group("name")
         try:
             found = aws_call(f"IAM GetRole {role}", self.clients.client("iam").get_role, RoleName=role)
         except TargetError as error:

@@ -121,7 +121,7 @@ def cloudwatch_metrics(
         {"Name": "EndpointName", "Value": deployment.endpoint_name},
         {"Name": "VariantName", "Value": deployment.variant_name},
     ]
-    queries = [
+    queries: list[dict[str, Any]] = [
         {
             "Id": f"m{index}",
             "ReturnData": True,

@@ -40,6 +40,7 @@ def load_torch_model(spec: ModelSpec):
     if spec.source == "minilm":
         encoder = BertModel.from_pretrained(str(minilm_dir()), add_pooling_layer=False, local_files_only=True)
     elif spec.source == "bert":
+        assert spec.architecture is not None  # the spec requires one for bert
         torch.manual_seed(0)
         encoder = BertModel(_bert_config(spec.architecture, BertConfig), add_pooling_layer=False)
     else:
@@ -85,6 +86,7 @@ def describe(spec: ModelSpec) -> str:
         return "all-MiniLM-L6-v2 (real weights, packaged)"
     if spec.source == "bert":
         a = spec.architecture
+        assert a is not None  # the spec requires one for bert
         return (
             f"BERT {a.layers} layers, hidden {a.hidden}, {a.heads} heads - RANDOM weights "
             "(serving speed does not depend on weight values)"

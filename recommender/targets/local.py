@@ -68,11 +68,12 @@ class LocalTarget:
         run_dir = Path(run_dir).resolve()
         stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
         backends = prepare_run_directory(install, run_dir)
+        http, grpc, metrics = free_loopback_ports(3)
         deployment = LocalDeployment(
             model_name=model_name,
             repository=Path(repository).resolve(),
             run_dir=run_dir,
-            ports=free_loopback_ports(3),
+            ports=(http, grpc, metrics),
             instance=secrets.token_hex(4),
             stop_timeout=self.stop_timeout,
         )
@@ -119,18 +120,16 @@ class LocalDeployment(Deployment):
     instance: str  # random, names this deployment's /dev/shm regions (not a secret: nothing is guarded by it)
     stop_timeout: float = 20.0
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    # Deployment's attributes, from the ports and run directory above
+    endpoint: str = field(init=False)
+    metrics_url: str = field(init=False)
+    log_path: Path = field(init=False)
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports[0]}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports[2]}/metrics"
-
-    @property
-    def log_path(self) -> Path:
-        return self.run_dir / "server.log"
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.endpoint = f"http://{LOOPBACK}:{self.ports[0]}"
+        self.metrics_url = f"http://{LOOPBACK}:{self.ports[2]}/metrics"
+        self.log_path = self.run_dir / "server.log"
 
     @property
     def shm_prefix(self) -> str:

@@ -2,9 +2,10 @@
 
 Each model (packaged all-MiniLM-L6-v2 and a tiny random-weight BERT, 2 layers x 128, by default) is exported to
 TorchScript and served by the local target (tritonserver from the nvidia-pytriton wheel): optimization pt, dynamic
-batching off, 1 instance. At each concurrency (default 1 4 8 16 32) both tools send the same tokenized KServe v2 JSON requests (same sequence length,
-same texts in turn), closed loop, over HTTP. The tools alternate (perf_analyzer first in odd rounds, ours first in
-even rounds) and the rounds repeat; the tables show medians over the rounds, spreads (min..max) and ratios.
+batching off, 1 instance. At each concurrency (default 1 4 8 16 32) both tools send the same tokenized KServe v2 JSON
+requests (same sequence length, same texts in turn), closed loop, over HTTP. The tools alternate (perf_analyzer first
+in odd rounds, ours first in even rounds) and the rounds repeat; the tables show medians over the rounds, spreads
+(min..max) and ratios.
 
 Both tools run for warm-up + 3 x interval seconds and both are scored by the SAME rule on their exact per-request
 logs: requests sent after the first `--warmup` seconds and completed by warm-up + 3 x interval count; throughput =
@@ -159,12 +160,31 @@ def run_perf_analyzer(
     window_s = 3 * args.interval_ms / 1000.0
     pass_ms = math.ceil((args.warmup + window_s) * 1000.0 / 3)  # 3 passes (the fewest it makes) cover warm-up + window
     command = [
-        str(tool.binary), "-m", MODEL_NAME, "-u", deployment.endpoint.removeprefix("http://"), "-i", "http",
-        *load.perf_analyzer_arguments(), "-p", str(pass_ms),
-        "--stability-percentage", str(args.stability), "--max-trials", str(args.max_trials), "--percentile=95",
-        "--input-data", str(data), "--input-tensor-format=json", "--output-tensor-format=json",
-        "-f", str(csv_path), "--profile-export-file", str(profile_path), "-v",
-    ]  # fmt: skip
+        str(tool.binary),
+        "-m",
+        MODEL_NAME,
+        "-u",
+        deployment.endpoint.removeprefix("http://"),
+        "-i",
+        "http",
+        *load.perf_analyzer_arguments(),
+        "-p",
+        str(pass_ms),
+        "--stability-percentage",
+        str(args.stability),
+        "--max-trials",
+        str(args.max_trials),
+        "--percentile=95",
+        "--input-data",
+        str(data),
+        "--input-tensor-format=json",
+        "--output-tensor-format=json",
+        "-f",
+        str(csv_path),
+        "--profile-export-file",
+        str(profile_path),
+        "-v",
+    ]
     before = compute_ms(deployment)
     run = run_tool(command, env=tool.env())
     text = run.output
@@ -180,15 +200,18 @@ def run_perf_analyzer(
     t_s, latency_us, ok, covered_s = _profile_log(profile_path)
     stats = window_stats(t_s, latency_us, ok, args.warmup, args.warmup + window_s)
     own = next(csv.DictReader(csv_path.open()))
-    note = (f"pa's own report over its {covered_s:.1f} s: {float(own['Inferences/Second']):.1f} inf/s p50 "
-            f"{float(own['p50 latency']) / 1000:.2f} p95 {float(own['p95 latency']) / 1000:.2f} ms")  # fmt: skip
+    note = (
+        f"pa's own report over its {covered_s:.1f} s: {float(own['Inferences/Second']):.1f} inf/s p50 "
+        f"{float(own['p50 latency']) / 1000:.2f} p95 {float(own['p95 latency']) / 1000:.2f} ms"
+    )
     if covered_s < args.warmup + window_s:
         note += f"; WARNING: ran only {covered_s:.1f} s"
     return Measurement("perf_analyzer", load, stats, cores, server, note)
 
 
 def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, seconds covered."""
+    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, seconds
+    covered."""
     experiment = json.loads(path.read_text())["experiments"][0]
     requests = experiment["requests"]
     sent = np.array([r["timestamp"] for r in requests], dtype=np.int64)
@@ -217,7 +240,10 @@ def run_ours(
     if load.open_loop:
         scheduled = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
         late = float(np.median(late_us)) / 1000 if len(late_us) else 0.0
-        note += f"from the scheduled send: p50 {scheduled.p50_ms:.2f} p95 {scheduled.p95_ms:.2f} ms; median late {late:.3f} ms"
+        note += (
+            f"from the scheduled send: p50 {scheduled.p50_ms:.2f} p95 {scheduled.p95_ms:.2f} ms; "
+            f"median late {late:.3f} ms"
+        )
     return Measurement("ours", load, stats, cores, server, note)
 
 
@@ -246,13 +272,18 @@ def measure(
                     if s
                     else "no stable measurement"
                 )
-                print(f"  round {repeat + 1}/{args.repeats}  {load.label:<22} {m.tool:13} {figures}  generator {m.generator_cores:.2f} cores  "
-                      f"server compute {m.server_compute_ms:.2f} ms  {m.note}", flush=True)  # fmt: skip
+                print(
+                    f"  round {repeat + 1}/{args.repeats}  {load.label:<22} {m.tool:13} {figures}  "
+                    f"generator {m.generator_cores:.2f} cores  "
+                    f"server compute {m.server_compute_ms:.2f} ms  {m.note}",
+                    flush=True,
+                )
     return measurements
 
 
 def open_loop_rates(closed: list[Measurement], shares: list[float]) -> list[Load]:
-    """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over rounds)."""
+    """Open-loop levels at these shares of the highest closed-loop throughput perf_analyzer measured (median over
+    rounds)."""
     peaks = [
         summarise(
             [m.stats.throughput for m in closed if m.load == load and m.tool == "perf_analyzer" and m.stats]
@@ -288,22 +319,48 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
             continue
         pairs = _paired(by_tool["perf_analyzer"], by_tool["ours"])
         rows = []
-        for label, name, tolerance, floor in (("throughput (inf/s)", "throughput", THROUGHPUT_TOLERANCE, 0.0),
-                                              ("p50 (ms)", "p50_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS),
-                                              ("p95 (ms)", "p95_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS)):  # fmt: skip
+        for label, name, tolerance, floor in (
+            ("throughput (inf/s)", "throughput", THROUGHPUT_TOLERANCE, 0.0),
+            ("p50 (ms)", "p50_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS),
+            ("p95 (ms)", "p95_ms", LATENCY_TOLERANCE, LATENCY_FLOOR_MS),
+        ):
             theirs = summarise([getattr(s, name) for s in stable["perf_analyzer"]])
             ours = summarise([getattr(s, name) for s in stable["ours"]])
             paired = summarise([ratio(getattr(o.stats, name), getattr(p.stats, name)) for p, o in pairs])
             target = f"+-{tolerance:.0%}" + (f" or +-{floor:g} ms" if floor else "")
             verdict = "PASS" if _within(ours.median, theirs.median, tolerance, floor) else "FAIL"
-            rows.append([label, theirs.median, theirs.spread, ours.median, ours.spread, f"{ratio(ours.median, theirs.median):.3f}",
-                         f"{paired.median:.3f} ({paired.spread})", target, verdict])  # fmt: skip
+            rows.append(
+                [
+                    label,
+                    theirs.median,
+                    theirs.spread,
+                    ours.median,
+                    ours.spread,
+                    f"{ratio(ours.median, theirs.median):.3f}",
+                    f"{paired.median:.3f} ({paired.spread})",
+                    target,
+                    verdict,
+                ]
+            )
         compute = [summarise([m.server_compute_ms for m in items]) for items in by_tool.values()]
         paired = summarise([ratio(o.server_compute_ms, p.server_compute_ms) for p, o in pairs])
-        rows.append(["Triton compute_infer (ms)", compute[0].median, compute[0].spread, compute[1].median, compute[1].spread,
-                     f"{ratio(compute[1].median, compute[0].median):.3f}", f"{paired.median:.3f} ({paired.spread})", "(diagnostic)", ""])  # fmt: skip
-        extra = [[tool, f"{len(stable[tool])}/{len(items)}", f"{summarise([m.generator_cores for m in items]).median:.2f}"]
-                 for tool, items in by_tool.items()]  # fmt: skip
+        rows.append(
+            [
+                "Triton compute_infer (ms)",
+                compute[0].median,
+                compute[0].spread,
+                compute[1].median,
+                compute[1].spread,
+                f"{ratio(compute[1].median, compute[0].median):.3f}",
+                f"{paired.median:.3f} ({paired.spread})",
+                "(diagnostic)",
+                "",
+            ]
+        )
+        extra = [
+            [tool, f"{len(stable[tool])}/{len(items)}", f"{summarise([m.generator_cores for m in items]).median:.2f}"]
+            for tool, items in by_tool.items()
+        ]
         sections.append(
             f"### {load.label}\n\n"
             + render_table(
@@ -327,8 +384,11 @@ def report(measurements: list[Measurement], args: argparse.Namespace) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--models",
         choices=sorted(MODELS),
@@ -418,11 +478,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = _mkdir(args.work_dir.resolve())
     bodies = inference_bodies(PayloadSpec(sequence_length=args.sequence_length))
-    print(f"fidelity benchmark: {tool.version()}; models {' '.join(args.models)}, sequence length {args.sequence_length}, "
-          f"{len(bodies)} request bodies in turn; pt, no dynamic batching, 1 instance x {args.threads} thread(s); "
-          f"concurrency {args.concurrency}, open loop at {args.rate_shares} of the closed-loop peak; {args.repeats} rounds; "
-          f"window 3 x {args.interval_ms} ms after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"fidelity benchmark: {tool.version()}; models {' '.join(args.models)}, "
+        f"sequence length {args.sequence_length}, "
+        f"{len(bodies)} request bodies in turn; pt, no dynamic batching, 1 instance x {args.threads} thread(s); "
+        f"concurrency {args.concurrency}, open loop at {args.rate_shares} of the closed-loop peak; "
+        f"{args.repeats} rounds; "
+        f"window 3 x {args.interval_ms} ms after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     reports = [
         f"## {model}\n\n{report(measure_model(tool, model, bodies, args, _mkdir(work / model)), args)}"
         for model in args.models

@@ -20,7 +20,8 @@ the table shows medians and the spread (min..max) over the repeats.
   (non-2xx answers excluded), CPU seconds from the kernel's rusage of the wrk process (os.wait4).
 
 requests/s per core = successful requests / generator CPU seconds. Targets: >= 5,000 for ours, <= 0.3 ms added at
-concurrency 1 (printed PASS/FAIL per client; the exit code is non-zero only on errors). Run `python benchmarks/generator.py --help` for the options.
+concurrency 1 (printed PASS/FAIL per client; the exit code is non-zero only on errors). Run `python
+benchmarks/generator.py --help` for the options.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ file:close()
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    'BENCH_RESULT {"requests": %d, "duration_us": %d, "status_errors": %d, "socket_errors": %d, "p50_us": %d, "p95_us": %d}\\n',
+    'BENCH_RESULT {"requests": %d, "duration_us": %d, "status_errors": %d, ' ..
+    '"socket_errors": %d, "p50_us": %d, "p95_us": %d}\\n',
     summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
     latency:percentile(50), latency:percentile(95)))
 end
@@ -120,8 +122,17 @@ def run_wrk(
     endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace, tool: Tool
 ) -> GeneratorRun:
     seconds = args.warmup + args.duration
-    command = ["wrk", "-t1", f"-c{tool.users}", f"-d{seconds:g}s", "--timeout", "10s", "-s", str(lua_path),
-               endpoint + kserve.infer_path(MODEL)]  # fmt: skip
+    command = [
+        "wrk",
+        "-t1",
+        f"-c{tool.users}",
+        f"-d{seconds:g}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(lua_path),
+        endpoint + kserve.infer_path(MODEL),
+    ]
     before = _cpu_s(server)
     run = run_tool(command, env={**os.environ, "BENCH_BODY": str(body_path)})
     output = run.output
@@ -174,9 +185,12 @@ def measure(args: argparse.Namespace, work: Path) -> dict[Tool, list[GeneratorRu
                 else:
                     run = run_ours(endpoint, server, bodies, args, work / f"run-{repeat}-{number}", tool)
                 runs[tool].append(run)
-                print(f"  repeat {repeat + 1}/{args.repeats} {run.tool:40} {run.requests_per_s:9.0f} req/s  "
-                      f"generator {run.generator_cores:.2f} cores  {run.per_core:9.0f} req/s/core  "
-                      f"server {run.server_cores:.2f} cores  p50 {run.p50_ms:.3f} ms  failures {run.failures}", flush=True)  # fmt: skip
+                print(
+                    f"  repeat {repeat + 1}/{args.repeats} {run.tool:40} {run.requests_per_s:9.0f} req/s  "
+                    f"generator {run.generator_cores:.2f} cores  {run.per_core:9.0f} req/s/core  "
+                    f"server {run.server_cores:.2f} cores  p50 {run.p50_ms:.3f} ms  failures {run.failures}",
+                    flush=True,
+                )
     return runs
 
 
@@ -188,8 +202,14 @@ def report(runs: dict[Tool, list[GeneratorRun]], args: argparse.Namespace) -> st
             summarise([getattr(r, name) for r in items])
             for name in ("requests_per_s", "generator_cores", "per_core", "server_cores")
         ]
-        rows.append([tool.label, *(f"{s.median:,.0f}" if i != 1 and i != 3 else f"{s.median:.2f}" for i, s in enumerate(figures)),
-                     figures[2].spread, sum(r.failures for r in items)])  # fmt: skip
+        rows.append(
+            [
+                tool.label,
+                *(f"{s.median:,.0f}" if i != 1 and i != 3 else f"{s.median:.2f}" for i, s in enumerate(figures)),
+                figures[2].spread,
+                sum(r.failures for r in items),
+            ]
+        )
     table = render_table(
         [
             "tool",
@@ -211,11 +231,13 @@ def report(runs: dict[Tool, list[GeneratorRun]], args: argparse.Namespace) -> st
         lines += [
             f"{CLIENT_LABELS[client]} / wrk: requests/s per core {ratio(ours, theirs):.3f}, requests/s "
             f"{ratio(_median(runs[Tool(client, args.users)], 'requests_per_s'), wrk_rate):.3f}",
-            f"target: {CLIENT_LABELS[client]} >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} (median {ours:,.0f})",
+            f"target: {CLIENT_LABELS[client]} >= {TARGET_PER_CORE:,.0f} requests/s per core -> {verdict} "
+            f"(median {ours:,.0f})",
         ]
     single = _median(runs[Tool(args.clients[0], args.users)], "requests_per_s")
     lines += [
-        f"scaling, {tool.workers} workers / 1 process, requests/s: {ratio(_median(items, 'requests_per_s'), single):.2f}"
+        f"scaling, {tool.workers} workers / 1 process, "
+        f"requests/s: {ratio(_median(items, 'requests_per_s'), single):.2f}"
         for tool, items in loaded.items()
         if tool.workers > 1
     ]
@@ -259,8 +281,11 @@ def _median(items: list[GeneratorRun], name: str) -> float:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--users", type=int, default=32, help="Locust users = wrk connections (default 32).")
     parser.add_argument("--duration", type=float, default=10.0, help="Measured seconds per run (default 10).")
     parser.add_argument(
@@ -313,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench-generator-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"generator benchmark: null endpoint on loopback, {args.users} users/connections, {args.repeats} x {args.duration:g} s "
-          f"measured (+{args.warmup:g} s warm-up), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"generator benchmark: null endpoint on loopback, {args.users} users/connections, "
+        f"{args.repeats} x {args.duration:g} s "
+        f"measured (+{args.warmup:g} s warm-up), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     try:
         runs = measure(args, work)
     finally:

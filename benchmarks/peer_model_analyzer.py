@@ -70,7 +70,8 @@ def quick_search(
     max_concurrency: int,
     work: Path,
 ) -> QuickSearch:
-    """Run `model-analyzer profile` in quick mode on `repository/model`; raises RuntimeError with its log's tail on failure."""
+    """Run `model-analyzer profile` in quick mode on `repository/model`; raises RuntimeError with its log's tail on
+    failure."""
     shutil.rmtree(work, ignore_errors=True)
     (work / "results").mkdir(parents=True)
     data = input_data_file(bodies, work / "input-data.json")

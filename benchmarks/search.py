@@ -1,6 +1,7 @@
 """Adaptive search against the full grid on the same model and grid: wall time and pick, side by side.
 
-    python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8 x 8 s x 3 repeats, 3 runs of each (~100 min)
+    python benchmarks/search.py            # 12 candidates, concurrency 1 2 4 8 x 8 s x 3 repeats,
+                                           # 3 runs of each (~100 min)
     python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
     python benchmarks/search.py --quick    # smoke test: 2 candidates, concurrency 1 4, 1 run of each
 
@@ -115,7 +116,8 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     wall = time.monotonic() - started
     if done.returncode != 0:
         sys.exit(
-            f"recommender run {spec.name} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            f"recommender run {spec.name} failed (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
     return wall, url
 

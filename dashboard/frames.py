@@ -9,8 +9,6 @@ from typing import Any
 import pandas as pd
 
 from recommender.candidates import CandidateResult, RunStatus
-from recommender.metrics.headline import SERVER_PARTS, Headline
-from recommender.candidates import CandidateResult
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level

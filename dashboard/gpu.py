@@ -1,5 +1,6 @@
-"""GPU figures on the curves page: NVML utilisation, memory used and power per steady-state window (stored with every
-window, metrics/host.py), and the hardware and backend each run served on. Pure frames and charts; the page draws them."""
+"""GPU figures on the curves page: NVML utilisation, memory used and power per steady-state window (stored with
+every window, metrics/host.py), and the hardware and backend each run served on. Pure frames and charts; the page
+draws them."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
@@ -106,9 +106,8 @@ class CandidateResult:
     duration_s: float | None
     finished_at: datetime | None
     protocol_key: str | None = None  # the measurement protocol of the run (or of the reads, for a pending one)
-    hardware: dict[str, Any] | None = (
-        None  # what the run served on (accelerator, CPU, GPUs); None before migration 0005
-    )
+    # what the run served on (accelerator, CPU, GPUs); None before migration 0005
+    hardware: dict[str, Any] | None = None
     backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
     correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
     budget_skipped: bool = False  # the budget refused or stopped it (migration 0007): a raised budget measures it

@@ -54,7 +54,9 @@ class Hardware:
     def from_dict(cls, data: dict[str, Any] | None) -> Hardware | None:
         if not data:
             return None
-        fields = {key: data.get(key) for key in ("cpu_model", "cpu_cores", "driver_version", "cuda_version")}
+        fields: dict[str, Any] = {
+            key: data.get(key) for key in ("cpu_model", "cpu_cores", "driver_version", "cuda_version")
+        }
         gpus = tuple(Gpu(**gpu) for gpu in data.get("gpus") or ())
         return cls(**fields, gpus=gpus, gpu_status=data.get("gpu_status") or "no GPU")
 
@@ -83,7 +85,7 @@ class ServingHardware:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self, backend: str | None = None) -> dict[str, Any]:
-        data = {"accelerator": self.accelerator, "declared": self.declared}
+        data: dict[str, Any] = {"accelerator": self.accelerator, "declared": self.declared}
         data |= self.hardware.to_dict() if self.hardware else {"detected": False}
         return data | ({"backend": backend} if backend else {})
 
@@ -125,9 +127,10 @@ def detect_hardware(nvml: Any = None) -> Hardware:
     cpu_model, cores = cpu_model_name(), available_cores()
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError:
             return Hardware(cpu_model, cores, gpu_status=f"no GPU (nvidia-ml-py not installed: {GPU_INSTALL})")
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError: no driver or no device
@@ -149,7 +152,8 @@ def resolve_accelerator(requested: str, hardware: Hardware) -> str:
     if requested == "gpu" and not hardware.gpus:
         raise HardwareMissing(
             f"target.accelerator is gpu but this host has {hardware.gpu_status}; nothing was measured",
-            hint="Run on a host with an NVIDIA GPU and driver (and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
+            hint="Run on a host with an NVIDIA GPU and driver "
+            "(and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
             "target.accelerator: auto (measures the CPU here) or cpu.",
         )
     if requested == "auto":

@@ -1,5 +1,6 @@
 """A fake `docker` executable for the process boundary (there is no Docker engine on the test hosts): it appends each
-call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and ps.rc make those fail)."""
+call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and
+ps.rc make those fail)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ SCRIPT = """#!/bin/sh
 dir=$(dirname "$0")
 echo "$*" >> "$dir/calls.log"
 case "$1" in
-  run) [ -f "$dir/run.rc" ] && { echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc"); }
+  run) if [ -f "$dir/run.rc" ]; then
+         echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc")
+       fi
        echo 0123456789abcdef ;;
   ps) [ -f "$dir/ps.rc" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1; }
       cat "$dir/ps.out" 2>/dev/null ;;

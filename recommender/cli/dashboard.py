@@ -34,7 +34,8 @@ def find_app() -> Path:
 
 
 def streamlit_command(app: Path, host: str, port: int) -> list[str]:
-    """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher, no Deploy button."""
+    """The `streamlit run` command line: headless, bound to `host`, no usage statistics, no file watcher, no Deploy
+    button."""
     return [
         sys.executable,
         "-m",

@@ -1,4 +1,5 @@
-"""`recommender import sagemaker-job JOB.json`: an experiment file from a SageMaker Inference Recommender job request."""
+"""`recommender import sagemaker-job JOB.json`: an experiment file from a SageMaker Inference Recommender job
+request."""
 
 from __future__ import annotations
 

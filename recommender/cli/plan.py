@@ -106,7 +106,10 @@ def wall_minutes(spec: ExperimentSpec, per_target: list[CostEstimate]) -> float:
 
 def _parallel_note(spec: ExperimentSpec) -> str:
     if spec.search.adaptive:
-        return ", one at a time; adaptive search: an upper bound, each as if measured in full (pruned ones stop after their probe)"
+        return (
+            ", one at a time; adaptive search: an upper bound, each as if measured in full "
+            "(pruned ones stop after their probe)"
+        )
     if spec.max_parallel == 1:
         return ", one at a time"
     return f", up to {spec.max_parallel} at once where the target allows (local CPU: one at a time)"

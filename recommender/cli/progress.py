@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from recommender.candidates import Candidate, RunStatus
 
@@ -31,16 +41,18 @@ class ProgressReporter:
             console=console,
             transient=False,
         )
-        self.overall = None
-        self.current = None
+        self.overall: TaskID | None = None
+        self.current: TaskID | None = None
         self.counted: set[str] = set()  # candidate keys the overall bar has counted
 
     def __enter__(self) -> ProgressReporter:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.progress.__exit__(kind, error, trace)
 
     def candidate_started(self, candidate: Candidate, index: int, total: int, load_seconds: float) -> None:
         if self.overall is None:
@@ -50,20 +62,23 @@ class ProgressReporter:
         self.current = self.progress.add_task(f"  {candidate.name}", total=int(load_seconds), detail="")
 
     def stage(self, candidate: Candidate, text: str) -> None:
-        self.progress.update(self.current, detail=text)
+        if self.current is not None:
+            self.progress.update(self.current, detail=text)
 
     def load_progress(self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int) -> None:
         detail = f"{users} users, {requests} requests, {failures} failed"
-        self.progress.update(
-            self.current, completed=min(int(elapsed_s), self.progress.tasks[-1].total or 0), detail=detail
-        )
+        if self.current is not None:
+            completed = min(int(elapsed_s), self.progress.tasks[-1].total or 0)
+            self.progress.update(self.current, completed=completed, detail=detail)
 
     def candidate_finished(self, candidate: Candidate, status: RunStatus, reason: str | None, reused: bool) -> None:
         style = STATUS_STYLE.get(status, "white")
         note = " (stored, not measured again)" if reused else ""
         why = f": {reason}" if reason else ""
         self.progress.console.print(f"[{style}]{status:>8}[/] {candidate.name}{note}{why}", highlight=False)
-        self.progress.update(self.current, completed=self.progress.tasks[-1].total, detail=status)
-        if candidate.key not in self.counted:  # adaptive search: a probe's candidate is pruned after it, counted once
+        if self.current is not None:
+            self.progress.update(self.current, completed=self.progress.tasks[-1].total, detail=status)
+        # adaptive search: a probe's candidate is pruned after it, counted once
+        if self.overall is not None and candidate.key not in self.counted:
             self.counted.add(candidate.key)
             self.progress.advance(self.overall)

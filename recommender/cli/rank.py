@@ -1,4 +1,5 @@
-"""`recommender rank EXPERIMENT`: the stored candidates ranked (constraints, weighted objectives, Pareto front, ties)."""
+"""`recommender rank EXPERIMENT`: the stored candidates ranked (constraints, weighted objectives, Pareto front,
+ties)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,8 @@ def run(
         soft_wrap=True,
     )
     console.print(
-        f"done in {time.monotonic() - started:.0f} s; results in {store.engine.url.render_as_string(hide_password=True)}",
+        f"done in {time.monotonic() - started:.0f} s; "
+        f"results in {store.engine.url.render_as_string(hide_password=True)}",
         highlight=False,
     )
 

@@ -58,7 +58,9 @@ def default_tolerance(precision: str) -> Tolerance:
 def tolerance_of(given: dict[str, float | None], precision: str) -> Tolerance:
     """The experiment's tolerances, each one not given taken from the precision's default."""
     default = asdict(default_tolerance(precision))
-    return Tolerance(**{name: default[name] if given.get(name) is None else float(given[name]) for name in default})
+    return Tolerance(
+        **{name: default[name] if (value := given.get(name)) is None else float(value) for name in default}
+    )
 
 
 def compare(
@@ -93,7 +95,8 @@ def compare(
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two vectors; 1.0 for two zero vectors, 0.0 when only one is zero, 0.0 for non-finite values."""
+    """Cosine similarity of two vectors; 1.0 for two zero vectors, 0.0 when only one is zero, 0.0 for non-finite
+    values."""
     dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     if not math.isfinite(dot) or not math.isfinite(norm):
@@ -118,7 +121,8 @@ def violations(figures: OutputFigures, tolerance: Tolerance) -> list[str]:
 
 
 def verdict(all_figures: list[OutputFigures], tolerance: Tolerance) -> str | None:
-    """The reason the variant is incorrect (the first violations, with how many more), or None when every output is within."""
+    """The reason the variant is incorrect (the first violations, with how many more), or None when every output is
+    within."""
     found = [text for f in all_figures for text in violations(f, tolerance)]
     if not found:
         return None
@@ -141,4 +145,5 @@ def describe(stored: dict[str, Any] | None) -> str:
     within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"
     if not stored.get("passed"):
         return f"outputs differ from the reference ({ref.get('kind')}{version}): {stored.get('reason')}"
-    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {len(stored.get('figures', []))} outputs checked"
+    checked = len(stored.get("figures", []))
+    return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {checked} outputs checked"

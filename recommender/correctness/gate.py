@@ -48,7 +48,8 @@ class Correctness:
 def check_outputs(
     endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32"
 ) -> Correctness:
-    """Every check case through the endpoint, compared with the reference; `passed` False with the reason when out of tolerance."""
+    """Every check case through the endpoint, compared with the reference; `passed` False with the reason when out of
+    tolerance."""
     if spec.correctness == "off":
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
     tolerance = tolerance_of(spec.correctness.model_dump(), precision)

@@ -35,6 +35,7 @@ def reference_for(model: ModelSpec, outputs_file: Path | None) -> Reference:
     if outputs_file is not None:
         return _from_file(outputs_file)
     if model.source == "onnx":
+        assert model.path is not None  # the spec requires a path for an onnx model
         return _onnxruntime(model.path)
     return _torch(model)
 

@@ -254,7 +254,8 @@ class RunBudget:
         self.stopped = True
         running = f" (${held:.2f} held for running candidates)" if held else ""
         return (
-            f"${guard.spent_usd:.2f} of the ${guard.budget_usd:.2f} budget spent, ${guard.remaining_usd:.2f} left{running}, "
+            f"${guard.spent_usd:.2f} of the ${guard.budget_usd:.2f} budget spent, "
+            f"${guard.remaining_usd:.2f} left{running}, "
             f"a candidate is estimated at ${candidate_usd:.2f}; raise target.budget_usd and run again to measure it"
         )
 

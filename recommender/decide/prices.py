@@ -136,12 +136,12 @@ def find_price(
     for catalog in in_region:
         if instance_type in catalog.instances:
             return catalog.instances[instance_type], catalog
-    known = sorted({name for c in in_region for name in c.instances})
-    close = difflib.get_close_matches(instance_type, known, n=3, cutoff=0.6)
+    types = sorted({name for c in in_region for name in c.instances})
+    close = difflib.get_close_matches(instance_type, types, n=3, cutoff=0.6)
     suggestion = f"did you mean {', '.join(close)}? " if close else ""
     raise CostError(
         f"no {region} price for instance type {instance_type!r}",
-        hint=f"{suggestion}known types: {', '.join(known)}; or pass the price with --price",
+        hint=f"{suggestion}known types: {', '.join(types)}; or pass the price with --price",
     )
 
 

@@ -73,11 +73,14 @@ class RankInput:
     window_noise: bool = False  # the intervals are window-to-window noise only (repeats < 3)
     samples: int = 0  # successful requests the latency percentile rests on (all repeats, the level's windows)
     served_on: str | None = None  # the measured hardware and backend of the run, in words (None: not recorded)
-    gpu: str | None = (
-        None  # GPU figures at MaxInvocations, or "no GPU (why)" (hardware.describe_gpu; None: not recorded)
-    )
+    gpu: str | None = None  # GPU figures at MaxInvocations or "no GPU (why)" (hardware.describe_gpu); None: unknown
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
     budget_skipped: bool = False  # the budget refused or stopped it (CandidateResult.budget_skipped)
+
+    @property
+    def ipm(self) -> float:
+        """MaxInvocations per minute; 0 when none was measured (such a candidate is excluded, never ranked)."""
+        return self.invocations_per_minute or 0.0
 
     @property
     def over_threshold(self) -> bool:

@@ -240,7 +240,7 @@ def _hardware_of(instance_type: str, region: str, catalogs: list[Catalog] | None
 def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> RankInput:
     """One stored candidate as ranking needs it (a candidate without a headline has no figures)."""
     h = result.headline
-    hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.priced else None
+    hourly = cost_per_hour(pricing.price_per_hour, 1) if pricing.price_per_hour is not None else None
     within = h is None or h.within_threshold  # the measurement's verdict (some repeats over)
     over = result.status == RunStatus.OK and not within
     return RankInput(
@@ -287,7 +287,7 @@ def _unstable(result: CandidateResult) -> bool:
 
 
 def _unstable_text(result: CandidateResult) -> str:
-    stability = result.headline.stability
+    stability = result.headline.stability if result.headline else None
     return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
 
 
@@ -317,13 +317,9 @@ def recommend(
     pricing = pricing_of[winner.candidate.key] if winner is not None else resolve_pricing(spec.target, catalogs)
     capacity = scaling = count = None
     if winner is not None:
-        ipm, sizing = winner.candidate.invocations_per_minute, sizing_ipm(winner.candidate)
+        ipm, sizing, price = winner.candidate.ipm, sizing_ipm(winner.candidate), pricing.price_per_hour
         count = fleets[winner.candidate.key].fleet_size
-        capacity = (
-            plan_capacity(pricing.instance_type, pricing.price_per_hour, ipm, target, sizing)
-            if pricing.priced
-            else None
-        )
+        capacity = plan_capacity(pricing.instance_type, price, ipm, target, sizing) if price is not None else None
         scaling = plan_scaling(
             endpoint_name or endpoint_name_for(spec.name, winner.candidate.name),
             ipm,
@@ -356,12 +352,12 @@ def recommend(
 def sizing_ipm(candidate: RankInput) -> float:
     """What a fleet is sized on: the lower bound of the MaxInvocations interval when it is above 0, else the point."""
     interval = candidate.ipm_interval
-    return interval[0] if interval is not None and interval[0] > 0 else candidate.invocations_per_minute
+    return interval[0] if interval is not None and interval[0] > 0 else candidate.ipm
 
 
 def _fleet(candidate: RankInput, pricing: Pricing, target_ipm: float) -> Fleet:
-    ipm, sizing = candidate.invocations_per_minute, sizing_ipm(candidate)
-    hourly = fleet_cost_per_hour(pricing.price_per_hour, target_ipm, sizing) if pricing.priced else None
+    ipm, sizing, price = candidate.ipm, sizing_ipm(candidate), pricing.price_per_hour
+    hourly = fleet_cost_per_hour(price, target_ipm, sizing) if price is not None else None
     return Fleet(
         initial_instance_count(target_ipm, sizing),
         hourly,
@@ -444,18 +440,18 @@ def justify(rec: Recommendation) -> str:
         return f"No recommendation: {rec.no_winner_reason}."
     c = winner.candidate
     sentences = [
-        f"{c.name} sustains {_count(c.invocations_per_minute)} invocations per minute per instance at "
+        f"{c.name} sustains {_count(c.ipm)} invocations per minute per instance at "
         f"{rec.percentile} {_ms(c.latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
         f"{c.error_rate:.2%} errors",
-        _sizing_sentence(rec),
+        _sizing_sentence(rec, winner),
         _scaling_sentence(rec),
         _versus_sentence(rec),
     ]
     return ". ".join(s for s in sentences if s) + "."
 
 
-def _sizing_sentence(rec: Recommendation) -> str:
-    fleet = rec.fleets[rec.winner.candidate.key]
+def _sizing_sentence(rec: Recommendation, winner: RankedCandidate) -> str:
+    fleet = rec.fleets[winner.candidate.key]
     served = (
         f"{rec.fleet_size} instance{'s' if rec.fleet_size != 1 else ''} of {rec.pricing.instance_type} "
         f"serve{'s' if rec.fleet_size == 1 else ''} {_count(rec.target_ipm)} per minute"

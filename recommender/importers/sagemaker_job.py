@@ -20,8 +20,8 @@ from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 OPERATION = "CreateInferenceRecommendationsJob"
 MAX_PHASE_SECONDS = 7200  # the experiment file's limit per phase
-MAX_PARALLEL = 64
-DEFAULT_REGION = "us-east-1"  # the experiment file's default region, where catalog prices are looked up  # the experiment file's limit on max_parallel
+MAX_PARALLEL = 64  # the experiment file's limit on max_parallel
+DEFAULT_REGION = "us-east-1"  # the experiment file's default region, where catalog prices are looked up
 
 
 @dataclass(frozen=True)

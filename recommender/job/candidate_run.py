@@ -128,7 +128,7 @@ class CandidateRun:
             return self._store(opened, Outcome(RunStatus.SKIPPED, budget_reason(refusal), budget_skipped=True))
         self.opened = opened
         try:
-            fields = self._measure(run_dir)
+            fields = self._measure(run_dir, opened)
         except BaseException as exc:
             outcome = outcome_of(exc, run_dir)
             if outcome is not None:
@@ -175,9 +175,10 @@ class CandidateRun:
             )
         return self.context.budget.admit(estimate_plan(spec, 1, item.placement.spec).usd)
 
-    def _measure(self, run_dir: Path) -> dict:
-        """Deploy, check, load as the work asks; `follow` may ask for more on the same deployment (adaptive search):
-        the probe is then stored as a run of its own and the full measurement gets the next (the ledger's promote)."""
+    def _measure(self, run_dir: Path, opened: OpenRun) -> dict:
+        """Deploy, check, load as the work asks (stored as `opened`); `follow` may ask for more on the same deployment
+        (adaptive search): the probe is then stored as a run of its own and the full measurement gets the next (the
+        ledger's promote)."""
         context, candidate, placement = self.context, self.item.candidate, self.item.placement
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
@@ -197,7 +198,7 @@ class CandidateRun:
             work = self.item.work
             then = self.follow(work, fields["headline"]) if work.stage == "probe" else None
             if then is not None:
-                self.opened = context.ledger.promote(self.opened, fields, then.reason, run_dir / "final")
+                self.opened = context.ledger.promote(opened, fields, then.reason, run_dir / "final")
                 context.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
                 fields = self._load(deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
         return fields

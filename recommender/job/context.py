@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from recommender.candidates import Candidate
+from recommender.candidates import Candidate, RunStatus
 from recommender.decide.budget import RunBudget
 from recommender.files import paths
 from recommender.hardware import ServingHardware
@@ -65,7 +65,7 @@ class Reporter(Protocol):
         self, candidate: Candidate, elapsed_s: float, users: int, requests: int, failures: int
     ) -> None: ...
 
-    def candidate_finished(self, candidate: Candidate, status: str, reason: str | None, reused: bool) -> None: ...
+    def candidate_finished(self, candidate: Candidate, status: RunStatus, reason: str | None, reused: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class RunContext:
 
     spec: ExperimentSpec
     placements: tuple[Placement, ...]
-    bodies: list[bytes]
+    bodies: list[dict]
     ledger: RunLedger
     budget: RunBudget
     deadline: float | None  # the monotonic clock reading after which no candidate starts (None: no time budget)

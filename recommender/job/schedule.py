@@ -69,7 +69,8 @@ def slots_for(kind: str, gpus: Sequence[int], max_parallel: int) -> list[Slot]:
     if kind == "remote":
         return [None]
     if gpus and max_parallel > 1:
-        return [(index,) for index in gpus][:max_parallel]
+        slots: list[Slot] = [(index,) for index in gpus]
+        return slots[:max_parallel]
     return [None]
 
 

@@ -1,4 +1,5 @@
-"""The load generator's processes: one Locust process, or Locust's distributed mode (one master, N workers) on this host.
+"""The load generator's processes: one Locust process, or Locust's distributed mode (one master, N workers) on this
+host.
 
 Main-process side (no locust import). Every process runs in its own session (so its whole group can be killed), dies
 with this process (lifeline.py) and, when CPUs are given, is pinned to them (os.sched_setaffinity after Popen).

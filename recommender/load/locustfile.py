@@ -40,6 +40,7 @@ from recommender.load.config import ChildConfig
 from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
+from recommender.load.run_slot import keep_run, run_of
 from recommender.metrics.steady import Window, window_spans
 from recommender.metrics.stop_reason import StopReason
 from recommender.metrics.stopping import planned_window_counts, stop_reason
@@ -134,7 +135,7 @@ class LoadRun:
     def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         """Open loop: latency from the scheduled send, lateness of the real send."""
         self.recorder.record(
-            (scheduled_ns - self.t0_ns) / 1e9,
+            (scheduled_ns - self._t0()) / 1e9,
             (done_ns - scheduled_ns) // 1000,
             ok,
             users,
@@ -144,7 +145,8 @@ class LoadRun:
     def _judge_windows(self) -> None:
         """At the end of every steady-state window, measure it and check the stop conditions."""
         rules = self.config.rules
-        spans = window_spans(self.plan.windows(), rules.warmup_s, rules.window_s)
+        assert rules is not None  # judged only when the run has stop rules (start)
+        spans = window_spans(self.plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
         planned, loads = planned_window_counts(spans), [level.load for level in self.plan.levels]
         windows: list[Window] = []
         grace = _WINDOW_GRACE_S + (FLUSH_S + 0.2 if self.master is not None else 0.0)  # workers send rows once a second
@@ -158,16 +160,22 @@ class LoadRun:
                 return
 
     def elapsed_s(self) -> float:
-        return (time.monotonic_ns() - self.t0_ns) / 1e9
+        return (time.monotonic_ns() - self._t0()) / 1e9
+
+    def _t0(self) -> int:
+        assert self.t0_ns is not None, "the run's clock has not started"
+        return self.t0_ns
 
     def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
-        self.recorder.record((sent_ns - self.t0_ns) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
+        self.recorder.record((sent_ns - self._t0()) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
 
     def _sample_every_second(self) -> None:
         for second in itertools.count():
             gevent.sleep(max(0.0, second + _SAMPLE_OFFSET_S - self.elapsed_s()))
             t_s = self.elapsed_s()
-            users = self.environment.runner.user_count
+            runner = self.environment.runner
+            assert runner is not None  # the run is attached once Locust has its runner
+            users = runner.user_count
             cpu = self.process.cpu_percent(None)
             if self.master is not None:
                 self.master.check_workers(t_s)
@@ -214,21 +222,28 @@ def _attach_run(environment: Environment, **_kwargs: object) -> None:
         return
     config = ChildConfig.from_env(os.environ)
     bodies = _cycle_bodies(config.payload_path.read_text(encoding="utf-8"), str(config.payload_path))
-    environment.recommender_run = LoadRun(config, bodies, environment)
+    run = LoadRun(config, bodies, environment)
+    keep_run(environment, run)
     options = environment.parsed_options
-    environment.recommender_run.attach(environment.runner, getattr(options, "expect_workers", 1) or 1)
+    run.attach(environment.runner, getattr(options, "expect_workers", 1) or 1)
 
 
 def _worker_run(environment: Environment, config: ChildConfig, bodies: str) -> LoadRun:
     run = LoadRun(config, _cycle_bodies(bodies, "the master's request bodies"), environment)
-    environment.recommender_run = run
+    keep_run(environment, run)
+    return run
+
+
+def _load_run(environment: Environment) -> LoadRun:
+    run = run_of(environment)
+    assert isinstance(run, LoadRun), "no run attached to this Locust environment"
     return run
 
 
 @events.test_stop.add_listener
 @events.quitting.add_listener
 def _finish_run(environment: Environment, **_kwargs: object) -> None:
-    run = getattr(environment, "recommender_run", None)
+    run = run_of(environment)
     if run is not None:  # a worker the master never sent settings has no run
         run.finish()
 
@@ -241,23 +256,23 @@ class _Inference(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.run = self.environment.recommender_run
+        self.load_run = _load_run(self.environment)
 
     @task
     def infer(self) -> None:
-        if self.run.draining:
+        if self.load_run.draining:
             gevent.sleep(_IDLE_S)
             return
-        if self.run.plan.open_loop:
+        if self.load_run.plan.open_loop:
             self._send_scheduled()
             return
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
         ok, done_ns = self._post()
-        self.run.record(sent_ns, done_ns, ok, users)
+        self.load_run.record(sent_ns, done_ns, ok, users)
 
     def _send_scheduled(self) -> None:
-        run = self.run
+        run = self.load_run
         scheduled_ns = run.take_send()
         if scheduled_ns is None:
             gevent.sleep(_IDLE_S)
@@ -269,7 +284,7 @@ class _Inference(User):
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
 
     def _post(self) -> tuple[bool, int]:
-        run = self.run
+        run = self.load_run
         run.in_flight += 1
         try:
             return self._send(run)
@@ -284,7 +299,14 @@ class InferenceUser(_Inference, FastHttpUser):
     """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
 
     def _send(self, run: LoadRun) -> tuple[bool, int]:
-        with self.client.post(run.path, data=next(run.bodies), headers=run.headers, catch_response=True) as response:
+        body = next(run.bodies)
+        # locust annotates `data` as str | dict, but FastHttpSession sends bytes as they are (geventhttpclient)
+        with self.client.post(
+            run.path,
+            data=body,  # type: ignore[arg-type]
+            headers=run.headers,
+            catch_response=True,
+        ) as response:
             done_ns = time.monotonic_ns()
             ok = _is_inference(response)
             if not ok:
@@ -326,7 +348,8 @@ class PhaseShape(LoadTestShape):
     """The compiled plan: the target user count is recomputed from the clock on every tick; None ends the test."""
 
     def tick(self) -> tuple[int, float] | None:
-        run = self.runner.environment.recommender_run
+        assert self.runner is not None  # Locust ticks a shape only once it has its runner
+        run = _load_run(self.runner.environment)
         if run.t0_ns is None and run.master is not None:
             run.master.wait_for_clocks()  # every worker has its settings before any user is spawned on it
         if run.t0_ns is None and run.plan.open_loop and not run.pool_ready:

@@ -7,6 +7,7 @@ with one buffer copy (no Python objects) when the run ends. No Locust import: un
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 import numpy as np
 
@@ -25,14 +26,16 @@ class RequestRecorder:
     """Collects what the Locust users and the per-second sampler observe during one run."""
 
     def __init__(self) -> None:
-        self.t_s = array("d")
-        self.latency_us = array("q")
-        self.ok = array("b")
-        self.users = array("i")
-        self.late_us = array("q")  # open loop only: send time minus scheduled time
+        self.t_s: array[float] = array("d")
+        self.latency_us: array[int] = array("q")
+        self.ok: array[int] = array("b")
+        self.users: array[int] = array("i")
+        self.late_us: array[int] = array("q")  # open loop only: send time minus scheduled time
         self.failures = 0
-        self.busiest = array("d")  # distributed mode: the busiest worker's CPU % per sample (empty: one process)
-        self.timeline = {
+        self.busiest: array[float] = array(
+            "d"
+        )  # distributed mode: the busiest worker's CPU % per sample (empty: one process)
+        self.timeline: dict[str, array[Any]] = {  # float ("d") and int ("i") columns
             name: array(code)
             for name, code in (("t_s", "d"), ("users", "i"), ("target_users", "i"), ("cpu_percent", "d"))
         }
@@ -50,8 +53,14 @@ class RequestRecorder:
         self.failures += not ok
 
     def rows_since(self, mark: int) -> dict[str, bytes]:
-        """The rows recorded from index `mark` on, as raw column bytes (a distributed worker sends these to the master)."""
-        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
+        """The rows recorded from index `mark` on, as raw column bytes (a distributed worker sends these to the
+        master)."""
+        columns: dict[str, array[Any]] = {
+            "t_s": self.t_s,
+            "latency_us": self.latency_us,
+            "ok": self.ok,
+            "users": self.users,
+        }
         chunk = {name: column[mark:].tobytes() for name, column in columns.items()}
         if len(self.late_us):
             chunk["late_us"] = self.late_us[mark:].tobytes()
@@ -59,7 +68,7 @@ class RequestRecorder:
 
     def extend(self, chunk: dict[str, bytes]) -> None:
         """Append rows sent by `rows_since` (the master collects its workers' requests this way)."""
-        columns = {
+        columns: dict[str, array[Any]] = {
             "t_s": self.t_s,
             "latency_us": self.latency_us,
             "ok": self.ok,
@@ -82,7 +91,12 @@ class RequestRecorder:
     def log(self) -> RequestLog:
         """The requests so far as arrays, sorted by send time (they are recorded as they complete)."""
         order = np.argsort(_numpy(self.t_s), kind="stable")
-        columns = {"t_s": self.t_s, "latency_us": self.latency_us, "ok": self.ok, "users": self.users}
+        columns: dict[str, array[Any]] = {
+            "t_s": self.t_s,
+            "latency_us": self.latency_us,
+            "ok": self.ok,
+            "users": self.users,
+        }
         if len(self.late_us):
             columns["late_us"] = self.late_us
         return RequestLog(**{name: _numpy(column)[order] for name, column in columns.items()})

@@ -6,16 +6,27 @@ Kept apart from load/ so that metrics/ reads them without importing the load ste
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-REQUEST_DTYPES = {"t_s": np.float64, "latency_us": np.int64, "ok": np.bool_, "users": np.int32}
-TIMELINE_DTYPES = {"t_s": np.float64, "users": np.int32, "target_users": np.int32, "cpu_percent": np.float64}
+REQUEST_DTYPES: dict[str, type[np.generic]] = {
+    "t_s": np.float64,
+    "latency_us": np.int64,
+    "ok": np.bool_,
+    "users": np.int32,
+}
+TIMELINE_DTYPES: dict[str, type[np.generic]] = {
+    "t_s": np.float64,
+    "users": np.int32,
+    "target_users": np.int32,
+    "cpu_percent": np.float64,
+}
 
 
-def _typed(arrays: dict[str, np.ndarray], dtypes: dict[str, type]) -> dict[str, np.ndarray]:
+def _typed(arrays: dict[str, np.ndarray], dtypes: dict[str, type[np.generic]]) -> dict[str, np.ndarray]:
     lengths = {len(arrays[name]) for name in dtypes}
     if len(lengths) > 1:
         raise ValueError(f"arrays of unequal length: { {name: len(arrays[name]) for name in dtypes} }")
@@ -90,7 +101,7 @@ class Timeline:
         return self.cpu_percent if self.cpu_max_percent is None else self.cpu_max_percent
 
 
-def present_columns(columns: dict[str, np.ndarray | None]) -> dict[str, np.ndarray]:
+def present_columns(columns: Mapping[str, np.ndarray | None]) -> dict[str, np.ndarray]:
     return {name: array for name, array in columns.items() if array is not None}
 
 

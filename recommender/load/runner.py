@@ -245,8 +245,10 @@ def _wait(
         if time.monotonic() > deadline:
             processes.kill()
             raise LoadError(
-                f"the load generator did not finish within {timeout_s:.0f} s\n{_stderr_tail(config.result_path.parent)}",
-                hint=f"Locust started or stopped too slowly on this host: raise timeout_slack_s; see {config.result_path.parent / 'locust.stderr.log'}",
+                f"the load generator did not finish within {timeout_s:.0f} s\n"
+                f"{_stderr_tail(config.result_path.parent)}",
+                hint="Locust started or stopped too slowly on this host: raise timeout_slack_s; "
+                f"see {config.result_path.parent / 'locust.stderr.log'}",
             )
         time.sleep(_POLL_S)
 

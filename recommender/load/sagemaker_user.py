@@ -15,6 +15,7 @@ from botocore.config import Config
 from locust import User, constant, events, task
 
 from recommender.load.invoke_target import InvokeTarget, parse_invoke_url
+from recommender.load.run_slot import run_of
 
 CONTENT_TYPE = "application/json"
 _MAX_CONNECTIONS = 1000  # one shared client per generator process; every user may hold a connection
@@ -45,13 +46,14 @@ class SageMakerUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.run = self.environment.recommender_run
+        self.load_run = run_of(self.environment)
+        assert self.host is not None  # runner.py always passes --host
         self.target = parse_invoke_url(self.host)
         self.client = _shared_client(self.environment, self.target)
 
     @task
     def invoke(self) -> None:
-        run, users = self.run, self.environment.runner.user_count
+        run, users = self.load_run, self.environment.runner.user_count
         content, failure = b"", None
         sent_ns = time.perf_counter_ns()
         try:

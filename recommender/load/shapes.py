@@ -28,9 +28,14 @@ _EPSILON = 1e-9
 class PhaseLike(Protocol):
     """What a shape needs from a phase; `recommender.spec.Phase` satisfies it."""
 
-    initial_users: int
-    spawn_rate: float  # users added per minute
-    duration_seconds: float
+    @property
+    def initial_users(self) -> int: ...
+
+    @property
+    def spawn_rate(self) -> float: ...  # users added per minute
+
+    @property
+    def duration_seconds(self) -> float: ...
 
 
 def phase_windows(phases: Sequence[PhaseLike]) -> list[tuple[float, float]]:
@@ -115,10 +120,14 @@ class TrafficPlan:
 
     def schedule(self) -> np.ndarray:
         """Scheduled send times (s from the start), ascending; empty for closed loop."""
-        if not self.open_loop:
+        if self.arrival is None:  # closed loop
             return np.empty(0)
         return arrival_schedule(
-            [(start, end, level.rate) for level, (start, end) in zip(self.levels, self.windows(), strict=False)],
+            [
+                (start, end, level.rate)
+                for level, (start, end) in zip(self.levels, self.windows(), strict=False)
+                if level.rate is not None  # every level of an open-loop plan has its rate
+            ],
             self.arrival,
             self.seed,
         )
@@ -148,6 +157,7 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
         r = traffic.rate
         levels = tuple(Level(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
         return TrafficPlan(levels, r.arrival, r.seed)
+    assert traffic.phases is not None  # TrafficSpec fills in the default phase when no shape is given
     return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 
 

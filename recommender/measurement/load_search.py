@@ -160,6 +160,7 @@ def measure_work(
     if work.stage == "probe":
         return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds)
     if work.stage == "final":
+        assert work.level is not None  # a final stage always carries the level its probe found (search/adaptive.py)
         return measure_level(deployment, spec, bodies, out_dir, work.level, work.repeats, progress)
     return measure(deployment, spec, bodies, out_dir, progress)
 

@@ -31,7 +31,6 @@ from recommender.metrics.steady import Window, measure_windows, phase_flags, win
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
-from recommender.targets.deployment import load_endpoint
 
 _END_SLACK_S = (
     0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
@@ -42,6 +41,9 @@ class Deployed(Protocol):
     endpoint: str
     model_name: str
     metrics_url: str | None
+
+    @property
+    def load_url(self) -> str: ...  # what the load generator is pointed at (HTTP base URL or sagemaker://...)
 
     def statistics(self) -> dict[str, Any]: ...
 
@@ -123,7 +125,7 @@ def measure_once(
 ) -> Repeat:
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
     request = LoadRequest(
-        endpoint=load_endpoint(deployment),
+        endpoint=deployment.load_url,
         model_name=deployment.model_name,
         bodies=bodies,
         phases=plan,

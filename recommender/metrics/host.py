@@ -9,6 +9,7 @@ the run records "no GPU" and why (`gpu_status`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +38,8 @@ class Sample:
 
 
 class ProcessTree:
-    """CPU % (since the previous call) and RSS summed over a changing set of pids; a new pid counts from its 2nd sample."""
+    """CPU % (since the previous call) and RSS summed over a changing set of pids; a new pid counts from its 2nd
+    sample."""
 
     def __init__(self) -> None:
         self.known: dict[int, psutil.Process] = {}
@@ -80,10 +82,8 @@ def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
         util = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
         memory = [pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
         figures = {"utilization_percent": sum(util) / len(util), "memory_used_bytes": float(sum(memory))}
-        try:  # milliwatts, all GPUs together; some boards do not report power
+        with contextlib.suppress(Exception):  # milliwatts, all GPUs together; some boards do not report power
             figures["power_w"] = sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
-        except Exception:
-            pass
         return figures
 
     return read, f"{len(handles)} GPU(s)"
@@ -145,13 +145,14 @@ def window_figures(samples: list[Sample], started_at: float, start_s: float, end
 
 
 def _triton_delta(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
-    """Statistics delta between the last snapshot at or before `start` (+0.5 s) and the first at or after `end` (-0.5 s)."""
-    with_stats = [s for s in samples if s.statistics is not None]
-    before = [s for s in with_stats if s.at <= start + 0.5]
-    after = [s for s in with_stats if s.at >= end - 0.5]
-    if not before or not after or after[0].at <= before[-1].at:
+    """Statistics delta between the last snapshot at or before `start` (+0.5 s) and the first at or after `end` (-0.5
+    s)."""
+    with_stats = [(s.at, s.statistics) for s in samples if s.statistics is not None]
+    before = [(at, stats) for at, stats in with_stats if at <= start + 0.5]
+    after = [(at, stats) for at, stats in with_stats if at >= end - 0.5]
+    if not before or not after or after[0][0] <= before[-1][0]:
         return {}
-    delta = stats_delta(before[-1].statistics, after[0].statistics)
+    delta = stats_delta(before[-1][1], after[0][1])
     return {
         "queue_us": delta.avg_us["queue"],
         "compute_input_us": delta.avg_us["compute_input"],

@@ -49,7 +49,8 @@ _T95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962))
 
 
 def t_quantile_95(df: int) -> float:
-    """t(0.975, df): the multiplier of the standard error for a two-sided 95 % interval (conservative between anchors)."""
+    """t(0.975, df): the multiplier of the standard error for a two-sided 95 % interval (conservative between
+    anchors)."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
     if df <= len(_T95):
@@ -81,7 +82,8 @@ class Interval:
 
     @property
     def label(self) -> str:
-        """What the interval rests on, e.g. 'n=3 repeats' or 'n=12 windows, window-to-window noise only (repeats < 3)'."""
+        """What the interval rests on, e.g. 'n=3 repeats' or 'n=12 windows, window-to-window noise only (repeats <
+        3)'."""
         text = f"n={self.n:,} {self.counts}"
         return text + (f", {WINDOW_NOISE}" if self.counts == "windows" else "")
 
@@ -134,4 +136,5 @@ def compare(best: Interval | None, other: Interval | None) -> str:
         return "n/a (repeats: 1, no noise estimate)"
     if verdict:
         return "tied (indistinguishable at this noise level)"
+    assert best is not None and other is not None  # a verdict needs both intervals
     return f"{(other.mean - best.mean) / best.mean:+.0%}" if best.mean else "n/a"

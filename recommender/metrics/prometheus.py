@@ -1,4 +1,5 @@
-"""Triton's Prometheus /metrics: a parser for the few counters the platform uses, scraped at the start and end of a load."""
+"""Triton's Prometheus /metrics: a parser for the few counters the platform uses, scraped at the start and end of a
+load."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def server_slowed(windows: Sequence[Window]) -> str | None:
     compute = [w.server.get("compute_infer_us") for w in sorted(windows, key=lambda w: w.index)]
     if len(compute) <= BASELINE_WINDOWS or any(c is None for c in compute[:BASELINE_WINDOWS]):
         return None
-    baseline = float(np.mean(compute[:BASELINE_WINDOWS]))
+    baseline = float(np.mean([c for c in compute[:BASELINE_WINDOWS] if c is not None]))  # none is None here
     later = [c for c in compute[BASELINE_WINDOWS:] if c is not None]
     if baseline <= 0 or not later or max(later) <= baseline * (1 + SERVER_SLOWDOWN):
         return None

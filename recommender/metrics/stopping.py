@@ -30,7 +30,9 @@ def _latency_breached(windows: list[Window], rules: Rules) -> StopReason | None:
     latencies = [w.latency(limits.percentile) for w in last]
     if all(v is not None and v > limits.threshold_ms for v in latencies):
         shown = ", ".join(f"{v:.1f}" for v in latencies)
-        figures = f"{limits.percentile} above {limits.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        figures = (
+            f"{limits.percentile} above {limits.threshold_ms:g} ms in {len(last)} consecutive windows ({shown} ms)"
+        )
         return StopReason(StopKind.LATENCY, figures)
     return None
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.hardware import ServingHardware, detect_hardware
-from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.artifact import ArtifactFormat, ModelArtifact, TensorSpec
 from recommender.modelrepo.model_source import load_torch_model, model_content
 from recommender.modelrepo.tensorrt_engine import EngineParameters, engine_artifact, trt_skip_reason
 from recommender.spec import ModelSpec
 
-FORMAT_OF = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
+FORMAT_OF: dict[str, ArtifactFormat] = {"pt": "torchscript", "onnx": "onnx", "openvino": "openvino"}
 # the openvino artifact is the ONNX export, read by OpenVINO's ONNX frontend (ov.Core().compile_model) at load
 FILE_OF = {"torchscript": "model.pt", "onnx": "model.onnx", "openvino": "model.onnx"}
 INPUT_NAMES = ("input_ids", "attention_mask")
@@ -53,7 +53,9 @@ def export_model(
     _write_signature(staging, artifact)
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
-    return _read_cached(folder)
+    exported = _read_cached(folder)
+    assert exported is not None  # its signature was written above
+    return exported
 
 
 def _content_tag(spec: ModelSpec) -> str:
@@ -83,7 +85,7 @@ def _engine(
     return engine_artifact(onnx, params, serving, cache_dir)
 
 
-def _export(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
+def _export(spec: ModelSpec, fmt: ArtifactFormat, sequence_length: int, folder: Path) -> ModelArtifact:
     if spec.source in ("torchscript", "onnx"):
         return _user_file(spec, fmt, sequence_length, folder)
     model = load_torch_model(spec)
@@ -138,12 +140,12 @@ def _output_width(model, example) -> int:
         return int(model(*example).shape[-1])
 
 
-def _user_file(spec: ModelSpec, fmt: str, sequence_length: int, folder: Path) -> ModelArtifact:
+def _user_file(spec: ModelSpec, fmt: ArtifactFormat, sequence_length: int, folder: Path) -> ModelArtifact:
     served = ("torchscript",) if spec.source == "torchscript" else ("onnx", "openvino")
     if fmt not in served:
         names = "`pt`" if spec.source == "torchscript" else "`onnx` and `openvino`"
         raise CandidateSkipped(f"a {spec.source} model file serves only the {names} optimization(s)")
-    if not spec.path.is_file():
+    if spec.path is None or not spec.path.is_file():  # the spec requires a path for a model file
         raise BuildError(f"model file {spec.path} does not exist", hint="Fix model.path in the experiment file.")
     target = folder / FILE_OF[fmt]
     shutil.copyfile(spec.path, target)
@@ -172,7 +174,7 @@ def _user_output_width(path: Path, fmt: str, sequence_length: int) -> int:
         ) from exc
 
 
-def _artifact(path: Path, fmt: str, width: int, random_weights: bool = False) -> ModelArtifact:
+def _artifact(path: Path, fmt: ArtifactFormat, width: int, random_weights: bool = False) -> ModelArtifact:
     inputs = tuple(TensorSpec(name, "TYPE_INT64", (-1,)) for name in INPUT_NAMES)
     outputs = (TensorSpec(OUTPUT_NAME, "TYPE_FP32", (width,)),)
     return ModelArtifact(path, fmt, inputs, outputs, random_weights)

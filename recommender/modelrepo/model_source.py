@@ -40,6 +40,7 @@ def load_torch_model(spec: ModelSpec):
     if spec.source == "minilm":
         encoder = BertModel.from_pretrained(str(minilm_dir()), add_pooling_layer=False, local_files_only=True)
     elif spec.source == "bert":
+        assert spec.architecture is not None  # the spec requires one for bert
         torch.manual_seed(0)
         encoder = BertModel(_bert_config(spec.architecture, BertConfig), add_pooling_layer=False)
     else:
@@ -63,7 +64,8 @@ def _embedding_model(encoder):
     import torch
 
     class EmbeddingModel(torch.nn.Module):
-        """Mean pooling of the encoder's last hidden state over the attention mask, L2-normalised (as all-MiniLM-L6-v2)."""
+        """Mean pooling of the encoder's last hidden state over the attention mask, L2-normalised (as
+        all-MiniLM-L6-v2)."""
 
         def __init__(self, encoder: torch.nn.Module) -> None:
             super().__init__()
@@ -84,6 +86,7 @@ def describe(spec: ModelSpec) -> str:
         return "all-MiniLM-L6-v2 (real weights, packaged)"
     if spec.source == "bert":
         a = spec.architecture
+        assert a is not None  # the spec requires one for bert
         return (
             f"BERT {a.layers} layers, hidden {a.hidden}, {a.heads} heads - RANDOM weights "
             "(serving speed does not depend on weight values)"

@@ -191,8 +191,7 @@ def write_model_repository(
     threads = threads_per_instance or default_threads_per_instance(candidate.instance_group_count)
     if candidate.optimization in CPU_ONLY:
         instance_kind, gpus = "KIND_CPU", ()
-    native = native_sequence_length is not None
-    if native:
+    if native_sequence_length is not None:
         config = render_native_config(
             candidate, artifact, model_name, threads, native_sequence_length, instance_kind, gpus
         )
@@ -208,7 +207,7 @@ def write_model_repository(
     try:
         version_dir.mkdir(parents=True, exist_ok=True)
         (version_dir.parent / "config.pbtxt").write_text(config)
-        if not native:
+        if native_sequence_length is None:
             _write_template(version_dir / "model.py")
         _place_artifact(artifact.path, version_dir / filename, copy_artifact)
     except OSError as error:

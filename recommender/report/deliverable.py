@@ -145,7 +145,7 @@ def _scaling(rec: Recommendation, picked: RankedCandidate, endpoint: str, spec: 
         return replace(rec.scaling, endpoint_name=endpoint, variant_name=VARIANT_NAME)
     return plan_scaling(
         endpoint,
-        picked.candidate.invocations_per_minute,
+        picked.candidate.ipm,
         rec.target_ipm,
         variant_name=VARIANT_NAME,
         headroom=spec.capacity.autoscaling_headroom,
@@ -264,7 +264,9 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
         f"Rank {d.ranked.rank} of {len(rec.ranking.ranked)} ranked candidates"
         + (
-            " (the recommendation)." if d.ranked.rank == 1 else f" (the recommendation is {rec.winner.candidate.name})."
+            f" (the recommendation is {rec.winner.candidate.name})."
+            if rec.winner is not None and d.ranked.rank != 1
+            else " (the recommendation)."
         ),
         "",
         rec.justification if d.ranked.rank == 1 else f"Compared with the recommendation: {d.ranked.comparison}.",

@@ -35,14 +35,16 @@ class Entrant:
 
     @property
     def low(self) -> float:
-        return self.interval.low if self._known else self.max_invocations
+        return self.interval.low if self.interval is not None and self.interval.known else self._point
 
     def high(self, margin: float) -> float:
-        return (self.interval.high if self._known else self.max_invocations) * (1 + margin)
+        return (self.interval.high if self.interval is not None and self.interval.known else self._point) * (1 + margin)
 
     @property
-    def _known(self) -> bool:
-        return self.interval is not None and self.interval.known
+    def _point(self) -> float:
+        """MaxInvocations; bounds are asked only of entrants whose load search met the limits."""
+        assert self.max_invocations is not None, f"{self.name}: no level met the limits, so it has no bounds"
+        return self.max_invocations
 
 
 def keep_count(candidates: int, eta: int) -> int:

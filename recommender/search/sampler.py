@@ -11,6 +11,8 @@ known value and another is asked for.
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 
 from recommender.candidates import Candidate, expand_candidates
@@ -28,7 +30,9 @@ class Sampler:
             seed=spec.search.seed, n_startup_trials=min(10, max(2, spec.search.budget.candidates or 10) // 2)
         )
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
-        self.spec, self.trials, self.values = spec, {}, {}
+        self.spec = spec
+        self.trials: dict[int, str] = {}  # trial number -> candidate key, for trials still out
+        self.values: dict[str, float] = {}  # candidate key -> its measured value
 
     def ask(self) -> Candidate | None:
         """The next untried candidate the sampler proposes, or None when it keeps proposing tried ones."""
@@ -67,7 +71,7 @@ class Sampler:
         index = trial.suggest_categorical(axis, list(range(len(values))))  # by index: dicts are not Optuna choices
         chosen = values[index]
         if isinstance(chosen, DynamicBatching) and chosen.ranged:  # a delay or preferred-size range: a parameter too
-            picked = {
+            picked: dict[str, Any] = {  # a model_copy update
                 name: trial.suggest_int(f"{axis}[{index}].{name}", *within.range, log=within.log)
                 for name, within in chosen.ranges.items()
             }

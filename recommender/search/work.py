@@ -2,7 +2,8 @@
 
 stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
        probe  a load search, 1 short repeat per tried level (adaptive search)
-       final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own on resume)
+       final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own
+              on resume)
        prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
        skip   no measurement: the candidate is recorded as not measured, with `reason` (e.g. the search budget)
 """
@@ -37,9 +38,8 @@ class Strategy(Protocol):
     """A search strategy as an ask/tell object; `total` is how many pieces of work it expects (for progress)."""
 
     total: int
-    independent: (
-        bool  # True: every piece of work is known up front (ask() never waits on tell()), so it may run in parallel
-    )
+    # True: every piece of work is known up front (ask() never waits on tell()), so it may run in parallel
+    independent: bool
 
     def ask(self) -> Work | None: ...
 

@@ -1,4 +1,5 @@
-"""What every part of the experiment file shares: strict models (unknown keys refused, frozen) and the shared vocabularies."""
+"""What every part of the experiment file shares: strict models (unknown keys refused, frozen) and the shared
+vocabularies."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThre
 from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
-
 from recommender.spec.traffic import TrafficSpec
 from recommender.spec.variants import VariantGrid
 
@@ -44,7 +43,8 @@ class ExperimentSpec(Strict):
         min_length=1,
         max_length=MAX_TARGETS,
         description="Several targets (instance types, hosts) to compare: every "
-        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` (default: instance_type).",
+        "variant runs on each; give either `target` or `targets`. Targets are told apart by `name` "
+        "(default: instance_type).",
     )
     max_parallel: int = Field(
         1,

@@ -39,14 +39,13 @@ def load_spec(path: str | Path) -> ExperimentSpec:
             update={"model": spec.model.model_copy(update={"path": (path.parent / spec.model.path).resolve()})}
         )
     if spec.model.path is not None:
-        _check_model_file(spec.model, path)
-    outputs = spec.correctness.reference_outputs if spec.correctness != "off" else None
-    if outputs is not None and not outputs.is_absolute():
+        _check_model_file(spec.model, spec.model.path, path)
+    correctness = spec.correctness
+    outputs = correctness.reference_outputs if correctness != "off" else None
+    if correctness != "off" and outputs is not None and not outputs.is_absolute():
         spec = spec.model_copy(
             update={
-                "correctness": spec.correctness.model_copy(
-                    update={"reference_outputs": (path.parent / outputs).resolve()}
-                )
+                "correctness": correctness.model_copy(update={"reference_outputs": (path.parent / outputs).resolve()})
             }
         )
     return spec
@@ -59,10 +58,10 @@ MODEL_MAGIC = {
 }
 
 
-def _check_model_file(model: ModelSpec, spec_path: Path) -> None:
+def _check_model_file(model: ModelSpec, model_path: Path, spec_path: Path) -> None:
     magic, looks_like = MODEL_MAGIC[model.source]
     try:
-        check_binary(model.path, f"{model.source} model file", SpecError, magic, looks_like)
+        check_binary(model_path, f"{model.source} model file", SpecError, magic, looks_like)
     except SpecError as exc:
         raise SpecError(
             f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"], hint=exc.hint

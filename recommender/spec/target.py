@@ -49,7 +49,8 @@ class TargetSpec(Strict):
     )
     priced_as: str | None = Field(
         None,
-        description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) instead of price_per_hour.",
+        description="Price the local hardware as this catalog instance type (e.g. ml.g5.xlarge) "
+        "instead of price_per_hour.",
     )
     region: str = Field("us-east-1", description="Region whose prices are used for priced_as and cloud targets.")
     ready_timeout_seconds: float = Field(
@@ -60,8 +61,8 @@ class TargetSpec(Strict):
         ge=1,
         le=100,
         validation_alias=AliasChoices("endpoint_instance_count", "instance_count"),
-        description="sagemaker: instances behind each candidate's endpoint while it is measured (InitialInstanceCount); "
-        "`instance_count` is accepted as its former name.",
+        description="sagemaker: instances behind each candidate's endpoint while it is measured "
+        "(InitialInstanceCount); `instance_count` is accepted as its former name.",
     )
     role_arn: str | None = Field(
         None,
@@ -80,7 +81,8 @@ class TargetSpec(Strict):
     )
     endpoint: str | None = Field(
         None,
-        description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME of an existing SageMaker endpoint.",
+        description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME "
+        "of an existing SageMaker endpoint.",
     )
     accelerator: Accelerator = Field(
         "auto",

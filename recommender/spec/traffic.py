@@ -1,4 +1,5 @@
-"""The load driven at every candidate: one shape (phases, stairs, concurrency, rate), windows, stability, stopping, repeats."""
+"""The load driven at every candidate: one shape (phases, stairs, concurrency, rate), windows, stability, stopping,
+repeats."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class Phase(Strict):
 
 
 class Stairs(Strict):
-    """SageMaker STAIRS: `number_of_steps` steps, each `users_per_step` users more than the last, each held for `duration_seconds`."""
+    """SageMaker STAIRS: `number_of_steps` steps, each `users_per_step` users more than the last, each held for
+    `duration_seconds`."""
 
     users_per_step: int = Field(
         ..., ge=1, description="Users added at every step (step k runs k x users_per_step users)."
@@ -29,7 +31,8 @@ class Stairs(Strict):
 
 
 class Concurrency(Strict):
-    """Fixed concurrency levels run one after another (closed loop: each user sends, waits for the answer, sends again)."""
+    """Fixed concurrency levels run one after another (closed loop: each user sends, waits for the answer, sends
+    again)."""
 
     users: list[Annotated[int, Field(ge=1, le=10000)]] = Field(
         ..., min_length=1, description="User counts, one level each, in order."
@@ -142,7 +145,8 @@ class Stopping(Strict):
 
 
 class TrafficSpec(Strict):
-    """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by default)."""
+    """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by
+    default)."""
 
     phases: list[Phase] | None = Field(
         None, min_length=1, description="Phases run one after another (default: one phase of 1 user for 60 s)."
@@ -232,7 +236,8 @@ class TrafficSpec(Strict):
 
     @model_serializer(mode="wrap")
     def _omit_generator_defaults(self, handler: Any) -> dict[str, Any]:
-        """The generator's distribution settings at their defaults (today's single process) are left out, so measurement keys stored before
+        """The generator's distribution settings at their defaults (today's single process) are left out, so measurement
+        keys stored before
         these settings existed stay valid (protocol.py hashes this dump)."""
         data = handler(self)
         for name, default in (

@@ -61,10 +61,18 @@ class DynamicBatching(Strict):
 DynamicBatchingChoice = bool | DynamicBatching
 
 
-def _axis(low: int, high: int) -> Any:
-    """A numeric axis: a list of values, or {range: [low, high]} (errors name the list's items, not both union arms)."""
-    values = Annotated[list[Annotated[int, Field(ge=low, le=high)]], Field(min_length=1), Tag("values")]
-    return Annotated[values | Annotated[IntRange, Tag("IntRange")], Discriminator(_axis_kind)]
+# A numeric axis: a list of values, or {range: [low, high]} (errors name the list's items, not both union arms).
+# Spelled out per bound so that type checkers read them as types.
+_InstanceCountAxis = Annotated[
+    Annotated[list[Annotated[int, Field(ge=1, le=16)]], Field(min_length=1), Tag("values")]
+    | Annotated[IntRange, Tag("IntRange")],
+    Discriminator(_axis_kind),
+]
+_BatchSizeAxis = Annotated[
+    Annotated[list[Annotated[int, Field(ge=1, le=1024)]], Field(min_length=1), Tag("values")]
+    | Annotated[IntRange, Tag("IntRange")],
+    Discriminator(_axis_kind),
+]
 
 
 class VariantGrid(Strict):
@@ -86,13 +94,13 @@ class VariantGrid(Strict):
         min_length=1,
         description="off / on (defaults) / {max_queue_delay_microseconds, preferred_batch_size}.",
     )
-    instance_group_counts: _axis(1, 16) = Field(
+    instance_group_counts: _InstanceCountAxis = Field(
         [1],
         validation_alias=AliasChoices("instance_group_counts", "instance_counts"),
         description="Triton instance_group count values (model instances inside one server); "
         "`instance_counts` is accepted as its former name; `{range: [1, 8]}` under adaptive search only.",
     )
-    max_batch_sizes: _axis(1, 1024) = Field(
+    max_batch_sizes: _BatchSizeAxis = Field(
         [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only."
     )
 

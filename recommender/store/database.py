@@ -1,4 +1,5 @@
-"""Opening the results database: SQLite file by default, any SQLAlchemy URL (PostgreSQL) by --db / RECOMMENDER_DB_URL."""
+"""Opening the results database: SQLite file by default, any SQLAlchemy URL (PostgreSQL) by --db /
+RECOMMENDER_DB_URL."""
 
 from __future__ import annotations
 

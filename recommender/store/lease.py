@@ -29,7 +29,8 @@ from recommender.store.schema import CandidateRow, Experiment, LeaseRow, Run, as
 LEASE_TTL_S = 60.0  # a lease whose heartbeat is older than this is free
 WAIT_POLL_S = 5.0  # how often a waiting job looks again
 _RACES = 5  # attempts when other jobs change the lease between our read and our write
-_TABLE = LeaseRow.__table__
+_TABLE = LeaseRow.metadata.tables[LeaseRow.__tablename__]  # LeaseRow.__table__, typed as a Table
+_RUNS = Run.metadata.tables[Run.__tablename__]  # Run.__table__, typed as a Table
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Holder:
         return f"{self.host}:{self.pid}:{self.started:.0f}"
 
     def is_gone(self) -> bool:
-        """Known to be gone: on this host, and its pid is not running or belongs to a process started at another time."""
+        """Known to be gone: on this host, and its pid is not running or belongs to a process started at another
+        time."""
         if self.host != socket.gethostname():
             return False  # another host's process cannot be looked at: its heartbeat tells
         try:
@@ -88,7 +90,8 @@ class Lease:
 
     def __exit__(self, exc_type, *_exc) -> None:
         self._stop.set()
-        self._beat.join(timeout=10)  # a renewal stuck on an unreachable database must not hold the job's exit
+        if self._beat is not None:  # started by __enter__
+            self._beat.join(timeout=10)  # a renewal stuck on an unreachable database must not hold the job's exit
         try:
             self.release()
         except StoreError:
@@ -237,7 +240,7 @@ def _interrupt_running(connection, experiment: str, previous: Row | None) -> Non
         .where(Experiment.name == experiment, Run.status == RunStatus.RUNNING)
     )
     connection.execute(
-        update(Run.__table__)
-        .where(Run.__table__.c.id.in_(running))
+        update(_RUNS)
+        .where(_RUNS.c.id.in_(running))
         .values(status=RunStatus.INTERRUPTED, reason=f"{job} stopped before this run finished")
     )

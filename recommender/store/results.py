@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -173,9 +173,9 @@ class ResultStore:
         reason: str | None = None,
         headline: Headline | None = None,
         server_stats: dict | None = None,
-        phases: list[PhaseSummary] = (),
-        series: list[WindowStats] = (),
-        windows: list[tuple[int, Window]] = (),
+        phases: Sequence[PhaseSummary] = (),
+        series: Sequence[WindowStats] = (),
+        windows: Sequence[tuple[int, Window]] = (),
         correctness: dict | None = None,
         budget_skipped: bool = False,
     ) -> None:
@@ -184,6 +184,8 @@ class ResultStore:
 
         def work(session: Session) -> None:
             run = session.get(Run, run_id, with_for_update=True)  # a job taking the lease over may interrupt it now
+            if run is None:
+                raise StoreError(f"run {run_id} is not in the store", hint="It was deleted while it ran; run again.")
             if run.status == RunStatus.INTERRUPTED and status != RunStatus.INTERRUPTED:
                 raise StoreError(
                     f"run {run_id} was interrupted by another job ({run.reason}); not storing it as {status}",

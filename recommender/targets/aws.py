@@ -36,18 +36,18 @@ def run_tags(run_id: str, experiment: str) -> list[dict[str, str]]:
     return [{"Key": TAG_RUN_ID, "Value": run_id}, {"Key": TAG_EXPERIMENT, "Value": experiment}]
 
 
-def error_code(error: BaseException) -> str:
-    """The AWS error code of a botocore ClientError ('' for anything else)."""
+def error_code(error: BaseException | None) -> str:
+    """The AWS error code of a botocore ClientError ('' for anything else, None included)."""
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def error_message(error: BaseException) -> str:
+def error_message(error: BaseException | None) -> str:
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Message", "")) or str(error)
 
 
-def is_not_found(error: BaseException) -> bool:
+def is_not_found(error: BaseException | None) -> bool:
     """SageMaker answers a missing resource with ValidationException 'Could not find ...'; S3 and IAM with codes."""
     code = error_code(error)
     if code in ("404", "NoSuchKey", "NoSuchBucket", "NoSuchEntity", "ResourceNotFound", "RepositoryNotFoundException"):
@@ -87,7 +87,10 @@ def _hint_for(code: str) -> str:
             "Your AWS identity lacks a permission for this call; see infra/README.md for the policy the platform needs."
         )
     if code in ("ResourceLimitExceeded", "ThrottlingException"):
-        return "Request a SageMaker quota increase for this instance type or lower target.endpoint_instance_count, then retry."
+        return (
+            "Request a SageMaker quota increase for this instance type "
+            "or lower target.endpoint_instance_count, then retry."
+        )
     if code == "EndpointConnectionError":
         return "Check the region name and your network (or the emulator's endpoint URL)."
     return "See the AWS error above; every resource created so far has been torn down."

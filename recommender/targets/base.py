@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from recommender.errors import TargetError
 from recommender.targets.deployment import Deployment
 
 
@@ -24,4 +25,12 @@ class Target(Protocol):
 
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> Deployment: ...  # returns once it serves
+    # returns once it serves; `repository` is None exactly for a target that does not deploy (`deploys` False)
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment: ...
+
+
+def built(repository: Path | None) -> Path:
+    """The model repository a deploying target was given (the job builds one for every target with `deploys`)."""
+    if repository is None:
+        raise TargetError("this target deploys a model repository, and none was built for it")
+    return Path(repository)

@@ -59,7 +59,8 @@ class Deployment:
         return self.triton.statistics()
 
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
-        """One inference before the load; returns the answer (with `outputs`) or raises TargetError saying what came back."""
+        """One inference before the load; returns the answer (with `outputs`) or raises TargetError saying what came
+        back."""
         return self.triton.infer(body, timeout_s)
 
     def server_pids(self) -> list[int]:
@@ -76,7 +77,8 @@ class Deployment:
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[Self]:
-        """Wrap the start: on any failure (Ctrl-C included) tear down, then re-raise; a teardown failure becomes a note."""
+        """Wrap the start: on any failure (Ctrl-C included) tear down, then re-raise; a teardown failure becomes a
+        note."""
         try:
             yield self
         except BaseException as error:
@@ -171,11 +173,6 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def load_endpoint(deployment: Deployment) -> str:
-    """What the load generator is pointed at: the HTTP base URL, or sagemaker://NAME?region=..&endpoint_url=.."""
-    return deployment.load_url
-
-
 DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -187,7 +184,7 @@ def _interrupts_deferred() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous = {
+    previous: dict[int, Any] = {
         signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in DEFERRED_SIGNALS
     }
     try:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from recommender.errors import TargetError
 from recommender.hardware import detect_hardware, resolve_accelerator
+from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 
 DEFAULT_IMAGE = "recommender-triton:24.10"
@@ -78,9 +79,8 @@ class DockerTarget:
     name: ClassVar[str] = "docker"
     load_shares_host: ClassVar[bool] = True  # recommender drives the load from the Docker host itself
     deploys: ClassVar[bool] = True
-    native_backends: ClassVar[bool] = (
-        True  # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
-    )
+    # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
+    native_backends: ClassVar[bool] = True
     image: str = DEFAULT_IMAGE
     gpus: str | None = "all"
     ready_timeout: float = 300.0
@@ -116,11 +116,11 @@ class DockerTarget:
                 hint=f"docker build -t {self.image} containers/triton (or docker pull it)",
             )
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> DockerDeployment:
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> DockerDeployment:
         run_dir = Path(run_dir).resolve()
         mounted = run_dir / "docker-repository"
         shutil.rmtree(mounted, ignore_errors=True)
-        shutil.copytree(repository, mounted, symlinks=False)
+        shutil.copytree(built(repository), mounted, symlinks=False)
         container = f"recommender-{secrets.token_hex(4)}"
         deployment = DockerDeployment(container, model_name, "", run_dir / "server.log")
         with deployment.starting():  # a failed `docker run` may have created the container: teardown removes it

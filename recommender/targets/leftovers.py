@@ -8,6 +8,7 @@ session (its pid as session id, named like a stub, started after it). A reused p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -51,10 +52,8 @@ def stop_leftovers(run_dir: Path, process_names: frozenset[str]) -> list[int]:
         return []
     leftovers = [proc for proc in _server_and_stubs(record, process_names)]
     for proc in leftovers:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(leftovers, timeout=5.0)
     remove_shared_memory(record.shm_prefix)
     (Path(run_dir) / PID_FILE).unlink(missing_ok=True)

@@ -6,12 +6,14 @@ the model is loaded at start and nothing can load, unload or replace one). The a
 `--http-restricted-api` makes them require a header whose expected value holds a line feed, which no HTTP request
 can carry (a line feed ends a header line; tritonserver drops such a request without an answer). So the command
 line holds no secret: there is none. Statistics and model config (read-only; our client reads statistics,
-perf_analyzer reads the config) and inference stay open, as open as the loopback port. tritonserver has no other way to receive a token than its command line (no file, no
+perf_analyzer reads the config) and inference stay open, as open as the loopback port. tritonserver has no other way to
+receive a token than its command line (no file, no
 environment variable: `tritonserver --help`, triton-inference-server/server#7183), hence no token at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -28,6 +30,7 @@ import psutil
 from recommender.errors import TargetError
 from recommender.hardware import detect_hardware, resolve_accelerator
 from recommender.targets import triton_binary
+from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
 from recommender.targets.lifeline import die_with_parent
@@ -64,17 +67,18 @@ class LocalTarget:
         resolve_accelerator(self.accelerator, detect_hardware())
         triton_binary.preflight()
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> LocalDeployment:
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> LocalDeployment:
         """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
         stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
         backends = prepare_run_directory(install, run_dir)
+        http, grpc, metrics = free_loopback_ports(3)
         deployment = LocalDeployment(
             model_name=model_name,
-            repository=Path(repository).resolve(),
+            repository=built(repository).resolve(),
             run_dir=run_dir,
-            ports=free_loopback_ports(3),
+            ports=(http, grpc, metrics),
             instance=secrets.token_hex(4),
             stop_timeout=self.stop_timeout,
         )
@@ -121,18 +125,16 @@ class LocalDeployment(Deployment):
     instance: str  # random, names this deployment's /dev/shm regions (not a secret: nothing is guarded by it)
     stop_timeout: float = 20.0
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    # Deployment's attributes, from the ports and run directory above
+    endpoint: str = field(init=False)
+    metrics_url: str = field(init=False)
+    log_path: Path = field(init=False)
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports[0]}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports[2]}/metrics"
-
-    @property
-    def log_path(self) -> Path:
-        return self.run_dir / "server.log"
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.endpoint = f"http://{LOOPBACK}:{self.ports[0]}"
+        self.metrics_url = f"http://{LOOPBACK}:{self.ports[2]}/metrics"
+        self.log_path = self.run_dir / "server.log"
 
     @property
     def shm_prefix(self) -> str:
@@ -177,10 +179,9 @@ class LocalDeployment(Deployment):
                 raise TargetError(
                     f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks"
                 ) from error
-        try:
+        # NoSuchProcess: exited at once; wait_until_ready reports it with the log
+        with contextlib.suppress(psutil.NoSuchProcess):
             ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
-        except psutil.NoSuchProcess:  # exited at once: wait_until_ready reports it with the log
-            pass
 
     def failure_hint(self) -> str:
         return self.log_tail() or super().failure_hint()
@@ -220,10 +221,8 @@ class LocalDeployment(Deployment):
         session = process.pid
         members = _session_members(session, self._descendants(process.pid))
         _signal_group(session, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            pass
         _, alive = psutil.wait_procs(members, timeout=2.0)
         _signal_group(session, signal.SIGKILL)
         for leftover in alive:
@@ -265,17 +264,13 @@ def _session_of(pid: int) -> int | None:
 
 
 def _signal_group(group: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill(proc: psutil.Process) -> None:
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         proc.kill()
-    except psutil.NoSuchProcess:
-        pass
 
 
 def _is_alive(proc: psutil.Process) -> bool:

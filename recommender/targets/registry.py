@@ -35,7 +35,7 @@ def target_for(target_spec: Any, experiment: str, run_id: str) -> Target:
     return _target_class(target_spec.kind).from_spec(target_spec, experiment, run_id)
 
 
-def _target_class(name: str) -> type:
+def _target_class(name: str) -> Any:  # a class with the Target protocol's constructors (from_spec)
     target_class = TARGETS.get(name)
     if target_class is None:
         close = difflib.get_close_matches(name, TARGETS, n=1)

@@ -88,7 +88,8 @@ class RemoteTarget:
             )
 
     def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment:
-        """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in /v2/models/NAME)."""
+        """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in
+        /v2/models/NAME)."""
         if self._is_sagemaker():
             return RemoteSageMakerDeployment(
                 urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url)

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 from recommender.errors import Interrupted, TargetError
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call, error_code, is_not_found, run_tags
+from recommender.targets.base import built
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.sagemaker_packaging import ARCHIVE_NAME, package_repository
 
@@ -53,7 +54,8 @@ class SageMakerDeployment(SageMakerEndpoint):
         return f"s3://{self.bucket}/{self.s3_key}"
 
     def _stop(self) -> None:
-        """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries those)."""
+        """Delete endpoint, endpoint config, model and S3 object; raises if any is left (a second call retries
+        those)."""
         failures = [problem for kind in TEARDOWN_ORDER if kind in self.created and (problem := self._delete(kind))]
         if failures:
             raise TargetError(
@@ -105,9 +107,8 @@ class SageMakerTarget:
     variant_name: str = "AllTraffic"
     boto_session: Any = None
     endpoint_url: str | None = None  # an emulator (moto server) or a VPC endpoint
-    cancel: threading.Event | None = (
-        None  # set when the job stops: an endpoint still starting stops waiting (torn down)
-    )
+    # set when the job stops: an endpoint still starting stops waiting (torn down)
+    cancel: threading.Event | None = None
     name: ClassVar[str] = "sagemaker"
     load_shares_host: ClassVar[bool] = False
     deploys: ClassVar[bool] = True
@@ -169,10 +170,10 @@ class SageMakerTarget:
                 hint="Pick a version the SageMaker SDK lists, or give the full image URI.",
             ) from None
 
-    def deploy(self, repository: Path, model_name: str, run_dir: Path) -> SageMakerDeployment:
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> SageMakerDeployment:
         """Upload the packaged repository, create model, endpoint config and endpoint, wait for InService."""
         image = self.resolve_image_uri()
-        archive = package_repository(Path(repository), Path(run_dir) / ARCHIVE_NAME, model_name)
+        archive = package_repository(built(repository), Path(run_dir) / ARCHIVE_NAME, model_name)
         name = resource_name(self.run_id, model_name)
         deployment = SageMakerDeployment(
             endpoint_name=name,
@@ -221,7 +222,9 @@ class SageMakerTarget:
             )
 
     def _check_role(self) -> None:
-        role = ROLE_ARN.match(self.role_arn).group("name")
+        matched = ROLE_ARN.match(self.role_arn)
+        assert matched is not None  # validated when the target was built
+        role = matched.group("name")
         try:
             found = aws_call(f"IAM GetRole {role}", self.clients.client("iam").get_role, RoleName=role)
         except TargetError as error:

@@ -25,9 +25,9 @@ class SageMakerEndpoint(Deployment):
     clients: AwsClients
     variant_name: str
 
-    @property
-    def endpoint(self) -> str:
-        return f"{SCHEME}://{self.endpoint_name}"
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.endpoint = f"{SCHEME}://{self.endpoint_name}"
 
     @property
     def invoke_target(self) -> InvokeTarget:
@@ -121,7 +121,7 @@ def cloudwatch_metrics(
         {"Name": "EndpointName", "Value": deployment.endpoint_name},
         {"Name": "VariantName", "Value": deployment.variant_name},
     ]
-    queries = [
+    queries: list[dict[str, Any]] = [
         {
             "Id": f"m{index}",
             "ReturnData": True,

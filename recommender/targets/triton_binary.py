@@ -82,7 +82,8 @@ def preflight(install: TritonInstallation | None = None) -> TritonInstallation:
     if not libpython_path().is_file():
         raise TargetError(
             f"shared library {libpython_path()} not found; the backend stub needs a shared libpython",
-            hint="use a Python built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install ...)",
+            hint="use a Python built with --enable-shared "
+            "(pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install ...)",
         )
     return install
 

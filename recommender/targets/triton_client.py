@@ -70,7 +70,8 @@ class TritonClient:
         )
 
     def statistics(self) -> dict[str, Any]:
-        """Triton's statistics JSON of the model (`model_stats`: counts and cumulative times; see metrics/triton_stats.py)."""
+        """Triton's statistics JSON of the model (`model_stats`: counts and cumulative times; see
+        metrics/triton_stats.py)."""
         return self._request(
             f"statistics of model {self.model_name!r}",
             lambda client: client.get_inference_statistics(self.model_name, headers=dict(self.headers)),
@@ -98,7 +99,8 @@ class TritonClient:
         return answer
 
     def _request(self, what: str, request: Callable[[Any], Any]) -> Any:
-        """`request(client)` on a fresh InferenceServerClient, in a worker thread; the caller waits (Ctrl-C included)."""
+        """`request(client)` on a fresh InferenceServerClient, in a worker thread; the caller waits (Ctrl-C
+        included)."""
         return _in_worker_thread(lambda: self._send(what, request))
 
     def _send(self, what: str, request: Callable[[Any], Any]) -> Any:

@@ -34,8 +34,8 @@ traffic:
     - {{initial_users: 1, spawn_rate: 0, duration_seconds: 3}}
 """
 )
-TARGET = """  - {{kind: sagemaker, instance_type: ml.g4dn.{size}, region: us-east-1, role_arn: "{role_arn}", bucket: {bucket},
-     image_uri: {image}, endpoint_url: {url}, ready_timeout_seconds: 30{extra}}}"""
+TARGET = """  - {{kind: sagemaker, instance_type: ml.g4dn.{size}, region: us-east-1, role_arn: "{role_arn}",
+     bucket: {bucket}, image_uri: {image}, endpoint_url: {url}, ready_timeout_seconds: 30{extra}}}"""
 
 
 @pytest.fixture

@@ -26,7 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]  # this checkout, whichever `recommen
 
 BUCKET = "recommender-artifacts-run"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10"
-TRUST = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+TRUST = (
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow",'
+    '"Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+)
 ANSWER = {
     "model_name": "model",
     "outputs": [{"name": "embedding", "datatype": "FP32", "shape": [1, 4], "data": [0.1, 0.2, 0.3, 0.4]}],

@@ -20,7 +20,10 @@ BUCKET = "recommender-artifacts-test"
 # Shape of a SageMaker Triton image URI (account and tag here are placeholders for the emulator).
 # moto 5.2.1 validates InstanceType against an old enum (no ml.g5 / ml.c6i), hence g4dn and c5 below.
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
-TRUST = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+TRUST = (
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow",'
+    '"Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+)
 
 
 @pytest.fixture

@@ -62,11 +62,10 @@ def worker_processes() -> list[psutil.Process]:
 
 
 def drive(deployment, out_dir: Path, seconds: float, users: int = 4) -> tuple[LoadResult, int]:
-    from recommender.targets.deployment import load_endpoint
 
     before = deployment.statistics()
     request = LoadRequest(
-        load_endpoint(deployment),
+        deployment.load_url,
         "model",
         [BODY],
         [Phase(initial_users=users, duration_seconds=seconds)],
@@ -150,12 +149,11 @@ def test_a_worker_started_with_the_cli_command_gets_its_settings_from_the_master
     deployment, tmp_path: Path, cli_worker
 ) -> None:
     from recommender.load.generators import MasterSettings
-    from recommender.targets.deployment import load_endpoint
 
     port, process = cli_worker
     before = deployment.statistics()
     request = LoadRequest(
-        load_endpoint(deployment),
+        deployment.load_url,
         "model",
         [BODY],
         [Phase(initial_users=4, duration_seconds=4)],
@@ -175,10 +173,9 @@ def test_a_worker_started_with_the_cli_command_gets_its_settings_from_the_master
 def test_a_remote_worker_that_never_joins_fails_the_run_with_a_message_naming_it(deployment, tmp_path: Path) -> None:
     from recommender.errors import LoadError
     from recommender.load.generators import MasterSettings
-    from recommender.targets.deployment import load_endpoint
 
     request = LoadRequest(
-        load_endpoint(deployment),
+        deployment.load_url,
         "model",
         [BODY],
         [Phase(initial_users=2, duration_seconds=2)],

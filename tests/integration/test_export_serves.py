@@ -1,4 +1,5 @@
-"""`recommender export` produces a model repository that the real tritonserver serves, answering with the right width."""
+"""`recommender export` produces a model repository that the real tritonserver serves, answering with the right
+width."""
 
 from __future__ import annotations
 

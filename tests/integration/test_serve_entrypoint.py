@@ -1,4 +1,5 @@
-"""containers/triton/serve run for real: the wheel's tritonserver behind the SageMaker frontend (/ping, /invocations)."""
+"""containers/triton/serve run for real: the wheel's tritonserver behind the SageMaker frontend (/ping,
+/invocations)."""
 
 from __future__ import annotations
 

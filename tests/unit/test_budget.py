@@ -37,7 +37,7 @@ def test_guard_reports_exhaustion_when_spend_reaches_budget() -> None:
     assert guard.remaining_usd == pytest.approx(0.5)
     guard.check()
     assert guard.add(500) is True
-    with pytest.raises(BudgetExceeded, match="spent \\$1.00 of the \\$1.00 budget"):
+    with pytest.raises(BudgetExceeded, match=r"spent \$1.00 of the \$1.00 budget"):
         guard.check()
 
 
@@ -67,7 +67,7 @@ def test_the_guard_counts_earlier_runs_spend() -> None:
     guard = BudgetGuard(budget_usd=1.0, price_per_hour=3.6, spent_before_usd=0.75)
     assert guard.spent_usd == pytest.approx(0.75) and guard.remaining_usd == pytest.approx(0.25)
     assert guard.add(250) is True  # $0.25 more: $1.00 in all
-    with pytest.raises(BudgetExceeded, match="spent \\$1.00 of the \\$1.00 budget"):
+    with pytest.raises(BudgetExceeded, match=r"spent \$1.00 of the \$1.00 budget"):
         guard.check()
 
 

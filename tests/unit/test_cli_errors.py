@@ -45,7 +45,8 @@ def test_a_non_utf8_experiment_exits_2_naming_the_file(tmp_path):
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_ctrl_c_sigterm_and_sighup_interrupt_and_say_so(tmp_path, signum, code):
-    """A signal while `run` waits for an endpoint that never answers (its preflight): exit 128 + signal, no traceback."""
+    """A signal while `run` waits for an endpoint that never answers (its preflight): exit 128 + signal, no
+    traceback."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         port = silent.getsockname()[1]
         (tmp_path / "remote.yaml").write_text(

@@ -20,8 +20,9 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 SAGEMAKER = """name: plan-me
 variants: {{optimizations: [pt, onnx], dynamic_batching: [false, true]}}
 traffic: {{phases: [{{duration_seconds: 300}}]}}
-target: {{kind: sagemaker, instance_type: ml.g4dn.xlarge, instance_count: 2, role_arn: 'arn:aws:iam::123456789012:role/R',
-          bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: {budget}}}
+target: {{kind: sagemaker, instance_type: ml.g4dn.xlarge, instance_count: 2,
+          role_arn: 'arn:aws:iam::123456789012:role/R', bucket: b,
+          image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: {budget}}}
 """
 
 
@@ -51,7 +52,7 @@ def test_run_budget_refuses_then_stops_by_the_clock() -> None:
     now = [0.0]
     budget = RunBudget.for_spec(spec, 1)  # 1 x (0.5 + 0.5 min) at $36/h = $0.60: allowed
     budget.clock = lambda: now[0]
-    with pytest.raises(Exception, match="spent \\$1.00 of the \\$1.00 budget"), budget.billed():
+    with pytest.raises(Exception, match=r"spent \$1.00 of the \$1.00 budget"), budget.billed():
         now[0] = 60.0
         budget.check()  # $0.60
         now[0] = 100.0

@@ -46,6 +46,4 @@ def test_over_threshold_is_an_exclusion_not_a_status() -> None:
 
 def test_a_run_that_is_not_ok_is_excluded_by_its_status() -> None:
     item = RankInput(key="k", name="n", status=RunStatus.PRUNED, invocations_per_minute=10, latency_ms=10)
-    assert [(e.kind, e.text) for e in exclusion_reasons(item, Limits())] == [
-        (ExclusionKind.STATUS, "status is pruned")
-    ]
+    assert [(e.kind, e.text) for e in exclusion_reasons(item, Limits())] == [(ExclusionKind.STATUS, "status is pruned")]

@@ -1,4 +1,5 @@
-"""The correctness gate's pure rules: figures, tolerance defaults and verdicts, check cases, answers, stored summaries."""
+"""The correctness gate's pure rules: figures, tolerance defaults and verdicts, check cases, answers, stored
+summaries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ranking, Cost and Report pages: the figures are recommender.decide.recommendation's and the report is `recommender report`'s."""
+"""Ranking, Cost and Report pages: the figures are recommender.decide.recommendation's and the report is `recommender
+report`'s."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Decide at decision time: stored windows re-decided under other limits by rank / report / review, one protocol read."""
+"""Decide at decision time: stored windows re-decided under other limits by rank / report / review, one protocol
+read."""
 
 from __future__ import annotations
 

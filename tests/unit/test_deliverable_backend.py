@@ -1,4 +1,5 @@
-"""The export serves a candidate the way its run was measured: the stored backend and accelerator pick the repository."""
+"""The export serves a candidate the way its run was measured: the stored backend and accelerator pick the
+repository."""
 
 from __future__ import annotations
 

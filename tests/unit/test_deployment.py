@@ -1,4 +1,5 @@
-"""The Deployment base class: the lifecycle every target's deployment inherits, against real HTTP servers on loopback."""
+"""The Deployment base class: the lifecycle every target's deployment inherits, against real HTTP servers on
+loopback."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def test_run_arguments_label_the_run_publish_on_loopback_and_allow_no_model_cont
 
 def test_a_failed_docker_run_removes_its_container(fake, repository, tmp_path) -> None:
     (fake / "run.rc").write_text("125")
-    with pytest.raises(TargetError, match="docker run failed: .*port is already allocated"):
+    with pytest.raises(TargetError, match=r"docker run failed: .*port is already allocated"):
         DockerTarget(run_id="r1").deploy(repository, "model", tmp_path / "run")
     run, *rest = calls(fake)
     name = run.split("--name ")[1].split()[0]
@@ -43,7 +43,7 @@ def test_a_failed_docker_run_removes_its_container(fake, repository, tmp_path) -
 
 def test_a_port_published_beyond_loopback_is_refused_and_the_container_removed(fake, repository, tmp_path) -> None:
     (fake / "port.out").write_text("0.0.0.0:32768\n[::]:32768\n")
-    with pytest.raises(TargetError, match="publishes port 8000 beyond loopback: 0.0.0.0:32768"):
+    with pytest.raises(TargetError, match=r"publishes port 8000 beyond loopback: 0.0.0.0:32768"):
         DockerTarget(run_id="r1").deploy(repository, "model", tmp_path / "run")
     assert any(call.startswith("rm --force recommender-") for call in calls(fake))
 

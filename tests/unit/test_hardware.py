@@ -110,7 +110,7 @@ def test_gpu_without_one_is_refused_with_exit_2_and_the_fix() -> None:
 def test_preflight_refuses_gpu_on_this_cpu_only_host(target) -> None:
     if detect_hardware().gpus:
         pytest.skip("this host has a GPU: the refusal is for CPU-only hosts")
-    with pytest.raises(HardwareMissing, match="target.accelerator is gpu"):
+    with pytest.raises(HardwareMissing, match=r"target.accelerator is gpu"):
         target.preflight()
 
 
@@ -118,7 +118,7 @@ def test_cloud_targets_declare_their_hardware_by_instance_type() -> None:
     g5 = TargetSpec(kind="sagemaker", instance_type="ml.g5.xlarge", role_arn="r", bucket="b", image_uri="i")
     assert serving_hardware(g5).accelerator == "gpu" and serving_hardware(g5).declared == "ml.g5.xlarge"
     m5 = g5.model_copy(update={"instance_type": "ml.m5.xlarge", "accelerator": "gpu"})
-    with pytest.raises(HardwareMissing, match="ml.m5.xlarge has no GPU"):
+    with pytest.raises(HardwareMissing, match=r"ml.m5.xlarge has no GPU"):
         serving_hardware(m5)
 
 

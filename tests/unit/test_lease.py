@@ -1,4 +1,5 @@
-"""The lease per experiment on a real SQLite file: one job measures an experiment at a time; a dead holder is taken over."""
+"""The lease per experiment on a real SQLite file: one job measures an experiment at a time; a dead holder is taken
+over."""
 
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ def test_a_child_dies_with_its_parent_even_by_kill_9():
             "-c",
             (
                 "import subprocess, sys, time; from recommender.targets.lifeline import die_with_parent\n"
-                "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent()); print(child.pid, flush=True); time.sleep(60)"
+                "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent()); "
+                "print(child.pid, flush=True); time.sleep(60)"
             ),
         ],
         stdout=subprocess.PIPE,

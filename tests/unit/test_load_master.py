@@ -1,4 +1,5 @@
-"""The distributed-mode settings a run and a remote worker agree on: the master's address, its port, the worker's --master."""
+"""The distributed-mode settings a run and a remote worker agree on: the master's address, its port, the worker's
+--master."""
 
 from __future__ import annotations
 

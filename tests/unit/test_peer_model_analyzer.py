@@ -1,4 +1,5 @@
-"""benchmarks/peer_model_analyzer.py reads Model Analyzer's own inference table and its generated configs (real layout)."""
+"""benchmarks/peer_model_analyzer.py reads Model Analyzer's own inference table and its generated configs (real
+layout)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from peer_model_analyzer import _pick
 
 # The header and rows as Model Analyzer 1.58 wrote them (quick search of a 1-layer BERT on this 2-core host).
-TABLE = """Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,Throughput (infer/sec),p95 Latency (ms)
+TABLE = """Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,\
+Throughput (infer/sec),p95 Latency (ms)
 model,1,4,model_config_2,1:CPU,2,Yes,1205.8,5.9
 model,1,16,model_config_default,1:CPU,8,No,1898.8,122.3
 model,1,4,model_config_3,2:CPU,4,Yes,1093.7,7.3

@@ -69,7 +69,7 @@ def test_packaged_hardware_figures(
 
 
 def test_unknown_type_names_close_matches(in_empty_dir: Path) -> None:
-    with pytest.raises(CostError, match="ml.g4dn.xlarg") as caught:
+    with pytest.raises(CostError, match=r"ml.g4dn.xlarg") as caught:
         find_price("ml.g4dn.xlarg", "us-east-1")
     assert "did you mean ml.g4dn.xlarge" in caught.value.hint
     assert "--price" in caught.value.hint
@@ -236,7 +236,7 @@ def test_refresh_keeps_only_asked_types(pricing_client) -> None:
 def test_refresh_names_types_the_api_does_not_price(pricing_client) -> None:
     client, stubber = pricing_client
     stub_two_pages(stubber)
-    with pytest.raises(CostError, match="ml.g4dn.xlargee"):
+    with pytest.raises(CostError, match=r"ml.g4dn.xlargee"):
         fetch_prices(client, "us-east-1", instance_types=["ml.g4dn.xlarge", "ml.g4dn.xlargee"])
 
 

@@ -129,10 +129,11 @@ def test_justification_says_what_why_and_by_how_much(pair) -> None:
         "56 at the point estimate) at 57.00 USD/hour"
     ) in text
     assert "between 1 and 112 instances" in text  # autoscaling tracks MaxInvocations x headroom: 30000 / 270
-    # relative to B: cost per million 1/540 vs 1/400 -> 25.9 % lower; latency 38 vs 30 -> 26.7 % higher; 35 % more throughput
+    # relative to B: cost per million 1/540 vs 1/400 -> 25.9 % lower; latency 38 vs 30 -> 26.7 % higher; 35 % more
+    # throughput
     assert (
-        "It beats the next candidate, B, with 25.9% lower cost per million, 26.7% higher p95 latency, 35.0% higher throughput"
-        in text
+        "It beats the next candidate, B, with 25.9% lower cost per million, 26.7% higher p95 latency, "
+        "35.0% higher throughput" in text
     )
     assert rec.tie_notice is None
 

@@ -222,7 +222,7 @@ def test_existing_endpoints_each_become_a_remote_target() -> None:
 
 @pytest.mark.parametrize("name", ["../escape", "a b", "x\nkind: sagemaker"])
 def test_a_hostile_job_name_is_refused_before_it_names_a_file(name: str) -> None:
-    with pytest.raises(InputError, match="JobName .* cannot name a file"):
+    with pytest.raises(InputError, match=r"JobName .* cannot name a file"):
         import_job(copy.deepcopy(DEFAULT_JOB) | {"JobName": name})
 
 

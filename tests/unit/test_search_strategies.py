@@ -133,7 +133,8 @@ def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead
     asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
     assert [name for stage, name in asked if stage == "probe"] == [c.name for c in candidates]
     full = [name for stage, name in asked if stage == "full on the same deployment"]
-    # 104 and 108 fill the cap (2); 204 and 304 are > 10 % above every upper bound; 208 (vs 209) and 308 (vs 309) are not
+    # 104 and 108 fill the cap (2); 204 and 304 are > 10 % above every upper bound; 208 (vs 209) and 308 (vs 309) are
+    # not
     assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig3-mbs4"]
     assert [name for stage, name in asked if stage == "prune"] == ["pt-db-ig2-mbs8", "pt-db-ig3-mbs8"]
     assert "final" not in [stage for stage, _ in asked]  # never a second deployment
@@ -249,7 +250,7 @@ def test_queue_delay_range_is_sampled_as_a_seeded_integer_within_the_range():
 
 
 def test_queue_delay_range_needs_adaptive_search():
-    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+    with pytest.raises(ValueError, match=r"variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         delay_spec(0, strategy="grid")
 
 
@@ -289,7 +290,7 @@ def test_preferred_batch_size_range_is_sampled_seeded_and_never_above_max_batch_
 
 
 def test_preferred_batch_size_range_needs_adaptive_search_and_sizes_from_one():
-    with pytest.raises(ValueError, match="variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
+    with pytest.raises(ValueError, match=r"variants.dynamic_batching: a .range: .low, high.. needs `search: adaptive`"):
         preferred_spec(0, strategy="grid")
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         ExperimentSpec.model_validate(

@@ -72,7 +72,7 @@ def test_precision_flags(precision: str, major: int, flags: tuple) -> None:
 
 
 def test_fp16_on_tensorrt_11_is_skipped_with_the_reason() -> None:
-    with pytest.raises(CandidateSkipped, match="TensorRT 11 removed BuilderFlag.FP16.*tensorrt>=10,<11"):
+    with pytest.raises(CandidateSkipped, match=r"TensorRT 11 removed BuilderFlag.FP16.*tensorrt>=10,<11"):
         EngineParameters(NAMES, 128, 8, "fp16").builder_flag_names(11)
 
 
@@ -160,7 +160,7 @@ def test_a_trt_candidate_on_this_host_is_skipped_before_anything_is_exported(tmp
     host = detect_hardware()
     if host.gpus and HAS_TENSORRT:
         pytest.skip("this host has a GPU and TensorRT: test_engine_builds_on_this_gpu covers it")
-    with pytest.raises(CandidateSkipped, match="TensorRT needs an NVIDIA GPU|TensorRT is not installed"):
+    with pytest.raises(CandidateSkipped, match=r"TensorRT needs an NVIDIA GPU|TensorRT is not installed"):
         export_model(
             ModelSpec(source="onnx", path=tmp_path / "model.onnx"), "trt", 16, "fp", tmp_path / "cache", "fp16", 4
         )

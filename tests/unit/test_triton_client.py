@@ -113,7 +113,8 @@ def test_calls_from_short_lived_threads_leave_no_descriptors_behind(null_endpoin
 
 
 def test_ctrl_c_always_reaches_the_caller(null_endpoint: str) -> None:
-    """gevent runs only in worker threads: in the main thread its hub could swallow Ctrl-C (teardown would be skipped)."""
+    """gevent runs only in worker threads: in the main thread its hub could swallow Ctrl-C (teardown would be
+    skipped)."""
     client = TritonClient(null_endpoint, "bert")
     main = threading.main_thread().ident
     for attempt in range(25):

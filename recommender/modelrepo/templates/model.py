@@ -17,6 +17,8 @@ as a TritonError for the requests concerned; the instance keeps serving.
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -55,7 +57,7 @@ class OnnxRunner:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        providers = ["CPUExecutionProvider"]
+        providers: list[str | tuple[str, dict[str, int]]] = ["CPUExecutionProvider"]
         if device.startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
             device_id = int(device.partition(":")[2] or 0)
             providers = [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
@@ -94,7 +96,8 @@ class OpenVinoRunner:
 
 class TensorRTRunner:
     """A serialized TensorRT engine (TensorRT >= 8.5 I/O-tensor API) on the instance's GPU: one execution context and
-    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet (docs/gpu.md)."""
+    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet
+    (docs/gpu.md)."""
 
     def __init__(self, path, threads, device):
         import tensorrt as trt
@@ -142,7 +145,13 @@ class TensorRTRunner:
         return tensor
 
 
-RUNNERS = {"torchscript": TorchScriptRunner, "onnx": OnnxRunner, "openvino": OpenVinoRunner, "tensorrt": TensorRTRunner}
+# each runner: (artifact path, intra-op threads, device) -> a callable (batch, output names) -> outputs
+RUNNERS: dict[str, Callable[[str, int, str], Any]] = {
+    "torchscript": TorchScriptRunner,
+    "onnx": OnnxRunner,
+    "openvino": OpenVinoRunner,
+    "tensorrt": TensorRTRunner,
+}
 
 
 class TritonPythonModel:
@@ -161,7 +170,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses = [None] * len(requests)
-        groups = {}
+        groups: dict[Any, list] = {}  # shape key -> [(request index, arrays)]
         for index, request in enumerate(requests):
             try:
                 arrays = [self._input(request, name) for name in self.input_names]

@@ -46,7 +46,7 @@ ORDER = (
     "status",
     "invocations_per_minute",
     "interval",
-    "latency_ms",
+    "model_latency_ms",
     "initial_instance_count",
     "fleet_size_at_point",
     "cost_per_hour",
@@ -80,7 +80,7 @@ def card(rec: Recommendation) -> None:
             ("Instance type", c.instance_type),
             (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
             ("Cost per hour", cost),
-            (f"{rec.percentile} latency at MaxInvocations", number(c.latency_ms, 1, "ms")),
+            (f"{rec.percentile} latency at MaxInvocations", number(c.model_latency_ms, 1, "ms")),
             ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
         ]
         for column, (label, value) in zip(st.columns(len(metrics)), metrics, strict=False):

@@ -43,7 +43,7 @@ LEGEND = (
 
 
 @dataclass(frozen=True)
-class Row:
+class TableRow:
     """One candidate as printed: where the ranking put it, and what its run measured."""
 
     rank: int | None  # None: excluded
@@ -55,10 +55,10 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Column:
+class TableColumn:
     label: str
     priority: int  # 1 is always shown; the highest numbers are dropped first when the width is short
-    cell: Callable[[Row, Context], str]
+    cell: Callable[[TableRow, Context], str]
     wraps: bool = False  # only text wraps; a figure never does
 
 
@@ -68,7 +68,7 @@ class Context:
     best: Interval | None  # the winner's MaxInvocations interval, for "vs best"
 
 
-def rows_of(rec: Recommendation, results: list[CandidateResult]) -> list[Row]:
+def rows_of(rec: Recommendation, results: list[CandidateResult]) -> list[TableRow]:
     """Ranked candidates in rank order, then the excluded ones, each with its stored measurement."""
     by_key = {r.key: r for r in results}
     rows = [_row(r.rank, r.candidate, r, (), by_key) for r in rec.ranking.ranked]
@@ -81,20 +81,20 @@ def _row(
     ranked: RankedCandidate | None,
     reasons: tuple[str, ...],
     by_key: dict[str, CandidateResult],
-) -> Row:
+) -> TableRow:
     result = by_key.get(entry.key)
     headline = (result.headline if result else None) or Headline()
-    return Row(rank, entry, ranked, reasons, headline, result.server if result else ServerStats())
+    return TableRow(rank, entry, ranked, reasons, headline, result.server if result else ServerStats())
 
 
 # --- cells ---------------------------------------------------------------------------------------------------------
 
 
-def _rank(row: Row, _: Context) -> str:
+def _rank(row: TableRow, _: Context) -> str:
     return str(row.rank) if row.rank else "-"
 
 
-def _max_invocations(row: Row, _: Context) -> str:
+def _max_invocations(row: TableRow, _: Context) -> str:
     """What the ranking used (ranked), or why there is none (excluded): `none (X over)` = X/min above the limits."""
     h, value = row.headline, row.entry.invocations_per_minute
     if row.ranked is None and h.max_invocations is None:
@@ -106,43 +106,43 @@ def _max_invocations(row: Row, _: Context) -> str:
     return MAX_INVOCATIONS.format(value) if value else "-"
 
 
-def _interval_n(row: Row, _: Context) -> str:
+def _interval_n(row: TableRow, _: Context) -> str:
     interval = row.headline.ipm_interval
     return f"n={interval.n:,} {interval.counts}" if interval is not None and interval.known else "-"
 
 
-def _latency(row: Row, ctx: Context) -> str:
-    return MODEL_LATENCY.format(row.entry.latency_ms)
+def _latency(row: TableRow, ctx: Context) -> str:
+    return MODEL_LATENCY.format(row.entry.model_latency_ms)
 
 
-def _samples(row: Row, _: Context) -> str:
+def _samples(row: TableRow, _: Context) -> str:
     return f"n={row.headline.samples:,}" if row.headline.samples else "-"
 
 
-def _breached(row: Row, _: Context) -> str:
+def _breached(row: TableRow, _: Context) -> str:
     h = row.headline
     return f"{h.repeats_breached} of {h.repeats}" if h.requests else "-"
 
 
-def _errors(row: Row, _: Context) -> str:
+def _errors(row: TableRow, _: Context) -> str:
     return ERROR_RATE.format(row.headline.error_rate) if row.headline.requests or row.rank else "-"
 
 
-def _stable(row: Row, _: Context) -> str:
+def _stable(row: TableRow, _: Context) -> str:
     return {True: "yes", False: "no", None: "-"}[row.headline.stable]
 
 
-def _stability_reason(row: Row, _: Context) -> str:
+def _stability_reason(row: TableRow, _: Context) -> str:
     stability = row.headline.stability
     return stability.reason if stability is not None and stability.reason else "-"
 
 
-def _stopped(row: Row, _: Context) -> str:
+def _stopped(row: TableRow, _: Context) -> str:
     stopped = row.headline.stop_reason
     return (StopReason.parse(stopped).label if stopped else "end of traffic") if row.headline.requests else "-"
 
 
-def _server_split(row: Row, _: Context) -> str:
+def _server_split(row: TableRow, _: Context) -> str:
     """Average server time per request at MaxInvocations: queue / compute (input + infer + output), in ms."""
     parts = row.server.time_per_request_us()
     queue = parts["queue"]
@@ -152,16 +152,16 @@ def _server_split(row: Row, _: Context) -> str:
     return f"{QUEUE_TIME.format(queue / 1000)} / {COMPUTE_TIME.format(sum(compute) / 1000)}"
 
 
-def _batch(row: Row, _: Context) -> str:
+def _batch(row: TableRow, _: Context) -> str:
     size = row.server.batch_size()
     return AVG_BATCH_SIZE.format(size) if size else "-"
 
 
-def _score(row: Row, _: Context) -> str:
+def _score(row: TableRow, _: Context) -> str:
     return f"{row.ranked.score:.3f}" if row.ranked else "-"
 
 
-def _cost(row: Row, _: Context) -> str:
+def _cost(row: TableRow, _: Context) -> str:
     if row.ranked is None:
         return "-"
     return (
@@ -169,11 +169,11 @@ def _cost(row: Row, _: Context) -> str:
     )
 
 
-def _pareto(row: Row, _: Context) -> str:
+def _pareto(row: TableRow, _: Context) -> str:
     return "yes" if row.ranked and row.ranked.pareto else "-"
 
 
-def _verdict(row: Row, ctx: Context) -> str:
+def _verdict(row: TableRow, ctx: Context) -> str:
     """recommended / tied / how far below the best (only where intervals separate) / why excluded."""
     if row.ranked is None:
         return "excluded: " + "; ".join(row.reasons or ("not ranked",))
@@ -193,30 +193,30 @@ def _verdict(row: Row, ctx: Context) -> str:
 
 COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow);
     # the metrics' labels are the catalog's short headers (report/columns.py)
-    Column("rank", 1, _rank),
-    Column("configuration", 1, lambda row, _: row.entry.name),
-    Column(MAX_INVOCATIONS.short, 1, _max_invocations),
-    Column(MODEL_LATENCY.short, 1, _latency),
-    Column("verdict", 1, _verdict, wraps=True),
-    Column("score", 2, _score),
-    Column(COST_PER_MILLION.short, 2, _cost),
-    Column("± over", 3, _interval_n),
-    Column("{p} over requests", 4, _samples),
-    Column("breached", 3, _breached),
-    Column(ERROR_RATE.short, 3, _errors),
-    Column("stable", 3, _stable),
-    Column("unstable because", 6, _stability_reason, wraps=True),
-    Column(f"{QUEUE_TIME.short} / {COMPUTE_TIME.short} {QUEUE_TIME.unit}", 4, _server_split),
-    Column(AVG_BATCH_SIZE.short, 4, _batch),
-    Column("stopped", 5, _stopped),
-    Column("pareto", 5, _pareto),
+    TableColumn("rank", 1, _rank),
+    TableColumn("configuration", 1, lambda row, _: row.entry.name),
+    TableColumn(MAX_INVOCATIONS.short, 1, _max_invocations),
+    TableColumn(MODEL_LATENCY.short, 1, _latency),
+    TableColumn("verdict", 1, _verdict, wraps=True),
+    TableColumn("score", 2, _score),
+    TableColumn(COST_PER_MILLION.short, 2, _cost),
+    TableColumn("± over", 3, _interval_n),
+    TableColumn("{p} over requests", 4, _samples),
+    TableColumn("breached", 3, _breached),
+    TableColumn(ERROR_RATE.short, 3, _errors),
+    TableColumn("stable", 3, _stable),
+    TableColumn("unstable because", 6, _stability_reason, wraps=True),
+    TableColumn(f"{QUEUE_TIME.short} / {COMPUTE_TIME.short} {QUEUE_TIME.unit}", 4, _server_split),
+    TableColumn(AVG_BATCH_SIZE.short, 4, _batch),
+    TableColumn("stopped", 5, _stopped),
+    TableColumn("pareto", 5, _pareto),
 )
 
 
-INSTANCE_TYPE = Column("instance type", 1, lambda row, _: row.entry.instance_type)
+INSTANCE_TYPE = TableColumn("instance type", 1, lambda row, _: row.entry.instance_type)
 
 
-def columns_for(rows: list[Row]) -> tuple[Column, ...]:
+def columns_for(rows: list[TableRow]) -> tuple[TableColumn, ...]:
     """COLUMNS, with the instance type after the configuration when the candidates ran on more than one target."""
     if len({row.entry.config.get("target", "") for row in rows}) <= 1:
         return COLUMNS
@@ -255,14 +255,14 @@ def fitting_table(rec: Recommendation, cells: dict[str, list[str]], ctx: Context
     return _table(rec, cells, shown, ctx)
 
 
-def _width(column: Column, cells: dict[str, list[str]], ctx: Context) -> int:
+def _width(column: TableColumn, cells: dict[str, list[str]], ctx: Context) -> int:
     """A figure column is as wide as its header or its widest cell (it wraps neither); a text column may shrink."""
     if column.wraps:
         return VERDICT_MIN_WIDTH
     return max([len(column.label.format(p=ctx.percentile)), *(len(v) for v in cells[column.label])])
 
 
-def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[Column], ctx: Context) -> Table:
+def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[TableColumn], ctx: Context) -> Table:
     table = Table(title=_title(rec), title_justify="left")
     for column in shown:
         figure = not column.wraps
@@ -278,7 +278,7 @@ def _table(rec: Recommendation, cells: dict[str, list[str]], shown: list[Column]
     return table
 
 
-def cards(rows: list[Row], cells: dict[str, list[str]], ctx: Context, width: int) -> Text:
+def cards(rows: list[TableRow], cells: dict[str, list[str]], ctx: Context, width: int) -> Text:
     """One card per candidate: a heading line, then `label value` fields wrapped between fields."""
     lines = []
     for index, row in enumerate(rows):

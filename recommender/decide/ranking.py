@@ -41,7 +41,7 @@ from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
 from recommender.metrics.limits import Limits
 
-Interval = tuple[float, float]
+Bounds = tuple[float, float]
 
 IMPORTANCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {"lowest": 0.0, "low": 1.0, "medium": 2.0, "high": 3.0, "highest": 4.0}
@@ -59,9 +59,9 @@ class RankInput:
     reason: str | None = None
     within_threshold: bool = True  # the measurement's own verdict on its repeats (False: some were over the limits)
     invocations_per_minute: float | None = None
-    ipm_interval: Interval | None = None
-    latency_ms: float | None = None  # at the chosen percentile, at MaxInvocations
-    latency_interval: Interval | None = None
+    ipm_interval: Bounds | None = None
+    model_latency_ms: float | None = None  # at the chosen percentile, at MaxInvocations
+    latency_interval: Bounds | None = None
     error_rate: float = 0.0  # fraction, 0.01 = 1 %
     cost_per_hour: float | None = None
     cost_per_million: float | None = None
@@ -161,7 +161,7 @@ def rank(inputs: list[RankInput], limits: Limits, importance: Importance | None 
         _check_intervals(item)
     excluded, eligible = _apply_constraints(inputs, limits)
     costs = {item.key: _cost_per_million(item) for item in eligible}
-    metrics = {item.key: (costs[item.key], item.latency_ms, item.invocations_per_minute) for item in eligible}
+    metrics = {item.key: (costs[item.key], item.model_latency_ms, item.invocations_per_minute) for item in eligible}
     metrics, weights, notes = _drop_incomplete(metrics, weights)
     normalised = _normalise(eligible, metrics)
     scored = sorted(eligible, key=lambda item: (-_score(normalised[item.key], weights), item.name, item.key))
@@ -182,10 +182,11 @@ def exclusion_reasons(item: RankInput, limits: Limits) -> list[Exclusion]:
         reasons.append(Exclusion(kind, f"{shown}: {item.reason}" if item.reason else f"status is {shown}"))
     if not item.invocations_per_minute or item.invocations_per_minute <= 0:
         reasons.append(Exclusion(ExclusionKind.NO_INVOCATIONS, "no successful invocations were measured"))
-    if item.latency_ms is None:
+    if item.model_latency_ms is None:
         reasons.append(Exclusion(ExclusionKind.NO_LATENCY, f"no {limits.percentile} latency was measured"))
-    elif item.latency_ms > limits.threshold_ms:
-        text = f"{limits.percentile} latency {item.latency_ms:g} ms is above the {limits.threshold_ms:g} ms threshold"
+    elif item.model_latency_ms > limits.threshold_ms:
+        latency, threshold = item.model_latency_ms, limits.threshold_ms
+        text = f"{limits.percentile} latency {latency:g} ms is above the {threshold:g} ms threshold"
         reasons.append(Exclusion(ExclusionKind.LATENCY, text))
     if item.error_rate > limits.max_error_rate:
         text = f"error rate {item.error_rate:.2%} is above the {limits.max_error_rate:.2%} limit"
@@ -292,7 +293,7 @@ def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 # --- ties and comparisons -------------------------------------------------------------------------
 
 
-def _overlap(a: Interval, b: Interval) -> bool:
+def _overlap(a: Bounds, b: Bounds) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
@@ -365,8 +366,8 @@ def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) 
         ),
         (
             f"{percentile} latency",
-            winner.latency_ms,
-            other.latency_ms,
+            winner.model_latency_ms,
+            other.model_latency_ms,
             winner.latency_interval,
             other.latency_interval,
         ),
@@ -380,7 +381,7 @@ def _metrics(winner: RankInput, other: RankInput, costs: dict, percentile: str) 
     ]
 
 
-def _cost_interval(item: RankInput, cost: float | None) -> Interval | None:
+def _cost_interval(item: RankInput, cost: float | None) -> Bounds | None:
     """Cost per million scales as 1 / throughput at one price: its interval follows the throughput interval."""
     interval, ipm = item.ipm_interval, item.invocations_per_minute
     if cost is None or interval is None or not ipm or interval[0] <= 0:

@@ -152,7 +152,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
         "latency_interval": c.latency_interval,
         "interval": c.interval_label,
         "latency_samples": c.samples,
-        "latency_ms": c.latency_ms,
+        "latency_ms": c.model_latency_ms,
         "error_rate": c.error_rate,
         "cost_per_million": r.cost_per_million,
         "initial_instance_count": fleet.fleet_size,
@@ -267,7 +267,7 @@ def _figures(h: Headline, percentile: str) -> dict[str, Any]:
     return {
         "invocations_per_minute": h.invocations_per_minute,
         "ipm_interval": _bounds(h.ipm_interval),
-        "latency_ms": h.latency(percentile),
+        "model_latency_ms": h.latency(percentile),
         "latency_interval": _bounds(h.latency_interval),
         "error_rate": h.error_rate,
         "repeats": h.repeats,
@@ -441,7 +441,7 @@ def justify(rec: Recommendation) -> str:
     c = winner.candidate
     sentences = [
         f"{c.name} sustains {_count(c.ipm)} invocations per minute per instance at "
-        f"{rec.percentile} {_ms(c.latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
+        f"{rec.percentile} {_ms(c.model_latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
         f"{c.error_rate:.2%} errors",
         _sizing_sentence(rec, winner),
         _scaling_sentence(rec),

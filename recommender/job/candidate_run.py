@@ -1,7 +1,7 @@
 """One candidate, run: the reuse check, admission (max_candidates, time and money budgets), the build, the
 deployment, the correctness gate and the load; its outcome stored through the run ledger.
 
-    CandidateRun(context, item, slot, follow).run()   -> Outcome (already stored and reported)
+    CandidateRun(context, item, slot, follow).run()   -> RunOutcome (already stored and reported)
 
 A failure becomes a stored status through ERROR_STATUSES, read in order (the first class that matches decides).
 """
@@ -35,7 +35,7 @@ _SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage'
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunOutcome:
     """What became of one candidate run: stored as one run (the last, for a promoted probe)."""
 
     status: RunStatus
@@ -45,39 +45,39 @@ class Outcome:
     budget_skipped: bool = False
 
 
-def _skipped(exc: CandidateSkipped, run_dir: Path) -> Outcome:
-    return Outcome(RunStatus.SKIPPED, exc.message)
+def _skipped(exc: CandidateSkipped, run_dir: Path) -> RunOutcome:
+    return RunOutcome(RunStatus.SKIPPED, exc.message)
 
 
-def _incorrect(exc: Incorrect, run_dir: Path) -> Outcome:  # not loaded: a variant computing something else
-    return Outcome(RunStatus.INCORRECT, exc.message, correctness=exc.correctness.to_dict())
+def _incorrect(exc: Incorrect, run_dir: Path) -> RunOutcome:  # not loaded: a variant computing something else
+    return RunOutcome(RunStatus.INCORRECT, exc.message, correctness=exc.correctness.to_dict())
 
 
-def _over_budget(exc: BudgetExceeded, run_dir: Path) -> Outcome:  # torn down on the way out; later ones refused
-    return Outcome(RunStatus.INTERRUPTED, budget_reason(exc.message), budget_skipped=True)
+def _over_budget(exc: BudgetExceeded, run_dir: Path) -> RunOutcome:  # torn down on the way out; later ones refused
+    return RunOutcome(RunStatus.INTERRUPTED, budget_reason(exc.message), budget_skipped=True)
 
 
-def _failed(exc: RecommenderError, run_dir: Path) -> Outcome:
-    return Outcome(RunStatus.FAILED, one_line_reason(exc, run_dir))
+def _failed(exc: RecommenderError, run_dir: Path) -> RunOutcome:
+    return RunOutcome(RunStatus.FAILED, one_line_reason(exc, run_dir))
 
 
-def _interrupted(exc: KeyboardInterrupt, run_dir: Path) -> Outcome:  # Ctrl-C, SIGTERM, SIGHUP or the job's stop
-    return Outcome(RunStatus.INTERRUPTED, interruption_reason(exc))
+def _interrupted(exc: KeyboardInterrupt, run_dir: Path) -> RunOutcome:  # Ctrl-C, SIGTERM, SIGHUP or the job's stop
+    return RunOutcome(RunStatus.INTERRUPTED, interruption_reason(exc))
 
 
-def _refused_by_system(exc: OSError, run_dir: Path) -> Outcome:  # a full disk, a read-only run directory
-    return Outcome(RunStatus.FAILED, f"operating system error: {exc}")
+def _refused_by_system(exc: OSError, run_dir: Path) -> RunOutcome:  # a full disk, a read-only run directory
+    return RunOutcome(RunStatus.FAILED, f"operating system error: {exc}")
 
 
-def _unexpected(exc: Exception, run_dir: Path) -> Outcome:  # a bug: recorded, the traceback kept, the job goes on
+def _unexpected(exc: Exception, run_dir: Path) -> RunOutcome:  # a bug: recorded, the traceback kept, the job goes on
     kept = keep_details(run_dir, traceback.format_exc())
-    return Outcome(
+    return RunOutcome(
         RunStatus.FAILED, f"unexpected error {exc!r} ({f'traceback in {kept}' if kept else 'no traceback kept'})"
     )
 
 
 # (exception class, what it becomes), read in order; a KeyboardInterrupt is stored, then raised again
-ERROR_STATUSES: tuple[tuple[type[BaseException], Callable[[Any, Path], Outcome]], ...] = (
+ERROR_STATUSES: tuple[tuple[type[BaseException], Callable[[Any, Path], RunOutcome]], ...] = (
     (CandidateSkipped, _skipped),
     (Incorrect, _incorrect),
     (BudgetExceeded, _over_budget),
@@ -88,7 +88,7 @@ ERROR_STATUSES: tuple[tuple[type[BaseException], Callable[[Any, Path], Outcome]]
 )
 
 
-def outcome_of(exc: BaseException, run_dir: Path) -> Outcome | None:
+def outcome_of(exc: BaseException, run_dir: Path) -> RunOutcome | None:
     """The stored outcome of a failure (None: not one the job records, such as SystemExit)."""
     return next((make(exc, run_dir) for kind, make in ERROR_STATUSES if isinstance(exc, kind)), None)
 
@@ -104,7 +104,7 @@ class CandidateRun:
     follow: Follow
     opened: OpenRun | None = None  # the run being measured (a promoted probe's successor after `follow`)
 
-    def run(self) -> Outcome | None:
+    def run(self) -> RunOutcome | None:
         """Measure the candidate (or reuse its stored run: None) and store and report the outcome."""
         context, candidate, placement, work = self.context, self.item.candidate, self.item.placement, self.item.work
         context.reporter.candidate_started(
@@ -125,7 +125,7 @@ class CandidateRun:
         )
         refusal = work.reason if work.stage == "skip" else self._refusal()
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
-            return self._store(opened, Outcome(RunStatus.SKIPPED, budget_reason(refusal), budget_skipped=True))
+            return self._store(opened, RunOutcome(RunStatus.SKIPPED, budget_reason(refusal), budget_skipped=True))
         self.opened = opened
         try:
             fields = self._measure(run_dir, opened)
@@ -138,7 +138,7 @@ class CandidateRun:
             return outcome
         finally:
             context.budget.release()
-        return self._store(self.opened, Outcome(RunStatus.OK, fields=fields))
+        return self._store(self.opened, RunOutcome(RunStatus.OK, fields=fields))
 
     def _reuses(self, stored: StoredRun) -> bool:
         """A stored run answers the work unless the work needs more repeats than it has (adaptive search's final
@@ -151,7 +151,7 @@ class CandidateRun:
         precision = precision_of(self.item.candidate.config())
         return reusable and (stored.status == RunStatus.SKIPPED or judged_alike(stored.correctness, spec, precision))
 
-    def _store(self, run: OpenRun, outcome: Outcome) -> Outcome:
+    def _store(self, run: OpenRun, outcome: RunOutcome) -> RunOutcome:
         self.context.ledger.finish(
             run, outcome.status, outcome.reason, outcome.fields, outcome.correctness, outcome.budget_skipped
         )

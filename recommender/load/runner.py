@@ -36,7 +36,7 @@ from recommender.load.generators import (
 )
 from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadProgress, LoadResult
-from recommender.load.shapes import Level, PhaseLike, TrafficPlan
+from recommender.load.shapes import PhaseLike, PlanLevel, TrafficPlan
 from recommender.metrics.rules import Rules
 from recommender.targets.lifeline import die_with_parent
 
@@ -81,7 +81,7 @@ class LoadRequest:
     def plan(self) -> TrafficPlan:
         if isinstance(self.phases, TrafficPlan):
             return self.phases
-        return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in self.phases))
+        return TrafficPlan(tuple(PlanLevel(p.initial_users, p.spawn_rate, p.duration_seconds) for p in self.phases))
 
     @property
     def timeout_s(self) -> float:

@@ -79,7 +79,7 @@ def users_at(phases: Sequence[PhaseLike], t_seconds: float) -> int | None:
 
 
 @dataclass(frozen=True)
-class Level:
+class PlanLevel:
     """One phase of a compiled plan; satisfies PhaseLike. `rate` is the open-loop arrival rate (None: closed loop)."""
 
     initial_users: int
@@ -99,7 +99,7 @@ class Level:
 class TrafficPlan:
     """What the generator runs: levels one after another; open loop adds an arrival schedule."""
 
-    levels: tuple[Level, ...]
+    levels: tuple[PlanLevel, ...]
     arrival: str | None = None  # None: closed loop; constant | poisson: open loop
     seed: int = 0
 
@@ -140,7 +140,7 @@ class TrafficPlan:
     @classmethod
     def from_json(cls, text: str) -> TrafficPlan:
         data = json.loads(text)
-        return cls(tuple(Level(**level) for level in data["levels"]), data["arrival"], data["seed"])
+        return cls(tuple(PlanLevel(**level) for level in data["levels"]), data["arrival"], data["seed"])
 
 
 def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
@@ -148,17 +148,17 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
     if traffic.stairs is not None:
         s = traffic.stairs
         return TrafficPlan(
-            tuple(Level(s.users_per_step * k, 0, s.duration_seconds) for k in range(1, s.number_of_steps + 1))
+            tuple(PlanLevel(s.users_per_step * k, 0, s.duration_seconds) for k in range(1, s.number_of_steps + 1))
         )
     if traffic.concurrency is not None:
         c = traffic.concurrency
-        return TrafficPlan(tuple(Level(users, 0, c.duration_seconds) for users in c.users))
+        return TrafficPlan(tuple(PlanLevel(users, 0, c.duration_seconds) for users in c.users))
     if traffic.rate is not None:
         r = traffic.rate
-        levels = tuple(Level(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
+        levels = tuple(PlanLevel(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
         return TrafficPlan(levels, r.arrival, r.seed)
     assert traffic.phases is not None  # TrafficSpec fills in the default phase when no shape is given
-    return TrafficPlan(tuple(Level(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
+    return TrafficPlan(tuple(PlanLevel(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 
 
 def traffic_seconds(traffic: TrafficSpec) -> float:

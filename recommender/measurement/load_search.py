@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from recommender.load.runner import LoadProgress
-from recommender.load.shapes import Level, TrafficPlan, compile_traffic
+from recommender.load.shapes import PlanLevel, TrafficPlan, compile_traffic
 from recommender.measurement.repeats import (
     Deployed,
     Measurement,
@@ -70,7 +70,7 @@ class LoadSearch:
         return self.low if self.low >= 0 else None
 
 
-def levels_by_load(plan: TrafficPlan) -> list[Level]:
+def levels_by_load(plan: TrafficPlan) -> list[PlanLevel]:
     """The plan's levels sorted by offered load (rate for open loop, users for closed loop)."""
     return sorted(plan.levels, key=lambda level: level.load)
 
@@ -98,7 +98,7 @@ def search_load(
     return combine_levels(runs, rules)
 
 
-def shortened(level: Level, seconds: float) -> Level:
+def shortened(level: PlanLevel, seconds: float) -> PlanLevel:
     """The level cut to `seconds` (the probe's length), unless that would change its offered load (a ramp)."""
     short = dataclasses.replace(level, duration_seconds=min(seconds, level.duration_seconds))
     return short if short.load == level.load else level

@@ -9,7 +9,7 @@ PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 @dataclass(frozen=True)
-class ServerStats:
+class StatsDelta:
     """What the server did between two statistics snapshots."""
 
     inference_count: int  # requests (batch elements) inferred successfully
@@ -36,7 +36,7 @@ def _counter(entry: dict[str, Any], part: str, field: str) -> int:
     return int(entry.get("inference_stats", {}).get(part, {}).get(field, 0))
 
 
-def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> ServerStats:
+def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> StatsDelta:
     """The difference of two snapshots; averages are per successful request, in microseconds."""
     b, a = _model_entry(before), _model_entry(after)
     successes = _counter(a, "success", "count") - _counter(b, "success", "count")
@@ -44,7 +44,7 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> ServerStats:
     for part in PARTS:
         ns = _counter(a, part, "ns") - _counter(b, part, "ns")
         avg[part] = ns / successes / 1000.0 if successes > 0 else None
-    return ServerStats(
+    return StatsDelta(
         inference_count=int(a.get("inference_count", 0)) - int(b.get("inference_count", 0)),
         execution_count=int(a.get("execution_count", 0)) - int(b.get("execution_count", 0)),
         failures=_counter(a, "fail", "count") - _counter(b, "fail", "count"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from html import escape
 
 from recommender.report.columns import COST_PER_MILLION, MAX_INVOCATIONS, MODEL_LATENCY
-from recommender.report.rows import Report, Row
+from recommender.report.rows import Report, ReportRow
 
 WIDTH, HEIGHT = 640, 360
 MARGIN = {"left": 64, "right": 24, "top": 32, "bottom": 48}
@@ -32,17 +32,17 @@ COLORS = {
 class Point:
     name: str
     ipm: float
-    latency_ms: float
+    model_latency_ms: float
     kind: str  # recommended | ranked | excluded
 
 
-def measured_points(rows: tuple[Row, ...]) -> list[Point]:
+def measured_points(rows: tuple[ReportRow, ...]) -> list[Point]:
     """Rows that have both a throughput and a latency figure."""
     points = []
     for row in rows:
-        if row.invocations_per_minute and row.latency_ms is not None:
+        if row.invocations_per_minute and row.model_latency_ms is not None:
             kind = "recommended" if row.recommended else "ranked" if row.rank else "excluded"
-            points.append(Point(row.name, row.invocations_per_minute, row.latency_ms, kind))
+            points.append(Point(row.name, row.invocations_per_minute, row.model_latency_ms, kind))
     return points
 
 
@@ -51,11 +51,13 @@ def frontier(points: list[Point]) -> list[Point]:
 
     def beaten(p: Point) -> bool:
         return any(
-            q.ipm >= p.ipm and q.latency_ms <= p.latency_ms and (q.ipm, q.latency_ms) != (p.ipm, p.latency_ms)
+            q.ipm >= p.ipm
+            and q.model_latency_ms <= p.model_latency_ms
+            and (q.ipm, q.model_latency_ms) != (p.ipm, p.model_latency_ms)
             for q in points
         )
 
-    return sorted((p for p in points if not beaten(p)), key=lambda p: (p.ipm, p.latency_ms))
+    return sorted((p for p in points if not beaten(p)), key=lambda p: (p.ipm, p.model_latency_ms))
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -125,10 +127,10 @@ def frontier_chart(report: Report) -> str:
     if not points:
         return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, "no candidate has throughput and latency figures")])
     x_ticks = nice_ticks(max(p.ipm for p in points) * 1.05)
-    y_ticks = nice_ticks(max(max(p.latency_ms for p in points), report.threshold_ms) * 1.05)
+    y_ticks = nice_ticks(max(max(p.model_latency_ms for p in points), report.threshold_ms) * 1.05)
     body = _axes(x_ticks, y_ticks, MAX_INVOCATIONS.header, f"{report.percentile} latency ({MODEL_LATENCY.unit})")
     body.append(_threshold_line(report.threshold_ms, y_ticks[-1]))
-    line = " ".join(f"{_f(_x(p.ipm, x_ticks[-1]))},{_f(_y(p.latency_ms, y_ticks[-1]))}" for p in frontier(points))
+    line = " ".join(f"{_f(_x(p.ipm, x_ticks[-1]))},{_f(_y(p.model_latency_ms, y_ticks[-1]))}" for p in frontier(points))
     body.append(
         f'<polyline points="{line}" fill="none" stroke="{COLORS["frontier"]}" stroke-width="2" class="frontier"/>'
     )
@@ -162,12 +164,12 @@ def _threshold_line(threshold_ms: float, high: float) -> str:
 
 
 def _marker(p: Point, x_high: float, y_high: float) -> list[str]:
-    x, y = _x(p.ipm, x_high), _y(p.latency_ms, y_high)
+    x, y = _x(p.ipm, x_high), _y(p.model_latency_ms, y_high)
     radius = 6 if p.kind == "recommended" else 4
     return [
         f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{radius}" fill="{COLORS[p.kind]}" class="{p.kind}">'
         f"<title>{escape(p.name)}: {MAX_INVOCATIONS.format(p.ipm)}/min, "
-        f"{MODEL_LATENCY.with_unit(p.latency_ms)}</title></circle>",
+        f"{MODEL_LATENCY.with_unit(p.model_latency_ms)}</title></circle>",
         _text(x + 8, y - 6, p.name, anchor="start", extra=' class="label"'),
     ]
 

@@ -6,9 +6,9 @@ import csv
 import io
 
 from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE, MAX_INVOCATIONS, MODEL_LATENCY
-from recommender.report.rows import Report, Row
+from recommender.report.rows import Report, ReportRow
 
-FIELDS = (  # header ("{p}": the percentile), Row attribute; the metrics' from the catalog (report/columns.py)
+FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' from the catalog (report/columns.py)
     ("rank", "rank"),
     ("configuration", "name"),
     ("status", "status"),
@@ -49,7 +49,7 @@ def render_csv(report: Report) -> str:
     return buffer.getvalue()
 
 
-def _value(row: Row, field: str) -> str:
+def _value(row: ReportRow, field: str) -> str:
     value = getattr(row, field)
     if value is None:
         return ""

@@ -274,7 +274,7 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "## Figures",
         "",
         f"- invocations per minute per instance: {c.invocations_per_minute:,.0f}",
-        f"- {rec.percentile} latency: {c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)",
+        f"- {rec.percentile} latency: {c.model_latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms)",
         f"- instance type: {d.instance_type}; InitialInstanceCount {d.fleet_size} for "
         f"{rec.target_ipm:,.0f} invocations per minute",
         f"- fleet cost: {cost}",

@@ -9,7 +9,7 @@ from html import escape
 
 from recommender.report.chart import cost_chart, frontier_chart
 from recommender.report.columns import ERROR_RATE
-from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
+from recommender.report.rows import Report, ReportColumn, ReportRow, cell, columns, excluded_columns
 
 STYLE = (
     '\nbody { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px; '
@@ -91,7 +91,7 @@ def _facts(report: Report) -> str:
     return f'<dl class="facts">{pairs}</dl>'
 
 
-def _table(cols: tuple[Column, ...], rows: tuple[Row, ...], name: str) -> str:
+def _table(cols: tuple[ReportColumn, ...], rows: tuple[ReportRow, ...], name: str) -> str:
     head = "".join(f'<th scope="col">{escape(c.header)}</th>' for c in cols)
     lines = []
     for row in rows:
@@ -102,7 +102,7 @@ def _table(cols: tuple[Column, ...], rows: tuple[Row, ...], name: str) -> str:
     return f'<div class="scroll">{table}</div>'
 
 
-def _cell_class(column: Column) -> str:
+def _cell_class(column: ReportColumn) -> str:
     return ' class="text"' if column.field in TEXT_FIELDS else ""
 
 

@@ -3,7 +3,7 @@ search did not measure in full (pruned or left out by its budget) and why."""
 
 from __future__ import annotations
 
-from recommender.report.rows import Column, Report, Row, cell, columns, excluded_columns
+from recommender.report.rows import Report, ReportColumn, ReportRow, cell, columns, excluded_columns
 
 
 def render_markdown(report: Report) -> str:
@@ -44,7 +44,7 @@ def render_markdown(report: Report) -> str:
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
-def _not_measured(excluded: tuple[Row, ...]) -> list[str]:
+def _not_measured(excluded: tuple[ReportRow, ...]) -> list[str]:
     """Adaptive search: candidates pruned from the race (partial figures above) or left out by the search budget."""
     rows = [row for row in excluded if row.status == "pruned" or (row.status == "skipped" and row.budget_skipped)]
     if not rows:
@@ -71,7 +71,7 @@ def _limits(report: Report) -> list[str]:
     ]
 
 
-def _table(cols: tuple[Column, ...], rows: tuple[Row, ...]) -> list[str]:
+def _table(cols: tuple[ReportColumn, ...], rows: tuple[ReportRow, ...]) -> list[str]:
     lines = ["| " + " | ".join(_inline(c.header) for c in cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     lines += ["| " + " | ".join(_inline(cell(row, c)) for c in cols) + " |" for row in rows]
     return lines

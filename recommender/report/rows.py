@@ -31,7 +31,7 @@ OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "tr
 
 
 @dataclass(frozen=True)
-class Row:
+class ReportRow:
     """One candidate: its configuration, hardware, measured figures and, when ranked, its sizing and cost."""
 
     key: str
@@ -48,7 +48,7 @@ class Row:
     gpu_memory_gib: float | None
     initial_instance_count: int | None  # sized on the MaxInvocations interval's lower bound when there is one
     invocations_per_minute: float | None
-    latency_ms: float | None
+    model_latency_ms: float | None
     cost_per_hour: float | None  # the fleet at initial_instance_count
     cost_per_million: float | None
     score: float | None
@@ -93,7 +93,7 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Column:
+class ReportColumn:
     header: str
     field: str
     text: Callable[[Any], str]
@@ -115,12 +115,12 @@ class Report:
     tie_notice: str | None
     notes: tuple[str, ...]
     weights: str
-    rows: tuple[Row, ...]  # ranked, best first
-    excluded: tuple[Row, ...]
+    rows: tuple[ReportRow, ...]  # ranked, best first
+    excluded: tuple[ReportRow, ...]
     definitions: tuple[tuple[str, str], ...] = ()  # term, meaning: how the figures are computed
 
     @property
-    def all_rows(self) -> tuple[Row, ...]:
+    def all_rows(self) -> tuple[ReportRow, ...]:
         return self.rows + self.excluded
 
 
@@ -139,46 +139,48 @@ def unpriced(_: Any) -> str:
     return "unpriced"
 
 
-def metric_column(metric: Metric, percentile: str, field: str = "", text: Callable[[Any], str] | None = None) -> Column:
+def metric_column(
+    metric: Metric, percentile: str, field: str = "", text: Callable[[Any], str] | None = None
+) -> ReportColumn:
     """A metric's column: the catalog's header, read from its field, printed in its format (unless told otherwise)."""
-    return Column(metric.heading(percentile), field or metric.field, text or metric.format)
+    return ReportColumn(metric.heading(percentile), field or metric.field, text or metric.format)
 
 
-def columns(percentile: str, priced: bool) -> tuple[Column, ...]:
+def columns(percentile: str, priced: bool) -> tuple[ReportColumn, ...]:
     """The table's columns, headers included; money columns say 'unpriced' instead of a number when unpriced."""
     return (
-        Column("rank", "rank", text_or_dash),
-        Column("configuration", "name", str),
-        Column("model optimization", "optimization", str),
-        Column("dynamic batching", "dynamic_batching", str),
-        Column("instance group", "instance_group", text_or_dash),
-        Column("instance type", "instance_type", str),
-        Column("vCPUs", "vcpus", text_or_dash),
-        Column("GPUs", "gpus", text_or_dash),
-        Column("GPU memory", "gpu_memory_gib", gib),
+        ReportColumn("rank", "rank", text_or_dash),
+        ReportColumn("configuration", "name", str),
+        ReportColumn("model optimization", "optimization", str),
+        ReportColumn("dynamic batching", "dynamic_batching", str),
+        ReportColumn("instance group", "instance_group", text_or_dash),
+        ReportColumn("instance type", "instance_type", str),
+        ReportColumn("vCPUs", "vcpus", text_or_dash),
+        ReportColumn("GPUs", "gpus", text_or_dash),
+        ReportColumn("GPU memory", "gpu_memory_gib", gib),
         metric_column(FLEET_SIZE, percentile, "instances_text", str),
         metric_column(MAX_INVOCATIONS, percentile),
-        Column("95 % interval", "interval_text", str),
+        ReportColumn("95 % interval", "interval_text", str),
         metric_column(MODEL_LATENCY, percentile),
         metric_column(COST_PER_HOUR, percentile, text=None if priced else unpriced),
         metric_column(COST_PER_MILLION, percentile, text=None if priced else unpriced),
-        Column("notes", "flags", ", ".join),
+        ReportColumn("notes", "flags", ", ".join),
     )
 
 
-def excluded_columns(percentile: str) -> tuple[Column, ...]:
+def excluded_columns(percentile: str) -> tuple[ReportColumn, ...]:
     """Columns of the excluded-candidates table: what was measured, and every reason it is out."""
     return (
-        Column("configuration", "name", str),
-        Column("status", "status", str),
+        ReportColumn("configuration", "name", str),
+        ReportColumn("status", "status", str),
         metric_column(MAX_INVOCATIONS, percentile),
-        Column("95 % interval", "interval_text", str),
+        ReportColumn("95 % interval", "interval_text", str),
         metric_column(MODEL_LATENCY, percentile),
-        Column("reasons", "excluded_reasons", "; ".join),
+        ReportColumn("reasons", "excluded_reasons", "; ".join),
     )
 
 
-def cell(row: Row, column: Column) -> str:
+def cell(row: ReportRow, column: ReportColumn) -> str:
     return column.text(getattr(row, column.field))
 
 
@@ -263,7 +265,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
         (MAX_INVOCATIONS.header, f"{MAX_INVOCATIONS.format(c.invocations_per_minute)} ({interval})"),
         (
             f"model latency ({rec.percentile})",
-            f"{c.latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms{_latency_basis(c)})",
+            f"{c.model_latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms{_latency_basis(c)})",
         ),
     ]
     items.append(("correctness", c.correctness or ""))
@@ -308,7 +310,7 @@ def _pricing_text(rec: Recommendation) -> str:
     return f"{pricing.price_per_hour:g} USD per instance-hour for {pricing.instance_type} ({pricing.source})"
 
 
-def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
+def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> ReportRow:
     fleet = rec.fleets[ranked.candidate.key]
     row = _row(
         ranked.candidate,
@@ -325,7 +327,7 @@ def _ranked_row(ranked: RankedCandidate, rec: Recommendation) -> Row:
     return replace(row, fleet_size_at_point=fleet.fleet_size_at_point)
 
 
-def _excluded_row(excluded: Excluded, rec: Recommendation) -> Row:
+def _excluded_row(excluded: Excluded, rec: Recommendation) -> ReportRow:
     return _row(
         excluded.candidate,
         rec,
@@ -352,9 +354,9 @@ def _row(
     pareto: bool,
     tied: bool,
     reasons: tuple[str, ...],
-) -> Row:
+) -> ReportRow:
     config, hardware = c.config, rec.pricing_of(c.key).hardware  # each candidate on its own target's instance type
-    return Row(
+    return ReportRow(
         key=c.key,
         name=c.name,
         rank=rank,
@@ -369,7 +371,7 @@ def _row(
         gpu_memory_gib=hardware.gpu_memory_gib if hardware else None,
         initial_instance_count=count,
         invocations_per_minute=c.invocations_per_minute,
-        latency_ms=c.latency_ms,
+        model_latency_ms=c.model_latency_ms,
         cost_per_hour=hourly,
         cost_per_million=per_million,
         score=score,

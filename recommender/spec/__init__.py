@@ -6,12 +6,12 @@ validated spec or SpecError out). Import from here: `from recommender.spec impor
 """
 
 from recommender.spec.base import MAX_GRID, NAME_PATTERN, Accelerator, Optimization, Precision, Strict
-from recommender.spec.decision import CapacitySpec, CorrectnessSpec, Importance, LatencyThreshold, Objectives
+from recommender.spec.decision import CapacitySpec, CorrectnessSpec, ImportanceLevel, LatencyThreshold, Objectives
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.loader import describe_errors, json_schema, load_spec
 from recommender.spec.model import DEFAULT_TEXTS, BertArchitecture, ModelSpec, PayloadSpec
 from recommender.spec.target import TargetKind, TargetSpec, target_label
-from recommender.spec.traffic import SHAPES, Concurrency, Phase, Rate, Stability, Stairs, Stopping, TrafficSpec
+from recommender.spec.traffic import SHAPES, Concurrency, Phase, Rate, StabilityRule, Stairs, Stopping, TrafficSpec
 from recommender.spec.variants import DynamicBatching, DynamicBatchingChoice, VariantGrid
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "DynamicBatching",
     "DynamicBatchingChoice",
     "ExperimentSpec",
-    "Importance",
+    "ImportanceLevel",
     "LatencyThreshold",
     "ModelSpec",
     "Objectives",
@@ -36,7 +36,7 @@ __all__ = [
     "Phase",
     "Precision",
     "Rate",
-    "Stability",
+    "StabilityRule",
     "Stairs",
     "Stopping",
     "Strict",

@@ -18,15 +18,15 @@ class LatencyThreshold(Strict):
     ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
 
 
-Importance = Literal["lowest", "low", "medium", "high", "highest"]
+ImportanceLevel = Literal["lowest", "low", "medium", "high", "highest"]
 
 
 class Objectives(Strict):
     """How much each objective matters when ranking (SageMaker Studio's importance levels)."""
 
-    cost: Importance = Field("medium", description="Cost per inference (lower is better).")
-    latency: Importance = Field("medium", description="Latency at the threshold percentile (lower is better).")
-    throughput: Importance = Field("medium", description="Invocations per minute per instance (higher is better).")
+    cost: ImportanceLevel = Field("medium", description="Cost per inference (lower is better).")
+    latency: ImportanceLevel = Field("medium", description="Latency at the threshold percentile (lower is better).")
+    throughput: ImportanceLevel = Field("medium", description="Invocations per minute per instance (higher is better).")
 
 
 class CapacitySpec(Strict):

@@ -83,7 +83,7 @@ class Rate(Strict):
         return value
 
 
-class Stability(Strict):
+class StabilityRule(Strict):
     """When a load level counts as stable (README "Stable"): at least `windows` windows, the level means of IPM and of
     the percentile latency known within `tolerance` (relative standard error), and no significant trend across them."""
 
@@ -160,7 +160,7 @@ class TrafficSpec(Strict):
     window_seconds: float = Field(
         5, gt=0, le=600, description="Length of the fixed steady-state windows a phase is measured in."
     )
-    stability: Stability = Field(default_factory=Stability, description="When a load level counts as stable.")
+    stability: StabilityRule = Field(default_factory=StabilityRule, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,

@@ -37,7 +37,12 @@ def test_without_claims_the_reason_is_given_without_a_sentence_to_parse() -> Non
 
 def test_over_threshold_is_an_exclusion_not_a_status() -> None:
     item = RankInput(
-        key="k", name="n", reason="over the limits", within_threshold=False, invocations_per_minute=10, latency_ms=10
+        key="k",
+        name="n",
+        reason="over the limits",
+        within_threshold=False,
+        invocations_per_minute=10,
+        model_latency_ms=10,
     )
     assert item.status is RunStatus.OK and item.status_text == "over threshold"
     (reason,) = exclusion_reasons(item, Limits())
@@ -45,5 +50,5 @@ def test_over_threshold_is_an_exclusion_not_a_status() -> None:
 
 
 def test_a_run_that_is_not_ok_is_excluded_by_its_status() -> None:
-    item = RankInput(key="k", name="n", status=RunStatus.PRUNED, invocations_per_minute=10, latency_ms=10)
+    item = RankInput(key="k", name="n", status=RunStatus.PRUNED, invocations_per_minute=10, model_latency_ms=10)
     assert [(e.kind, e.text) for e in exclusion_reasons(item, Limits())] == [(ExclusionKind.STATUS, "status is pruned")]

@@ -51,7 +51,7 @@ def test_card_shows_the_recommendation_of_the_stored_settings(seeded_url):
     assert card["Instance type"] == "local-cpu"
     assert card["Instances for 30,000/min"] == str(rec.fleet_size)
     assert card["Cost per hour"] == "unpriced"
-    assert card["p95 latency at MaxInvocations"] == f"{rec.winner.candidate.latency_ms:,.1f} ms"
+    assert card["p95 latency at MaxInvocations"] == f"{rec.winner.candidate.model_latency_ms:,.1f} ms"
 
 
 def test_table_lists_ranked_then_excluded_with_reasons(seeded_url):

@@ -13,7 +13,7 @@ from recommender.cli.worker import parse_master
 from recommender.errors import LoadError, UsageError
 from recommender.load.config import ChildConfig
 from recommender.load.generators import LOCUST_MASTER_PORT, MasterSettings, master_arguments
-from recommender.load.shapes import Level, TrafficPlan
+from recommender.load.shapes import PlanLevel, TrafficPlan
 from recommender.spec.traffic import TrafficSpec
 
 
@@ -79,7 +79,7 @@ def test_a_worker_rebuilds_the_run_settings_from_the_masters_message(tmp_path: P
     config = ChildConfig(
         "bert",
         payload,
-        TrafficPlan((Level(4, 0, 10),)),
+        TrafficPlan((PlanLevel(4, 0, 10),)),
         tmp_path / "r.npz",
         tmp_path / "p.json",
         headers={"X-Guard": "secret"},

@@ -153,8 +153,8 @@ def test_misspelt_shape_key_gets_a_suggestion(tmp_path) -> None:
 
 
 def test_every_traffic_field_is_described() -> None:
-    from recommender.spec import Concurrency, Rate, Stability, Stairs, Stopping
+    from recommender.spec import Concurrency, Rate, StabilityRule, Stairs, Stopping
 
-    for model in (TrafficSpec, Stairs, Concurrency, Rate, Stability, Stopping):
+    for model in (TrafficSpec, Stairs, Concurrency, Rate, StabilityRule, Stopping):
         assert all(field.description for field in model.model_fields.values()), model.__name__
     assert ExperimentSpec.model_validate({"name": "t"}).traffic.repeats == 1

@@ -14,7 +14,7 @@ from recommender.report.columns import (
     MODEL_LATENCY,
 )
 from recommender.report.csv_table import FIELDS
-from recommender.report.rows import Row, columns, excluded_columns
+from recommender.report.rows import ReportRow, columns, excluded_columns
 
 
 def test_a_metric_prints_its_value_in_its_format_and_a_dash_when_missing() -> None:
@@ -34,7 +34,7 @@ def test_every_metric_has_its_labels_unit_and_direction() -> None:
 
 
 def test_the_accessors_name_real_fields() -> None:
-    row_fields = {f.name for f in dataclasses.fields(Row)}
+    row_fields = {f.name for f in dataclasses.fields(ReportRow)}
     headline_fields = {f.name for f in dataclasses.fields(Headline)}
     assert all(m.field in row_fields for m in METRICS.values() if m.field)
     assert all(m.headline in headline_fields for m in METRICS.values() if m.headline)

@@ -26,7 +26,7 @@ def candidate(name: str, cost_m: float | None, latency: float | None, ipm: float
         key=f"k-{name}",
         name=name,
         cost_per_million=cost_m,
-        latency_ms=latency,
+        model_latency_ms=latency,
         invocations_per_minute=ipm,
         instance_type="ml.g4dn.xlarge",
         **extra,
@@ -84,7 +84,7 @@ def test_pareto_front(trio: list[RankInput]) -> None:
 
 def with_intervals(item: RankInput, spread: float = 0.01, **extra) -> RankInput:
     """The candidate with +-`spread` intervals around its throughput and latency (3 repeats)."""
-    ipm, latency = item.invocations_per_minute, item.latency_ms
+    ipm, latency = item.invocations_per_minute, item.model_latency_ms
     return dataclasses.replace(
         item,
         ipm_interval=(ipm * (1 - spread), ipm * (1 + spread)),
@@ -131,7 +131,7 @@ def test_every_exclusion_reason_is_given() -> None:
         status="failed",
         reason="model failed to load: CUDA out of memory",
         invocations_per_minute=0,
-        latency_ms=250,
+        model_latency_ms=250,
         error_rate=0.2,
     )
     slow = candidate("slow", 10, 120, 900)
@@ -190,7 +190,7 @@ def test_identical_candidates_order_by_name_whatever_the_input_order() -> None:
 
 
 def test_cost_per_million_is_derived_from_cost_per_hour() -> None:
-    item = RankInput(key="k", name="g4dn", invocations_per_minute=490, latency_ms=30, cost_per_hour=0.7364)
+    item = RankInput(key="k", name="g4dn", invocations_per_minute=490, model_latency_ms=30, cost_per_hour=0.7364)
     # 0.7364 / (490 x 60) x 1e6 = 25.0476 USD per million
     assert rank([item], OPEN).ranked[0].cost_per_million == pytest.approx(25.047619, abs=1e-6)
 

@@ -86,8 +86,8 @@ def _lease(url: str, hold_s: str) -> None:
 
 def _write(url: str, index: str, runs: str) -> None:
     from recommender.candidates import expand_candidates
-    from recommender.load.records import RequestLog
     from recommender.metrics.headline import Headline
+    from recommender.metrics.records import RequestLog
     from recommender.metrics.summary import per_second_series, summarize_phases
     from recommender.spec import ExperimentSpec
     from recommender.store.results import ResultStore

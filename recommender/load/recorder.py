@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadResult
+from recommender.metrics.records import RequestLog, Timeline
 
 _NUMPY = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}
 

@@ -1,7 +1,7 @@
 """What one load run produces as a whole: the records with the run's start, duration and stop reason, and progress.
 
 Shared by the Locust child (which writes the `.npz`) and the parent (which reads it), so the file format is
-defined once, here; the records themselves are in recommender/load/records.py.
+defined once, here; the records themselves are in recommender/metrics/records.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from recommender.load.records import TIMELINE_DTYPES, RequestLog, Timeline, columns_of, present_columns, request_columns
+from recommender.metrics.records import (
+    TIMELINE_DTYPES,
+    RequestLog,
+    Timeline,
+    columns_of,
+    present_columns,
+    request_columns,
+)
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from recommender.load.generators import (
     master_arguments,
     worker_arguments,
 )
-from recommender.load.records import RequestLog, Timeline
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.load.shapes import PhaseLike, PlanLevel, TrafficPlan
+from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules
 from recommender.targets.lifeline import die_with_parent
 

@@ -14,8 +14,8 @@ import boto3
 from botocore.config import Config
 from locust import User, constant, events, task
 
-from recommender.load.invoke_target import InvokeTarget, parse_invoke_url
 from recommender.load.run_slot import run_of
+from recommender.targets.invoke_target import InvokeTarget, parse_invoke_url
 
 CONTENT_TYPE = "application/json"
 _MAX_CONNECTIONS = 1000  # one shared client per generator process; every user may hold a connection

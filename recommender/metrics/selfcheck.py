@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from recommender.load.records import Timeline
+from recommender.metrics.records import Timeline
 from recommender.metrics.steady import Window
 
 SATURATED_CPU = 90.0  # % of one core

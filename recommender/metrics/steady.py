@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from recommender.load.records import RequestLog, Timeline
+from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.stability import Stability, judge
 from recommender.metrics.summary import WindowStats, completions_between, window_stats

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recommender.load.records import RequestLog
+from recommender.metrics.records import RequestLog
 from recommender.vocabulary import PERCENTILES
 
 

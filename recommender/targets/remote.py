@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from recommender.errors import TargetError
-from recommender.load.invoke_target import SCHEME
 from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
+from recommender.targets.invoke_target import SCHEME
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.triton_client import TritonClient
 

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from recommender.errors import TargetError
-from recommender.load.invoke_target import SCHEME, InvokeTarget
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
+from recommender.targets.invoke_target import SCHEME, InvokeTarget
 
 
 class SageMakerEndpoint(Deployment):

@@ -11,9 +11,9 @@ import pytest
 
 from recommender.errors import LoadError
 from recommender.load.recorder import RequestRecorder
-from recommender.load.records import RequestLog
 from recommender.load.result import LoadProgress, LoadResult
 from recommender.load.runner import LoadRequest, run_load
+from recommender.metrics.records import RequestLog
 from recommender.spec import Phase
 
 

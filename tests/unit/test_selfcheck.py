@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from recommender.load.generators import auto_workers, exit_reason, generator_cpus
-from recommender.load.records import Timeline
+from recommender.metrics.records import Timeline
 from recommender.metrics.selfcheck import SATURATED_CPU, level_flags, saturated, server_slowed
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import WindowStats

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from recommender.load.records import RequestLog
 from recommender.metrics.limits import Limits
+from recommender.metrics.records import RequestLog
 from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.steady import Window, mark_stable, measure_windows, phase_flags, window_spans
 from recommender.metrics.summary import WindowStats

@@ -6,9 +6,9 @@ from sqlalchemy import inspect
 
 from recommender.candidates import expand_candidates
 from recommender.errors import StoreError
-from recommender.load.records import RequestLog
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.records import RequestLog
 from recommender.metrics.summary import per_second_series, summarize_phases
 from recommender.spec import ExperimentSpec
 from recommender.store.database import explain, resolve_url

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from recommender.load.records import RequestLog
+from recommender.metrics.records import RequestLog
 from recommender.metrics.summary import (
     min_samples,
     per_second_series,

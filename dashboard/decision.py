@@ -116,6 +116,14 @@ def controls(info: ExperimentInfo, spec: ExperimentSpec) -> Settings:
     return Settings(**values, target_ipm=target, limits=limits)
 
 
+def chosen(info: ExperimentInfo) -> tuple[ExperimentSpec, Settings, ExperimentSpec]:
+    """The stored experiment file, the sidebar's settings (drawn here) and the file with its preferences in place
+    (the limits travel apart, in Settings.limits)."""
+    spec = spec_of(info)
+    settings = controls(info, spec)
+    return spec, settings, with_preferences(spec, settings)
+
+
 def keep_settings() -> None:
     """Re-store the settings widgets' values so they survive pages that do not draw them."""
     for name in [k for k in st.session_state if str(k).startswith(PERSISTED)]:

@@ -67,9 +67,7 @@ def decision_in_view() -> DecisionView | None:
     if info is None:
         return None
     try:
-        spec = decision.spec_of(info)
-        settings = decision.controls(info, spec)
-        preferred = decision.with_preferences(spec, settings)
+        spec, settings, preferred = decision.chosen(info)
         rec, results = source.reviewed(info.name, preferred, settings.limits)  # decided under the sidebar's limits
         return DecisionView(info, spec, settings, results, rec)
     except RecommenderError as error:

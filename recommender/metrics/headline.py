@@ -76,42 +76,19 @@ class Measured:
 
 @dataclass(frozen=True)
 class Figures:
-    """What a decision computes from the stored windows under its limits (metrics/levels.py `decide`)."""
+    """What a decision computes from the stored windows under its limits (metrics/levels.py `decide`).
 
-    limits: Limits
-    invocations_per_minute: float = 0.0
-    max_invocations: float | None = None
-    latency_ms: Mapping[str, float | None] = field(default_factory=dict)
-    model_latency_ms: float | None = None
-    error_rate: float = 0.0
-    within_threshold: bool = False
-    stable: bool | None = None
-    ipm_interval: Interval | None = None
-    latency_interval: Interval | None = None
-    samples: int = 0
-    phase_index: int | None = None
-    notes: tuple[str, ...] = ()
-    level_load: float | None = None
-    repeats_breached: int = 0
-    stability: Stability | None = None
-    at_level: int = 0  # windows (all repeats) of the level the figures come from
-
-
-@dataclass(frozen=True)
-class Headline:
-    """What a run measured, as the user decides on it (docs/design.md "Definitions"), under its decision's limits.
-
+    The limits are spread as `percentile` / `threshold_ms` / `max_error_rate` (the stored shape; the last two are None
+    for rows stored before they were recorded): `under(limits, ...)` builds it, `limits` reads them back.
     `max_invocations` is MaxInvocations: the mean IPM over the windows (all repeats) of the highest load level that
     meets the limits (None when none does); `invocations_per_minute` is the figure shown for the run either way
     (MaxInvocations, or the lowest level's mean for an excluded one). `latency_ms` holds every percentile at that
     level; `model_latency_ms` the decision percentile's (ModelLatency). Intervals say what their n counts.
-
-    Its fields are those of `Measured` and of `Figures` in one flat record (the store's JSON shape): the figures'
-    limits spread as `percentile` / `threshold_ms` / `max_error_rate`, their `at_level` kept in `windows`.
-    `join` builds it from the two parts, `measured` gives the measured part back for a decision under other limits.
     """
 
     percentile: str = DEFAULT_PERCENTILE
+    threshold_ms: float | None = None
+    max_error_rate: float | None = None
     invocations_per_minute: float = 0.0
     max_invocations: float | None = None
     latency_ms: Mapping[str, float | None] = field(default_factory=dict)
@@ -121,34 +98,40 @@ class Headline:
     stable: bool | None = None  # None: not judged (rows stored before stability existed)
     ipm_interval: Interval | None = None
     latency_interval: Interval | None = None
-    repeats: int = 1
     samples: int = 0  # successful requests in the level's windows, all repeats (what the percentiles rest on)
-    requests: int = 0  # every request sent, all repeats
-    failures: int = 0  # every failed request, all repeats
     phase_index: int | None = None
-    stop_reason: str | None = None  # the first repeat's reason to stop early (None: the traffic ran to its end)
-    stop_reasons: tuple[str | None, ...] = ()
     notes: tuple[str, ...] = ()
-    flags: tuple[str, ...] = ()
-    windows: WindowCount = field(default_factory=WindowCount)
-    threshold_ms: float | None = None  # the limits the figures were decided under (with `percentile`)
-    max_error_rate: float | None = None
     level_load: float | None = None  # offered load of the level shown: users (closed loop) or requests per second
     repeats_breached: int = 0  # repeats whose own windows at that level breach the limits (or never reached it)
     stability: Stability | None = None  # the stability rule's numbers at that level
-    stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
 
     @classmethod
-    def join(cls, measured: Measured, figures: Figures) -> Headline:
+    def under(cls, limits: Limits, **decided: Any) -> Figures:
+        """The figures decided under `limits`."""
+        return cls(**limits.to_dict(), **decided)
+
+    @property
+    def limits(self) -> Limits | None:
+        """The limits these figures were decided under (None for rows stored before they were recorded)."""
+        if self.threshold_ms is None or self.max_error_rate is None:
+            return None
+        return Limits(self.percentile, self.threshold_ms, self.max_error_rate)
+
+
+@dataclass(frozen=True)
+class Headline(Figures, Measured):
+    """What a run measured, as the user decides on it (docs/design.md "Definitions"), under its decision's limits:
+    the fields of `Measured` and of `Figures` in one flat record (the store's JSON shape). `join` builds it from the
+    two parts; `measured` gives the measured part back for a decision under other limits. The number of windows at
+    the level shown is decided too; it is kept in `windows.at_level` (where the store has it).
+    """
+
+    @classmethod
+    def join(cls, measured: Measured, figures: Figures, at_level: int = 0) -> Headline:
         """The headline of a run: what it measured, with the figures a decision computed (one flat record)."""
-        decided = {f.name: getattr(figures, f.name) for f in fields(figures) if f.name not in ("limits", "at_level")}
-        kept = {f.name: getattr(measured, f.name) for f in fields(measured) if f.name != "windows"}
-        return cls(
-            **kept,
-            **decided,
-            **figures.limits.to_dict(),
-            windows=replace(measured.windows, at_level=figures.at_level),
-        )
+        decided = {f.name: getattr(figures, f.name) for f in fields(Figures)}
+        kept = {f.name: getattr(measured, f.name) for f in fields(Measured) if f.name != "windows"}
+        return cls(**kept, **decided, windows=replace(measured.windows, at_level=at_level))
 
     @property
     def measured(self) -> Measured:
@@ -168,13 +151,6 @@ class Headline:
             data[name] = list(data[name])
         data["windows"]["chosen"] = list(data["windows"]["chosen"])
         return data
-
-    @property
-    def limits(self) -> Limits | None:
-        """The limits these figures were decided under (None for rows stored before they were recorded)."""
-        if self.threshold_ms is None or self.max_error_rate is None:
-            return None
-        return Limits(self.percentile, self.threshold_ms, self.max_error_rate)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Headline | None:

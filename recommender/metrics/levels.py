@@ -135,7 +135,8 @@ class Decision:
 
     @property
     def headline(self) -> Headline:
-        return Headline.join(self.measured, self.figures)
+        shown = self.shown
+        return Headline.join(self.measured, self.figures, len(shown.windows) if shown else 0)
 
     def server_stats(self, run_wide: Mapping[str, Any] | None) -> dict[str, Any]:
         """The run's stored server statistics with the figures at the shown level in place (`at_max_invocations`)."""
@@ -150,7 +151,7 @@ def decide(
     chosen = max((v for v in levels if v.meets), key=lambda v: (v.load, v.ipm), default=None)
     shown = chosen or lowest(levels)
     if shown is None:
-        figures = Figures(limits, notes=("no steady-state window measured",))
+        figures = Figures.under(limits, notes=("no steady-state window measured",))
         return Decision(levels, None, measured, figures, {})
     notes = tuple(_notes(chosen, shown, measured, limits))
     return Decision(levels, chosen, measured, _figures(shown, limits, chosen is not None, notes), shown.server())
@@ -205,7 +206,7 @@ def lowest(levels: tuple[Level, ...]) -> Level | None:
 
 def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...]) -> Figures:
     p = limits.percentile
-    return Figures(
+    return Figures.under(
         limits,
         phase_index=level.phase_index,
         level_load=level.load,
@@ -221,7 +222,6 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...])
         samples=level.samples,
         within_threshold=within,
         repeats_breached=level.breached,
-        at_level=len(level.windows),
         notes=notes,
     )
 

@@ -47,6 +47,18 @@ def cli_env() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "250", "PYTHONPATH": path}
 
 
+def start_run(workdir: Path, stderr: int = subprocess.STDOUT) -> subprocess.Popen:
+    """`recommender run micro.yaml` started in the background (stdout piped; stderr with it unless told)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+
+
 def recommender(workdir: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "recommender", *args],
@@ -119,14 +131,7 @@ def statuses(workdir: Path) -> list[str]:
 
 
 def test_ctrl_c_leaves_no_server_and_the_next_run_resumes(workdir):
-    job = subprocess.Popen(
-        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
-        cwd=workdir,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job = start_run(workdir)
     deadline = time.monotonic() + 150
     # wait until the first candidate is stored and the second one's server is up, then press Ctrl-C
     while not (statuses(workdir)[:1] == ["ok"] and servers_under(workdir)) and time.monotonic() < deadline:
@@ -159,14 +164,7 @@ def generators_under(path: Path) -> list[psutil.Process]:
 
 def start_and_wait_for_load(workdir: Path) -> subprocess.Popen:
     """`recommender run micro.yaml` in the background, returned once the first candidate's generator runs."""
-    job = subprocess.Popen(
-        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
-        cwd=workdir,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job = start_run(workdir)
     deadline = time.monotonic() + 150
     while not (servers_under(workdir) and generators_under(workdir)) and time.monotonic() < deadline:
         time.sleep(0.2)

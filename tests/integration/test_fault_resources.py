@@ -25,7 +25,7 @@ from recommender.spec import load_spec
 from recommender.store.results import ResultStore
 from recommender.targets import triton_binary
 from recommender.targets.local import LOOPBACK, LocalDeployment, free_loopback_ports, prepare_run_directory
-from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under
+from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under, start_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -127,14 +127,7 @@ def test_a_model_that_fails_to_load_fails_its_candidate_and_the_job_goes_on(work
 def test_a_database_locked_beyond_the_busy_timeout_stops_the_job_cleanly(workdir):
     """Another connection takes SQLite's exclusive lock during the first load and keeps it: the job cannot store the
     measurement, so it stops with exit 1 and one message (the server already torn down); a later run resumes."""
-    job = subprocess.Popen(
-        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
-        cwd=workdir,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    job = start_run(workdir, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 150
     while not generators_under(workdir) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from recommender.store.results import ResultStore
-from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under
+from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under, start_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,14 +25,7 @@ def workdir(tmp_path):
 
 def run_killing(workdir: Path, victim) -> tuple[subprocess.CompletedProcess, dict[str, tuple[str, str]]]:
     """Run micro.yaml; once the first candidate's load runs, kill the process `victim(workdir)` returns."""
-    job = subprocess.Popen(
-        [sys.executable, "-m", "recommender", "run", "micro.yaml"],
-        cwd=workdir,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job = start_run(workdir)
     deadline = time.monotonic() + 150
     while not generators_under(workdir) and time.monotonic() < deadline:
         time.sleep(0.2)

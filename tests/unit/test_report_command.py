@@ -127,23 +127,16 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def export(runner: CliRunner, db: str, out: Path, *extra: str):
+    """`recommender export seed-study` into `out` with a cache beside it."""
+    cache = str(out.parent / "cache")
+    return invoke(runner, "export", "seed-study", "--db", db, "--out", str(out), "--cache-dir", cache, *extra)
+
+
 def test_export_writes_repository_requests_and_readme(runner: CliRunner, export_db: str, tmp_path: Path) -> None:
     out = tmp_path / "deliverable"
-    result = invoke(
-        runner,
-        "export",
-        "seed-study",
-        "--db",
-        export_db,
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--image",
-        "123.dkr.ecr.us-east-1.amazonaws.com/triton:1",
-        "--endpoint-name",
-        "bert-prod",
-    )
+    image = "123.dkr.ecr.us-east-1.amazonaws.com/triton:1"
+    result = export(runner, export_db, out, "--image", image, "--endpoint-name", "bert-prod")
     assert result.exit_code == 0, result.output
     config = (out / "model_repository" / "model" / "config.pbtxt").read_text()
     assert "max_batch_size: 8" in config and "count: 2" in config and "max_queue_delay_microseconds: 2000" in config
@@ -174,42 +167,17 @@ def test_export_writes_repository_requests_and_readme(runner: CliRunner, export_
     readme = (out / "README.md").read_text()
     assert "pt-db-ig2-mbs8" in readme and "<SAGEMAKER_EXECUTION_ROLE_ARN>" in readme
     assert "<TRITON_SERVING_IMAGE_URI>" not in readme  # --image was given
-    again = invoke(
-        runner, "export", "seed-study", "--db", export_db, "--out", str(out), "--cache-dir", str(tmp_path / "cache")
-    )
+    again = export(runner, export_db, out)
     assert isinstance(again.exception, UsageError)
     assert again.exception.message == f"{out} is not empty; not writing into it without --force"
-    forced = invoke(
-        runner,
-        "export",
-        "seed-study",
-        "--db",
-        export_db,
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--force",
-    )
+    forced = export(runner, export_db, out, "--force")
     assert forced.exit_code == 0, forced.output
     assert "<TRITON_SERVING_IMAGE_URI>" in (out / "README.md").read_text()  # replaced by the second export
 
 
 def test_export_of_a_lower_rank_uses_its_own_sizing(runner: CliRunner, export_db: str, tmp_path: Path) -> None:
     out = tmp_path / "second"
-    result = invoke(
-        runner,
-        "export",
-        "seed-study",
-        "--db",
-        export_db,
-        "--rank",
-        "2",
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-    )
+    result = export(runner, export_db, out, "--rank", "2")
     assert result.exit_code == 0, result.output
     (variant,) = read_json(out / "sagemaker" / "create_endpoint_config.json")["ProductionVariants"]
     assert variant["InitialInstanceCount"] == 63  # ceil(30000 / 480)

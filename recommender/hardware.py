@@ -28,6 +28,31 @@ class HardwareMissing(TargetError):
 
 
 @dataclass(frozen=True)
+class GpuStatus:
+    """What a run's GPU sampler found, stored as its text in `server_stats["gpu"]`: `2 GPU(s)`, `no GPU (why)`, or
+    `not sampled` (no GPU count and no reason)."""
+
+    gpus: int = 0
+    why_none: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.gpus:
+            return f"{self.gpus} GPU(s)"
+        return f"no GPU ({self.why_none})" if self.why_none is not None else "not sampled"
+
+    @classmethod
+    def parse(cls, text: str) -> GpuStatus:
+        """The status from its stored text (the one place that reads the text back)."""
+        count, found, _ = text.partition(" GPU(s)")
+        if found and count.isdigit():
+            return cls(int(count))
+        if text.startswith("no GPU"):
+            return cls(why_none=text.removeprefix("no GPU").strip().removeprefix("(").removesuffix(")"))
+        return cls()
+
+
+@dataclass(frozen=True)
 class Gpu:
     index: int
     name: str
@@ -119,7 +144,8 @@ def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
     status = stats.get("gpu")
     if status is None:
         return None
-    return status if str(status).startswith("no GPU") else f"{status}, no GPU figures at MaxInvocations"
+    sampled = GpuStatus.parse(str(status))
+    return sampled.text if sampled.why_none is not None else f"{sampled.text}, no GPU figures at MaxInvocations"
 
 
 def detect_hardware(nvml: Any = None) -> Hardware:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from recommender.hardware import GpuStatus
 from recommender.metrics.triton_stats import stats_delta
 
 
@@ -69,14 +70,14 @@ def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
     try:
         import pynvml
     except ImportError:
-        return None, "no GPU (nvidia-ml-py not installed)"
+        return None, GpuStatus(why_none="nvidia-ml-py not installed").text
     try:
         pynvml.nvmlInit()
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     except Exception as exc:  # NVMLError without a GPU or driver
-        return None, f"no GPU ({exc})"
+        return None, GpuStatus(why_none=str(exc)).text
     if not handles:
-        return None, "no GPU (NVML found no device)"
+        return None, GpuStatus(why_none="NVML found no device").text
 
     def read() -> dict[str, float]:
         util = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
@@ -86,7 +87,7 @@ def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
             figures["power_w"] = sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
         return figures
 
-    return read, f"{len(handles)} GPU(s)"
+    return read, GpuStatus(len(handles)).text
 
 
 @dataclass
@@ -96,7 +97,7 @@ class ServerSampler:
     deployment: Sampled
     interval_s: float = 1.0
     samples: list[Sample] = field(default_factory=list)
-    gpu_status: str = "not sampled"
+    gpu_status: str = GpuStatus().text
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 

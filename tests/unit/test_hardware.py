@@ -11,6 +11,7 @@ import pytest
 from recommender.candidates import Candidate
 from recommender.hardware import (
     Gpu,
+    GpuStatus,
     Hardware,
     HardwareMissing,
     describe_served,
@@ -193,3 +194,18 @@ def test_tensorrt_skip_reason_is_true_here_and_names_the_install_command() -> No
         export_model(ExperimentSpec.model_validate({"name": "t"}).model, "trt", 16, "f", Path("/nonexistent"))
     assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this run serves on the CPU (no GPU")
     assert "pip install nvidia-ml-py" in caught.value.message and "not implemented" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [
+        (GpuStatus(2), "2 GPU(s)"),
+        (GpuStatus(why_none="nvidia-ml-py not installed"), "no GPU (nvidia-ml-py not installed)"),
+        (GpuStatus(why_none="NVML Shared Library Not Found (libnvidia-ml.so.1)"), None),
+        (GpuStatus(), "not sampled"),
+    ],
+)
+def test_gpu_status_is_stored_as_text_and_read_back_whole(status: GpuStatus, text: str | None) -> None:
+    assert GpuStatus.parse(status.text) == status
+    if text is not None:
+        assert status.text == text

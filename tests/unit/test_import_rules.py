@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "correctness": SHARED | {"spec", "modelrepo", "load.payload"},
     "load": SHARED
     | {"spec", "metrics", "modelrepo.model_source", "targets.kserve", "targets.lifeline", "targets.invoke_target"},
-    "metrics": {"errors", "vocabulary"},  # plus `spec` as a type only (TYPE_CHECKING), for from_spec
+    "metrics": {"errors", "vocabulary", "hardware"},  # plus `spec` as a type only (TYPE_CHECKING), for from_spec
     "measurement": SHARED | {"spec", "search", "targets", "load", "metrics"},
     "store": SHARED | {"spec", "candidates", "metrics"},
     "decide": SHARED | {"spec", "candidates", "correctness", "metrics", "load.shapes"},

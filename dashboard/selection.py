@@ -14,7 +14,7 @@ from recommender.errors import RecommenderError
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
 from recommender.spec import ExperimentSpec
-from recommender.store.results import ExperimentInfo
+from recommender.store.results import ExperimentInfo, ExperimentStatus
 
 
 def selected() -> ExperimentInfo | None:
@@ -76,13 +76,13 @@ def decision_in_view() -> DecisionView | None:
 
 
 def running_notice(info: ExperimentInfo) -> None:
-    if info.status == "running":
+    if info.status == ExperimentStatus.RUNNING:
         st.info(
             f"{escape(info.name)} is still running: the figures below are what is stored so far. "
             "Rerun the page (R) to refresh.",
             icon="⏳",
         )
-    elif info.status == "interrupted":
+    elif info.status == ExperimentStatus.INTERRUPTED:
         st.warning(f"{escape(info.name)} was interrupted; run the same command again to resume it.")
 
 

@@ -18,7 +18,7 @@ from recommender.files import paths
 from recommender.job.pipeline import Job, JobOptions
 from recommender.modelrepo.model_source import describe
 from recommender.spec import load_spec
-from recommender.store.results import ResultStore
+from recommender.store.results import ExperimentStatus, ResultStore
 
 
 def run(
@@ -65,7 +65,7 @@ def run(
         typer.echo(json.dumps(rec.to_document(), indent=2))
         return
     print_decision(console, rec, results)
-    if store.experiment(spec.name).status == "budget-exhausted":
+    if store.experiment(spec.name).status == ExperimentStatus.BUDGET_EXHAUSTED:
         console.print(
             f"[yellow]budget exhausted[/]: ${store.spent(spec.name):.2f} of ${spec.target.budget_usd:.2f} spent over "
             "every run of this experiment; the candidates it did not cover are listed as skipped. Raise "

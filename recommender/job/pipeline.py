@@ -31,7 +31,7 @@ from recommender.search import Work, strategy_for
 from recommender.search.plan import planned_counts
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.ledger import RunLedger
-from recommender.store.results import ResultStore
+from recommender.store.results import ExperimentStatus, ResultStore
 from recommender.targets.registry import target_for
 
 __all__ = ["Job", "JobOptions", "Placement", "Reporter", "new_run_id", "time_limit"]
@@ -62,9 +62,9 @@ class Job:
                 else:
                     self._search(context, strategy)
             except KeyboardInterrupt:
-                self.store.set_experiment_status(self.spec.name, "interrupted")
+                self.store.set_experiment_status(self.spec.name, ExperimentStatus.INTERRUPTED)
                 raise
-            status = "budget-exhausted" if context.budget.stopped else "done"
+            status = ExperimentStatus.BUDGET_EXHAUSTED if context.budget.stopped else ExperimentStatus.DONE
             self.store.set_experiment_status(self.spec.name, status)
             protocols = {p.protocol for p in context.placements}
             return decided_from_store(self.store, self.spec.name, self.spec, protocols)

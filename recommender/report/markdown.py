@@ -3,6 +3,7 @@ search did not measure in full (pruned or left out by its budget) and why."""
 
 from __future__ import annotations
 
+from recommender.candidates import RunStatus
 from recommender.report.rows import Report, ReportColumn, ReportRow, cell, columns, excluded_columns
 
 
@@ -46,7 +47,11 @@ def render_markdown(report: Report) -> str:
 
 def _not_measured(excluded: tuple[ReportRow, ...]) -> list[str]:
     """Adaptive search: candidates pruned from the race (partial figures above) or left out by the search budget."""
-    rows = [row for row in excluded if row.status == "pruned" or (row.status == "skipped" and row.budget_skipped)]
+    rows = [
+        row
+        for row in excluded
+        if row.status == RunStatus.PRUNED or (row.status == RunStatus.SKIPPED and row.budget_skipped)
+    ]
     if not rows:
         return []
     lines = [f"- **{_inline(row.name)}** ({row.status}): {_inline('; '.join(row.excluded_reasons))}" for row in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Engine, select, update
@@ -14,7 +15,8 @@ from sqlalchemy.orm import Session, selectinload
 from recommender.candidates import Candidate, CandidateResult, RunStatus
 from recommender.errors import StoreError
 from recommender.metrics.headline import Headline
-from recommender.metrics.levels import SERVER_FIGURES, WindowRecord
+from recommender.metrics.levels import WindowRecord
+from recommender.metrics.server_figures import SERVER_FIGURES
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.spec import ExperimentSpec
@@ -29,10 +31,19 @@ BUDGET_SKIP = "budget: "  # a budget refusal's reason starts so (older code read
 SECOND_PERCENTILES = ("p50", "p95", "p99")  # the per-second table has no p90 column (schema 0001)
 
 
+class ExperimentStatus(StrEnum):
+    """An experiment's job state, as stored in `experiments.status`."""
+
+    RUNNING = "running"  # a job is measuring it (or died: the lease says which)
+    DONE = "done"  # every planned candidate has a final run
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or a crash stopped the job; running it again resumes
+    BUDGET_EXHAUSTED = "budget-exhausted"  # the money budget stopped it; a raised budget measures the rest
+
+
 @dataclass(frozen=True)
 class ExperimentInfo:
     name: str
-    status: str
+    status: ExperimentStatus
     spec: dict[str, Any]
     created_at: datetime
     updated_at: datetime
@@ -69,7 +80,7 @@ class ResultStore:
 
     # --- writing -------------------------------------------------------------------------------------------
 
-    def save_experiment(self, spec: ExperimentSpec, status: str = "running") -> int:
+    def save_experiment(self, spec: ExperimentSpec, status: ExperimentStatus = ExperimentStatus.RUNNING) -> int:
         """Create or update the experiment row (runs a gone job left 'running' are interrupted by taking the lease)."""
 
         def work(session: Session) -> int:
@@ -83,7 +94,7 @@ class ResultStore:
 
         return self._write(work)
 
-    def set_experiment_status(self, name: str, status: str) -> None:
+    def set_experiment_status(self, name: str, status: ExperimentStatus) -> None:
         def work(session: Session) -> None:
             row = session.scalar(select(Experiment).where(Experiment.name == name))
             if row is not None:
@@ -228,7 +239,9 @@ class ResultStore:
     def experiments(self) -> list[ExperimentInfo]:
         with self._session() as session:
             rows = session.scalars(select(Experiment).order_by(Experiment.created_at.desc()))
-            return [ExperimentInfo(r.name, r.status, r.spec, r.created_at, r.updated_at) for r in rows]
+            return [
+                ExperimentInfo(r.name, ExperimentStatus(r.status), r.spec, r.created_at, r.updated_at) for r in rows
+            ]
 
     def experiment(self, name: str) -> ExperimentInfo:
         for info in self.experiments():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from recommender.report.columns import INVOCATIONS
+
 COLOR = alt.Color("configuration:N", title="configuration")
 
 
@@ -12,8 +14,8 @@ def throughput_over_time(series: pd.DataFrame, windows: pd.DataFrame | None = No
     """Invocations per minute (solid) and users (dashed, right axis) per second, one colour per candidate."""
     base = alt.Chart(series).encode(x=alt.X("second:Q", title="second of the run"), color=COLOR)
     ipm = base.mark_line(point=True).encode(
-        y=alt.Y("invocations/min:Q", title="invocations per minute"),
-        tooltip=["configuration", "second", "invocations/min", "users"],
+        y=alt.Y(f"{INVOCATIONS.frame}:Q", title=INVOCATIONS.header),
+        tooltip=["configuration", "second", INVOCATIONS.frame, "users"],
     )
     users = base.mark_line(strokeDash=[4, 3]).encode(
         y=alt.Y("users:Q", title="users (dashed)"), color=alt.Color("configuration:N", legend=None)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 class Metric:
     """One reported figure.
 
-    `field` is the accessor: the attribute of the report's `Row` (report/rows.py) that holds it, which the report
+    `field` is the accessor: the attribute of the report's `ReportRow` (report/rows.py) that holds it, which the report
     and the CSV read; `headline` the attribute of the run's `Headline` (metrics/headline.py) the dashboard reads
     ("" where the figure is not a headline one). `digits` and `style` are how a value is printed.
     """

@@ -46,6 +46,10 @@ class TargetError(RecommenderError):
     """A serving target failed its preflight, could not deploy, or did not become ready."""
 
 
+class TargetUnreachable(TargetError):
+    """The target does not answer at all (no connection, a timeout): not a refusal, the endpoint is gone."""
+
+
 class LoadError(RecommenderError):
     """The load generator could not start or did not produce a result."""
 

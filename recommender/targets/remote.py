@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from recommender.errors import TargetError
+from recommender.errors import TargetError, TargetUnreachable
 from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
@@ -32,9 +32,12 @@ class RemoteTritonDeployment(Deployment):
     model_name: str
 
     def statistics(self) -> dict[str, Any]:
-        """Triton's model statistics when the server exposes them to us, else {} (restricted or disabled)."""
+        """Triton's model statistics when the server exposes them to us, else {} (restricted or disabled); an
+        endpoint that stopped answering (read before and after every load run) is an error, not a refusal."""
         try:
             return super().statistics()
+        except TargetUnreachable:
+            raise
         except TargetError:
             return {}
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from recommender.errors import TargetError
+from recommender.errors import TargetError, TargetUnreachable
 from recommender.targets import kserve
 
 DEFAULT_HINT = "Check that the server is running at that address and serves the model (its log says why not)."
@@ -132,7 +132,7 @@ class TritonClient:
                 what, error.status(), error.debug_details() or error.message()
             ) from error  # details: a non-JSON body
         except (OSError, urllib.error.URLError) as error:
-            raise TargetError(
+            raise TargetUnreachable(
                 f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self._hint()
             ) from error
         except ValueError as error:  # a body that is not JSON, a malformed HTTP answer

@@ -127,3 +127,12 @@ def test_ctrl_c_always_reaches_the_caller(null_endpoint: str) -> None:
                 with pytest.raises(TargetError):
                     client.statistics()
         ctrl_c.join()
+
+
+def test_a_remote_endpoint_that_stops_answering_is_an_error_not_a_refusal() -> None:
+    """Statistics a server refuses to show read as {}; an endpoint that does not answer at all fails the run."""
+    from recommender.errors import TargetUnreachable
+    from recommender.targets.remote import RemoteTritonDeployment
+
+    with pytest.raises(TargetUnreachable, match="does not answer"):
+        RemoteTritonDeployment("http://127.0.0.1:9", "model").statistics()

@@ -86,9 +86,7 @@ def test_the_target_cut_off_fails_its_candidate_and_the_job_goes_on(
     results = {r.config.get("target"): r for r in store.results("mh-target-cut")}
     assert set(results) == {"d1-box", "d2-box"}, {k: (r.status, r.reason) for k, r in results.items()}
     failed, measured = results["d1-box"], results["d2-box"]
-    assert failed.status == "failed" and address("d1") in (failed.reason or ""), (
-        failed.reason, done.stdout[-4000:]
-    )
+    assert failed.status == "failed" and address("d1") in (failed.reason or ""), (failed.reason, done.stdout[-4000:])
     assert "\n" not in failed.reason  # one line
     assert measured.status == "ok", measured.reason  # the job went on to the next target
     assert done.returncode == 0, done.stdout[-3000:]

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,13 @@ class PostgresServer:
     binaries: Path
     root: Path  # temp dir: data/, the socket, the log, the password file
     port: int = 0
+    address: str = "127.0.0.1"  # where it listens (the multihost tier: its host's address)
+    inside: Callable[[list[str]], list[str]] = list  # how a command runs where the server runs (a namespace)
 
     @classmethod
-    def create(cls, binaries: Path) -> PostgresServer:
+    def create(cls, binaries: Path, address: str = "127.0.0.1", inside=list, port: int = 0) -> PostgresServer:
         root = Path(tempfile.mkdtemp(prefix="recommender-pg-"))  # in /tmp: reachable by the service account
-        return cls(binaries, root)
+        return cls(binaries, root, port, address, inside)
 
     @property
     def data(self) -> Path:
@@ -63,34 +66,35 @@ class PostgresServer:
             "--encoding=UTF8",
             "--no-sync",
         )
-        self.port = _free_port()
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=60"
-        self._as_owner(
-            owner,
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.root / "server.log"),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        if self.address != "127.0.0.1":  # clients on the address's network (the multihost tier's bridge)
+            network = ".".join(self.address.split(".")[:3]) + ".0/24"
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {network} scram-sha-256\n")
+        self.port = self.port or _free_port()
+        self.resume()
 
     def stop(self) -> None:
         """pg_ctl stop -m fast (then immediate), and remove the temp dir."""
+        self.pause()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (`resume` starts it again on the same port)."""
         if (self.data / "postmaster.pid").exists():
             owner = _service_account()
             for mode in ("fast", "immediate"):
                 if self._as_owner(owner, "pg_ctl", "-D", str(self.data), "stop", "-m", mode, "-w", check=False) == 0:
                     break
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def resume(self) -> None:
+        """Start the server (initialised by `start`) on its address and port."""
+        options = f"-c listen_addresses={self.address} -p {self.port} -k {self.root} -c fsync=off -c max_connections=60"
+        log = str(self.root / "server.log")
+        command = ["pg_ctl", "-D", str(self.data), "-l", log, "-o", options, "-w", "-t", "60", "start"]
+        self._as_owner(_service_account(), *command)
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://{USER}:{PASSWORD}@{self.address}:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         """A new, empty database; its SQLAlchemy URL."""
@@ -108,7 +112,7 @@ class PostgresServer:
         command = [str(self.binaries / tool), *args]
         if owner is not None:
             command = ["runuser", "-u", owner, "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.root)
+        done = subprocess.run(self.inside(command), capture_output=True, text=True, timeout=120, cwd=self.root)
         if check and done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stdout}{done.stderr}\n{self.log()}")
         return done.returncode

@@ -22,9 +22,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-PREFIX = "rmh"
+PREFIX = os.environ.get("RECOMMENDER_LAB_PREFIX", "rmh")  # another prefix: a lab beside the tier's (test_lab.py)
 BRIDGE = f"{PREFIX}-br0"
-SUBNET = "10.231.0"
+SUBNET = os.environ.get("RECOMMENDER_LAB_SUBNET", "10.231.0")
 BRIDGE_ADDRESS = f"{SUBNET}.254"
 ADDRESSES = {"a": 1, "b": 2, "c": 3, "d1": 11, "d2": 12, "e": 20}
 

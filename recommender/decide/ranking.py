@@ -69,7 +69,8 @@ class RankInput:
     priced_instances: int = 1  # instances cost_per_hour is the price of (one serving instance, as measured)
     config: dict[str, Any] = field(default_factory=dict)
     repeats: int = 1
-    interval_label: str | None = None  # what the intervals rest on, e.g. "n=3 repeats"; None: no interval
+    interval_label: str | None = None  # what the throughput interval rests on, e.g. "n=3 repeats"; None: none
+    latency_interval_label: str | None = None  # what the latency interval rests on (its own n: windows may differ)
     window_noise: bool = False  # the intervals are window-to-window noise only (repeats < 3)
     samples: int = 0  # successful requests the latency percentile rests on (all repeats, the level's windows)
     served_on: str | None = None  # the measured hardware and backend of the run, in words (None: not recorded)

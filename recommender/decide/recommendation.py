@@ -151,6 +151,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
         "ipm_interval": c.ipm_interval,
         "latency_interval": c.latency_interval,
         "interval": c.interval_label,
+        "latency_interval_n": c.latency_interval_label,
         "latency_samples": c.samples,
         "latency_ms": c.model_latency_ms,
         "error_rate": c.error_rate,
@@ -272,6 +273,7 @@ def _figures(h: Headline, percentile: str) -> dict[str, Any]:
         "error_rate": h.error_rate,
         "repeats": h.repeats,
         "interval_label": interval.label if interval else None,
+        "latency_interval_label": h.latency_interval.label if h.latency_interval else None,
         "window_noise": interval is not None and interval.counts == "windows",
         "samples": h.samples,
     }

@@ -285,7 +285,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
 def _latency_basis(c: RankInput) -> str:
     """'; 95 % interval 36.1 to 39.9 ms, n=3 repeats; over 4,812 requests' (what is known of it)."""
     text = (
-        f"; 95 % interval {c.latency_interval[0]:,.1f} to {c.latency_interval[1]:,.1f} ms, {c.interval_label}"
+        f"; 95 % interval {c.latency_interval[0]:,.1f} to {c.latency_interval[1]:,.1f} ms, {c.latency_interval_label}"
         if c.latency_interval
         else ""
     )

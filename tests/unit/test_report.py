@@ -229,3 +229,26 @@ def test_only_budget_skips_are_listed_as_not_measured_in_full(report: Report) ->
     assert "## Not measured in full" in text
     assert "**by-budget** (skipped): refused" in text
     assert "no-engine** (skipped)" not in text.split("## Not measured in full")[1]
+
+
+def test_each_interval_is_labelled_with_its_own_n() -> None:
+    """Window noise: the throughput interval over 6 windows, the latency one over the 4 with enough samples."""
+    import dataclasses
+
+    from recommender.decide.recommendation import recommend
+    from recommender.metrics.intervals import Interval
+    from tests.unit.test_recommendation import result, spec
+
+    noisy = result(
+        "A",
+        540,
+        38,
+        ipm_interval=Interval(540, 500, 580, 6, "windows"),
+        latency_interval=Interval(38, 36.5, 39.5, 4, "windows"),
+    )
+    rec = recommend([noisy, dataclasses.replace(result("B", 400, 30), key="k-B")], spec(), [fixed_catalog()])
+    facts = dict(build_report(rec).facts)
+    assert "n=6 windows" in facts["invocations per minute per instance"]
+    assert "95 % interval 36.5 to 39.5 ms, n=4 windows" in facts["model latency (p95)"]
+    (first, *_) = rec.to_document()["ranked"]  # `--json`
+    assert first["interval"].startswith("n=6 windows") and first["latency_interval_n"].startswith("n=4 windows")

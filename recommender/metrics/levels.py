@@ -97,9 +97,10 @@ class Level:
         requests = sum(w.requests for w in self.windows)
         return sum(w.errors for w in self.windows) / requests if requests else 0.0
 
-    @property
-    def samples(self) -> int:
-        return sum(w.samples for w in self.windows)
+    def samples(self, percentile: str) -> int:
+        """Successful requests the level's `percentile` rests on: those of the windows that have one (a window with
+        too few samples for the percentile is left out of it, and so are its requests)."""
+        return sum(w.samples for w in self.windows if w.latency(percentile) is not None)
 
     def interval(self, value: Callable[[WindowRecord], float | None]) -> Interval | None:
         """The interval rule on one figure: over per-repeat level means, or over windows (noise only), or None."""
@@ -219,7 +220,7 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...])
         latency_interval=level.interval(lambda w: w.latency(p)),
         stable=level.stability.stable,
         stability=level.stability,
-        samples=level.samples,
+        samples=level.samples(p),
         within_threshold=within,
         repeats_breached=level.breached,
         notes=notes,

@@ -178,3 +178,10 @@ def test_a_run_stopped_on_latency_says_so_under_looser_limits(rules, noted):
 def test_no_windows_is_said():
     h = headline([], 1)
     assert not h.within_threshold and h.notes == ("no steady-state window measured",)
+
+
+def test_the_percentile_sample_count_counts_only_the_windows_the_percentile_used():
+    """5 windows of 30 requests; one had too few samples for p95 (None): 120 requests used, not 150."""
+    records = [window(0, 0, i, 300, 20, requests=30) for i in range(4)] + [window(0, 0, 4, 300, None, requests=30)]
+    h = headline(records, 1)
+    assert h.samples == 120

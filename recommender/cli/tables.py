@@ -15,10 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from recommender.candidates import CandidateResult
+from recommender.decide.comparison import Outcome
 from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.headline import Headline, ServerStats
-from recommender.metrics.intervals import Interval, tied
 from recommender.metrics.stop_reason import StopReason
 from recommender.report.columns import (
     AVG_BATCH_SIZE,
@@ -65,7 +65,6 @@ class TableColumn:
 @dataclass(frozen=True)
 class Context:
     percentile: str
-    best: Interval | None  # the winner's MaxInvocations interval, for "vs best"
 
 
 def rows_of(rec: Recommendation, results: list[CandidateResult]) -> list[TableRow]:
@@ -99,10 +98,10 @@ def _max_invocations(row: TableRow, _: Context) -> str:
     h, value = row.headline, row.entry.invocations_per_minute
     if row.ranked is None and h.max_invocations is None:
         return f"none ({MAX_INVOCATIONS.format(value)} over)" if value else "-"
-    interval = h.ipm_interval
-    if interval is not None and interval.known:
+    interval = h.ipm_interval  # the figure is MaxInvocations (pooled windows), as everywhere; ± its interval's half
+    if value and interval is not None and interval.known:
         half_width = (interval.high - interval.low) / 2
-        return f"{MAX_INVOCATIONS.format(interval.mean)} ± {MAX_INVOCATIONS.format(half_width)}"
+        return f"{MAX_INVOCATIONS.format(value)} ± {MAX_INVOCATIONS.format(half_width)}"
     return MAX_INVOCATIONS.format(value) if value else "-"
 
 
@@ -181,14 +180,16 @@ def _verdict(row: TableRow, ctx: Context) -> str:
         return "recommended"
     if row.ranked.tied_with_winner:
         return "tied with #1"
-    own = row.headline.ipm_interval
-    separate = tied(ctx.best, own)
-    if separate is None or own is None or ctx.best is None:  # tied() is None whenever either interval is
-        return "no noise estimate (repeats: 1)"
-    if separate:
+    versus = row.ranked.versus  # the ranking's own comparison (decide/), the one the justification states
+    throughput = versus.metric("throughput")
+    if throughput is None:
+        return "same throughput as #1"
+    if throughput.outcome is Outcome.NO_ESTIMATE or throughput.relative is None:
+        return f"no noise estimate (repeats: {versus.repeats})"
+    if throughput.outcome is Outcome.TIED:
         return "tied with #1"
-    noise = " (window noise only)" if "windows" in (own.counts, ctx.best.counts) else ""
-    return f"{own.mean / ctx.best.mean - 1:+.0%} vs #1{noise}"
+    noise = " (window noise only)" if versus.window_noise else ""
+    return f"{throughput.relative:+.0%} vs #1{noise}"
 
 
 COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow);
@@ -232,8 +233,7 @@ WITH_INSTANCE_TYPE = (*COLUMNS[:2], INSTANCE_TYPE, *COLUMNS[2:])
 def ranking_view(rec: Recommendation, results: list[CandidateResult], console: Console) -> Table | Text:
     """The table when the console is a terminal wide enough for its essential columns, else the cards."""
     rows = rows_of(rec, results)
-    winner = rows[0].headline.ipm_interval if rows and rows[0].ranked else None
-    ctx = Context(rec.percentile, winner)
+    ctx = Context(rec.percentile)
     columns = columns_for(rows)
     cells = {column.label: [column.cell(row, ctx) for row in rows] for column in columns}
     if console.is_terminal:

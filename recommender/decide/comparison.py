@@ -35,6 +35,7 @@ class MetricComparison:
     label: str  # "cost per million", "p99 latency", "throughput"
     outcome: Outcome
     delta: float | None = None  # |winner - other| / other, for HIGHER and LOWER
+    relative: float | None = None  # the candidate against the winner, (other - winner) / winner ("-30% vs #1")
 
     @property
     def claim(self) -> str:
@@ -49,6 +50,10 @@ class Comparison:
     metrics: tuple[MetricComparison, ...] = ()
     repeats: int = 1  # the fewer repeats of the two: what a missing noise estimate rests on
     window_noise: bool = False  # a side's intervals are window-to-window noise only
+
+    def metric(self, label: str) -> MetricComparison | None:
+        """The comparison on one metric (None where both had the same value, or a value was missing)."""
+        return next((m for m in self.metrics if m.label == label), None)
 
     def of(self, outcome: Outcome | tuple[Outcome, ...]) -> tuple[MetricComparison, ...]:
         wanted = outcome if isinstance(outcome, tuple) else (outcome,)

@@ -341,13 +341,15 @@ def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: st
     for label, mine, theirs, a, b in _metrics(winner, other, costs, percentile):
         if mine is None or theirs is None or theirs == 0 or mine == theirs:
             continue
+        relative = (theirs - mine) / mine if mine else None
         if a is None or b is None:
-            metrics.append(MetricComparison(label, Outcome.NO_ESTIMATE))
+            metrics.append(MetricComparison(label, Outcome.NO_ESTIMATE, relative=relative))
         elif _overlap(a, b):
-            metrics.append(MetricComparison(label, Outcome.TIED))
+            metrics.append(MetricComparison(label, Outcome.TIED, relative=relative))
         else:
             delta = (mine - theirs) / theirs
-            metrics.append(MetricComparison(label, Outcome.HIGHER if delta > 0 else Outcome.LOWER, abs(delta)))
+            outcome = Outcome.HIGHER if delta > 0 else Outcome.LOWER
+            metrics.append(MetricComparison(label, outcome, abs(delta), relative))
     return Comparison(
         Standing.COMPARED,
         tuple(metrics),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -157,3 +158,19 @@ def test_a_multi_target_ranking_shows_the_instance_type_and_prices_each_candidat
     assert "instance type" in text and "ml.g4dn.12xlarge" in line_of(text, "pt-big")
     single = rendered(STUDY, 250, terminal=True)
     assert "instance type" not in single  # one target: no column
+
+
+def test_the_max_invocations_column_is_max_invocations_and_vs_best_is_the_rankings() -> None:
+    """Repeats with different window counts: the pooled window mean (MaxInvocations, 1,067) is not the mean of the
+    per-repeat means (the interval's centre, 1,100); the table prints MaxInvocations, as the ranking and report do,
+    and its "vs #1" is the ranking's own comparison on those figures."""
+    best = result("alpha", 1067, (1000, 1200))
+    best = CandidateResult(
+        **{**best.__dict__, "headline": replace(best.headline, ipm_interval=Interval(1100, 1000, 1200, 3))}
+    )
+    other = result("charlie", 700, (690, 710))
+    text = rendered([best, other], 250, terminal=True)
+    assert "1,067 ± 100" in line_of(text, "alpha")
+    rec = recommend([best, other], SPEC)
+    throughput = rec.ranking.ranked[1].versus.metric("throughput")
+    assert f"{throughput.relative:+.0%} vs #1" in line_of(text, "charlie") and round(throughput.relative, 2) == -0.34

@@ -84,7 +84,8 @@ class Racing(Strict):
         ge=2,
         le=10,
         description="Successive halving: at most ceil(n / eta) candidates are measured in "
-        "full, plus any later one whose probe is above the leader's MaxInvocations.",
+        "full, plus any later one whose probe separates above every one measured in full (its MaxInvocations, "
+        "narrowed by `margin`, above each one's upper bound).",
     )
 
 

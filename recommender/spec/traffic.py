@@ -99,7 +99,8 @@ class StabilityRule(Strict):
         gt=0,
         le=1,
         description="Largest relative standard error s / sqrt(n) / mean of a "
-        "level's mean IPM and mean percentile latency over its windows (0.05: known to about +-10 % at 95 %).",
+        "level's mean IPM and mean percentile latency over its windows (0.05: the 95 % interval of the mean is then at "
+        "most +- t x 5 %: +-16 % over 4 windows, +-11 % over 12 windows).",
     )
     ipm_tolerance: float | None = Field(
         None,
@@ -210,7 +211,8 @@ class TrafficSpec(Strict):
         ge=1,
         le=20,
         description="Measure each candidate this many times (fresh load runs on the same deployment); "
-        "2 or more give 95 % confidence intervals.",
+        "3 or more give 95 % intervals over the repeats' level means; with 1 or 2 the interval is over the level's "
+        "windows (3 or more), window-to-window noise only, labelled so.",
     )
 
     @field_validator("master_bind")

@@ -191,3 +191,18 @@ def test_a_bad_dynamic_batching_mapping_gets_its_own_error_not_the_bool_arms(tmp
         f"{path}: variants.dynamic_batching.1: Value error, preferred_batch_size: range [0, 32] "
         "starts below 1; batch sizes start at 1, e.g. {range: [1, 32], log: true}"
     ]
+
+
+def test_the_schema_states_the_interval_and_stability_rules_the_code_applies() -> None:
+    """`recommender schema` is documentation: its figures are the code's (intervals, stability, racing)."""
+    from recommender.metrics.intervals import MIN_REPEATS, t_quantile_95
+    from recommender.spec.search import Racing
+    from recommender.spec.traffic import StabilityRule, TrafficSpec
+
+    repeats = TrafficSpec.model_fields["repeats"].description or ""
+    assert f"{MIN_REPEATS} or more give 95 % intervals over the repeats" in repeats and "window-to-window" in repeats
+    tolerance = StabilityRule.model_fields["tolerance"].description or ""
+    default = StabilityRule().tolerance
+    for windows in (4, 12):  # the half-width the default tolerance allows, t(n-1) x tolerance
+        assert f"+-{t_quantile_95(windows - 1) * default * 100:.0f} % over {windows} windows" in tolerance
+    assert "above each one's upper bound" in (Racing.model_fields["eta"].description or "")

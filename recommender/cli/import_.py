@@ -26,7 +26,7 @@ def sagemaker_job(
 ) -> None:
     """Write the experiment file and print the notes on what could not be mapped (they are kept in its `notes:`)."""
     imported = import_job(read_job(job_file))
-    path = write_experiment(imported, experiment_path(imported, out), force)
+    path = write_experiment(imported, experiment_path(imported, out, force), force)
     console = Console()
     console.print(f"wrote {path}", highlight=False)
     for note in imported.notes:

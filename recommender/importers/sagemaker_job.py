@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from recommender.errors import SpecError
-from recommender.files.destination import inside, plain_name, write_text
+from recommender.files.destination import claim_folder, inside, plain_name, write_text
 from recommender.files.document import load_json
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
@@ -92,11 +92,14 @@ def write_experiment(imported: ImportedJob, path: str | Path, force: bool = Fals
     return write_text(Path(path), yaml.safe_dump(document, sort_keys=False, allow_unicode=True), force)
 
 
-def experiment_path(imported: ImportedJob, out: Path | None) -> Path:
+def experiment_path(imported: ImportedJob, out: Path | None, force: bool = False) -> Path:
     """Where the experiment goes: `out`, or <JobName>.yaml inside `out` when it is a folder (the working folder
-    when `out` is None); the name never leaves that folder."""
+    when `out` is None); the name never leaves that folder. A folder given as `out` must be empty (or `force`), as
+    every command's output folder: outputs never land among other files unasked."""
     if out is not None and not out.is_dir():
         return out
+    if out is not None:
+        claim_folder(out, force)
     return inside(out or Path("."), f"{imported.experiment['name']}.yaml", "JobName")
 
 

@@ -181,6 +181,8 @@ def test_realistic_jobs_round_trip_validate_and_plan_with_a_cost(job: dict, tmp_
 
     source = tmp_path / "job.json"
     source.write_text(json.dumps(job))
+    tmp_path = tmp_path / "out"  # the output folder: it must be empty (outputs never land among other files)
+    tmp_path.mkdir()
     runner = CliRunner()
     done = runner.invoke(build_app(), ["import", "sagemaker-job", str(source), "--out", str(tmp_path)])
     assert done.exit_code == 0, done.output
@@ -233,3 +235,23 @@ def test_text_from_the_job_never_changes_the_yaml_structure(tmp_path: Path) -> N
     path = write_experiment(import_job(job), tmp_path / "safe.yaml")
     spec = load_spec(path)
     assert len(spec.all_targets) == 3 and any("targets: []" in note for note in spec.notes)
+
+
+def test_an_output_folder_with_other_files_is_refused_without_force(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from recommender.cli import build_app
+    from recommender.errors import UsageError
+
+    source = tmp_path / "job.json"
+    source.write_text(json.dumps(DEFAULT_JOB))
+    out = tmp_path / "experiments"
+    out.mkdir()
+    (out / "mine.yaml").write_text("name: mine\n")
+    runner = CliRunner()
+    refused = runner.invoke(build_app(), ["import", "sagemaker-job", str(source), "--out", str(out)])
+    assert isinstance(refused.exception, UsageError) and "is not empty" in refused.exception.message
+    assert sorted(p.name for p in out.iterdir()) == ["mine.yaml"]  # nothing written
+    forced = runner.invoke(build_app(), ["import", "sagemaker-job", str(source), "--out", str(out), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert (out / "mine.yaml").read_text() == "name: mine\n" and (out / f"{DEFAULT_JOB['JobName']}.yaml").exists()

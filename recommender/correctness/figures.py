@@ -45,6 +45,7 @@ class OutputFigures:
     max_rel_error: float
     min_cosine: float | None  # the lowest per-row cosine; None for one value per row
     worst_excess: float  # max of |served - reference| - (atol + rtol x |reference|): > 0 means out of tolerance
+    worst: tuple[float, float] | None = None  # (served, reference) of the element with that worst excess
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +85,7 @@ def compare(
     cosines = (
         [cosine(s, r) for s, r in zip(served, reference, strict=False)] if reference and len(reference[0]) > 1 else []
     )
+    worst = max(range(len(excess)), key=excess.__getitem__, default=None)
     return OutputFigures(
         case,
         output,
@@ -91,6 +93,7 @@ def compare(
         max(rel, default=0.0),
         min(cosines) if cosines else None,
         max(excess, default=-math.inf),
+        None if worst is None else pairs[worst],
     )
 
 
@@ -111,13 +114,29 @@ def violations(figures: OutputFigures, tolerance: Tolerance) -> list[str]:
     where = f"on output {figures.output} for input {figures.case}"
     found = []
     if figures.worst_excess > 0:
-        found.append(
-            f"max abs error {figures.max_abs_error:.3g} > atol {tolerance.atol:g} + rtol {tolerance.rtol:g} "
-            f"x |reference| (max rel error {figures.max_rel_error:.3g}) {where}"
-        )
+        found.append(_out_of_tolerance(figures, tolerance, where))
     if figures.min_cosine is not None and figures.min_cosine < tolerance.min_cosine:
         found.append(f"cosine {figures.min_cosine:.6g} < min_cosine {tolerance.min_cosine:g} {where}")
     return found
+
+
+def _out_of_tolerance(figures: OutputFigures, tolerance: Tolerance, where: str) -> str:
+    """The failing element's own figures (the one furthest past atol + rtol x |reference|): the largest absolute
+    error may belong to an element whose larger reference allows it."""
+    bound = f"atol {tolerance.atol:g} + rtol {tolerance.rtol:g} x |reference|"
+    if figures.worst is None:
+        return f"max abs error {figures.max_abs_error:.3g} > {bound} {where}"
+    served, reference = figures.worst
+    error = abs(served - reference) if math.isfinite(served) else math.inf
+    element = f"served {served:.6g} vs reference {reference:.6g}"
+    allowed = f"{tolerance.atol + tolerance.rtol * abs(reference):.3g}"
+    if error >= figures.max_abs_error:
+        largest = f"max rel error {figures.max_rel_error:.3g}"
+        return f"max abs error {error:.3g} > {bound} = {allowed} ({element}; {largest}) {where}"
+    return (
+        f"abs error {error:.3g} > {bound} = {allowed} ({element}; the max abs error "
+        f"{figures.max_abs_error:.3g} is within its own tolerance) {where}"
+    )
 
 
 def verdict(all_figures: list[OutputFigures], tolerance: Tolerance) -> str | None:

@@ -125,3 +125,12 @@ def test_a_bare_yaml_off_turns_the_gate_off(tmp_path) -> None:
 
     (tmp_path / "e.yaml").write_text("name: e\ncorrectness: off\n")
     assert load_spec(tmp_path / "e.yaml").correctness == "off"
+
+
+def test_the_reason_quotes_the_failing_element_not_a_larger_error_that_passed() -> None:
+    """Element 0: error 0.05 on a reference of 100 (allowed 0.1001: within); element 1: error 0.01 on a reference of
+    0.5 (allowed 0.0006: out). The reason names element 1's figures, not the larger 0.05."""
+    f = compare("case", "embedding", [[100.05, 0.51]], [[100.0, 0.5]], FP32)
+    reason = verdict([f], FP32)
+    assert reason is not None and reason.startswith("abs error 0.01 > atol 0.0001 + rtol 0.001 x |reference| = 0.0006")
+    assert "served 0.51 vs reference 0.5" in reason and "max abs error 0.05 is within its own tolerance" in reason

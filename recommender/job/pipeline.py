@@ -102,7 +102,7 @@ class Job:
         target = target_for(spec, self.spec.name, run_id)
         target.preflight()
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
-        protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec)
+        protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec, host=serving.hardware)
         return Placement(
             index,
             spec,

@@ -5,7 +5,9 @@
 In the key: the traffic (shapes, warm-up, windows, repeats, stop conditions, the number of windows they look at),
 the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,
 image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
-the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime, transformers, locust; plus
+the load client (its user class and geventhttpclient's version), the hardware of a target serving on this host (CPU
+model and cores) and the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime,
+transformers, locust; plus
 openvino and tensorrt for an experiment whose grid has the `openvino` or `trt` optimization, so that the keys of the
 other experiments stay as they were).
 Not in the key: decisions (latency threshold, percentile, error limit, objectives, capacity, price, the stability
@@ -21,6 +23,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from recommender.hardware import Hardware
+from recommender.load.runner import DEFAULT_CLIENT, HTTP_CLIENTS
 from recommender.modelrepo.model_source import installed_version, model_content
 from recommender.spec import ExperimentSpec, TargetSpec
 
@@ -35,8 +39,8 @@ TARGET_IDENTITY = (
     "endpoint",
     "gpus",
 )
-# distributions whose versions shape a measurement: the server, the exporters, the load generator
-SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust")
+# distributions whose versions shape a measurement: the server, the exporters, the load generator and its client
+SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust", "geventhttpclient")
 # the engine of an optimization: its version shapes the measurement of an experiment that has the optimization
 ENGINE_SOFTWARE = {"openvino": "openvino", "trt": "tensorrt"}
 DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
@@ -47,13 +51,17 @@ def protocol_fingerprint(
     versions: Mapping[str, str | None] | None = None,
     accelerator: str = "cpu",
     target: TargetSpec | None = None,
+    host: Hardware | None = None,
 ) -> str:
     """Hash of how candidates on `target` (default: the spec's first) are measured; a stored run is reused only if this
     matches. `accelerator` is the resolved one (hardware.py): a GPU run never reuses a CPU run; "cpu" adds nothing, so
-    keys stored before it stay valid. Each target of a multi-target experiment has its own key."""
+    keys stored before it stay valid. `host`: the hardware of a target that serves on this host (local, docker), by
+    CPU model and cores, not only by its label. Each target of a multi-target experiment has its own key."""
     if versions is None:
         versions = software_versions(spec.variants.optimizations)
     document = protocol_document(spec, versions, target)
+    if host is not None:
+        document["host"] = {"cpu_model": host.cpu_model, "cpu_cores": host.cpu_cores}
     if accelerator != "cpu":
         document["accelerator"] = accelerator
     if spec.search.adaptive:  # a load search measures differently from the full plan (grid keys stay as they were)
@@ -73,6 +81,7 @@ def protocol_document(
         "target": target_identity(target or spec.target),
         "model": {"spec": spec.model.model_dump(mode="json"), "content": model_content(spec.model)},
         "versions": dict(versions),
+        "load_client": HTTP_CLIENTS[DEFAULT_CLIENT],  # the user class: the clients differ 2.3x per core
     }
 
 

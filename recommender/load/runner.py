@@ -48,6 +48,7 @@ _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMake
 # http(s) clients in locustfile.py, the default first: benchmarks/generator.py measures both side by side; the raw
 # geventhttpclient user was the faster (2.3x requests per core, 0.15 vs 0.38 ms added at c=1; docs/benchmarks.md)
 HTTP_CLIENTS = {"geventhttpclient": "RawInferenceUser", "fasthttp": "InferenceUser"}
+DEFAULT_CLIENT = "geventhttpclient"  # what every job measures with (part of the reuse key, job/protocol.py)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
 _STDERR_TAIL_LINES = 20
@@ -68,10 +69,9 @@ class LoadRequest:
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
     generator_cpus: tuple[int, ...] | None = None  # pin every generator process to these CPUs (None: no pinning)
-    master: MasterSettings = field(
-        default_factory=MasterSettings
-    )  # distributed mode: the master's bind, port, remote workers, wait
-    client: str = "geventhttpclient"  # http(s) endpoints: a key of HTTP_CLIENTS
+    # distributed mode: the master's bind, port, remote workers, wait
+    master: MasterSettings = field(default_factory=MasterSettings)
+    client: str = DEFAULT_CLIENT  # http(s) endpoints: a key of HTTP_CLIENTS
 
     @property
     def distributed(self) -> bool:

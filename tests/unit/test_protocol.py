@@ -17,6 +17,7 @@ VERSIONS = {
     "onnxruntime": "1.20.0",
     "transformers": "4.46.0",
     "locust": "2.32.0",
+    "geventhttpclient": "2.3.1",
 }
 
 
@@ -124,3 +125,24 @@ def test_the_installed_openvino_version_is_read_for_an_openvino_experiment():
     installed = {name: version for name, version in software_versions(["openvino"]).items()}
     assert installed["openvino"] == importlib.metadata.version("openvino")
     assert protocol_fingerprint(spec) == protocol_fingerprint(spec, installed)
+
+
+def test_the_load_client_its_version_and_the_host_hardware_are_in_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured otherwise, never reused: another load client (2.3x per core apart), another geventhttpclient, another
+    CPU behind the same instance_type label."""
+    import recommender.job.protocol as protocol
+    from recommender.hardware import Hardware
+
+    spec = ExperimentSpec.model_validate({"name": "p"} | BASE)
+    client = VERSIONS | {"geventhttpclient": "2.3.1"}
+    base = protocol_fingerprint(spec, client)
+    assert protocol_fingerprint(spec, client | {"geventhttpclient": "2.3.3"}) != base
+    assert "geventhttpclient" in software_versions()
+    xeon, epyc = Hardware("Intel Xeon", 2), Hardware("AMD EPYC", 2)
+    assert protocol_fingerprint(spec, client, host=xeon) == protocol_fingerprint(spec, client, host=xeon) != base
+    assert protocol_fingerprint(spec, client, host=xeon) != protocol_fingerprint(spec, client, host=epyc)
+    assert protocol_fingerprint(spec, client, host=xeon) != protocol_fingerprint(
+        spec, client, host=Hardware("Intel Xeon", 4)
+    )
+    monkeypatch.setattr(protocol, "DEFAULT_CLIENT", "fasthttp")
+    assert protocol_fingerprint(spec, client) != base

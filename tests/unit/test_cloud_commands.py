@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -90,13 +91,14 @@ def test_docker_preflight_says_when_no_engine_is_reachable(tmp_path, monkeypatch
 
 
 def test_docker_preflight_on_this_host() -> None:
-    """This host as it is: no reachable engine is reported, never a crash."""
-    try:
+    """This host as it is, the one outcome it must give: without the CLI, that; with the CLI but no engine configured
+    (no DOCKER_HOST, no /var/run/docker.sock), that no engine is reachable; never a crash."""
+    if os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists():
+        pytest.skip("a Docker engine is configured on this host: the docker target's own tests cover it")
+    expected = "no Docker engine is reachable" if shutil.which("docker") else "the docker command is not installed"
+    with pytest.raises(TargetError, match=expected) as raised:
         DockerTarget().preflight()
-    except TargetError as error:
-        assert "docker" in error.message.lower() and error.hint
-    else:
-        assert os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists()
+    assert raised.value.hint
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,8 @@ def windows(levels: list[tuple[float, float, float, int]], repeats: int = 3) -> 
                     ipm * wobble,
                     {"p50": p95 / 2, "p90": p95 * 0.9, "p95": p95, "p99": None},
                 )
-                out.append((repeat, Window(phase, index, stats, load)))
+                server = {"queue_us": 1000.0 * (phase + 1)}  # each level's own server figure: 1000, 2000, 3000 us
+                out.append((repeat, Window(phase, index, stats, load, server=server)))
     return out
 
 
@@ -102,8 +103,15 @@ def test_the_same_windows_decided_under_other_limits(url, limits, expected):
 
 
 def test_the_server_figures_follow_the_level_decided_on(url):
-    _, _, results = recommend_from_store(ResultStore.open(url), "levels", threshold_ms=50)
-    assert all(r.server_stats["at_max_invocations"] == {} for r in results)  # these windows carry no server figures
+    """Under 500 ms ig1 decides on load 2 and ig2 on load 4; under 50 ms on loads 1 and 2: the server figures at
+    MaxInvocations are those of the level decided on, re-read from its windows under each limit."""
+
+    def queue(**limits) -> dict[str, float]:
+        _, _, results = recommend_from_store(ResultStore.open(url), "levels", **limits)
+        return {r.name: r.server_stats["at_max_invocations"]["queue_us"] for r in results}
+
+    assert queue() == {"pt-nodb-ig1-mbs8": 2000.0, "pt-nodb-ig2-mbs8": 3000.0}
+    assert queue(threshold_ms=50) == {"pt-nodb-ig1-mbs8": 1000.0, "pt-nodb-ig2-mbs8": 2000.0}
 
 
 def test_rank_takes_the_limits_on_the_command_line(url, tmp_path, monkeypatch):

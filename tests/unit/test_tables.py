@@ -174,3 +174,17 @@ def test_the_max_invocations_column_is_max_invocations_and_vs_best_is_the_rankin
     rec = recommend([best, other], SPEC)
     throughput = rec.ranking.ranked[1].versus.metric("throughput")
     assert f"{throughput.relative:+.0%} vs #1" in line_of(text, "charlie") and round(throughput.relative, 2) == -0.34
+
+
+@pytest.mark.parametrize("width", [100, 120, 160])
+def test_the_highest_priority_numbers_are_dropped_first(width: int) -> None:
+    """Every column dropped has a priority number at least as high as every column kept (1s are never dropped)."""
+    results = STUDY
+    console = Console(record=True, width=width, force_terminal=True, color_system=None)
+    table = ranking_view(recommend(results, SPEC), results, console)
+    kept = {str(column.header) for column in table.columns}
+    priority = {c.label.format(p="p95"): c.priority for c in COLUMNS}
+    dropped = set(priority) - kept
+    assert dropped and {label for label, p in priority.items() if p == 1} <= kept
+    assert max(priority[label] for label in kept if label in priority) <= min(priority[label] for label in dropped)
+    assert "unstable because" in dropped  # priority 6: the first to go

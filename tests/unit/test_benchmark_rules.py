@@ -1,5 +1,6 @@
 """The benchmarks' rules: every tool scored by the same window rule from its own first send, short runs refused,
-wrk read from its per-request log (benchmarks/generator.py, fidelity.py, measurement.py)."""
+wrk read from its per-request log, the search's pick judged on the objective searched, the peer's pick measured with
+its own settings and a peer's failure recorded (benchmarks/generator.py, fidelity.py, search.py, measurement.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,11 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import fidelity
 import generator
 import measurement
+import peer_model_analyzer
+import search
 from measurement import window_stats
 from perf_analyzer_tool import PerfAnalyzer
 
+from recommender.candidates import expand_candidates
 from recommender.load.result import LoadResult
+from recommender.metrics.intervals import Interval
 from recommender.metrics.records import RequestLog, Timeline
+from recommender.spec import load_spec
 
 RNG_SEED = 7
 
@@ -243,3 +250,105 @@ def test_fidelity_refuses_our_run_when_it_stopped_before_its_window_ended(tmp_pa
     monkeypatch.setattr(fidelity, "run_load", lambda request: load_result(0.5, 4.0, 4.0))
     m = fidelity.run_ours(FakeDeployment(), fidelity.Load(False, 1), [{}], fidelity_args(), tmp_path)
     assert m.stats is None and m.note.startswith("no result: refused: ours ran 3.50 s from its first send")
+
+
+def result(name: str, ipm: float, low: float, high: float) -> SimpleNamespace:
+    headline = SimpleNamespace(max_invocations=ipm, ipm_interval=Interval(ipm, low, high, 3))
+    return SimpleNamespace(key=name, name=name, status="ok", headline=headline)
+
+
+def test_the_search_pick_is_judged_on_maxinvocations_and_says_so() -> None:
+    grid = {r.key: r for r in (result("best", 150.0, 140.0, 160.0), result("close", 138.0, 130.0, 141.0))}
+    grid["far"] = result("far", 100.0, 95.0, 105.0)
+    assert search.compare(grid, "best", "adaptive") == "same (best)"
+    assert search.compare(grid, "close", "adaptive").startswith("tied on MaxInvocations (95 % intervals overlap): ")
+    assert search.compare(grid, "far", "adaptive").startswith("NOT tied on MaxInvocations (95 % intervals apart): ")
+
+
+def write_configs(root: Path, batching: str) -> Path:
+    (root / "models" / "model_config_4").mkdir(parents=True)
+    (root / "models" / "model_config_4" / "config.pbtxt").write_text(f'name: "model"\nmax_batch_size: 8\n{batching}')
+    (root / "t.csv").write_text(
+        "Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,"
+        "Throughput (infer/sec),p95 Latency (ms)\nmodel,1,8,model_config_4,3:CPU,8,Yes,2248.9,6.0\n"
+    )
+    return root
+
+
+@pytest.mark.parametrize(
+    ("batching", "delay", "sizes"),
+    [
+        ("dynamic_batching {\n}\n", 0, ()),  # quick search's own: Triton's default delay, 0 us
+        (
+            "dynamic_batching {\n  preferred_batch_size: 4\n  preferred_batch_size: 8\n"
+            "  max_queue_delay_microseconds: 500\n}\n",
+            500,
+            (4, 8),
+        ),
+    ],
+)
+def test_the_peers_pick_is_measured_with_its_own_batching_settings(tmp_path: Path, batching, delay, sizes) -> None:
+    root = write_configs(tmp_path, batching)
+    found = peer_model_analyzer._pick(1.0, root / "t.csv", root / "models")
+    assert (found.dynamic_batching, found.queue_delay_us, found.preferred_batch_sizes) == (True, delay, sizes)
+    spec_path = search.write_spec(tmp_path, "grid", {**search.QUICK, **search.peer_choice(found)}, 100.0, "pick")
+    spec = load_spec(spec_path)
+    (measured,) = expand_candidates(spec)  # what our protocol's run of the pick measures
+    assert measured.key == search.peer_candidate(found, spec).key
+    assert measured.dynamic_batching is not None
+    assert (measured.dynamic_batching.max_queue_delay_microseconds, measured.instance_group_count) == (delay, 3)
+
+
+def test_the_peers_version_is_asked_of_the_tool(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "ma" / "bin" / "model-analyzer"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && echo 1.99.0\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(peer_model_analyzer, "PEERS", tmp_path)
+    assert peer_model_analyzer.version() == "1.99.0"
+
+
+@pytest.fixture
+def peer_installed(tmp_path: Path, monkeypatch) -> Path:
+    """search.side_by_side's surroundings: an installed peer, a model repository, a grid spec."""
+    (tmp_path / "ma").mkdir()
+    (tmp_path / "ma" / "model-analyzer").touch()
+    monkeypatch.setattr(peer_model_analyzer, "executable", lambda: tmp_path / "ma" / "model-analyzer")
+    monkeypatch.setattr(peer_model_analyzer, "version", lambda: "1.58.0", raising=False)
+    monkeypatch.setattr(search, "write_model_repository", lambda *args, **kwargs: tmp_path / "repository")
+    return search.write_spec(tmp_path, "grid", search.QUICK, 100.0)
+
+
+def test_a_peer_that_fails_is_recorded_with_its_error_and_the_benchmark_goes_on(
+    tmp_path: Path, monkeypatch, capsys, peer_installed: Path
+) -> None:
+    def fails(*args, **kwargs):
+        raise RuntimeError("model-analyzer profile exited 1:\nno GPU | config rejected")
+
+    monkeypatch.setattr(peer_model_analyzer, "quick_search", fails)
+    search.side_by_side(tmp_path, peer_installed, None, 100.0, [], search.QUICK)
+    out = capsys.readouterr().out
+    assert (
+        "| Model Analyzer 1.58.0 quick | failed | | | | RuntimeError: model-analyzer profile exited 1: no GPU / " in out
+    )
+
+
+def test_a_failed_run_of_the_peers_pick_is_recorded_and_the_benchmark_goes_on(
+    tmp_path: Path, monkeypatch, capsys, peer_installed: Path
+) -> None:
+    root = write_configs(tmp_path, "dynamic_batching {\n}\n")
+    monkeypatch.setattr(
+        peer_model_analyzer,
+        "quick_search",
+        lambda *a, **k: peer_model_analyzer._pick(206.0, root / "t.csv", root / "models"),
+    )
+    monkeypatch.setattr(search, "decided", lambda url, spec: {"grid-best": result("grid-best", 150.0, 140.0, 160.0)})
+
+    def fails(folder, spec, number):
+        raise search.RunFailed("recommender run model-analyzer-pick.yaml failed (exit 1)")
+
+    monkeypatch.setattr(search, "run_once", fails)
+    search.side_by_side(tmp_path, peer_installed, None, 100.0, ["sqlite:///grid-1.db"], search.QUICK)
+    out = capsys.readouterr().out
+    assert "pt-db-ig3-mbs8, queue delay 0 us at concurrency 8" in out
+    assert "| failed: our run of its pick: recommender run model-analyzer-pick.yaml failed (exit 1) |" in out

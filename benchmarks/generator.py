@@ -24,8 +24,8 @@ A run whose records stop before its window's end is refused.
   connection sends and answers pair one to one (latency per request); with more, the count by the same rule is
   answers by the window's end minus sends before its start (exact in a closed loop where no request is lost: wrk
   reported no socket error and no latency longer than the window), and no latency figure is taken. CPU: psutil
-  samples of the wrk process every 0.1 s. The hooks cost wrk CPU (about 12 % of its requests per core on this host,
-  docs/benchmarks.md): the reference is an instrumented wrk.
+  samples of the wrk process every 0.1 s. The hooks cost wrk CPU (10-15 % of its requests per core on this host,
+  measured against a bare wrk in docs/benchmarks.md): the reference is an instrumented wrk.
 - added latency at concurrency 1 (unless --no-latency): every client and wrk again with 1 user / 1 connection, in the
   same rounds; added = our median p50 - wrk's median p50. The null endpoint's service time and loopback are in both,
   so the difference is the generator's own time per request beyond wrk's.

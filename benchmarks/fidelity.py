@@ -7,16 +7,19 @@ requests (same sequence length, same texts in turn), closed loop, over HTTP. The
 in odd rounds, ours first in even rounds) and the rounds repeat; the tables show medians over the rounds, spreads
 (min..max) and ratios.
 
-Both tools run for warm-up + 3 x interval seconds and both are scored by the SAME rule on their exact per-request
-logs: requests sent after the first `--warmup` seconds and completed by warm-up + 3 x interval count; throughput =
-successful ones / window length, p50/p95 from their exact latencies.
+Both tools run for at least warm-up + 3 x interval + 1 s and both are scored by the SAME rule on their exact
+per-request logs, each on its own clock from its own first send: the window is [first send + `--warmup`, + 3 x
+interval]; requests sent in it and completed by its end count; throughput = successful ones / window length, p50/p95
+from their exact latencies. A run whose log stops before its window's end (perf_analyzer's last measurement window,
+our run's end) is refused: printed as "no result: refused ...", never divided by a window it did not cover.
 
-- perf_analyzer: `--concurrency-range N:N -p <(warm-up + window)/3> --stability-percentage 1000 --percentile=95
-  --input-data <json> --input-tensor-format=json --output-tensor-format=json -f <csv> --profile-export-file <json>`;
-  its client-side per-request send and response timestamps come from the profile export. (With its own stability
-  gate, `--stability 10`, a shared noisy host makes it give up after --max-trials windows; its own CSV figures are
-  printed per round for reference.)
-- ours: run_load with one level of N users (spawn rate 0) lasting warm-up + 3 x interval; the exact RequestLog.
+- perf_analyzer: `--concurrency-range N:N -p <(warm-up + window + 1 s)/3> --stability-percentage 1000
+  --percentile=95 --input-data <json> --input-tensor-format=json --output-tensor-format=json -f <csv>
+  --profile-export-file <json>`; its client-side per-request send and response timestamps come from the profile
+  export. (With its own stability gate, `--stability 10`, a shared noisy host makes it give up after --max-trials
+  windows; its own CSV figures are printed per round for reference.)
+- ours: run_load with one level of N users (spawn rate 0) lasting warm-up + 3 x interval + 1 s; the exact
+  RequestLog.
 - open loop (--rate-shares, default 0.5 and 0.8 of perf_analyzer's highest closed-loop throughput for that model):
   perf_analyzer `--request-rate-range R:R --request-distribution constant --max-threads 16`; ours `traffic.rate`
   (constant spacing, at most 16 in flight). Both timed from the ACTUAL send (ours: scheduled send + its lateness),
@@ -45,8 +48,11 @@ from pathlib import Path
 
 import numpy as np
 from measurement import (
+    TAIL_S,
+    ShortRun,
     WindowStats,
     cpu_seconds,
+    log_window,
     ratio,
     render_table,
     run_tool,
@@ -158,7 +164,7 @@ def run_perf_analyzer(
     for stale in (csv_path, profile_path):
         stale.unlink(missing_ok=True)
     window_s = 3 * args.interval_ms / 1000.0
-    pass_ms = math.ceil((args.warmup + window_s) * 1000.0 / 3)  # 3 passes (the fewest it makes) cover warm-up + window
+    pass_ms = math.ceil((args.warmup + window_s + TAIL_S) * 1000.0 / 3)  # its 3 passes (the fewest) cover the window
     command = [
         str(tool.binary),
         "-m",
@@ -198,20 +204,21 @@ def run_perf_analyzer(
         )
         return Measurement("perf_analyzer", load, None, cores, server, f"no result: {reason}")
     t_s, latency_us, ok, covered_s = _profile_log(profile_path)
-    stats = window_stats(t_s, latency_us, ok, args.warmup, args.warmup + window_s)
+    try:
+        start, end = log_window("perf_analyzer", t_s, covered_s, args.warmup, window_s)
+    except ShortRun as short:
+        return Measurement("perf_analyzer", load, None, cores, server, f"no result: refused: {short}")
     own = next(csv.DictReader(csv_path.open()))
     note = (
         f"pa's own report over its {covered_s:.1f} s: {float(own['Inferences/Second']):.1f} inf/s p50 "
         f"{float(own['p50 latency']) / 1000:.2f} p95 {float(own['p95 latency']) / 1000:.2f} ms"
     )
-    if covered_s < args.warmup + window_s:
-        note += f"; WARNING: ran only {covered_s:.1f} s"
-    return Measurement("perf_analyzer", load, stats, cores, server, note)
+    return Measurement("perf_analyzer", load, window_stats(t_s, latency_us, ok, start, end), cores, server, note)
 
 
 def _profile_log(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, seconds
-    covered."""
+    """perf_analyzer's --profile-export-file as our log: send time from its first send (s), latency (us), ok, and how
+    far its run reached from its first send (s): its last measurement window's end or its last response."""
     experiment = json.loads(path.read_text())["experiments"][0]
     requests = experiment["requests"]
     sent = np.array([r["timestamp"] for r in requests], dtype=np.int64)
@@ -228,17 +235,22 @@ def run_ours(
     """Open loop: timed from the actual send like perf_analyzer (send = scheduled + late); our own figure (from the
     scheduled send) is in the note."""
     window_s = 3 * args.interval_ms / 1000.0
-    end = args.warmup + window_s
+    plan = load.plan(args.warmup + window_s + TAIL_S)
     before = compute_ms(deployment)
-    result = run_load(LoadRequest(deployment.endpoint, MODEL_NAME, bodies, load.plan(end), work / f"ours-{load.stem}"))
+    result = run_load(LoadRequest(deployment.endpoint, MODEL_NAME, bodies, plan, work / f"ours-{load.stem}"))
     server = mean_compute_ms(before, compute_ms(deployment))
     log, timeline = result.requests, result.timeline
     late_us = log.late_us if log.late_us is not None else np.zeros_like(log.latency_us)
-    stats = window_stats(log.t_s + late_us / 1e6, log.latency_us - late_us, log.ok, args.warmup, end)
-    cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, args.warmup, end) / window_s
+    sent_s = log.t_s + late_us / 1e6
+    try:
+        start, end = log_window("ours", sent_s, result.duration_s, args.warmup, window_s)
+    except ShortRun as short:
+        return Measurement("ours", load, None, float("nan"), server, f"no result: refused: {short}")
+    stats = window_stats(sent_s, log.latency_us - late_us, log.ok, start, end)
+    cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, start, end) / window_s
     note = f"{stats.failures} failures " if stats.failures else ""
     if load.open_loop:
-        scheduled = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
+        scheduled = window_stats(log.t_s, log.latency_us, log.ok, start, end)
         late = float(np.median(late_us)) / 1000 if len(late_us) else 0.0
         note += (
             f"from the scheduled send: p50 {scheduled.p50_ms:.2f} p95 {scheduled.p95_ms:.2f} ms; "

@@ -4,20 +4,31 @@ Both tools POST the same KServe v2 JSON body to the null endpoint (recommender.l
 loopback, closed loop, with the same number of connections. The runs alternate (ours, wrk / wrk, ours) and repeat;
 the table shows medians and the spread (min..max) over the repeats.
 
+Both tools are scored by the same rule on their own per-request records (as benchmarks/fidelity.py does): each run
+lasts warm-up + duration + 1 s; the window is [first send + --warmup, + --duration] on the tool's own clock; requests
+count when sent in the window and answered by its end; throughput = the successful ones / the window's length;
+p50 = numpy's (linear) percentile of their exact latencies; CPU = the tool's CPU seconds in the window (cumulative
+CPU samples read at the window's ends) / the window's length; the server's CPU (the null endpoint) the same way.
+A run whose records stop before its window's end is refused.
+
 - ours: run_load with one phase of --users users (spawn rate 0), once per HTTP client of the Locust user (--clients):
   FastHttpUser (Locust's, with its request events and response wrapper) and a raw geventhttpclient connection per
-  user (locustfile.RawInferenceUser: no Locust request event, no wrapper). Requests: the successful ones sent and
-  completed in the measured window (the first --warmup seconds excluded). CPU: the generator's own per-second CPU %
-  samples (Timeline.cpu_percent) summed over the window.
+  user (locustfile.RawInferenceUser: no Locust request event, no wrapper). Records: the exact RequestLog. CPU: the
+  generator's own per-second CPU % samples (Timeline.cpu_percent).
 - ours, N workers (--workers 1,2,4): the first client in Locust's distributed mode (one master, N worker processes);
   CPU: the workers' per-second CPU % as they report it to the master (the master's own CPU is not counted; it only
   merges rows). Scaling = aggregate requests/s at N workers / at 1 worker; on a host with fewer than N + 1 free cores
   (the server needs one) the workers share cores and scaling cannot reach N.
+- wrk: `wrk -t1 -c <users> -d <ceil(warmup + duration + 1)>s -s post.lua`; the Lua `request` and `response` hooks
+  log each send and each answer (CLOCK_MONOTONIC, status code), the `done` hook writes them to a file. At one
+  connection sends and answers pair one to one (latency per request); with more, the count by the same rule is
+  answers by the window's end minus sends before its start (exact in a closed loop where no request is lost: wrk
+  reported no socket error and no latency longer than the window), and no latency figure is taken. CPU: psutil
+  samples of the wrk process every 0.1 s. The hooks cost wrk CPU (10-15 % of its requests per core on this host,
+  measured against a bare wrk in docs/benchmarks.md): the reference is an instrumented wrk.
 - added latency at concurrency 1 (unless --no-latency): every client and wrk again with 1 user / 1 connection, in the
-  same rounds; added = our median p50 - wrk's median p50 (wrk's own latency percentile at -c1). The null endpoint's
-  service time and loopback are in both, so the difference is the generator's own time per request beyond wrk's.
-- wrk: `wrk -t1 -c <users> -d <warmup+duration>s -s post.lua`; requests and duration from the Lua `done` hook
-  (non-2xx answers excluded), CPU seconds from the kernel's rusage of the wrk process (os.wait4).
+  same rounds; added = our median p50 - wrk's median p50. The null endpoint's service time and loopback are in both,
+  so the difference is the generator's own time per request beyond wrk's.
 
 requests/s per core = successful requests / generator CPU seconds. Targets: >= 5,000 for ours, <= 0.3 ms added at
 concurrency 1 (printed PASS/FAIL per client; the exit code is non-zero only on errors). Run `python
@@ -28,16 +39,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-from measurement import cpu_seconds, ratio, render_table, run_tool, summarise, use_this_checkout, window_stats
+import numpy as np
+from measurement import (
+    TAIL_S,
+    CpuSampler,
+    WindowStats,
+    cpu_seconds,
+    log_window,
+    ratio,
+    render_table,
+    run_tool,
+    summarise,
+    use_this_checkout,
+    window_stats,
+)
 
 use_this_checkout()
 
@@ -52,29 +77,125 @@ TARGET_PER_CORE = 5000.0
 TARGET_ADDED_MS = 0.3
 CLIENT_LABELS = {"fasthttp": "FastHttpUser", "geventhttpclient": "raw geventhttpclient"}
 _LUA = """
+-- Per-request records for benchmarks/generator.py: every send and every answer on CLOCK_MONOTONIC (the clock of
+-- Python's time.monotonic()), microseconds, and each answer's status; written to $BENCH_LOG by the done hook.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clock_id, bench_timespec *tp);
+]]
+local clock = ffi.new("bench_timespec")
+local function now_us()
+  ffi.C.clock_gettime(1, clock)  -- 1: CLOCK_MONOTONIC
+  return tonumber(clock.tv_sec) * 1000000 + math.floor(tonumber(clock.tv_nsec) / 1000)
+end
+
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local file = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
 wrk.body = file:read("*a")
 file:close()
 
-done = function(summary, latency, requests)
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+local prepared
+sends, answers, codes, sent, answered = {}, {}, {}, 0, 0
+function init(args)
+  prepared = wrk.format()
+end
+function request()
+  sent = sent + 1
+  sends[sent] = now_us()
+  return prepared
+end
+function response(status, headers, body)
+  answered = answered + 1
+  answers[answered] = now_us()
+  codes[answered] = status
+end
+
+function done(summary, latency, requests)
+  local out = assert(io.open(os.getenv("BENCH_LOG"), "w"))
   local e = summary.errors
-  io.write(string.format(
-    'BENCH_RESULT {"requests": %d, "duration_us": %d, "status_errors": %d, ' ..
-    '"socket_errors": %d, "p50_us": %d, "p95_us": %d}\\n',
-    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
-    latency:percentile(50), latency:percentile(95)))
+  out:write(string.format('{"socket_errors": %d, "max_latency_us": %d, "threads": [',
+    e.connect + e.read + e.write + e.timeout, latency.max))
+  for i, thread in ipairs(threads) do
+    out:write(i > 1 and ", " or "", '{"sends": [', table.concat(thread:get("sends"), ","),
+      '], "answers": [', table.concat(thread:get("answers"), ","),
+      '], "codes": [', table.concat(thread:get("codes"), ","), ']}')
+  end
+  out:write("]}\\n")
+  out:close()
 end
 """
 
 
 @dataclass(frozen=True)
-class GeneratorRun:
-    """One tool's run: successful requests per second, generator CPU (cores used), the server's CPU (cores), p50.
+class WrkLog:
+    """What the Lua hooks logged in one wrk thread: send and answer times (s, CLOCK_MONOTONIC), answer statuses."""
 
-    The server's cores are its CPU seconds per request over the whole run times the measured rate.
+    sends_s: np.ndarray
+    answers_s: np.ndarray
+    codes: np.ndarray
+    socket_errors: int
+    max_latency_s: float
+
+    @classmethod
+    def read(cls, path: Path) -> WrkLog:
+        data = json.loads(path.read_text())
+        (thread,) = data["threads"]  # wrk -t1
+        return cls(
+            # the first request() call is wrk checking the script (wrk.c main, thread 0, before any connection)
+            np.array(thread["sends"][1:], dtype=float) / 1e6,
+            np.array(thread["answers"], dtype=float) / 1e6,
+            np.array(thread["codes"], dtype=int),
+            int(data["socket_errors"]),
+            data["max_latency_us"] / 1e6,
+        )
+
+    @property
+    def covered_until_s(self) -> float:
+        """The last record: how far the run reached."""
+        return float(np.max(np.concatenate([self.sends_s, self.answers_s])))
+
+
+def wrk_stats(log: WrkLog, connections: int, start_s: float, end_s: float) -> WindowStats:
+    """wrk's window by window_stats' rule: requests sent at or after `start_s` and answered by `end_s`.
+
+    One connection: its sends and answers alternate, so they pair one to one and window_stats reads them like our
+    log. More connections: answers are not tied to their sends, so the count is answers by the end minus sends
+    before the start (each request sent before the start was answered by the end: none lost, none slower than the
+    window), failures are the non-2xx answers in the window, and no latency is taken (nan).
     """
+    unanswered = len(log.sends_s) - len(log.answers_s)
+    if not 0 <= unanswered <= connections:
+        raise RuntimeError(
+            f"wrk's log does not pair: {len(log.sends_s)} sends and {len(log.answers_s)} answers "
+            f"over {connections} connections"
+        )
+    ok = (log.codes >= 200) & (log.codes < 300)
+    if connections == 1:
+        sends = log.sends_s[: len(log.answers_s)]
+        return window_stats(sends, np.round((log.answers_s - sends) * 1e6), ok, start_s, end_s)
+    if log.socket_errors or log.max_latency_s >= end_s - start_s:
+        raise RuntimeError(
+            f"wrk: {log.socket_errors} socket errors, slowest answer {log.max_latency_s:.3f} s: requests may be lost "
+            "or slower than the window, so its answers cannot be counted against its sends"
+        )
+    in_window = (log.answers_s >= start_s) & (log.answers_s <= end_s)
+    requests = int(np.count_nonzero(log.answers_s <= end_s) - np.count_nonzero(log.sends_s < start_s))
+    failures = int(np.count_nonzero(in_window & ~ok))
+    nan = float("nan")
+    return WindowStats((requests - failures) / (end_s - start_s), nan, nan, requests - failures, failures)
+
+
+@dataclass(frozen=True)
+class GeneratorRun:
+    """One tool's run, over its window: successful requests per second, generator CPU and the server's CPU (cores
+    used: CPU seconds in the window / its length), p50 (nan: not measured, wrk with more than one connection)."""
 
     tool: str
     requests_per_s: float
@@ -103,61 +224,56 @@ class Tool:
 
 
 def run_ours(
-    endpoint: str, server: psutil.Process, bodies: list[dict], args: argparse.Namespace, work: Path, tool: Tool
+    endpoint: str, sampler: CpuSampler, bodies: list[dict], args: argparse.Namespace, work: Path, tool: Tool
 ) -> GeneratorRun:
-    phase = Phase(initial_users=tool.users, spawn_rate=0, duration_seconds=args.warmup + args.duration)
-    before = _cpu_s(server)
+    phase = Phase(initial_users=tool.users, spawn_rate=0, duration_seconds=args.warmup + args.duration + TAIL_S)
+    wall_minus_monotonic = time.time() - time.monotonic()
     result = run_load(LoadRequest(endpoint, MODEL, bodies, [phase], work, workers=tool.workers, client=tool.client))
-    server_s_per_request = (_cpu_s(server) - before) / max(1, len(result.requests))
     log, timeline = result.requests, result.timeline
-    end = args.warmup + args.duration
-    stats = window_stats(log.t_s, log.latency_us, log.ok, args.warmup, end)
-    cores = cpu_seconds(timeline.t_s, timeline.cpu_percent, args.warmup, end) / args.duration
+    start, end = log_window(tool.label, log.t_s, result.duration_s, args.warmup, args.duration)
+    stats = window_stats(log.t_s, log.latency_us, log.ok, start, end)
+    zero = result.started_at - wall_minus_monotonic  # the load clock's t_s = 0 on time.monotonic()
     return GeneratorRun(
-        tool.label, stats.throughput, cores, server_s_per_request * stats.throughput, stats.failures, stats.p50_ms
+        tool.label,
+        stats.throughput,
+        cpu_seconds(timeline.t_s, timeline.cpu_percent, start, end) / args.duration,
+        sampler.cpu_between("server", zero + start, zero + end) / args.duration,
+        stats.failures,
+        stats.p50_ms,
     )
 
 
-def run_wrk(
-    endpoint: str, server: psutil.Process, body_path: Path, lua_path: Path, args: argparse.Namespace, tool: Tool
-) -> GeneratorRun:
-    seconds = args.warmup + args.duration
+def run_wrk(sampler: CpuSampler, endpoint: str, work: Path, args: argparse.Namespace, tool: Tool) -> GeneratorRun:
+    log_path = work / "wrk-log.json"
+    log_path.unlink(missing_ok=True)
     command = [
         "wrk",
         "-t1",
         f"-c{tool.users}",
-        f"-d{seconds:g}s",
+        f"-d{math.ceil(args.warmup + args.duration + TAIL_S)}s",  # wrk takes whole seconds
         "--timeout",
         "10s",
         "-s",
-        str(lua_path),
+        str(work / "post.lua"),
         endpoint + kserve.infer_path(MODEL),
     ]
-    before = _cpu_s(server)
-    run = run_tool(command, env={**os.environ, "BENCH_BODY": str(body_path)})
-    output = run.output
-    server_cpu_s = _cpu_s(server) - before
-    lines = [line for line in output.splitlines() if line.startswith("BENCH_RESULT ")]
-    if run.returncode != 0 or not lines:
-        raise RuntimeError(f"wrk failed (exit {run.returncode}):\n{output}")
-    summary = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
-    duration_s = summary["duration_us"] / 1e6
-    ok = summary["requests"] - summary["status_errors"]
-    cores = run.cpu_s / duration_s
-    server_cores = server_cpu_s / max(1, summary["requests"]) * ok / duration_s  # server CPU per request x rate
+    env = {**os.environ, "BENCH_BODY": str(work / "body.json"), "BENCH_LOG": str(log_path)}
+    run = run_tool(command, env=env, on_start=lambda pid: sampler.watch("wrk", pid))
+    if run.returncode != 0 or not log_path.is_file():
+        raise RuntimeError(
+            f"wrk failed (exit {run.returncode}, log {'written' if log_path.is_file() else 'missing'}):\n{run.output}"
+        )
+    log = WrkLog.read(log_path)
+    start, end = log_window(tool.label, log.sends_s, log.covered_until_s, args.warmup, args.duration)
+    stats = wrk_stats(log, tool.users, start, end)
     return GeneratorRun(
         tool.label,
-        ok / duration_s,
-        cores,
-        server_cores,
-        summary["status_errors"] + summary["socket_errors"],
-        summary["p50_us"] / 1000,
+        stats.throughput,
+        sampler.cpu_between("wrk", start, end) / args.duration,
+        sampler.cpu_between("server", start, end) / args.duration,
+        stats.failures + log.socket_errors,
+        stats.p50_ms,
     )
-
-
-def _cpu_s(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
 
 
 def plan_tools(args: argparse.Namespace) -> list[Tool]:
@@ -170,25 +286,25 @@ def plan_tools(args: argparse.Namespace) -> list[Tool]:
 def measure(args: argparse.Namespace, work: Path) -> dict[Tool, list[GeneratorRun]]:
     """Alternate the tools for --repeats rounds against one null endpoint; every run's figures per tool."""
     bodies = inference_bodies(PayloadSpec(sequence_length=args.sequence_length))[:1]  # one body: wrk sends one
-    body_path, lua_path = work / "body.json", work / "post.lua"
-    body_path.write_text(json.dumps(bodies[0]))
-    lua_path.write_text(_LUA)
+    (work / "body.json").write_text(json.dumps(bodies[0]))
+    (work / "post.lua").write_text(_LUA)
     tools = plan_tools(args)
     runs: dict[Tool, list[GeneratorRun]] = {tool: [] for tool in tools}
     endpoint_process = NullEndpoint()
-    with endpoint_process as endpoint:
-        server = psutil.Process(endpoint_process.process.pid)
+    with endpoint_process as endpoint, CpuSampler() as sampler:
+        sampler.watch("server", endpoint_process.process.pid)
         for repeat in range(args.repeats):
             for number, tool in enumerate(tools if repeat % 2 == 0 else tools[::-1]):
                 if tool.client == "wrk":
-                    run = run_wrk(endpoint, server, body_path, lua_path, args, tool)
+                    run = run_wrk(sampler, endpoint, work, args, tool)
                 else:
-                    run = run_ours(endpoint, server, bodies, args, work / f"run-{repeat}-{number}", tool)
+                    run = run_ours(endpoint, sampler, bodies, args, work / f"run-{repeat}-{number}", tool)
                 runs[tool].append(run)
+                p50 = "n/a" if math.isnan(run.p50_ms) else f"{run.p50_ms:.3f} ms"
                 print(
                     f"  repeat {repeat + 1}/{args.repeats} {run.tool:40} {run.requests_per_s:9.0f} req/s  "
                     f"generator {run.generator_cores:.2f} cores  {run.per_core:9.0f} req/s/core  "
-                    f"server {run.server_cores:.2f} cores  p50 {run.p50_ms:.3f} ms  failures {run.failures}",
+                    f"server {run.server_cores:.2f} cores  p50 {p50}  failures {run.failures}",
                     flush=True,
                 )
     return runs
@@ -268,7 +384,8 @@ def latency_report(runs: dict[Tool, list[GeneratorRun]]) -> list[str]:
             )
     return [
         "",
-        "Added latency at concurrency 1 (our p50 minus wrk's p50 at -c1, medians over rounds):",
+        "Added latency at concurrency 1 (our p50 minus wrk's p50 at -c1, medians over rounds; each p50 over the "
+        "exact latencies of the requests sent and answered in the tool's window):",
         "",
         render_table(["tool", "p50 (ms)", "p50 spread (min..max)", "added vs wrk (ms)"], rows),
         "",
@@ -292,7 +409,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--warmup",
         type=float,
         default=2.0,
-        help="Seconds excluded at the start of our runs; wrk runs them too (default 2).",
+        help="Seconds after each tool's first send left out of its window (default 2).",
     )
     parser.add_argument("--repeats", type=int, default=3, help="Rounds of every tool, order alternating (default 3).")
     parser.add_argument("--sequence-length", type=int, default=128, help="Tokens in the request body (default 128).")

@@ -5,6 +5,8 @@ tritonserver and perf_analyzer; `$PEERS/env.sh` names their paths. `quick_search
 launch mode (quick = its hill-climbing over instance count and max batch size, dynamic batching always on, and client
 concurrency), runs `model-analyzer profile` with the peers' paths, and reads its inference CSV: the pick is the
 measurement with the highest throughput among those it says satisfy the latency constraint, as its summary reports.
+The pick's own dynamic-batching settings (queue delay, preferred sizes) are read from the config.pbtxt it generated,
+so that the pick can be measured as Model Analyzer served it; its version is asked of the tool (`--version`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -45,6 +48,8 @@ class QuickSearch:
     instance_count: int
     max_batch_size: int
     dynamic_batching: bool  # quick search turns it on; its default configuration (the repository's own) may be off
+    queue_delay_us: int  # its max_queue_delay_microseconds (absent: Triton's default, 0); 0 when batching is off
+    preferred_batch_sizes: tuple[int, ...]  # its preferred_batch_size values (none: Triton forms the largest batch)
     concurrency: int
     throughput_per_s: float  # its measured inferences per second at the pick (batch 1 requests: = requests per s)
     p95_ms: float
@@ -52,6 +57,20 @@ class QuickSearch:
 
 def executable() -> Path:
     return PEERS / "ma" / "bin" / "model-analyzer"
+
+
+def version() -> str:
+    """The version the installed tool reports (`model-analyzer --version`), or why it could not say."""
+    try:
+        done = subprocess.run([str(executable()), "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as failure:
+        return f"(version unknown: {failure})"
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return (
+        lines[-1].strip()
+        if done.returncode == 0 and lines
+        else f"(version unknown: --version exited {done.returncode})"
+    )
 
 
 def peer_paths() -> dict[str, str]:
@@ -136,6 +155,8 @@ def _pick(wall: float, table: Path, configs: Path) -> QuickSearch:
     if not within:
         raise RuntimeError(f"{table}: no measurement within the latency constraint")
     best = max(within, key=lambda r: float(r[column["throughput"]]))
+    config = (configs / best[column["config"]] / "config.pbtxt").read_text()
+    batching = "dynamic_batching" in config
     return QuickSearch(
         wall_s=wall,
         configs=len({r[column["config"]] for r in rows}),
@@ -143,8 +164,20 @@ def _pick(wall: float, table: Path, configs: Path) -> QuickSearch:
         pick_config=best[column["config"]],
         instance_count=int(best[column["instances"]].split(":")[0]),
         max_batch_size=int(best[column["mbs"]]),
-        dynamic_batching="dynamic_batching" in (configs / best[column["config"]] / "config.pbtxt").read_text(),
+        dynamic_batching=batching,
+        queue_delay_us=int(_field(config, "max_queue_delay_microseconds", "0")) if batching else 0,
+        preferred_batch_sizes=tuple(
+            int(size)
+            for value in re.findall(r"preferred_batch_size:\s*(\[[^\]]*\]|\d+)", config)
+            for size in re.findall(r"\d+", value)
+        ),
         concurrency=int(best[column["concurrency"]]),
         throughput_per_s=float(best[column["throughput"]]),
         p95_ms=float(best[column["p95"]]),
     )
+
+
+def _field(config: str, name: str, default: str) -> str:
+    """A scalar field of a config.pbtxt (protobuf text format), or `default` when it is not written."""
+    found = re.search(rf"\b{name}:\s*(\S+)", config)
+    return found.group(1) if found else default

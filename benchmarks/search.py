@@ -12,16 +12,21 @@ plus any later probe above the leader).
 
 Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real
 tritonserver, real Locust), the two strategies alternating. The model is exported once before any timing. Per run
-pair it prints the wall-time ratio adaptive / grid (target <= 0.4) and whether adaptive's pick (highest
-MaxInvocations within the limits) is the grid's best or statistically tied with it, judged on the GRID's own
-measurement of both with the decide/ranking tie rule (MaxInvocations intervals overlap).
+pair it prints the wall-time ratio adaptive / grid (target <= 0.4) and whether adaptive's pick is the grid's best
+or tied with it, judged by the objective both strategies search: the highest MaxInvocations within the limits.
+"Tied" means their MaxInvocations 95 % intervals overlap in the GRID's own measurement of both, the rule the search
+races by (search/racing.py). It is NOT the ranking's tie rule (decide/ranking.py is_tied: the throughput AND the
+latency intervals overlap), which orders a recommendation by the decision's weighted objectives.
 
 Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see /work/shared/peers/setup.sh), its quick
 search then runs on the same model repository (the same exported model, same threads, same input ids) over the same
 space (instance counts up to 3, max batch sizes up to 8, client concurrency up to 8, p95 under the same threshold):
-its wall time, its pick and its own measured throughput, and our grid's measurement of that configuration when the
-grid holds it. `--peer-only --work-dir DIR` runs only that part against the grid databases a previous run left in DIR.
-Exits non-zero only on errors, never on a missed target.
+its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is then measured by our
+grid's protocol as Model Analyzer served it (its dynamic-batching queue delay and preferred sizes, read from the
+config.pbtxt it generated): from the grid's runs when the grid holds exactly that configuration, else in one run of
+its own. A peer that fails (Model Analyzer, or our run of its pick) is recorded as failed with its error, and the
+benchmark goes on. `--peer-only --work-dir DIR` runs only that part against the grid databases a previous run left in
+DIR. Exits non-zero only on errors of our own runs, never on a missed target or a peer's failure.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +96,12 @@ def write_spec(folder: Path, strategy: str, grid: dict, threshold: float, name: 
     return path
 
 
+class RunFailed(RuntimeError):
+    """`recommender run` exited non-zero; the message holds the tail of its output."""
+
+
 def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
-    """One `recommender run --fresh`; returns (wall seconds, database URL)."""
+    """One `recommender run --fresh`; returns (wall seconds, database URL); raises RunFailed."""
     url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
@@ -115,7 +125,7 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     )
     wall = time.monotonic() - started
     if done.returncode != 0:
-        sys.exit(
+        raise RunFailed(
             f"recommender run {spec.name} failed (exit {done.returncode}):\n"
             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
@@ -135,6 +145,7 @@ def measured_in_full(results: dict) -> str:
 
 
 def pick(results: dict):
+    """The objective searched: the highest MaxInvocations among the candidates measured within the limits."""
     within = [r for r in results.values() if r.status == "ok" and r.headline and r.headline.max_invocations]
     return max(within, key=lambda r: r.headline.max_invocations, default=None)
 
@@ -144,9 +155,17 @@ def verdict(grid: dict, adaptive: dict) -> str:
     return compare(grid, chosen.key, "adaptive") if chosen else f"n/a (adaptive picked none; grid best {pick(grid)})"
 
 
+TIE_WORDS = {
+    True: "tied on MaxInvocations (95 % intervals overlap)",
+    False: "NOT tied on MaxInvocations (95 % intervals apart)",
+    None: "unknown (no MaxInvocations interval)",
+}
+
+
 def compare(grid: dict, key: str, who: str, elsewhere=None) -> str:
-    """`same`, `tied` or `NOT tied`: a picked configuration against the grid's best, on the grid's measurement of both
-    (or on `elsewhere`, a CandidateResult of the same protocol measured in its own run, when the grid lacks it)."""
+    """`same`, `tied` or `NOT tied` on the objective searched: a picked configuration against the grid's best, on the
+    grid's measurement of both (or on `elsewhere`, a CandidateResult of the same protocol measured in its own run,
+    when the grid lacks it). Tied = their MaxInvocations intervals overlap (the racing rule, not the ranking's)."""
     best = pick(grid)
     if best is None:
         return "n/a (the grid found no configuration within the limits)"
@@ -155,12 +174,55 @@ def compare(grid: dict, key: str, who: str, elsewhere=None) -> str:
     theirs = grid.get(key, elsewhere)
     if theirs is None or theirs.headline is None:
         return f"n/a ({who}'s pick was not measured)"
-    verdict = tied(best.headline.ipm_interval, theirs.headline.ipm_interval)
-    word = {True: "tied", False: "NOT tied", None: "unknown (no interval)"}[verdict]
-    where = "the grid's measurement" if key in grid else "our measurement of it"
+    word = TIE_WORDS[tied(best.headline.ipm_interval, theirs.headline.ipm_interval)]
+    where = "the grid's measurement" if key in grid else "our measurement of it, in a run of its own"
     return (
         f"{word}: {who} {theirs.name} {theirs.headline.max_invocations or 0:,.0f} IPM in {where} vs grid "
         f"best {best.name} {best.headline.max_invocations:,.0f}"
+    )
+
+
+@dataclass(frozen=True)
+class PeerOutcome:
+    """What the peer tool gave: its pick, or the error it failed with."""
+
+    label: str  # e.g. "Model Analyzer 1.58.0 quick", the version as the tool reports it
+    found: model_analyzer.QuickSearch | None
+    error: str | None = None
+
+
+def run_peer(repository: Path, bodies: list[dict], threshold_ms: float, work: Path) -> PeerOutcome:
+    """Model Analyzer's quick search (instances <= 3, max batch <= 8, concurrency <= 8); a failure is an outcome."""
+    label = f"Model Analyzer {model_analyzer.version()} quick"
+    try:
+        found = model_analyzer.quick_search(repository, "model", bodies, threshold_ms, 3, 8, 8, work)
+    except Exception as failure:  # whatever the peer tool does wrong is its result, recorded, not our error
+        return PeerOutcome(label, None, f"{type(failure).__name__}: {failure}")
+    return PeerOutcome(label, found)
+
+
+def peer_choice(found: model_analyzer.QuickSearch) -> dict:
+    """The grid settings that measure the peer's pick as it served it: its instances, max batch size, and dynamic
+    batching off or on with ITS queue delay and preferred sizes (quick search leaves Triton's default delay, 0 us;
+    ours is 100 us)."""
+    if not found.dynamic_batching:
+        batching = "[false]"
+    else:
+        sizes = f", preferred_batch_size: {list(found.preferred_batch_sizes)}" if found.preferred_batch_sizes else ""
+        batching = f"[{{max_queue_delay_microseconds: {found.queue_delay_us}{sizes}}}]"
+    return {"batching": batching, "counts": f"[{found.instance_count}]", "sizes": f"[{found.max_batch_size}]"}
+
+
+def peer_candidate(found: model_analyzer.QuickSearch, spec) -> Candidate:
+    batching = (
+        DynamicBatching(
+            max_queue_delay_microseconds=found.queue_delay_us, preferred_batch_size=list(found.preferred_batch_sizes)
+        )
+        if found.dynamic_batching
+        else None
+    )
+    return Candidate(
+        "pt", batching, found.instance_count, found.max_batch_size, spec.target.instance_type, model_fingerprint(spec)
     )
 
 
@@ -168,7 +230,8 @@ def side_by_side(
     folder: Path, grid_spec: Path, artifact, threshold_ms: float, grid_urls: list[str], grid_settings: dict
 ) -> None:
     """Model Analyzer's quick search on the same model repository and space; its pick measured by our grid's protocol
-    (from the grid's runs when the grid holds it, else in one run of its own) and set against our grid's best."""
+    as it served it (from the grid's runs when the grid holds it, else in one run of its own) and set against our
+    grid's best. A failure of the peer, or of our run of its pick, is printed as such; nothing is raised."""
     if not model_analyzer.executable().exists():
         print(
             f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; /work/shared/peers/setup.sh "
@@ -185,46 +248,49 @@ def side_by_side(
         f"load average {os.getloadavg()[0]:.2f} ...",
         flush=True,
     )
-    found = model_analyzer.quick_search(
-        repository, "model", inference_bodies(spec.payload), threshold_ms, 3, 8, 8, folder / "model-analyzer" / "work"
-    )
-    # Quick search turns dynamic batching on with Triton's defaults (no queue delay); ours is the candidate with the
-    # same instance count, max batch size and batching on/off (our queue delay: 100 us):
-    same = Candidate(
-        "pt",
-        DynamicBatching() if found.dynamic_batching else None,
-        found.instance_count,
-        found.max_batch_size,
-        spec.target.instance_type,
-        model_fingerprint(spec),
-    )
-    grids = [decided(url, grid_spec) for url in grid_urls]
-    elsewhere, wall = None, None
-    if grids and same.key not in grids[0]:
-        alone = {
-            **grid_settings,
-            "batching": f"[{str(found.dynamic_batching).lower()}]",
-            "counts": f"[{found.instance_count}]",
-            "sizes": f"[{found.max_batch_size}]",
-        }
-        path = write_spec(folder, "grid", alone, threshold_ms, name="model-analyzer-pick")
-        wall, url = run_once(folder, path, 1)
-        elsewhere = next(iter(decided(url, path).values()))
-    ours = [compare(grid, same.key, "Model Analyzer", elsewhere) for grid in grids]
-    print(
+    outcome = run_peer(repository, inference_bodies(spec.payload), threshold_ms, folder / "model-analyzer" / "work")
+    header = (
         "| tool | wall s | configurations measured | pick | its own measured throughput at the pick | "
         "its pick vs our grid's best, per grid run |\n|---|---|---|---|---|---|"
     )
+    found = outcome.found
+    if found is None:
+        print(f"{header}\n| {outcome.label} | failed | | | | {_one_line(outcome.error)} |")
+        print(f"Model Analyzer failed; its error:\n{outcome.error}")
+        return
+    same = peer_candidate(found, spec)
+    grids = [decided(url, grid_spec) for url in grid_urls]
+    elsewhere, wall, failed = None, None, None
+    if grids and same.key not in grids[0]:
+        path = write_spec(folder, "grid", {**grid_settings, **peer_choice(found)}, threshold_ms, "model-analyzer-pick")
+        try:
+            wall, url = run_once(folder, path, 1)
+            elsewhere = next(iter(decided(url, path).values()))
+        except RunFailed as failure:
+            failed = str(failure)
+    if failed:
+        ours = [f"failed: our run of its pick: {_one_line(failed)}"]
+    else:
+        ours = [compare(grid, same.key, "Model Analyzer", elsewhere) for grid in grids]
+    batching = f", queue delay {found.queue_delay_us} us" if found.dynamic_batching else ""
+    print(header)
     print(
-        f"| Model Analyzer 1.58 quick | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
-        f"{same.name} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
+        f"| {outcome.label} | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
+        f"{same.name}{batching} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
         f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | {'; '.join(ours) or 'no grid run here'} |"
     )
     if wall is not None:
         print(f"(its pick is not in our grid: measured by our grid's protocol in a run of its own, {wall:.0f} s)")
+    if failed:
+        print(f"our run of Model Analyzer's pick failed:\n{failed}")
 
 
-def main() -> None:
+def _one_line(text: str | None, limit: int = 300) -> str:
+    flat = " ".join((text or "").split()).replace("|", "/")
+    return flat if len(flat) <= limit else flat[:limit] + " ..."
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke test: 2 candidates, 2 levels, 1 run each")
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
@@ -235,7 +301,7 @@ def main() -> None:
         action="store_true",
         help="only Model Analyzer's side-by-side run, against the grid databases already in --work-dir",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.peer_only and not args.work_dir:
         parser.error("--peer-only needs --work-dir (the folder of an earlier run)")
     grid_settings = QUICK if args.quick else FULL
@@ -252,7 +318,10 @@ def main() -> None:
         return side_by_side(folder, specs["grid"], artifact, args.threshold_ms, urls, grid_settings)
     print(f"grid: {len(expand_candidates(spec))} candidates; work dir {folder}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
-    print("| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | pick |\n|---|---|---|---|---|---|")
+    print(
+        "| run | grid s | adaptive s | ratio (target <= 0.4) | adaptive measured | "
+        "pick vs the grid's best (MaxInvocations within the limits) |\n|---|---|---|---|---|---|"
+    )
     ratios, picks, grid_urls = [], [], []
     for number in range(1, runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
@@ -269,7 +338,10 @@ def main() -> None:
         )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"wall-time ratio <= 0.4 in every run -> {'PASS' if max(ratios) <= 0.4 else 'FAIL'} (max {max(ratios):.2f})")
-    print(f"adaptive pick same as or tied with the grid's best in every run -> {'PASS' if all(picks) else 'FAIL'}")
+    print(
+        "adaptive pick the same as, or tied on MaxInvocations with, the grid's best in every run -> "
+        f"{'PASS' if all(picks) else 'FAIL'}"
+    )
     if args.quick:
         print("Model Analyzer: not run in --quick (its quick search alone takes about 6 minutes here)")
     else:
@@ -277,4 +349,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunFailed as failure:
+        sys.exit(str(failure))

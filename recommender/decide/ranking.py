@@ -145,6 +145,7 @@ class Ranking:
     weights: dict[str, float]
     limits: Limits  # the constraints: latency percentile (the latencies' label) and threshold, error limit
     notes: tuple[str, ...] = ()
+    cost_basis: str = "usd"  # what "cost" was ranked on: usd, relative (instance-hours, unpriced), or none
 
     @property
     def winner(self) -> RankedCandidate | None:
@@ -161,14 +162,37 @@ def rank(inputs: list[RankInput], limits: Limits, importance: Importance | None 
     for item in inputs:
         _check_intervals(item)
     excluded, eligible = _apply_constraints(inputs, limits)
-    costs = {item.key: _cost_per_million(item) for item in eligible}
-    metrics = {item.key: (costs[item.key], item.model_latency_ms, item.invocations_per_minute) for item in eligible}
+    costs = {item.key: _cost_per_million(item) for item in eligible}  # USD (None: unpriced)
+    ranked_on, basis = _cost_basis(eligible, costs)
+    metrics = {item.key: (ranked_on[item.key], item.model_latency_ms, item.invocations_per_minute) for item in eligible}
     metrics, weights, notes = _drop_incomplete(metrics, weights)
+    if basis == "relative":
+        notes.insert(0, RELATIVE_COST_NOTE)
     normalised = _normalise(eligible, metrics)
     scored = sorted(eligible, key=lambda item: (-_score(normalised[item.key], weights), item.name, item.key))
     front = _pareto_keys(eligible, metrics)
-    ranked = _ranked(scored, normalised, weights, costs, front, limits)
-    return Ranking(ranked=ranked, excluded=tuple(excluded), weights=weights, limits=limits, notes=tuple(notes))
+    ranked = _ranked(scored, normalised, weights, (costs, ranked_on, basis), front, limits)
+    cost_basis = basis if weights["cost"] > 0 else "none"
+    return Ranking(ranked, tuple(excluded), weights, limits, tuple(notes), cost_basis)
+
+
+RELATIVE_COST_NOTE = (
+    "cost ranked on relative cost: the candidates share one unpriced instance type, so the cost per inference is "
+    "proportional to instance-hours per inference (1 / MaxInvocations); set a price for USD figures"
+)
+RELATIVE_COST_LABEL = "cost per million (relative: instance-hours)"
+
+
+def _cost_basis(eligible: list[RankInput], costs: dict[str, float | None]) -> tuple[dict[str, float | None], str]:
+    """What cost is ranked on: USD where every eligible candidate is priced; relative cost (instance-hours per
+    million inferences) where none is but all share one instance type (the price, unknown, is the same for all,
+    so it cancels in every ratio); else USD where known (cost then leaves the score, as before)."""
+    if all(cost is not None for cost in costs.values()):
+        return costs, "usd"
+    shared = len({item.instance_type for item in eligible}) == 1 and all(c is None for c in costs.values())
+    if shared and all(item.ipm > 0 for item in eligible):
+        return {item.key: 1e6 / (item.ipm * 60) for item in eligible}, "relative"
+    return costs, "usd"
 
 
 # --- constraints --------------------------------------------------------------------------------
@@ -306,10 +330,12 @@ def is_tied(candidate: RankInput, winner: RankInput) -> bool:
 
 
 def _ranked(
-    scored: list[RankInput], normalised: dict, weights: dict, costs: dict, front: set[str], limits: Limits
+    scored: list[RankInput], normalised: dict, weights: dict, cost: tuple, front: set[str], limits: Limits
 ) -> tuple[RankedCandidate, ...]:
+    """`cost`: (USD costs per million, the costs ranked on, their basis)."""
     if not scored:
         return ()
+    costs, ranked_on, basis = cost
     winner = scored[0]
     out = []
     for position, item in enumerate(scored, start=1):
@@ -319,7 +345,7 @@ def _ranked(
         elif tied:
             versus = Comparison(Standing.TIED)
         else:
-            versus = _comparison(winner, item, costs, limits.percentile)
+            versus = _comparison(winner, item, ranked_on, limits.percentile, basis)
         out.append(
             RankedCandidate(
                 candidate=item,
@@ -335,10 +361,11 @@ def _ranked(
     return tuple(out)
 
 
-def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str) -> Comparison:
+def _comparison(winner: RankInput, other: RankInput, costs: dict, percentile: str, basis: str = "usd") -> Comparison:
     """How the winner differs from `other` (relative to `other`'s values), claimed only where the intervals separate."""
     metrics = []
     for label, mine, theirs, a, b in _metrics(winner, other, costs, percentile):
+        label = RELATIVE_COST_LABEL if basis == "relative" and label == "cost per million" else label
         if mine is None or theirs is None or theirs == 0 or mine == theirs:
             continue
         relative = (theirs - mine) / mine if mine else None

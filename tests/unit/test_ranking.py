@@ -216,3 +216,21 @@ def test_unknown_importance_level_is_an_error() -> None:
 def test_inverted_interval_is_an_error() -> None:
     with pytest.raises(RankingError, match="ipm_interval"):
         rank([candidate("x", 1, 1, 100, ipm_interval=(110, 90))], OPEN)
+
+
+def test_unpriced_but_shared_instance_type_is_ranked_on_relative_cost() -> None:
+    """The issue's 12-candidate BERT, its two contenders, unpriced on one instance type: cost is not unknown, it is
+    proportional to 1 / MaxInvocations; with the default weights the cheaper-per-inference one wins, labelled so."""
+    limits = Limits("p95", 100, 0.01)
+    fast_single = candidate("pt-nodb-ig1-mbs1", None, 40, 4030)
+    batched = candidate("pt-nodb-ig2-mbs8", None, 67, 7527)
+    ranking = rank([fast_single, batched], limits)
+    assert ranking.winner is not None and ranking.winner.candidate.name == "pt-nodb-ig2-mbs8"
+    assert ranking.cost_basis == "relative" and ranking.weights["cost"] > 0
+    assert ranking.notes[0].startswith("cost ranked on relative cost")
+    assert all(r.cost_per_million is None for r in ranking.ranked)  # no USD figure is invented
+    (cost,) = [m for m in ranking.ranked[1].versus.metrics if m.label.startswith("cost per million")]
+    assert cost.label == "cost per million (relative: instance-hours)"
+    other = RankInput(key="k-o", name="other", model_latency_ms=67, invocations_per_minute=7527, instance_type="c5")
+    mixed = rank([fast_single, other], limits)
+    assert mixed.cost_basis == "none" and mixed.weights["cost"] == 0  # two instance types, prices unknown: unknown

@@ -146,7 +146,8 @@ def test_unpriced_is_said_never_shown_as_free(pair) -> None:
     assert "the cost is unknown because local-cpu is unpriced (not free)" in rec.justification
     assert "USD" not in rec.justification
     assert any("unpriced (it is not free)" in note for note in rec.notes)
-    assert any(note.startswith("cost left out of the score") for note in rec.notes)
+    # unpriced on one shared instance type: cost stays in the score on relative cost (issue 22 item 16), labelled
+    assert any(note.startswith("cost ranked on relative cost") for note in rec.notes)
     assert rec.to_document()["capacity"] is None and rec.to_document()["ranked"][0]["fleet_cost_per_hour"] is None
 
 

@@ -15,18 +15,24 @@ Everything the tier creates is named with PREFIX, so `sweep()` finds and removes
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 PREFIX = os.environ.get("RECOMMENDER_LAB_PREFIX", "rmh")  # another prefix: a lab beside the tier's (test_lab.py)
 BRIDGE = f"{PREFIX}-br0"
 SUBNET = os.environ.get("RECOMMENDER_LAB_SUBNET", "10.231.0")
 BRIDGE_ADDRESS = f"{SUBNET}.254"
 ADDRESSES = {"a": 1, "b": 2, "c": 3, "d1": 11, "d2": 12, "e": 20}
+LOCK = Path(tempfile.gettempdir()) / f"recommender-lab-{PREFIX}.lock"  # one lab per prefix on this machine
+LOCK_WAIT_S = 1200.0
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -53,15 +59,33 @@ def address(host: str) -> str:
     return f"{SUBNET}.{ADDRESSES[host]}"
 
 
+def _exclusive(path: Path, wait_s: float) -> IO[str]:
+    """An exclusive lock on `path`, held until the returned file is closed (or its process dies): two test runs on
+    one machine never share, or sweep, each other's lab; the second waits for the first."""
+    handle = open(path, "w")  # noqa: SIM115 (held open for the lab's life)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise TimeoutError(f"another multihost lab ({path}) was still running after {wait_s:.0f} s") from None
+            time.sleep(1)
+
+
 @dataclass
 class Lab:
     hosts: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
+    lock: IO[str] | None = None
 
     @classmethod
     def create(cls, hosts: list[str]) -> Lab:
-        sweep()
-        lab = cls(list(hosts))
+        lock = _exclusive(LOCK, LOCK_WAIT_S)
+        sweep()  # only what a dead run of this prefix left: a live one would hold the lock
+        lab = cls(list(hosts), lock=lock)
         try:
             ip("link", "add", BRIDGE, "type", "bridge")
             ip("addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE)
@@ -70,6 +94,7 @@ class Lab:
                 lab._add_host(host)
         except BaseException:
             sweep()
+            lock.close()
             raise
         return lab
 
@@ -118,6 +143,8 @@ class Lab:
         for process in self.processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
+        if self.lock is not None:
+            self.lock.close()
 
 
 def _kill_group(pid: int) -> None:

@@ -47,6 +47,10 @@ def test_workers_on_two_hosts_drive_a_target_on_a_third(lab: Lab, d1: Server, tm
     # every request D1 answered is in the merged log exactly once (D1 also answered the probe sent before the load)
     assert logged == result.headline.requests == served - 1 > 100, counts
     rtt_b, rtt_c = clocks["rmh-b"]["clock_rtt_us"], clocks["rmh-c"]["clock_rtt_us"]
+    print(
+        f"merged {logged} = D1 {served} - 1 probe; round trip B {rtt_b / 1000:.2f} ms, C {rtt_c / 1000:.2f} ms; "
+        f"offset C {clocks['rmh-c']['clock_offset_us'] / 1000:.2f} ms; p90 {result.headline.latency('p90'):.2f} ms"
+    )
     assert rtt_c >= 2 * DELAY_MS * 1000 > rtt_b, (rtt_b, rtt_c)  # C's slow link shows in its round trip
     assert abs(clocks["rmh-c"]["clock_offset_us"]) <= rtt_c / 2 + 2000  # and its clock is still aligned within it
     # the latency is the target's side: C's link to the master is slow, its link to D1 is not

@@ -17,7 +17,8 @@ INPUTS = (TensorSpec("input_ids", "TYPE_INT64", (-1,)), TensorSpec("attention_ma
 OUTPUTS = (TensorSpec("embedding", "TYPE_FP32", (HIDDEN,)),)
 
 
-def _pooling_module():
+def pooling_module(vocab: int = VOCAB):
+    """Embedding + attention-masked mean pooling over `vocab` token ids (random weights, seeded)."""
     import torch
 
     class MeanPooling(torch.nn.Module):
@@ -25,7 +26,7 @@ def _pooling_module():
 
         def __init__(self) -> None:
             super().__init__()
-            self.embedding = torch.nn.Embedding(VOCAB, HIDDEN)
+            self.embedding = torch.nn.Embedding(vocab, HIDDEN)
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             mask = attention_mask.unsqueeze(-1).to(torch.float32)
@@ -39,7 +40,7 @@ def _pooling_module():
 @pytest.fixture(scope="session")
 def pooling_model():
     """The eager model the artifacts are exported from (the in-process reference)."""
-    return _pooling_module()
+    return pooling_module()
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +54,17 @@ def torchscript_artifact(tmp_path_factory: pytest.TempPathFactory, pooling_model
 
 @pytest.fixture(scope="session")
 def onnx_artifact(tmp_path_factory: pytest.TempPathFactory, pooling_model) -> ModelArtifact:
+    return export_onnx(pooling_model, tmp_path_factory.mktemp("export") / "model.onnx")
+
+
+def export_onnx(model, path: Path) -> ModelArtifact:
+    """`model` exported to ONNX with dynamic batch and sequence axes (the legacy exporter: no onnxscript needed)."""
     import torch
 
-    path = tmp_path_factory.mktemp("export") / "model.onnx"
     example = (torch.ones(2, 5, dtype=torch.int64), torch.ones(2, 5, dtype=torch.int64))
     axes = {0: "batch", 1: "sequence"}
     torch.onnx.export(
-        pooling_model,
+        model,
         example,
         str(path),
         input_names=["input_ids", "attention_mask"],

@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 
 from recommender.candidates import Candidate
-from recommender.modelrepo.artifact import ModelArtifact
 from recommender.modelrepo.repository import write_model_repository
 from recommender.spec import DynamicBatching
 from recommender.targets import triton_binary
 from recommender.targets.triton_client import TritonClient
-from tests.integration.conftest import INPUTS, OUTPUTS
+from tests.integration.conftest import export_onnx, pooling_module
 from tests.multihost.lab import Lab, address, leftovers, why_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,31 +90,7 @@ VOCAB = 30522  # the packaged bert-uncased tokenizer's: the payload's token ids 
 @pytest.fixture(scope="session")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An ONNX mean-pooling embedding over BERT's vocabulary (random weights, 8 wide): the payload's real token ids."""
-    import torch
-
-    class MeanPooling(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(VOCAB, 8)
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            mask = attention_mask.unsqueeze(-1).to(torch.float32)
-            return (self.embedding(input_ids) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("mh-export") / "model.onnx"
-    axes = {0: "batch", 1: "sequence"}
-    torch.onnx.export(
-        MeanPooling().eval(),
-        (torch.ones(2, 5, dtype=torch.int64), torch.ones(2, 5, dtype=torch.int64)),
-        str(path),
-        input_names=["input_ids", "attention_mask"],
-        output_names=["embedding"],
-        dynamic_axes={"input_ids": axes, "attention_mask": axes, "embedding": {0: "batch"}},
-        opset_version=17,
-        dynamo=False,
-    )
-    artifact = ModelArtifact(path, "onnx", INPUTS, OUTPUTS, random_weights=True)
+    artifact = export_onnx(pooling_module(VOCAB).eval(), tmp_path_factory.mktemp("mh-export") / "model.onnx")
     candidate = Candidate("onnx", DynamicBatching(max_queue_delay_microseconds=0, preferred_batch_size=[]), 1, 4, "d")
     return write_model_repository(candidate, artifact, tmp_path_factory.mktemp("mh-repo"), "model")
 

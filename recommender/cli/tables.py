@@ -98,8 +98,11 @@ def _max_invocations(row: TableRow, _: Context) -> str:
     h, value = row.headline, row.entry.invocations_per_minute
     if row.ranked is None and h.max_invocations is None:
         return f"none ({MAX_INVOCATIONS.format(value)} over)" if value else "-"
-    interval = h.ipm_interval  # the figure is MaxInvocations (pooled windows), as everywhere; ± its interval's half
+    interval = h.ipm_interval  # the figure is MaxInvocations (pooled windows), as everywhere
     if value and interval is not None and interval.known:
+        if MAX_INVOCATIONS.format(interval.mean) != MAX_INVOCATIONS.format(value):  # repeats of unequal window counts
+            low, high = MAX_INVOCATIONS.format(interval.low), MAX_INVOCATIONS.format(interval.high)
+            return f"{MAX_INVOCATIONS.format(value)} ({low} to {high})"  # a ± around it would misstate the interval
         half_width = (interval.high - interval.low) / 2
         return f"{MAX_INVOCATIONS.format(value)} ± {MAX_INVOCATIONS.format(half_width)}"
     return MAX_INVOCATIONS.format(value) if value else "-"

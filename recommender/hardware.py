@@ -10,6 +10,7 @@ without a device, the host has no GPU and `gpu_status` says which of the three i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from dataclasses import asdict, dataclass, field
@@ -57,6 +58,7 @@ class Gpu:
     index: int
     name: str
     memory_mb: float
+    mig: bool | None = None  # MIG mode on; None where NVML cannot tell (a GPU without MIG)
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,11 @@ def detect_hardware(nvml: Any = None) -> Hardware:
         gpus = tuple(_gpu(nvml, index) for index in range(nvml.nvmlDeviceGetCount()))
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())
+    except Exception as exc:  # NVMLError after init: NoPermission, GpuIsLost, Unknown
+        return Hardware(cpu_model, cores, gpu_status=f"no GPU (NVML: {_text(exc) or type(exc).__name__})")
     finally:
-        nvml.nvmlShutdown()
+        with contextlib.suppress(Exception):  # a lost GPU may fail the shutdown too
+            nvml.nvmlShutdown()
     status = f"{len(gpus)} GPU(s)" if gpus else "no GPU (NVML found no device)"
     return Hardware(cpu_model, cores, gpus, driver if gpus else None, cuda if gpus else None, status)
 
@@ -241,7 +246,16 @@ def available_cores() -> int:
 def _gpu(nvml: Any, index: int) -> Gpu:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20
-    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1))
+    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1), _mig_mode(nvml, handle))
+
+
+def _mig_mode(nvml: Any, handle: Any) -> bool | None:
+    """MIG on (current mode), or None where the GPU has no MIG (NVML raises NotSupported) or NVML is too old."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except Exception:
+        return None
+    return bool(current)
 
 
 def _cuda_version(value: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pynvml
 import pytest
 
 from recommender.candidates import Candidate
@@ -37,10 +38,18 @@ TWO_GPUS = Hardware(
 
 
 class FakeNvml:
-    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs."""
+    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs; `fail` is raised by nvmlInit,
+    `fail_after_init` by the first query after it (as NoPermission or GpuIsLost are); `mig` answers the MIG query
+    (None: NotSupported, a GPU without MIG)."""
 
-    def __init__(self, names: list[str], fail: Exception | None = None) -> None:
-        self.names, self.fail, self.shut = names, fail, False
+    def __init__(
+        self,
+        names: list[str],
+        fail: Exception | None = None,
+        fail_after_init: Exception | None = None,
+        mig: bool | None = None,
+    ) -> None:
+        self.names, self.fail, self.fail_after_init, self.mig, self.shut = names, fail, fail_after_init, mig, False
 
     def nvmlInit(self) -> None:
         if self.fail:
@@ -50,7 +59,14 @@ class FakeNvml:
         self.shut = True
 
     def nvmlDeviceGetCount(self) -> int:
+        if self.fail_after_init:
+            raise self.fail_after_init
         return len(self.names)
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
+        if self.mig is None:
+            raise RuntimeError("Not Supported")
+        return [int(self.mig), int(self.mig)]
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         return index
@@ -84,6 +100,25 @@ def test_no_driver_is_no_gpu_said_plainly() -> None:
     found = detect_hardware(FakeNvml([], fail=RuntimeError("Driver Not Loaded")))
     assert found.gpus == () and found.gpu_status == "no GPU (NVML: Driver Not Loaded)"
     assert detect_hardware(FakeNvml([])).gpu_status == "no GPU (NVML found no device)"
+
+
+@pytest.mark.parametrize(
+    "code, reason",
+    [(pynvml.NVML_ERROR_NO_PERMISSION, "Insufficient Permissions"), (pynvml.NVML_ERROR_GPU_IS_LOST, "GPU is lost")],
+)
+def test_an_nvml_error_after_init_is_no_gpu_with_the_reason(code: int, reason: str) -> None:
+    """NVML's own exception classes (NVMLError_NoPermission, NVMLError_GpuIsLost) raised after nvmlInit."""
+    nvml = FakeNvml(["NVIDIA H100"], fail_after_init=pynvml.NVMLError(code))
+    found = detect_hardware(nvml)
+    assert found.gpus == () and found.gpu_status == f"no GPU (NVML: {reason})" and nvml.shut
+    with pytest.raises(HardwareMissing, match=reason):
+        resolve_accelerator("gpu", found)
+
+
+@pytest.mark.parametrize("mig", [True, False, None])
+def test_mig_mode_is_read_per_gpu_and_stored(mig: bool | None) -> None:
+    found = detect_hardware(FakeNvml(["NVIDIA A100"], mig=mig))
+    assert found.gpus[0].mig is mig and Hardware.from_dict(found.to_dict()) == found
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from recommender.hardware import (
     GpuStatus,
     Hardware,
     HardwareMissing,
+    cuda_mismatch,
     describe_served,
     detect_hardware,
     gpu_instance_groups,
@@ -100,6 +101,22 @@ def test_no_driver_is_no_gpu_said_plainly() -> None:
     found = detect_hardware(FakeNvml([], fail=RuntimeError("Driver Not Loaded")))
     assert found.gpus == () and found.gpu_status == "no GPU (NVML: Driver Not Loaded)"
     assert detect_hardware(FakeNvml([])).gpu_status == "no GPU (NVML found no device)"
+
+
+@pytest.mark.parametrize(
+    "build, driver_cuda, refused",
+    [
+        ("13.0", "12.4", "needs NVIDIA driver R580 or newer; this host's driver 550.54.15 supports CUDA 12.4 at most"),
+        ("12.8", "12.4", None),  # one CUDA major version: minor-version compatibility
+        ("12.4", "13.0", None),
+        (None, "12.4", None),  # a CPU build
+    ],
+)
+def test_a_cuda_build_newer_than_the_driver_is_named_with_the_driver_it_needs(build, driver_cuda, refused) -> None:
+    hardware = Hardware("Test CPU", 16, (Gpu(0, "NVIDIA H100", 81559.0),), "550.54.15", driver_cuda, "1 GPU(s)")
+    said = cuda_mismatch("torch 2.13.0", build, hardware)
+    assert said == (None if refused is None else f"torch 2.13.0 is a CUDA {build} build, which {refused}")
+    assert cuda_mismatch("torch 2.13.0", build, CPU_ONLY) is None  # no GPU: nothing to compare with
 
 
 @pytest.mark.parametrize(

@@ -30,8 +30,7 @@ def doctor(
     driver, the GPUs (name, memory, MIG, driver, CUDA driver version), Docker, the NVIDIA runtime and the image's
     Triton/TensorRT versions, AWS credentials (present or not, never shown) and the results database.
 
-    Exit 0 when everything the file needs is here; exit 2 with one fix line per missing piece. `recommender run`
-    refuses or skips on the same checks before any server starts.
+    Exit 0 when all the file needs is here, else exit 2; `recommender run` checks the same before any server starts.
     """
     spec = load_spec(spec_file) if spec_file is not None else None
     console = Console()

@@ -14,8 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from recommender.doctor.check import Check, checked
+from recommender.doctor.engines import pip_install, requirement
 from recommender.errors import StoreError
-from recommender.hardware import GPU_INSTALL, Hardware
+from recommender.hardware import Hardware
 from recommender.modelrepo.model_source import installed_version
 from recommender.store.database import explain, open_engine
 from recommender.targets import triton_binary
@@ -58,7 +59,8 @@ def gpu_check(hardware: Hardware) -> Check:
     """The GPUs NVML reports (name, memory, MIG, driver, CUDA driver version), or why there are none. A target asking
     for a GPU is refused by its own check (serving_hardware), as the run refuses it."""
     if not hardware.gpus:
-        return Check("GPU", hardware.gpu_status, f"for GPU runs: an NVIDIA GPU with its driver, and {GPU_INSTALL}")
+        nvml = pip_install(requirement("nvidia-ml-py"))
+        return Check("GPU", hardware.gpu_status, f"for GPU runs: an NVIDIA GPU with its driver, and {nvml}")
     gpus = ", ".join(
         f"GPU {gpu.index}: {gpu.name}, {gpu.memory_mb:.0f} MiB" + ("" if gpu.mig is None else f", MIG {_on(gpu.mig)}")
         for gpu in hardware.gpus

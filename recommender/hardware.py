@@ -3,6 +3,7 @@
     detect_hardware()                          -> Hardware   # this host (local and docker targets serve here)
     resolve_accelerator("auto"|"cpu"|"gpu", hw) -> "cpu" | "gpu"   # HardwareMissing (exit 2) for gpu without one
     gpu_instance_groups(count, gpu_indices)    -> [(count, [gpu]), ...]   # instances spread over a host's GPUs
+    cuda_mismatch("torch 2.13.0", "13.0", hw)  -> why that CUDA build cannot run on this driver, or None
 
 NVML comes from `nvidia-ml-py` (the `[gpu]` extra, imported as `pynvml`). Without the package, without a driver or
 without a device, the host has no GPU and `gpu_status` says which of the three it was.
@@ -10,6 +11,7 @@ without a device, the host has no GPU and `gpu_status` says which of the three i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from dataclasses import asdict, dataclass, field
@@ -57,6 +59,7 @@ class Gpu:
     index: int
     name: str
     memory_mb: float
+    mig: bool | None = None  # MIG mode on; None where NVML cannot tell (a GPU without MIG)
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,11 @@ def detect_hardware(nvml: Any = None) -> Hardware:
         gpus = tuple(_gpu(nvml, index) for index in range(nvml.nvmlDeviceGetCount()))
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())
+    except Exception as exc:  # NVMLError after init: NoPermission, GpuIsLost, Unknown
+        return Hardware(cpu_model, cores, gpu_status=f"no GPU (NVML: {_text(exc) or type(exc).__name__})")
     finally:
-        nvml.nvmlShutdown()
+        with contextlib.suppress(Exception):  # a lost GPU may fail the shutdown too
+            nvml.nvmlShutdown()
     status = f"{len(gpus)} GPU(s)" if gpus else "no GPU (NVML found no device)"
     return Hardware(cpu_model, cores, gpus, driver if gpus else None, cuda if gpus else None, status)
 
@@ -177,7 +183,7 @@ def resolve_accelerator(requested: str, hardware: Hardware) -> str:
         raise TargetError(f"unknown accelerator {requested!r}", hint=f"use one of {', '.join(ACCELERATORS)}")
     if requested == "gpu" and not hardware.gpus:
         raise HardwareMissing(
-            f"target.accelerator is gpu but this host has {hardware.gpu_status}; nothing was measured",
+            f"target.accelerator is gpu but this host has {hardware.gpu_status}",
             hint="Run on a host with an NVIDIA GPU and driver "
             "(and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
             "target.accelerator: auto (measures the CPU here) or cpu.",
@@ -196,6 +202,30 @@ def gpu_instance_groups(count: int, gpu_indices: list[int] | tuple[int, ...]) ->
         raise ValueError("no GPU to place instances on")
     per_gpu = [count // len(gpu_indices) + (1 if i < count % len(gpu_indices) else 0) for i in range(len(gpu_indices))]
     return [(n, [gpu]) for n, gpu in zip(per_gpu, gpu_indices, strict=False) if n]
+
+
+# the oldest Linux driver branch that runs each CUDA major version (a driver runs every build of its CUDA major
+# version and older ones: minor-version compatibility)
+CUDA_DRIVER_BRANCHES = {11: "R450", 12: "R525", 13: "R580"}
+
+
+def cuda_mismatch(component: str, build: str | None, hardware: Hardware) -> str | None:
+    """Why `component`, built for CUDA `build` (e.g. torch.version.cuda, "13.0"), cannot run on this host's driver
+    (NVML's CUDA driver version); None when it can, when it is no CUDA build, or when the host has no GPU."""
+    if build is None or hardware.cuda_version is None:
+        return None
+    needed, supported = _major(build), _major(hardware.cuda_version)
+    if needed <= supported:
+        return None
+    branch = CUDA_DRIVER_BRANCHES.get(needed, f"one for CUDA {needed}")
+    return (
+        f"{component} is a CUDA {build} build, which needs NVIDIA driver {branch} or newer; this host's driver "
+        f"{hardware.driver_version} supports CUDA {hardware.cuda_version} at most"
+    )
+
+
+def _major(version: str) -> int:
+    return int(version.split(".", 1)[0])
 
 
 DETECTED_KINDS = ("local", "docker")  # targets serving on this host: their hardware is detected here
@@ -241,7 +271,16 @@ def available_cores() -> int:
 def _gpu(nvml: Any, index: int) -> Gpu:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20
-    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1))
+    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1), _mig_mode(nvml, handle))
+
+
+def _mig_mode(nvml: Any, handle: Any) -> bool | None:
+    """MIG on (current mode), or None where the GPU has no MIG (NVML raises NotSupported) or NVML is too old."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except Exception:
+        return None
+    return bool(current)
 
 
 def _cuda_version(value: int) -> str:

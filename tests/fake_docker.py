@@ -1,6 +1,6 @@
 """A fake `docker` executable for the process boundary (there is no Docker engine on the test hosts): it appends each
-call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out; run.rc and
-ps.rc make those fail)."""
+call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out, image.out
+for `image inspect`, info.out; run.rc and ps.rc make those fail)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ case "$1" in
   port) cat "$dir/port.out" ;;
   inspect) echo true ;;
   version) echo 27.0.0 ;;
+  image) cat "$dir/image.out" 2>/dev/null ;;
+  info) cat "$dir/info.out" 2>/dev/null ;;
 esac
 exit 0
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.cli import options
 from recommender.cli.plan import plan_table, summary
 from recommender.cli.progress import ProgressReporter
@@ -19,6 +20,12 @@ from recommender.job.pipeline import Job, JobOptions
 from recommender.modelrepo.model_source import describe
 from recommender.spec import load_spec
 from recommender.store.results import ExperimentStatus, ResultStore
+
+MEASURED = frozenset({RunStatus.OK, RunStatus.PRUNED})  # statuses with measured figures
+NOTHING_MEASURED = (
+    "[bold red]no candidate was measured[/]: each one failed, was skipped or was incorrect (the reasons are in the "
+    "table); fix what they say, then run the same command again (exit 1)."
+)
 
 
 def run(
@@ -46,7 +53,8 @@ def run(
 
     Candidates already stored (same configuration, same traffic) are not measured again: an interrupted run
     resumes where it stopped. Use --fresh to re-measure. One job measures an experiment at a time (a lease in the
-    store); a second one refuses with exit 2, or waits with --wait.
+    store); a second one refuses with exit 2, or waits with --wait. Exit 1 when no candidate was measured (each one
+    failed, was skipped or was incorrect), after printing the table.
     """
     spec = load_spec(spec_file)
     console = Console(stderr=as_json)  # with --json, stdout holds only the JSON document
@@ -63,6 +71,7 @@ def run(
     rec = recommend(results, spec)
     if as_json:
         typer.echo(json.dumps(rec.to_document(), indent=2))
+        _exit_unless_measured(console, results)
         return
     print_decision(console, rec, results)
     if store.experiment(spec.name).status == ExperimentStatus.BUDGET_EXHAUSTED:
@@ -84,6 +93,14 @@ def run(
         f"results in {store.engine.url.render_as_string(hide_password=True)}",
         highlight=False,
     )
+    _exit_unless_measured(console, results)
+
+
+def _exit_unless_measured(console: Console, results: list[CandidateResult]) -> None:
+    """Exit 1 (scripts and CI can tell) when no candidate of the experiment has measured figures."""
+    if not any(result.status in MEASURED for result in results):
+        console.print(NOTHING_MEASURED, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

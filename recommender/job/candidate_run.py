@@ -180,6 +180,8 @@ class CandidateRun:
         (adaptive search): the probe is then stored as a run of its own and the full measurement gets the next (the
         ledger's promote)."""
         context, candidate, placement = self.context, self.item.candidate, self.item.placement
+        if (missing := placement.engine_refusals.get(candidate.optimization)) is not None:
+            raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops

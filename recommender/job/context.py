@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -33,6 +34,8 @@ class Placement:
     target_name: str
     group: str  # schedule.slot_group: targets on the same hardware share its slots
     native_backends: bool = False  # the serving image (docker, sagemaker) serves Triton's native backends
+    # optimization -> why its engine is missing here, with the install command (doctor/engines.py, at preflight)
+    engine_refusals: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from recommender.candidates import CandidateResult, RunStatus, expand_candidates, target_index
 from recommender.decide.budget import RunBudget
 from recommender.decide.verdicts import decide_result
+from recommender.doctor.engines import engine_refusals
 from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
@@ -97,11 +98,13 @@ class Job:
         )
 
     def _place(self, index: int, spec: TargetSpec, run_id: str) -> Placement:
-        """One target, preflighted, with the hardware it serves on and its measurement protocol. This target only
-        answers the preflight; each candidate builds its own (concurrent candidates share no client)."""
+        """One target, preflighted, with the hardware it serves on, the engines missing there and its measurement
+        protocol. This target only answers the preflight; each candidate builds its own (concurrent candidates share
+        no client)."""
         target = target_for(spec, self.spec.name, run_id)
         target.preflight()
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
+        optimizations = self.spec.variants.optimizations if target.deploys else ()
         protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec, host=serving.hardware)
         return Placement(
             index,
@@ -113,6 +116,7 @@ class Job:
             target.name,
             slot_group(spec, index),
             target.native_backends,
+            engine_refusals(optimizations, serving, target.native_backends),
         )
 
     def _run_all(self, context: RunContext, items: list[WorkItem], follow) -> None:

@@ -3,6 +3,11 @@
 Nothing is written into site-packages: each run gets its own backend directory (the Python backend
 plus the stub built for the running interpreter), and the environment points the stub at this
 interpreter's libpython and site-packages.
+
+The stub embeds Python without naming its interpreter, so Python finds its prefix (and a virtualenv's pyvenv.cfg,
+hence its site-packages) from the first `python3` on PATH, whatever PYTHONPATH says. The server's PATH therefore
+starts with the folder of the interpreter running recommender, whose `python3` must be that interpreter: a
+virtualenv that is not on PATH (cron, systemd, `.venv/bin/recommender`) serves with its own packages.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ def preflight(install: TritonInstallation | None = None) -> TritonInstallation:
             f"no Python backend stub for Python {python_version()} in the nvidia-pytriton wheel",
             hint=f"run recommender with one of Python {', '.join(shipped) or '(none shipped)'}",
         )
+    stub_interpreter()
     if not libpython_path().is_file():
         raise TargetError(
             f"shared library {libpython_path()} not found; the backend stub needs a shared libpython",
@@ -86,6 +92,21 @@ def preflight(install: TritonInstallation | None = None) -> TritonInstallation:
             "(pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install ...)",
         )
     return install
+
+
+def stub_interpreter(executable: str | None = None) -> Path:
+    """The `python3` the backend stub will take its environment from: the one beside the running interpreter
+    (`executable`, default sys.executable), which must be that interpreter; TargetError otherwise."""
+    running = Path(executable or sys.executable)
+    beside = running.parent / "python3"
+    if not (beside.is_file() and beside.samefile(running)):
+        raise TargetError(
+            f"the Python backend stub takes its packages from `python3` on PATH, and {beside} is not "
+            f"the interpreter running recommender ({running})",
+            hint=f"run recommender from a virtualenv (`{running} -m venv .venv`, then `.venv/bin/recommender`), whose "
+            "bin/python3 is its interpreter",
+        )
+    return beside
 
 
 def prepare_backend_directory(install: TritonInstallation, run_dir: Path) -> Path:
@@ -102,8 +123,10 @@ def prepare_backend_directory(install: TritonInstallation, run_dir: Path) -> Pat
 
 
 def server_environment(install: TritonInstallation, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The server's environment: this libpython and the wheel's libraries first, this site-packages on the path."""
+    """The server's environment: this libpython and the wheel's libraries first, this site-packages on the path, and
+    this interpreter's folder first on PATH (the stub's Python is the `python3` found there: see the module's doc)."""
     env = dict(os.environ if base is None else base)
+    env["PATH"] = _join_paths([str(Path(sys.executable).parent)], env.get("PATH"))
     libraries = [str(libpython_path().parent), str(install.libs)]
     env["LD_LIBRARY_PATH"] = _join_paths(libraries, env.get("LD_LIBRARY_PATH"))
     paths = sysconfig.get_paths()

@@ -133,7 +133,8 @@ def test_run_on_sagemaker_measures_through_invoke_endpoint_and_leaves_nothing(aw
 def test_canned_answers_without_outputs_are_failures(aws, workdir) -> None:
     """Nothing queued: moto's static body "body" is not an inference answer, so the probe refuses the endpoint."""
     done = recommender(workdir, aws.url, "run", "cloud.yaml")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # nothing measured: exit 1 after the table (issue 23)
+    assert "no candidate was measured" in done.stdout
     results = ResultStore.open(f"sqlite:///{workdir / '.recommender/results.db'}").results("cloud-micro")
     assert {r.status for r in results} == {"failed"}
     assert "has no outputs" in results[0].reason

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pynvml
 import pytest
 
 from recommender.candidates import Candidate
@@ -14,6 +15,7 @@ from recommender.hardware import (
     GpuStatus,
     Hardware,
     HardwareMissing,
+    cuda_mismatch,
     describe_served,
     detect_hardware,
     gpu_instance_groups,
@@ -37,10 +39,18 @@ TWO_GPUS = Hardware(
 
 
 class FakeNvml:
-    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs."""
+    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs; `fail` is raised by nvmlInit,
+    `fail_after_init` by the first query after it (as NoPermission or GpuIsLost are); `mig` answers the MIG query
+    (None: NotSupported, a GPU without MIG)."""
 
-    def __init__(self, names: list[str], fail: Exception | None = None) -> None:
-        self.names, self.fail, self.shut = names, fail, False
+    def __init__(
+        self,
+        names: list[str],
+        fail: Exception | None = None,
+        fail_after_init: Exception | None = None,
+        mig: bool | None = None,
+    ) -> None:
+        self.names, self.fail, self.fail_after_init, self.mig, self.shut = names, fail, fail_after_init, mig, False
 
     def nvmlInit(self) -> None:
         if self.fail:
@@ -50,7 +60,14 @@ class FakeNvml:
         self.shut = True
 
     def nvmlDeviceGetCount(self) -> int:
+        if self.fail_after_init:
+            raise self.fail_after_init
         return len(self.names)
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
+        if self.mig is None:
+            raise RuntimeError("Not Supported")
+        return [int(self.mig), int(self.mig)]
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         return index
@@ -84,6 +101,41 @@ def test_no_driver_is_no_gpu_said_plainly() -> None:
     found = detect_hardware(FakeNvml([], fail=RuntimeError("Driver Not Loaded")))
     assert found.gpus == () and found.gpu_status == "no GPU (NVML: Driver Not Loaded)"
     assert detect_hardware(FakeNvml([])).gpu_status == "no GPU (NVML found no device)"
+
+
+@pytest.mark.parametrize(
+    "build, driver_cuda, refused",
+    [
+        ("13.0", "12.4", "needs NVIDIA driver R580 or newer; this host's driver 550.54.15 supports CUDA 12.4 at most"),
+        ("12.8", "12.4", None),  # one CUDA major version: minor-version compatibility
+        ("12.4", "13.0", None),
+        (None, "12.4", None),  # a CPU build
+    ],
+)
+def test_a_cuda_build_newer_than_the_driver_is_named_with_the_driver_it_needs(build, driver_cuda, refused) -> None:
+    hardware = Hardware("Test CPU", 16, (Gpu(0, "NVIDIA H100", 81559.0),), "550.54.15", driver_cuda, "1 GPU(s)")
+    said = cuda_mismatch("torch 2.13.0", build, hardware)
+    assert said == (None if refused is None else f"torch 2.13.0 is a CUDA {build} build, which {refused}")
+    assert cuda_mismatch("torch 2.13.0", build, CPU_ONLY) is None  # no GPU: nothing to compare with
+
+
+@pytest.mark.parametrize(
+    "code, reason",
+    [(pynvml.NVML_ERROR_NO_PERMISSION, "Insufficient Permissions"), (pynvml.NVML_ERROR_GPU_IS_LOST, "GPU is lost")],
+)
+def test_an_nvml_error_after_init_is_no_gpu_with_the_reason(code: int, reason: str) -> None:
+    """NVML's own exception classes (NVMLError_NoPermission, NVMLError_GpuIsLost) raised after nvmlInit."""
+    nvml = FakeNvml(["NVIDIA H100"], fail_after_init=pynvml.NVMLError(code))
+    found = detect_hardware(nvml)
+    assert found.gpus == () and found.gpu_status == f"no GPU (NVML: {reason})" and nvml.shut
+    with pytest.raises(HardwareMissing, match=reason):
+        resolve_accelerator("gpu", found)
+
+
+@pytest.mark.parametrize("mig", [True, False, None])
+def test_mig_mode_is_read_per_gpu_and_stored(mig: bool | None) -> None:
+    found = detect_hardware(FakeNvml(["NVIDIA A100"], mig=mig))
+    assert found.gpus[0].mig is mig and Hardware.from_dict(found.to_dict()) == found
 
 
 @pytest.mark.parametrize(

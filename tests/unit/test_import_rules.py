@@ -29,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     "measurement": SHARED | {"spec", "search", "targets", "load", "metrics"},
     "store": SHARED | {"spec", "candidates", "metrics"},
     "decide": SHARED | {"spec", "candidates", "correctness", "metrics", "load.shapes"},
+    "doctor": SHARED | {"spec", "modelrepo.model_source", "targets", "store.database"},
     "job": SHARED
     | {"spec", "candidates", "search", "modelrepo", "targets", "correctness", "load", "metrics"}
-    | {"measurement", "store", "decide", "review"},
+    | {"measurement", "store", "decide", "review", "doctor"},
     "review": SHARED | {"spec", "candidates", "metrics", "decide", "store"},
     "report": SHARED | {"spec", "candidates", "metrics", "modelrepo", "targets", "decide"},
     "importers": SHARED | {"spec", "candidates", "decide"},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -96,6 +97,27 @@ def test_environment_puts_libpython_and_wheel_libs_first(fake_wheel: TritonInsta
     ]
     assert env["PYTHONPATH"].split(os.pathsep)[0] == sysconfig.get_paths()["purelib"]
     assert env["PYTHONPATH"].endswith("/src") and env["HOME"] == "/h"
+
+
+def test_the_stub_finds_this_interpreter_first_on_path(fake_wheel: TritonInstallation) -> None:
+    """The stub's Python is the first `python3` on PATH: the running interpreter's folder leads the server's PATH
+    (tests/integration/test_venv_off_path.py serves from a virtualenv that is not on PATH)."""
+    env = triton_binary.server_environment(fake_wheel, {"PATH": "/elsewhere/venv/bin:/usr/bin"})
+    assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/elsewhere/venv/bin", "/usr/bin"]
+    assert triton_binary.stub_interpreter().samefile(sys.executable)
+
+
+def test_an_interpreter_whose_python3_is_another_is_refused(tmp_path: Path) -> None:
+    """`python3.12` run by path where the folder's python3 is another Python: the stub would take its packages."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3.12").symlink_to(sys.executable)
+    (tmp_path / "bin" / "python3").symlink_to("/bin/sh")
+    with pytest.raises(TargetError, match="is not the interpreter running recommender") as error:
+        triton_binary.stub_interpreter(str(tmp_path / "bin" / "python3.12"))
+    assert "-m venv .venv" in error.value.hint
+    (tmp_path / "bin" / "python3").unlink()
+    (tmp_path / "bin" / "python3").symlink_to("python3.12")  # a virtualenv's layout: bin/python3 is the interpreter
+    assert triton_binary.stub_interpreter(str(tmp_path / "bin" / "python3.12")) == tmp_path / "bin" / "python3"
 
 
 def test_free_loopback_ports_are_distinct() -> None:

@@ -1,0 +1,141 @@
+"""The host checks other than the engines: Python, the Triton server and its stub, the GPUs, Docker with the NVIDIA
+runtime and the image's versions, the results database, AWS credentials. Each is the preflight the run calls (or the
+same query), told as a Check; nothing here prints, and no secret is read out (a database password is redacted, AWS
+credentials are only said to be present)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from recommender.doctor.check import Check, checked
+from recommender.doctor.engines import pip_install, requirement
+from recommender.errors import StoreError
+from recommender.hardware import Hardware
+from recommender.modelrepo.model_source import installed_version
+from recommender.store.database import explain, open_engine
+from recommender.targets import triton_binary
+from recommender.targets.docker import DockerTarget, docker
+
+MIN_PYTHON = (3, 11)
+NVIDIA_RUNTIME_FIX = (
+    "install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker && "
+    "sudo systemctl restart docker`"
+)
+AWS_FIX = "configure them: `aws configure`, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+# where an NGC Triton image says its versions (environment), then a label naming TensorRT (containers/triton/)
+TRITON_ENV = ("NVIDIA_TRITON_SERVER_VERSION", "TRITON_SERVER_VERSION")
+TENSORRT_ENV = ("TRT_VERSION", "TENSORRT_VERSION")
+
+
+def python_check() -> Check:
+    version = platform.python_version()
+    found = f"Python {version} at {sys.executable}"
+    if sys.version_info[:2] < MIN_PYTHON:
+        return Check("Python", found, f"use Python {'.'.join(map(str, MIN_PYTHON))} or newer")
+    return Check("Python", found)
+
+
+def triton_check() -> Check:
+    """The local target's server: the wheel's tritonserver, its Python backend, the stub for this Python, libpython
+    and the interpreter the stub will take its packages from (triton_binary.preflight, as the run calls it)."""
+
+    def describe() -> str:
+        install = triton_binary.preflight()
+        return (
+            f"nvidia-pytriton {installed_version('nvidia-pytriton')}: {install.binary}; stub for Python "
+            f"{triton_binary.python_version()}, its packages from {triton_binary.stub_interpreter()}"
+        )
+
+    return checked("Triton server (local target)", describe)
+
+
+def gpu_check(hardware: Hardware) -> Check:
+    """The GPUs NVML reports (name, memory, MIG, driver, CUDA driver version), or why there are none. A target asking
+    for a GPU is refused by its own check (serving_hardware), as the run refuses it."""
+    if not hardware.gpus:
+        nvml = pip_install(requirement("nvidia-ml-py"))
+        return Check("GPU", hardware.gpu_status, f"for GPU runs: an NVIDIA GPU with its driver, and {nvml}")
+    gpus = ", ".join(
+        f"GPU {gpu.index}: {gpu.name}, {gpu.memory_mb:.0f} MiB" + ("" if gpu.mig is None else f", MIG {_on(gpu.mig)}")
+        for gpu in hardware.gpus
+    )
+    return Check("GPU", f"{gpus}; driver {hardware.driver_version}, CUDA driver version {hardware.cuda_version}")
+
+
+def docker_check(image: str) -> Check:
+    """The docker target's preflight: the CLI, an engine that answers, the image on this host."""
+
+    def describe() -> str:
+        DockerTarget(image=image, accelerator="cpu").preflight()
+        version = docker("version", "--format", "{{.Server.Version}}", timeout=20).stdout.strip()
+        return f"Docker engine {version}; image {image} present"
+
+    return checked(f"Docker (image {image})", describe)
+
+
+def nvidia_runtime_check() -> Check:
+    """The NVIDIA runtime registered with Docker (what `--gpus` needs)."""
+    runtimes = docker("info", "--format", "{{json .Runtimes}}", timeout=20)
+    if runtimes.returncode == 0 and "nvidia" in runtimes.stdout:
+        return Check("NVIDIA container runtime", "registered with Docker (docker info)")
+    return Check("NVIDIA container runtime", "not registered with Docker (docker info)", NVIDIA_RUNTIME_FIX)
+
+
+def image_versions_check(image: str) -> Check:
+    """The Triton and TensorRT versions the image says it has (its environment and labels): a TensorRT engine built on
+    this host loads only in a server with the same TensorRT version."""
+    inspected = docker("image", "inspect", "--format", "{{json .Config}}", image, timeout=20)
+    config: dict[str, Any] = json.loads(inspected.stdout or "{}") if inspected.returncode == 0 else {}
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    labels = config.get("Labels") or {}
+    triton = next((env[key] for key in TRITON_ENV if env.get(key)), None)
+    tensorrt = next((env[key] for key in TENSORRT_ENV if env.get(key)), None) or next(
+        (value for key, value in labels.items() if "tensorrt" in key.lower()), None
+    )
+    return Check(
+        f"image {image} versions",
+        f"Triton {triton or 'not said'}, TensorRT {tensorrt or 'not said'} (image environment and labels)",
+        needed=False,
+    )
+
+
+def database_check(url: str | None) -> Check:
+    """The results database opens and answers (no migration, nothing written; the password redacted)."""
+
+    def describe() -> str:
+        engine = open_engine(url, migrate=False)
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        except SQLAlchemyError as error:
+            reason, hint = explain(error)
+            raise StoreError(f"cannot open {engine.url.render_as_string(hide_password=True)}: {reason}", hint) from None
+        finally:
+            engine.dispose()
+        return f"{engine.url.render_as_string(hide_password=True)} opens"
+
+    return checked("results database", describe)
+
+
+def aws_check() -> Check:
+    """AWS credentials for the sagemaker target, found the way boto3 finds them; only their source is said."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        credentials = boto3.Session().get_credentials()
+    except BotoCoreError as error:  # AWS_PROFILE names a profile that does not exist, a malformed config file
+        return Check("AWS credentials (sagemaker)", str(error), AWS_FIX)
+    if credentials is None:
+        return Check("AWS credentials (sagemaker)", "none found", AWS_FIX)
+    return Check("AWS credentials (sagemaker)", f"present (from {credentials.method}; not shown)")
+
+
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"

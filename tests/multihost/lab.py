@@ -131,6 +131,12 @@ class Lab:
     def restore(self, host: str) -> None:
         ip("link", "set", namespace(host), "up")
 
+    def stop(self, host: str) -> None:
+        """Kill every process inside `host` (what a scenario started there and left behind)."""
+        for pid in self.pids(host):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def pids(self, host: str) -> list[int]:
         found = ip("netns", "pids", namespace(host), check=False).stdout.split()
         return [int(pid) for pid in found if pid.isdigit()]

@@ -3,13 +3,11 @@ load level with the stability rule's numbers, and how their configurations diffe
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import frames, source
 from dashboard.selection import decision_in_view
 from recommender.candidates import RunStatus
-from recommender.metrics.levels import judge_levels
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.stability import RULE
@@ -53,14 +51,7 @@ def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
         f"{rules.stability_tolerance:.0%}). SE = relative standard error of the level mean; slope t = the "
         "trend's t statistic across the windows."
     )
-    tables = [
-        frames.levels_frame(
-            r, judge_levels(source.window_records(r.run_id), r.headline.repeats, limits, rules), limits.percentile
-        )
-        for r in picked
-        if r.status == RunStatus.OK and r.headline and r.run_id
-    ]
-    frame = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    frame = frames.levels_table(picked, source.window_records, limits, rules)
     if frame.empty:
         st.info("No steady-state windows stored for these runs.")
         return

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from recommender.candidates import expand_candidates
+from recommender.metrics.headline import Headline
+from recommender.metrics.steady import Window
+from recommender.metrics.summary import PhaseSummary, WindowStats
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -160,7 +166,6 @@ def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, mon
 
 def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, monkeypatch) -> None:
     from recommender.job.protocol import protocol_fingerprint
-    from recommender.metrics.headline import Headline
 
     url = f"sqlite:///{tmp_path / 'multi.db'}"
     spec = ExperimentSpec.model_validate(
@@ -199,3 +204,65 @@ def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, mon
     assert sorted(frame["instance_type"]) == ["ml.g4dn.2xlarge", "ml.g4dn.xlarge"]
     at = facet.set_value(["ml.g4dn.2xlarge"]).run()
     assert list(at.dataframe[0].value["instance_type"]) == ["ml.g4dn.2xlarge"]
+
+
+def chart_data(chart) -> pd.DataFrame:
+    """The rows a Vega-Lite chart element draws (its one named data set, as Streamlit sends it)."""
+    (dataset,) = chart.proto.datasets
+    return convert_arrow_bytes_to_pandas_df(dataset.data.data)
+
+
+# (repeat, phase) -> the two windows' (IPM, p95 ms); the first repeat's phase summaries say something else
+REPEATS = {(0, 0): ((600, 10), (660, 12)), (1, 0): ((540, 20), (600, 22)), (0, 1): ((1200, 30), (1260, 34))}
+REPEATS |= {(1, 1): ((1080, 50), (1140, 54))}
+FIRST_REPEAT_PHASES = ((630, 11.9), (1230, 33.5))  # pooled over the first repeat's requests only
+
+
+def stats(ipm: float, p95: float, start: float) -> WindowStats:
+    latency = {"p50": p95 / 2, "p90": p95 * 0.9, "p95": p95, "p99": p95 * 1.2}
+    return WindowStats(start, start + 5, 200, 200, 0, ipm, latency, 1, 1)
+
+
+def add_two_repeats(url: str) -> None:
+    """One candidate measured over two repeats of two load levels, windows and the first repeat's phase summaries."""
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "repeats",
+            "variants": {
+                "optimizations": ["onnx"],
+                "dynamic_batching": [False],
+                "instance_group_counts": [1],
+                "max_batch_sizes": [4],
+            },
+        }
+    )
+    store = ResultStore.open(url)
+    experiment_id = store.save_experiment(spec, status="done")
+    run_id = store.start_run(store.save_candidate(experiment_id, expand_candidates(spec)[0]), "proto", None)
+    windows = [
+        (repeat, Window(phase, index, stats(ipm, p95, 10.0 * phase + 5 * index), load=phase + 1.0))
+        for (repeat, phase), figures in REPEATS.items()
+        for index, (ipm, p95) in enumerate(figures)
+    ]
+    phases = [
+        PhaseSummary(i, stats(ipm, p95, 10.0 * i), 10.0 * i, 10.0 * i + 10)
+        for i, (ipm, p95) in enumerate(FIRST_REPEAT_PHASES)
+    ]
+    headline = Headline(invocations_per_minute=1170.0, latency_ms={"p95": 42.0}, within_threshold=True, repeats=2)
+    series = [stats(600, 10, second) for second in range(20)]
+    store.finish_run(run_id, "ok", headline=headline, phases=phases, series=series, windows=windows)
+
+
+def test_the_frontier_plots_each_level_over_every_repeat_labelled_as_the_mean_of_window_percentiles(
+    seeded_url, monkeypatch
+):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "curves", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    frontier = charts(at)[2]  # after the throughput and latency charts (no server or GPU figures stored here)
+    spec = json.loads(frontier.proto.spec)
+    x, y = spec["encoding"]["x"], spec["encoding"]["y"]
+    points = chart_data(frontier)[[x["field"], y["field"]]].itertuples(index=False)
+    assert sorted(map(tuple, points)) == [(600.0, 16.0), (1170.0, 42.0)]  # level means, both repeats
+    assert "mean of the level's window p95s" in y["title"]
+    assert "every repeat" in x["title"]

@@ -204,10 +204,13 @@ def text_cell(value: Any) -> str:
 
 
 def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per-second series of one run; invocations per minute is the second's successful completions x 60."""
+    """Per-second series of one run; invocations per minute is the second's successful completions x 60. The store
+    keeps ceil(duration) seconds (metrics.summary.per_second_series): the last one holds only the run's tail, a
+    fraction of a second x 60 that would read as a drop to zero, so it is left out here (the stored rows stay)."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    frame = frame[frame["second"] < frame["second"].max()].copy()
     frame["configuration"] = result.name
     frame[INVOCATIONS.frame] = frame["ok"] * 60
     return frame

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import frames, source
 from dashboard.selection import decision_in_view
+from dashboard.text import show_table
 from recommender.candidates import RunStatus
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
@@ -34,13 +35,13 @@ def main() -> None:
         return
     picked = [by_name[name] for name in chosen]
     st.subheader("Figures")
-    st.dataframe(frames.metrics_table(picked), width="stretch")
+    show_table(frames.metrics_table(picked))
     levels(picked, view.rules, view.limits)
     st.subheader("Configuration")
     difference = frames.config_difference(picked)
     only_diff = st.toggle("Only the settings that differ", value=True, key=f"compare-diff:{info.name}")
     shown = difference[difference["differs"]] if only_diff else difference
-    st.dataframe(shown.drop(columns="differs") if only_diff else shown, width="stretch")
+    show_table(shown.drop(columns="differs") if only_diff else shown)
 
 
 def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
@@ -55,7 +56,7 @@ def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
     if frame.empty:
         st.info("No steady-state windows stored for these runs.")
         return
-    st.dataframe(frame, hide_index=True, width="stretch")
+    show_table(frame, hide_index=True)
 
 
 st.title("Compare")

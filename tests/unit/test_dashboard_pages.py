@@ -13,8 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 from recommender.candidates import expand_candidates
 from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
+from recommender.report.columns import MAX_INVOCATIONS
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -223,8 +225,12 @@ def stats(ipm: float, p95: float, start: float) -> WindowStats:
     return WindowStats(start, start + 5, 200, 200, 0, ipm, latency, 1, 1)
 
 
+PRUNED_REASON = "pruned: its interval is below the leader's"
+
+
 def add_two_repeats(url: str) -> None:
-    """One candidate measured over two repeats of two load levels, windows and the first repeat's phase summaries."""
+    """Two candidates raced: one measured over two repeats of two load levels (windows and the first repeat's phase
+    summaries), one measured briefly and pruned with its partial figures."""
     spec = ExperimentSpec.model_validate(
         {
             "name": "repeats",
@@ -232,13 +238,14 @@ def add_two_repeats(url: str) -> None:
                 "optimizations": ["onnx"],
                 "dynamic_batching": [False],
                 "instance_group_counts": [1],
-                "max_batch_sizes": [4],
+                "max_batch_sizes": [4, 8],
             },
         }
     )
     store = ResultStore.open(url)
     experiment_id = store.save_experiment(spec, status="done")
-    run_id = store.start_run(store.save_candidate(experiment_id, expand_candidates(spec)[0]), "proto", None)
+    measured, pruned = (store.save_candidate(experiment_id, c) for c in expand_candidates(spec))
+    run_id = store.start_run(measured, "proto", None)
     windows = [
         (repeat, Window(phase, index, stats(ipm, p95, 10.0 * phase + 5 * index), load=phase + 1.0))
         for (repeat, phase), figures in REPEATS.items()
@@ -248,9 +255,18 @@ def add_two_repeats(url: str) -> None:
         PhaseSummary(i, stats(ipm, p95, 10.0 * i), 10.0 * i, 10.0 * i + 10)
         for i, (ipm, p95) in enumerate(FIRST_REPEAT_PHASES)
     ]
-    headline = Headline(invocations_per_minute=1170.0, latency_ms={"p95": 42.0}, within_threshold=True, repeats=2)
     series = [stats(600, 10, second) for second in range(20)]
+    headline = Headline(invocations_per_minute=1170.0, latency_ms={"p95": 42.0}, within_threshold=True, repeats=2)
     store.finish_run(run_id, "ok", headline=headline, phases=phases, series=series, windows=windows)
+    brief = Headline(
+        invocations_per_minute=812.3456,
+        max_invocations=812.3456,
+        ipm_interval=Interval(812.3456, 790.1234, 834.5678, 4, "windows"),
+        latency_ms={"p95": 30.0},
+        within_threshold=True,
+    )
+    store.finish_run(store.start_run(pruned, "proto", None), "ok", headline=brief)
+    store.prune(pruned, "proto", PRUNED_REASON)
 
 
 def test_the_frontier_plots_each_level_over_every_repeat_labelled_as_the_mean_of_window_percentiles(
@@ -266,3 +282,43 @@ def test_the_frontier_plots_each_level_over_every_repeat_labelled_as_the_mean_of
     assert sorted(map(tuple, points)) == [(600.0, 16.0), (1170.0, 42.0)]  # level means, both repeats
     assert "mean of the level's window p95s" in y["title"]
     assert "every repeat" in x["title"]
+
+
+@pytest.mark.parametrize("page", ("experiments", "ranking", "compare", "cost", "history", "search"))
+def test_every_table_shows_a_missing_value_as_a_dash_as_the_cli_does(page, seeded_url, monkeypatch):
+    at = open_page(seeded_url, page, monkeypatch, experiment="micro")
+    assert_clean(at)
+    assert at.dataframe
+    assert [table.proto.placeholder for table in at.dataframe] == ["-"] * len(at.dataframe)
+
+
+def test_the_ranking_shows_a_pruned_candidate_with_dashes_for_the_rank_and_instances_it_has_not(
+    seeded_url, monkeypatch
+):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "ranking", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    (table,) = at.dataframe
+    pruned = table.value.set_index("name").loc["onnx-nodb-ig1-mbs8"]
+    assert pruned[["rank", "initial_instance_count"]].isna().all()  # missing, not a figure ...
+    assert table.proto.placeholder == "-"  # ... shown as the CLI's '-', never as Python's None
+
+
+def test_the_search_page_prints_its_figures_in_the_catalog_format(seeded_url, monkeypatch):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "search", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    (table,) = at.dataframe
+    assert table.value.set_index("configuration").loc["onnx-nodb-ig1-mbs8", "MaxInvocations"] == 812.3456
+    configured = json.loads(table.proto.columns)
+    formats = {name: c.get("type_config", {}).get("format") for name, c in configured.items() if name != "_index"}
+    figure = f"%.{MAX_INVOCATIONS.digits}f"
+    assert formats == {
+        "MaxInvocations": figure,
+        "interval low": figure,
+        "interval high": figure,
+        "level": "%g",
+        "duration (s)": "%.1f",
+    }
+    tooltip = json.loads(charts(at)[0].proto.spec)["layer"][1]["encoding"]["tooltip"]
+    assert {t["field"]: t.get("format") for t in tooltip}["MaxInvocations"] == f",.{MAX_INVOCATIONS.digits}f"

@@ -76,7 +76,7 @@ def frontier(levels: pd.DataFrame, percentile: str) -> alt.Chart:
         .mark_line(point=alt.OverlayMarkDef(size=80))
         .encode(
             x=alt.X(f"{INVOCATIONS.frame}:Q", title=f"{INVOCATIONS.header} (level mean, every repeat)"),
-            y=alt.Y(f"{latency}:Q", title=f"{percentile} latency (ms): mean of the level's window {percentile}s"),
+            y=alt.Y(f"{latency}:Q", title=f"{percentile} ms (mean of window {percentile}s)"),
             color=COLOR,
             order=f"{INVOCATIONS.frame}:Q",
             tooltip=[

@@ -41,7 +41,7 @@ def main() -> None:
         alt.Chart(table)
         .mark_point(filled=True, size=80)
         .encode(
-            x=alt.X("step:Q"),
+            x=alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1)),  # steps are whole numbers
             y=alt.Y("MaxInvocations:Q", title="MaxInvocations (IPM)"),
             color="status:N",
             tooltip=[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from recommender.report.columns import INVOCATIONS
+from recommender.report.columns import INVOCATIONS, MODEL_LATENCY
 
 COLOR = alt.Color("configuration:N", title="configuration")
 
@@ -65,19 +65,27 @@ def latency_over_time(series: pd.DataFrame) -> alt.Chart:
     )
 
 
-def frontier(phases: pd.DataFrame, percentile: str) -> alt.Chart:
-    """Throughput-latency frontier: each phase's invocations per minute against its latency at `percentile`."""
-    column = f"{percentile}_ms"
-    data = phases.dropna(subset=[column]).sort_values(["configuration", "invocations_per_minute"])
+def frontier(levels: pd.DataFrame, percentile: str) -> alt.Chart:
+    """Throughput-latency frontier from frames.levels_table: one point per load level, its windows of every repeat
+    pooled: the level's mean invocations per minute against the mean of its windows' `percentile` latencies (the
+    figures MaxInvocations and ModelLatency are read from at the chosen level)."""
+    latency = MODEL_LATENCY.short.format(p=percentile)
+    data = levels.dropna(subset=[latency]).sort_values(["configuration", INVOCATIONS.frame])
     return (
         alt.Chart(data)
         .mark_line(point=alt.OverlayMarkDef(size=80))
         .encode(
-            x=alt.X("invocations_per_minute:Q", title="invocations per minute (phase)"),
-            y=alt.Y(f"{column}:Q", title=f"{percentile} latency (ms)"),
+            x=alt.X(f"{INVOCATIONS.frame}:Q", title=f"{INVOCATIONS.header} (level mean, every repeat)"),
+            y=alt.Y(f"{latency}:Q", title=f"{percentile} ms (mean of window {percentile}s)"),
             color=COLOR,
-            order="invocations_per_minute:Q",
-            tooltip=["configuration", "phase_index", "users_max", "invocations_per_minute", column],
+            order=f"{INVOCATIONS.frame}:Q",
+            tooltip=[
+                "configuration",
+                "load",
+                "windows (n)",
+                alt.Tooltip(f"{INVOCATIONS.frame}:Q", format=",.0f"),
+                alt.Tooltip(f"{latency}:Q", format=",.1f"),
+            ],
         )
         .properties(height=320)
     )

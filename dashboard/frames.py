@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -11,7 +11,9 @@ import pandas as pd
 from recommender.candidates import CandidateResult, RunStatus
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
-from recommender.metrics.levels import Level
+from recommender.metrics.levels import Level, WindowRecord, judge_levels
+from recommender.metrics.limits import Limits
+from recommender.metrics.rules import WindowRules
 from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
 from recommender.report.columns import AVG_BATCH_SIZE, ERROR_RATE, INVOCATIONS, MAX_INVOCATIONS, MODEL_LATENCY, Metric
@@ -172,6 +174,22 @@ def levels_frame(result: CandidateResult, levels: Iterable[Level], percentile: s
     return pd.DataFrame(rows)
 
 
+def levels_table(
+    results: Iterable[CandidateResult],
+    windows_of: Callable[[int], list[WindowRecord]],
+    limits: Limits,
+    rules: WindowRules = WindowRules(),
+) -> pd.DataFrame:
+    """Every load level of the measured runs (all repeats pooled, judged under `limits`), one table: the figures
+    the decision reads (metrics.levels), each run's windows read through `windows_of(run_id)`."""
+    tables = [
+        levels_frame(r, judge_levels(windows_of(r.run_id), r.headline.repeats, limits, rules), limits.percentile)
+        for r in results
+        if r.status == RunStatus.OK and r.headline and r.run_id
+    ]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
 def text_cell(value: Any) -> str:
     """A table cell as text (columns that mix numbers, flags and words): '-' for missing, figures grouped."""
     if value is None or (isinstance(value, float) and value != value):
@@ -186,19 +204,15 @@ def text_cell(value: Any) -> str:
 
 
 def series_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per-second series of one run; invocations per minute is the second's successful completions x 60."""
+    """Per-second series of one run; invocations per minute is the second's successful completions x 60. The store
+    keeps ceil(duration) seconds (metrics.summary.per_second_series): the last one holds only the run's tail, a
+    fraction of a second x 60 that would read as a drop to zero, so it is left out here (the stored rows stay)."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    frame = frame[frame["second"] < frame["second"].max()].copy()
     frame["configuration"] = result.name
     frame[INVOCATIONS.frame] = frame["ok"] * 60
-    return frame
-
-
-def phases_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows)
-    if not frame.empty:
-        frame["configuration"] = result.name
     return frame
 
 

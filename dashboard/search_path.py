@@ -46,7 +46,7 @@ def _row(step: int, r: CandidateResult) -> dict[str, Any]:
         else None,
         "interval low": interval.low if interval else None,
         "interval high": interval.high if interval else None,
-        "interval": interval.label if interval else "n/a",
+        "interval": interval.label if interval else None,
         "duration (s)": r.duration_s,
         "reason": r.reason or "",
     }

@@ -1,12 +1,19 @@
-"""Showing user strings safely (experiment, model and candidate names, failure reasons) and the common notices."""
+"""Showing user strings safely (experiment, model and candidate names, failure reasons), the common notices, and
+tables as the CLI prints them ('-' where a value is missing, figures in the metric catalog's format)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import pandas as pd
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 
 from recommender.errors import RecommenderError
+from recommender.report.columns import Metric
+
+MISSING = "-"  # what the CLI prints where a figure is missing
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
@@ -34,3 +41,21 @@ def number(value: float | None, digits: int = 1, unit: str = "") -> str:
     if value is None:
         return "n/a"
     return f"{value:,.{digits}f}{(' ' + unit) if unit else ''}"
+
+
+def metric_column(metric: Metric, label: str = "") -> ColumnConfig:
+    """A metric as a number column: the catalog's dashboard label and decimals (the cells stay numbers, so a click on
+    the header sorts by value)."""
+    return st.column_config.NumberColumn(
+        label or metric.frame, format="percent" if metric.style == "share" else f"%.{metric.digits}f"
+    )
+
+
+def seconds_column() -> ColumnConfig:
+    """A duration in seconds, to a tenth as the CLI prints one."""
+    return st.column_config.NumberColumn(format="%.1f")
+
+
+def show_table(frame: pd.DataFrame, **options: Any) -> None:
+    """st.dataframe across the page, a missing value shown as the CLI's '-' (never Python's None)."""
+    st.dataframe(frame, placeholder=MISSING, width="stretch", **options)

@@ -3,13 +3,12 @@ load level with the stability rule's numbers, and how their configurations diffe
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import frames, source
 from dashboard.selection import decision_in_view
+from dashboard.text import show_table
 from recommender.candidates import RunStatus
-from recommender.metrics.levels import judge_levels
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.stability import RULE
@@ -36,13 +35,13 @@ def main() -> None:
         return
     picked = [by_name[name] for name in chosen]
     st.subheader("Figures")
-    st.dataframe(frames.metrics_table(picked), width="stretch")
+    show_table(frames.metrics_table(picked))
     levels(picked, view.rules, view.limits)
     st.subheader("Configuration")
     difference = frames.config_difference(picked)
     only_diff = st.toggle("Only the settings that differ", value=True, key=f"compare-diff:{info.name}")
     shown = difference[difference["differs"]] if only_diff else difference
-    st.dataframe(shown.drop(columns="differs") if only_diff else shown, width="stretch")
+    show_table(shown.drop(columns="differs") if only_diff else shown)
 
 
 def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
@@ -53,18 +52,11 @@ def levels(picked: list, rules: WindowRules, limits: Limits) -> None:
         f"{rules.stability_tolerance:.0%}). SE = relative standard error of the level mean; slope t = the "
         "trend's t statistic across the windows."
     )
-    tables = [
-        frames.levels_frame(
-            r, judge_levels(source.window_records(r.run_id), r.headline.repeats, limits, rules), limits.percentile
-        )
-        for r in picked
-        if r.status == RunStatus.OK and r.headline and r.run_id
-    ]
-    frame = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    frame = frames.levels_table(picked, source.window_records, limits, rules)
     if frame.empty:
         st.info("No steady-state windows stored for these runs.")
         return
-    st.dataframe(frame, hide_index=True, width="stretch")
+    show_table(frame, hide_index=True)
 
 
 st.title("Compare")

@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard import charts, decision
 from dashboard.selection import decision_in_view
-from dashboard.text import escape, show_error
+from dashboard.text import escape, show_error, show_table
 from recommender.decide.recommendation import Recommendation
 from recommender.errors import RecommenderError
 from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE
@@ -69,7 +69,7 @@ def main() -> None:
         st.info("Nothing to price: no candidate is within the limits, or no instance type is picked.")
         return
     st.caption(f"Target load {settings.target_ipm:,.0f} invocations per minute.")
-    st.dataframe(frame, hide_index=True, width="stretch")
+    show_table(frame, hide_index=True)
     left, right = st.columns(2)
     left.altair_chart(charts.bars(frame, COST_PER_MILLION.frame, "cost per million inferences (USD)"), width="stretch")
     right.altair_chart(charts.bars(frame, FLEET_COST, "fleet cost per hour at the target (USD)"), width="stretch")

@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import charts, frames, gpu, source
 from dashboard.selection import in_view, measured, nothing_measured
 from recommender.candidates import CandidateResult
+from recommender.metrics.limits import Limits
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 
@@ -33,15 +34,20 @@ def over_time(picked: list[CandidateResult]) -> None:
 
 
 def frontier(picked: list[CandidateResult], default_percentile: str) -> None:
-    phases = pd.concat([frames.phases_frame(r, source.phase_rows(r.run_id)) for r in picked], ignore_index=True)
-    st.subheader("Throughput-latency frontier (one point per phase)")
-    if phases.empty:
-        st.info("No phase summaries stored for these runs.")
-        return
+    st.subheader("Throughput-latency frontier (one point per load level, every repeat pooled)")
     shown = default_percentile if default_percentile in PERCENTILE_NAMES else DEFAULT_PERCENTILE
     index = PERCENTILE_NAMES.index(shown)
     percentile = st.selectbox("Percentile", PERCENTILE_NAMES, index=index, key="curves-percentile")
-    st.altair_chart(charts.frontier(phases, percentile), width="stretch")
+    limits = Limits(percentile=percentile)  # the charted figures do not depend on the threshold or the error limit
+    levels = frames.levels_table(picked, source.window_records, limits)
+    if levels.empty:
+        st.info("No steady-state windows stored for these runs.")
+        return
+    st.caption(
+        f"Each point is a load level: its mean invocations per minute and the mean of its windows' {percentile} "
+        "latencies, over the windows of every repeat (the figures MaxInvocations and ModelLatency come from)."
+    )
+    st.altair_chart(charts.frontier(levels, percentile), width="stretch")
 
 
 def server_time(picked: list[CandidateResult]) -> None:

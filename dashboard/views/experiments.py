@@ -7,14 +7,14 @@ import yaml
 
 from dashboard import frames, source
 from dashboard.selection import running_notice, selected
-from dashboard.text import escape, no_experiments
+from dashboard.text import escape, metric_column, no_experiments, seconds_column, show_table
 from recommender.candidates import RunStatus
 from recommender.report.columns import ERROR_RATE
 
 CANDIDATE_COLUMNS = {
     "reason": st.column_config.TextColumn("reason", width="large"),
-    "duration (s)": st.column_config.NumberColumn(format="%.1f"),
-    ERROR_RATE.frame: st.column_config.NumberColumn(format="percent"),
+    "duration (s)": seconds_column(),
+    ERROR_RATE.frame: metric_column(ERROR_RATE),
 }
 
 
@@ -23,11 +23,10 @@ def overview() -> None:
     if not infos:
         no_experiments()
         return
-    st.dataframe(
+    show_table(
         frames.experiments_table(infos, source.results),
         hide_index=True,
-        width="stretch",
-        column_config={"measured time (s)": st.column_config.NumberColumn(format="%.1f")},
+        column_config={"measured time (s)": seconds_column()},
     )
 
 
@@ -43,9 +42,7 @@ def detail() -> None:
         f"last update {info.updated_at:%Y-%m-%d %H:%M}"
     )
     if results:
-        st.dataframe(
-            frames.candidates_table(results), hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS
-        )
+        show_table(frames.candidates_table(results), hide_index=True, column_config=CANDIDATE_COLUMNS)
     else:
         st.info("No candidates stored for this experiment yet.")
     for r in results:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard import charts, frames, source
 from dashboard.selection import selected
-from dashboard.text import escape
+from dashboard.text import escape, show_table
 from recommender.report.columns import ERROR_RATE, INVOCATIONS, MODEL_LATENCY
 from recommender.vocabulary import DEFAULT_PERCENTILE
 
@@ -51,7 +51,7 @@ def main() -> None:
     candidate = labels[label]
     percentile = (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE)
     table = frames.history_table(points(candidate.key, percentile))
-    st.dataframe(table, hide_index=True, width="stretch")
+    show_table(table, hide_index=True)
     ok = table[table["status"] == "ok"].dropna(subset=["finished"])
     if len(ok) < 2:
         st.info(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import streamlit as st
-from streamlit.elements.lib.column_types import ColumnConfig
 
 from dashboard import decision
 from dashboard.selection import decision_in_view
-from dashboard.text import escape, number
+from dashboard.text import escape, metric_column, number, show_table
 from recommender.decide.recommendation import Recommendation
 from recommender.report.columns import (
     COST_PER_HOUR,
@@ -15,14 +14,7 @@ from recommender.report.columns import (
     FLEET_SIZE,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
-    Metric,
 )
-
-
-def metric_column(metric: Metric, label: str = "") -> ColumnConfig:
-    """A report row's metric as a number column: the catalog's dashboard label and decimals."""
-    return st.column_config.NumberColumn(label or metric.frame, format=f"%.{metric.digits}f")
-
 
 COLUMNS = {
     "rank": st.column_config.NumberColumn("rank"),
@@ -121,7 +113,7 @@ def main() -> None:
         return
     frame = by_instance_type(frame)
     order = [c for c in ORDER if c in frame.columns and not frame[c].isna().all()]
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS, column_order=order)
+    show_table(frame, hide_index=True, column_config=COLUMNS, column_order=order)
 
 
 st.title("Ranking")

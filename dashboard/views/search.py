@@ -9,8 +9,19 @@ import streamlit as st
 from dashboard import source
 from dashboard.search_path import search_path
 from dashboard.selection import selected
-from dashboard.text import escape
+from dashboard.text import escape, metric_column, seconds_column, show_table
 from recommender.candidates import RunStatus
+from recommender.report.columns import MAX_INVOCATIONS
+
+FIGURE = f",.{MAX_INVOCATIONS.digits}f"  # MaxInvocations in a tooltip, as the CLI prints it (d3 format)
+
+
+def columns() -> dict:
+    """The figures in the catalog's format (MaxInvocations and its interval), the load as given, seconds to a tenth."""
+    figures = {
+        name: metric_column(MAX_INVOCATIONS, name) for name in ("MaxInvocations", "interval low", "interval high")
+    }
+    return figures | {"level": st.column_config.NumberColumn(format="%g"), "duration (s)": seconds_column()}
 
 
 def main() -> None:
@@ -30,10 +41,19 @@ def main() -> None:
         alt.Chart(table)
         .mark_point(filled=True, size=80)
         .encode(
-            x=alt.X("step:Q"),
+            x=alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1)),  # steps are whole numbers
             y=alt.Y("MaxInvocations:Q", title="MaxInvocations (IPM)"),
             color="status:N",
-            tooltip=["step", "configuration", "status", "repeats", "level", "MaxInvocations", "interval", "reason"],
+            tooltip=[
+                "step",
+                "configuration",
+                "status",
+                "repeats",
+                "level",
+                alt.Tooltip("MaxInvocations:Q", format=FIGURE),
+                "interval",
+                "reason",
+            ],
         )
     )
     bars = (
@@ -42,7 +62,7 @@ def main() -> None:
         .encode(x="step:Q", y="interval low:Q", y2="interval high:Q", color="status:N")
     )
     st.altair_chart(bars + points, width="stretch")
-    st.dataframe(table, hide_index=True, width="stretch")
+    show_table(table, hide_index=True, column_config=columns())
 
 
 st.title("Search")

@@ -110,7 +110,7 @@ def test_ranking_table_and_a_chart_render_in_chromium(dashboard, tmp_path):
             chart.wait_for(timeout=UI_TIMEOUT_MS)
             assert chart.bounding_box()["width"] > 200
             page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
-            for title in ("Experiments", "Compare", "Cost", "History", "Report"):
+            for title in ("Experiments", "Compare", "Cost", "History", "Search", "Report"):
                 page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
                 page.get_by_role("heading", name=title, exact=True).wait_for(timeout=UI_TIMEOUT_MS)
                 page.wait_for_load_state("networkidle")

@@ -71,13 +71,24 @@ def test_windows_are_labelled_and_drawn_as_bands():
         result("a"), [{"start_s": 1.0, "end_s": 3.0, "stable": True}, {"start_s": 3.0, "end_s": 5.0, "stable": False}]
     )
     assert windows["window"].tolist() == ["stable", "unstable"]
-    series = frames.series_frame(
-        result("a"), [{"second": 0, "ok": 10, "users": 1, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0}]
-    )
+    second = {"ok": 10, "users": 1, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0}
+    series = frames.series_frame(result("a"), [{"second": 0} | second, {"second": 1} | second])
     assert series["invocations/min"].tolist() == [600]
     spec = charts.throughput_over_time(series, windows).to_dict()
     assert "mark_rect" in str(spec) or "rect" in str(spec)
     assert frames.windows_frame(result("a"), []).empty
+
+
+def test_the_series_leaves_out_the_last_partial_second():
+    """The store keeps ceil(duration) seconds: the last one holds only the run's tail and would read as a drop."""
+    rows = [
+        {"second": s, "ok": ok, "users": 2, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0}
+        for s, ok in enumerate((10, 11, 1))
+    ]
+    series = frames.series_frame(result("a"), rows)
+    assert series["second"].tolist() == [0, 1]
+    assert series["invocations/min"].tolist() == [600, 660]
+    assert len(rows) == 3  # the stored rows are left as they are
 
 
 def test_server_breakdown_is_in_milliseconds():

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from recommender.candidates import expand_candidates
+from recommender.metrics.headline import Headline
+from recommender.metrics.intervals import Interval
+from recommender.metrics.steady import Window
+from recommender.metrics.summary import PhaseSummary, WindowStats
+from recommender.report.columns import MAX_INVOCATIONS
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -160,7 +168,6 @@ def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, mon
 
 def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, monkeypatch) -> None:
     from recommender.job.protocol import protocol_fingerprint
-    from recommender.metrics.headline import Headline
 
     url = f"sqlite:///{tmp_path / 'multi.db'}"
     spec = ExperimentSpec.model_validate(
@@ -199,3 +206,121 @@ def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, mon
     assert sorted(frame["instance_type"]) == ["ml.g4dn.2xlarge", "ml.g4dn.xlarge"]
     at = facet.set_value(["ml.g4dn.2xlarge"]).run()
     assert list(at.dataframe[0].value["instance_type"]) == ["ml.g4dn.2xlarge"]
+
+
+def chart_data(chart) -> pd.DataFrame:
+    """The rows a Vega-Lite chart element draws (its one named data set, as Streamlit sends it)."""
+    (dataset,) = chart.proto.datasets
+    return convert_arrow_bytes_to_pandas_df(dataset.data.data)
+
+
+# (repeat, phase) -> the two windows' (IPM, p95 ms); the first repeat's phase summaries say something else
+REPEATS = {(0, 0): ((600, 10), (660, 12)), (1, 0): ((540, 20), (600, 22)), (0, 1): ((1200, 30), (1260, 34))}
+REPEATS |= {(1, 1): ((1080, 50), (1140, 54))}
+FIRST_REPEAT_PHASES = ((630, 11.9), (1230, 33.5))  # pooled over the first repeat's requests only
+
+
+def stats(ipm: float, p95: float, start: float) -> WindowStats:
+    latency = {"p50": p95 / 2, "p90": p95 * 0.9, "p95": p95, "p99": p95 * 1.2}
+    return WindowStats(start, start + 5, 200, 200, 0, ipm, latency, 1, 1)
+
+
+PRUNED_REASON = "pruned: its interval is below the leader's"
+
+
+def add_two_repeats(url: str) -> None:
+    """Two candidates raced: one measured over two repeats of two load levels (windows and the first repeat's phase
+    summaries), one measured briefly and pruned with its partial figures."""
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "repeats",
+            "variants": {
+                "optimizations": ["onnx"],
+                "dynamic_batching": [False],
+                "instance_group_counts": [1],
+                "max_batch_sizes": [4, 8],
+            },
+        }
+    )
+    store = ResultStore.open(url)
+    experiment_id = store.save_experiment(spec, status="done")
+    measured, pruned = (store.save_candidate(experiment_id, c) for c in expand_candidates(spec))
+    run_id = store.start_run(measured, "proto", None)
+    windows = [
+        (repeat, Window(phase, index, stats(ipm, p95, 10.0 * phase + 5 * index), load=phase + 1.0))
+        for (repeat, phase), figures in REPEATS.items()
+        for index, (ipm, p95) in enumerate(figures)
+    ]
+    phases = [
+        PhaseSummary(i, stats(ipm, p95, 10.0 * i), 10.0 * i, 10.0 * i + 10)
+        for i, (ipm, p95) in enumerate(FIRST_REPEAT_PHASES)
+    ]
+    series = [stats(600, 10, second) for second in range(20)]
+    headline = Headline(invocations_per_minute=1170.0, latency_ms={"p95": 42.0}, within_threshold=True, repeats=2)
+    store.finish_run(run_id, "ok", headline=headline, phases=phases, series=series, windows=windows)
+    brief = Headline(
+        invocations_per_minute=812.3456,
+        max_invocations=812.3456,
+        ipm_interval=Interval(812.3456, 790.1234, 834.5678, 4, "windows"),
+        latency_ms={"p95": 30.0},
+        within_threshold=True,
+    )
+    store.finish_run(store.start_run(pruned, "proto", None), "ok", headline=brief)
+    store.prune(pruned, "proto", PRUNED_REASON)
+
+
+def test_the_frontier_plots_each_level_over_every_repeat_labelled_as_the_mean_of_window_percentiles(
+    seeded_url, monkeypatch
+):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "curves", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    frontier = charts(at)[2]  # after the throughput and latency charts (no server or GPU figures stored here)
+    spec = json.loads(frontier.proto.spec)
+    x, y = spec["encoding"]["x"], spec["encoding"]["y"]
+    points = chart_data(frontier)[[x["field"], y["field"]]].itertuples(index=False)
+    assert sorted(map(tuple, points)) == [(600.0, 16.0), (1170.0, 42.0)]  # level means, both repeats
+    assert "mean of window p95s" in y["title"]
+    assert "every repeat" in x["title"]
+
+
+@pytest.mark.parametrize("page", ("experiments", "ranking", "compare", "cost", "history", "search"))
+def test_every_table_shows_a_missing_value_as_a_dash_as_the_cli_does(page, seeded_url, monkeypatch):
+    at = open_page(seeded_url, page, monkeypatch, experiment="micro")
+    assert_clean(at)
+    assert at.dataframe
+    assert [table.proto.placeholder for table in at.dataframe] == ["-"] * len(at.dataframe)
+
+
+def test_the_ranking_shows_a_pruned_candidate_with_dashes_for_the_rank_and_instances_it_has_not(
+    seeded_url, monkeypatch
+):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "ranking", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    (table,) = at.dataframe
+    pruned = table.value.set_index("name").loc["onnx-nodb-ig1-mbs8"]
+    assert pruned[["rank", "initial_instance_count"]].isna().all()  # missing, not a figure ...
+    assert table.proto.placeholder == "-"  # ... shown as the CLI's '-', never as Python's None
+
+
+def test_the_search_page_prints_its_figures_in_the_catalog_format(seeded_url, monkeypatch):
+    add_two_repeats(seeded_url)
+    at = open_page(seeded_url, "search", monkeypatch, experiment="repeats")
+    assert_clean(at)
+    (table,) = at.dataframe
+    assert table.value.set_index("configuration").loc["onnx-nodb-ig1-mbs8", "MaxInvocations"] == 812.3456
+    configured = json.loads(table.proto.columns)
+    formats = {name: c.get("type_config", {}).get("format") for name, c in configured.items() if name != "_index"}
+    figure = f"%.{MAX_INVOCATIONS.digits}f"
+    assert formats == {
+        "MaxInvocations": figure,
+        "interval low": figure,
+        "interval high": figure,
+        "level": "%g",
+        "duration (s)": "%.1f",
+    }
+    points = json.loads(charts(at)[0].proto.spec)["layer"][1]["encoding"]
+    assert points["x"]["axis"] == {"format": "d", "tickMinStep": 1}  # step 1, 2, ...: never 0.1, 0.2, ...
+    tooltip = points["tooltip"]
+    assert {t["field"]: t.get("format") for t in tooltip}["MaxInvocations"] == f",.{MAX_INVOCATIONS.digits}f"

@@ -29,24 +29,26 @@ class HardwareMissing(TargetError):
 
 @dataclass(frozen=True)
 class GpuStatus:
-    """What a run's GPU sampler found, stored as its text in `server_stats["gpu"]`: `2 GPU(s)`, `no GPU (why)`, or
-    `not sampled` (no GPU count and no reason)."""
+    """What a run's GPU sampler found, stored as its text in `server_stats["gpu"]`: `2 GPU(s)` (with what NVML did not
+    give, `2 GPU(s); MIG: utilisation unsupported`), `no GPU (why)`, or `not sampled` (no GPU count and no reason)."""
 
     gpus: int = 0
     why_none: str | None = None
+    notes: tuple[str, ...] = ()  # figures NVML did not give for these GPUs
 
     @property
     def text(self) -> str:
         if self.gpus:
-            return f"{self.gpus} GPU(s)"
+            return "; ".join((f"{self.gpus} GPU(s)", *self.notes))
         return f"no GPU ({self.why_none})" if self.why_none is not None else "not sampled"
 
     @classmethod
     def parse(cls, text: str) -> GpuStatus:
         """The status from its stored text (the one place that reads the text back)."""
-        count, found, _ = text.partition(" GPU(s)")
+        head, *notes = text.split("; ")
+        count, found, _ = head.partition(" GPU(s)")
         if found and count.isdigit():
-            return cls(int(count))
+            return cls(int(count), notes=tuple(notes))
         if text.startswith("no GPU"):
             return cls(why_none=text.removeprefix("no GPU").strip().removeprefix("(").removesuffix(")"))
         return cls()
@@ -134,17 +136,18 @@ GPU_FIGURES = (
 
 def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
     """The GPU figures of a stored run at MaxInvocations (NVML, means over the level's windows), e.g. `63 % utilisation,
-    1,234 MiB used, 71 W`; the plain reason where the run had no GPU (`no GPU (nvidia-ml-py not installed)`); None for a
-    run stored without GPU sampling."""
+    1,234 MiB used, 71 W`, with what NVML did not give (`1,234 MiB used (MIG: utilisation unsupported)`); the plain
+    reason where the run had no GPU (`no GPU (nvidia-ml-py not installed)`); None for a run stored without GPU
+    sampling."""
     stats = server_stats or {}
     at = stats.get("at_max_invocations") or {}
     shown = [form.format(at[name]) for name, form in GPU_FIGURES if at.get(name) is not None]
-    if shown:
-        return ", ".join(shown)
     status = stats.get("gpu")
+    sampled = GpuStatus.parse(str(status)) if status is not None else GpuStatus()
+    if shown:
+        return ", ".join(shown) + (f" ({'; '.join(sampled.notes)})" if sampled.notes else "")
     if status is None:
         return None
-    sampled = GpuStatus.parse(str(status))
     return sampled.text if sampled.why_none is not None else f"{sampled.text}, no GPU figures at MaxInvocations"
 
 

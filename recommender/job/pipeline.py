@@ -23,7 +23,7 @@ from recommender.hardware import order_cuda_like_nvml, serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint
-from recommender.job.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.load.payload import inference_bodies
 from recommender.metrics.rules import Rules
 from recommender.review import decided_from_store
@@ -119,7 +119,7 @@ class Job:
     def _run_all(self, context: RunContext, items: list[WorkItem], follow) -> None:
         """Independent work through the slot pool: up to max_parallel at once where candidates share no hardware."""
         parallel = self.spec.max_parallel
-        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, parallel) for p in context.placements})
+        pool = SlotPool(group_slots([(p.group, p.spec.kind, p.gpus) for p in context.placements], parallel))
 
         def run_item(item: WorkItem, slot: Slot) -> None:
             self._run_item(context, item, slot, follow)

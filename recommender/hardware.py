@@ -269,7 +269,7 @@ def visible_gpus(gpus: tuple[Gpu, ...], environ: Mapping[str, str]) -> tuple[Gpu
     if listed is None:
         return gpus
     entries = [entry.strip() for entry in listed.split(",")] if listed.strip() else []
-    by_index = [entry for entry in entries if entry.isdigit()]
+    by_index = any(entry.isdigit() for entry in entries)
     if by_index and environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and len({gpu.name for gpu in gpus}) > 1:
         raise HardwareMissing(
             f"CUDA_VISIBLE_DEVICES={listed!r} names GPUs by index, which CUDA counts fastest-first on this host of "
@@ -297,7 +297,7 @@ def docker_gpus(option: str | None, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
     for field_text in next(csv.reader([option.strip()])):
         key, has_value, value = field_text.strip().partition("=")
         key, value = (key, value) if has_value else ("count", key)
-        if key == "count":
+        if key == "count" or (key, value) == ("device", "all"):  # `all`, `count=all`, `device=all`: every GPU
             wanted = [*(wanted or ()), *(gpus if value == "all" else gpus[: _count(value, option, gpus)])]
         elif key == "device":
             wanted = [*(wanted or ()), *(_docker_device(entry.strip(), option, gpus) for entry in value.split(","))]

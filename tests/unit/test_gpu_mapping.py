@@ -63,10 +63,12 @@ def test_indices_under_fastest_first_on_mixed_gpus_are_refused_as_ambiguous() ->
     [
         (None, ()),  # documented as CPU only
         ("all", (0, 1, 2)),
+        ("device=all", (0, 1, 2)),
         ("2", (0, 1)),  # a count: the first N, as docker's NVIDIA runtime gives them
         ('"device=2,0"', (0, 2)),  # the container sees them in PCI order
         ("device=GPU-bbbb", (1,)),
         ('"capabilities=compute,utility"', (0,)),  # neither count nor device: docker asks for one GPU
+        ("capabilities=all", (0,)),
     ],
 )
 def test_docker_gpus_option_is_read_as_the_docker_cli_reads_it(option, expected) -> None:

@@ -4,17 +4,26 @@
     resolve_accelerator("auto"|"cpu"|"gpu", hw) -> "cpu" | "gpu"   # HardwareMissing (exit 2) for gpu without one
     gpu_instance_groups(count, gpu_indices)    -> [(count, [gpu]), ...]   # instances spread over a host's GPUs
     cuda_mismatch("torch 2.13.0", "13.0", hw)  -> why that CUDA build cannot run on this driver, or None
+    usable_hardware(target, hw)                -> Hardware   # only the GPUs a local/docker target's servers may use
+    cuda_environment(gpus)                     -> {CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES}   # a server's GPUs by UUID
 
 NVML comes from `nvidia-ml-py` (the `[gpu]` extra, imported as `pynvml`). Without the package, without a driver or
 without a device, the host has no GPU and `gpu_status` says which of the three it was.
+
+NVML indices are not CUDA ordinals: NVML numbers GPUs in PCI bus order and ignores CUDA_VISIBLE_DEVICES; CUDA numbers
+them fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, within what CUDA_VISIBLE_DEVICES lists, in its order. So a
+GPU is named by its NVML UUID across the two: a server is given its GPUs as CUDA_VISIBLE_DEVICES=UUID,... (with
+CUDA_DEVICE_ORDER=PCI_BUS_ID), and sees them as CUDA devices 0..n-1 in that order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import platform
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, MutableMapping
+from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any
 
 from recommender.errors import TargetError
@@ -24,31 +33,34 @@ GPU_INSTALL = "python3 -m pip install nvidia-ml-py (the gpu extra); it needs the
 
 
 class HardwareMissing(TargetError):
-    """The experiment asks for hardware this host does not have (target.accelerator: gpu on a CPU-only host)."""
+    """The experiment asks for hardware this host does not have (target.accelerator: gpu on a CPU-only host), or
+    names a GPU ambiguously (by index, where CUDA and NVML count differently)."""
 
     exit_code = 2
 
 
 @dataclass(frozen=True)
 class GpuStatus:
-    """What a run's GPU sampler found, stored as its text in `server_stats["gpu"]`: `2 GPU(s)`, `no GPU (why)`, or
-    `not sampled` (no GPU count and no reason)."""
+    """What a run's GPU sampler found, stored as its text in `server_stats["gpu"]`: `2 GPU(s)` (with what NVML did not
+    give, `2 GPU(s); MIG: utilisation unsupported`), `no GPU (why)`, or `not sampled` (no GPU count and no reason)."""
 
     gpus: int = 0
     why_none: str | None = None
+    notes: tuple[str, ...] = ()  # figures NVML did not give for these GPUs
 
     @property
     def text(self) -> str:
         if self.gpus:
-            return f"{self.gpus} GPU(s)"
+            return "; ".join((f"{self.gpus} GPU(s)", *self.notes))
         return f"no GPU ({self.why_none})" if self.why_none is not None else "not sampled"
 
     @classmethod
     def parse(cls, text: str) -> GpuStatus:
         """The status from its stored text (the one place that reads the text back)."""
-        count, found, _ = text.partition(" GPU(s)")
+        head, *notes = text.split("; ")
+        count, found, _ = head.partition(" GPU(s)")
         if found and count.isdigit():
-            return cls(int(count))
+            return cls(int(count), notes=tuple(notes))
         if text.startswith("no GPU"):
             return cls(why_none=text.removeprefix("no GPU").strip().removeprefix("(").removesuffix(")"))
         return cls()
@@ -56,10 +68,12 @@ class GpuStatus:
 
 @dataclass(frozen=True)
 class Gpu:
-    index: int
+    index: int  # NVML's (PCI bus order), not a CUDA ordinal
     name: str
     memory_mb: float
+    _: KW_ONLY
     mig: bool | None = None  # MIG mode on; None where NVML cannot tell (a GPU without MIG)
+    uuid: str = ""  # NVML's GPU-...; "" in runs stored before it was recorded
 
 
 @dataclass(frozen=True)
@@ -137,17 +151,18 @@ GPU_FIGURES = (
 
 def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
     """The GPU figures of a stored run at MaxInvocations (NVML, means over the level's windows), e.g. `63 % utilisation,
-    1,234 MiB used, 71 W`; the plain reason where the run had no GPU (`no GPU (nvidia-ml-py not installed)`); None for a
-    run stored without GPU sampling."""
+    1,234 MiB used, 71 W`, with what NVML did not give (`1,234 MiB used (MIG: utilisation unsupported)`); the plain
+    reason where the run had no GPU (`no GPU (nvidia-ml-py not installed)`); None for a run stored without GPU
+    sampling."""
     stats = server_stats or {}
     at = stats.get("at_max_invocations") or {}
     shown = [form.format(at[name]) for name, form in GPU_FIGURES if at.get(name) is not None]
-    if shown:
-        return ", ".join(shown)
     status = stats.get("gpu")
+    sampled = GpuStatus.parse(str(status)) if status is not None else GpuStatus()
+    if shown:
+        return ", ".join(shown) + (f" ({'; '.join(sampled.notes)})" if sampled.notes else "")
     if status is None:
         return None
-    sampled = GpuStatus.parse(str(status))
     return sampled.text if sampled.why_none is not None else f"{sampled.text}, no GPU figures at MaxInvocations"
 
 
@@ -235,9 +250,10 @@ GPU_FAMILIES = ("ml.g", "ml.p")  # SageMaker instance families with NVIDIA GPUs
 def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHardware:
     """The accelerator a target's runs use and the hardware they run on (`target` is the spec's target section).
 
-    local/docker: this host, detected. sagemaker/remote: declared by instance_type (ml.g*/ml.p* are GPU types)."""
+    local/docker: this host, detected, with only the GPUs the target may use (usable_hardware). sagemaker/remote:
+    declared by instance_type (ml.g*/ml.p* are GPU types)."""
     if target.kind in DETECTED_KINDS:
-        hardware = hardware or detect_hardware()
+        hardware = usable_hardware(target, hardware or detect_hardware())
         return ServingHardware(resolve_accelerator(target.accelerator, hardware), hardware)
     has_gpu = target.instance_type.startswith(GPU_FAMILIES)
     if target.accelerator == "gpu" and not has_gpu:
@@ -247,6 +263,115 @@ def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHa
         )
     accelerator = "cpu" if target.accelerator == "cpu" or not has_gpu else "gpu"
     return ServingHardware(accelerator, None, declared=target.instance_type)
+
+
+def usable_hardware(target: Any, hardware: Hardware, environ: Mapping[str, str] | None = None) -> Hardware:
+    """The host's hardware as a local or docker target's servers may use it (`target` is the spec's target section):
+    docker, the GPUs its `gpus` option gives a container (none for null: CPU only); local, the GPUs
+    CUDA_VISIBLE_DEVICES leaves visible (NVML lists every GPU whatever it says). HardwareMissing (exit 2) when
+    target.accelerator is gpu and the host's GPUs are all left out."""
+    if not hardware.gpus:
+        return hardware
+    if target.kind == "docker":
+        usable = docker_gpus(target.gpus, hardware.gpus)
+        why, fix = "target.gpus is null (CPU only): the container gets no GPU", "set target.gpus: all (or device=N)"
+    else:
+        environ = os.environ if environ is None else environ
+        usable = visible_gpus(hardware.gpus, environ)
+        why = f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r} hides every GPU of this host"
+        fix = "unset CUDA_VISIBLE_DEVICES or list a GPU in it (nvidia-smi -L names them)"
+    if usable == hardware.gpus:
+        return hardware
+    if not usable and target.accelerator == "gpu":
+        raise HardwareMissing(
+            f"target.accelerator is gpu but {why}; nothing was measured",
+            hint=f"{fix}, or set target.accelerator: auto (measures the CPU) or cpu.",
+        )
+    status = f"{len(usable)} GPU(s)" if usable else f"no GPU ({why})"
+    return replace(hardware, gpus=usable, gpu_status=status)
+
+
+def visible_gpus(gpus: tuple[Gpu, ...], environ: Mapping[str, str]) -> tuple[Gpu, ...]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves to CUDA, in CUDA's order (all, in PCI order, when it is unset). Its entries
+    are NVML UUIDs (or their unique prefixes) or indices; CUDA stops at the first entry naming no device. Indices
+    are read in PCI bus order, as CUDA does with CUDA_DEVICE_ORDER=PCI_BUS_ID; under CUDA's default fastest-first
+    order they are ambiguous on a host with GPUs of different models: HardwareMissing (exit 2) then."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return gpus
+    entries = [entry.strip() for entry in listed.split(",")] if listed.strip() else []
+    by_index = any(entry.isdigit() for entry in entries)
+    if by_index and environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and len({gpu.name for gpu in gpus}) > 1:
+        raise HardwareMissing(
+            f"CUDA_VISIBLE_DEVICES={listed!r} names GPUs by index, which CUDA counts fastest-first on this host of "
+            f"{', '.join(sorted({gpu.name for gpu in gpus}))}, and NVML by PCI bus: which GPU is meant is ambiguous",
+            hint="list UUIDs instead (nvidia-smi -L), or set CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        )
+    found: list[Gpu] = []
+    for entry in entries:
+        gpu = _named_gpu(entry, gpus)
+        if gpu is None:
+            break
+        if gpu not in found:
+            found.append(gpu)
+    return tuple(found)
+
+
+def docker_gpus(option: str | None, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """The host GPUs `docker run --gpus OPTION` gives a container, in PCI order (the order the container sees them
+    with CUDA_DEVICE_ORDER=PCI_BUS_ID), read as the docker CLI reads it: none for None, every one for `all`, the
+    first N for a count, the listed ones for `"device=1,2"` (NVML indices, as the NVIDIA runtime reads them, or
+    UUIDs), the first one when neither is given. HardwareMissing (exit 2) for a device or count this host lacks."""
+    if option is None:
+        return ()
+    wanted: list[Gpu] | None = None
+    for field_text in next(csv.reader([option.strip()])):
+        key, has_value, value = field_text.strip().partition("=")
+        key, value = (key, value) if has_value else ("count", key)
+        if key == "count" or (key, value) == ("device", "all"):  # `all`, `count=all`, `device=all`: every GPU
+            wanted = [*(wanted or ()), *(gpus if value == "all" else gpus[: _count(value, option, gpus)])]
+        elif key == "device":
+            wanted = [*(wanted or ()), *(_docker_device(entry.strip(), option, gpus) for entry in value.split(","))]
+    return tuple(sorted(set(gpus[:1] if wanted is None else wanted), key=lambda gpu: gpu.index))
+
+
+def cuda_environment(gpus: tuple[Gpu, ...]) -> dict[str, str]:
+    """The environment that gives a server exactly `gpus`, as CUDA devices 0..n-1 in this order (none: CPU only)."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpu.uuid for gpu in gpus)}
+
+
+def order_cuda_like_nvml(environ: MutableMapping[str, str] = os.environ) -> None:
+    """CUDA in this process (a TensorRT engine build) counts GPUs in PCI bus order, as NVML does, so its device k is
+    visible_gpus(...)[k]; it takes effect only where CUDA has not started yet in the process."""
+    environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+
+
+def _named_gpu(entry: str, gpus: tuple[Gpu, ...]) -> Gpu | None:
+    """The GPU an index or a UUID (prefix) names, as CUDA reads CUDA_VISIBLE_DEVICES; None when it names none."""
+    if entry.isdigit():
+        return next((gpu for gpu in gpus if gpu.index == int(entry)), None)
+    named = [gpu for gpu in gpus if entry and gpu.uuid.startswith(entry)]
+    return named[0] if len(named) == 1 else None
+
+
+def _docker_device(entry: str, option: str, gpus: tuple[Gpu, ...]) -> Gpu:
+    gpu = _named_gpu(entry, gpus)
+    if gpu is None:
+        raise HardwareMissing(
+            f"target.gpus {option!r} names GPU {entry!r}, which this host does not have "
+            f"(NVML lists {', '.join(f'{g.index} {g.uuid}' for g in gpus)})",
+            hint="name a GPU by its index or UUID (nvidia-smi -L), or set target.gpus: all",
+        )
+    return gpu
+
+
+def _count(value: str, option: str, gpus: tuple[Gpu, ...]) -> int:
+    if not value.isdigit() or not 0 < int(value) <= len(gpus):
+        raise HardwareMissing(
+            f"target.gpus {option!r} asks for {value} GPU(s) and this host has {len(gpus)}",
+            hint=f"ask for 1 to {len(gpus)}, or set target.gpus: all",
+        )
+    return int(value)
 
 
 def cpu_model_name() -> str:
@@ -271,7 +396,13 @@ def available_cores() -> int:
 def _gpu(nvml: Any, index: int) -> Gpu:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20
-    return Gpu(index, _text(nvml.nvmlDeviceGetName(handle)), round(memory, 1), _mig_mode(nvml, handle))
+    return Gpu(
+        index,
+        _text(nvml.nvmlDeviceGetName(handle)),
+        round(memory, 1),
+        mig=_mig_mode(nvml, handle),
+        uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+    )
 
 
 def _mig_mode(nvml: Any, handle: Any) -> bool | None:

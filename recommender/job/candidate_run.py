@@ -192,7 +192,7 @@ class CandidateRun:
         estimate = estimate_plan(context.spec, 1, placement.spec)
         with (
             context.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count),
-            target.deploy(repository, MODEL_NAME, run_dir) as deployment,
+            target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot)) as deployment,
         ):
             deployment.probe(context.bodies[0])
             correctness = {"correctness": self._check(deployment).to_dict()}
@@ -246,7 +246,8 @@ class CandidateRun:
             threads_per_instance=size_threads(candidate.instance_group_count, reserved_cores=reserved),
             native=placement.native_backends,
             instance_kind="KIND_GPU" if gpu else "KIND_CPU",
-            gpus=(self.slot or placement.gpus) if gpu else (),  # a parallel candidate is pinned to its slot's GPU
+            # the server is given exactly the candidate's GPUs (deploy), as CUDA devices 0..n-1
+            gpus=tuple(range(len(placement.gpus_for(self.slot)))),
             serving=placement.serving,
         )
 

@@ -12,8 +12,8 @@ from typing import Protocol
 from recommender.candidates import Candidate, RunStatus
 from recommender.decide.budget import RunBudget
 from recommender.files import paths
-from recommender.hardware import ServingHardware
-from recommender.job.schedule import Stop
+from recommender.hardware import Gpu, ServingHardware
+from recommender.job.schedule import Slot, Stop
 from recommender.search import Work
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.ledger import RunLedger
@@ -39,8 +39,16 @@ class Placement:
 
     @property
     def gpus(self) -> tuple[int, ...]:
+        """The NVML indices of this host's GPUs the target serves on (none on the CPU or on a cloud machine)."""
+        return tuple(gpu.index for gpu in self.gpus_for(None))
+
+    def gpus_for(self, slot: Slot) -> tuple[Gpu, ...]:
+        """The GPUs a candidate on `slot` is given: the slot's (a candidate pinned beside others), else every GPU the
+        target serves on; none on the CPU or on a cloud machine."""
         hardware = self.serving.hardware
-        return tuple(g.index for g in hardware.gpus) if self.serving.accelerator == "gpu" and hardware else ()
+        if self.serving.accelerator != "gpu" or hardware is None:
+            return ()
+        return tuple(gpu for gpu in hardware.gpus if slot is None or gpu.index in slot)
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from recommender.candidates import CandidateResult, RunStatus, expand_candidates
 from recommender.decide.budget import RunBudget
 from recommender.decide.verdicts import decide_result
 from recommender.doctor.engines import engine_refusals
-from recommender.hardware import serving_hardware
+from recommender.hardware import order_cuda_like_nvml, serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint
-from recommender.job.schedule import Slot, SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.load.payload import inference_bodies
 from recommender.metrics.rules import Rules
 from recommender.review import decided_from_store
@@ -56,6 +56,7 @@ class Job:
             candidates = expand_candidates(self.spec)
             strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure
             context = self._context(planned_counts(self.spec, candidates))
+            order_cuda_like_nvml()  # engine builds here; after the targets' GPUs were read as the user meant them
             try:
                 if strategy.independent:  # grid: every piece of work is known up front
                     items = [_item(context, work, i, strategy.total) for i, work in enumerate(iter(strategy.ask, None))]
@@ -122,7 +123,7 @@ class Job:
     def _run_all(self, context: RunContext, items: list[WorkItem], follow) -> None:
         """Independent work through the slot pool: up to max_parallel at once where candidates share no hardware."""
         parallel = self.spec.max_parallel
-        pool = SlotPool({p.group: slots_for(p.spec.kind, p.gpus, parallel) for p in context.placements})
+        pool = SlotPool(group_slots([(p.group, p.spec.kind, p.gpus) for p in context.placements], parallel))
 
         def run_item(item: WorkItem, slot: Slot) -> None:
             self._run_item(context, item, slot, follow)

@@ -1,7 +1,8 @@
 """Which candidates may run together, and the pool that runs them (the experiment's `max_parallel`).
 
     slot_group(target, index)             -> which targets share hardware (all local/docker targets: this host)
-    slots_for(kind, gpus, max_parallel)   -> the slots a group offers (a slot: the GPUs a candidate is pinned to)
+    slots_for(kind, gpus, max_parallel)   -> the slots a target offers (a slot: the GPUs a candidate is pinned to)
+    group_slots(targets, max_parallel)    -> the slots of each group, its targets' merged
     run_all(items, work, max_parallel, stop)  -> every work item run, at most max_parallel at once
 
 What may overlap (docs/design.md "Targets"): SageMaker endpoints are separate machines, so one target offers
@@ -9,7 +10,8 @@ What may overlap (docs/design.md "Targets"): SageMaker endpoints are separate ma
 local or docker target with GPUs offers one slot per GPU (each candidate pinned to its GPU); a local or docker target
 on the CPU offers one slot: two servers on the same cores would measure each other (and the load generator), so local
 CPU candidates always run one after another. Local and docker targets all run on this host, so they share one
-group of slots whatever their labels.
+group of slots whatever their labels: one slot per GPU where they all serve on the same GPUs, else one slot (a target
+on the CPU, or targets on different GPUs, keep the host to one candidate at a time).
 
 Interruption: Ctrl-C / SIGTERM reaches the main thread only. `run_all` then sets `stop`, starts nothing more and
 waits for the running items, which see `stop` (stopped_error) at their next check, leave their deployments (torn
@@ -72,6 +74,20 @@ def slots_for(kind: str, gpus: Sequence[int], max_parallel: int) -> list[Slot]:
         slots: list[Slot] = [(index,) for index in gpus]
         return slots[:max_parallel]
     return [None]
+
+
+def group_slots(
+    targets: Sequence[tuple[Hashable, str, tuple[int, ...]]], max_parallel: int
+) -> dict[Hashable, list[Slot]]:
+    """The slots of each group from its targets' (group, kind, GPU indices): the one target's slots, or the targets'
+    common slots where they all serve on the same GPUs, else one slot (see the module text)."""
+    members: dict[Hashable, list[tuple[str, tuple[int, ...]]]] = {}
+    for group, kind, gpus in targets:
+        members.setdefault(group, []).append((kind, tuple(gpus)))
+    return {
+        group: slots_for(kinds[0][0], kinds[0][1], max_parallel) if len({g for _, g in kinds}) == 1 else [None]
+        for group, kinds in members.items()
+    }
 
 
 class SlotPool:

@@ -41,6 +41,7 @@ class Deployed(Protocol):
     endpoint: str
     model_name: str
     metrics_url: str | None
+    gpu_uuids: tuple[str, ...]
 
     @property
     def load_url(self) -> str: ...  # what the load generator is pointed at (HTTP base URL or sagemaker://...)

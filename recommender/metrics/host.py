@@ -1,9 +1,12 @@
 """Server-side sampling during a load run, from the parent process, in a background thread (one sample a second).
 
 Every second: CPU % and RSS of the whole server process tree (tritonserver and every Python backend stub, via
-psutil over `deployment.server_pids()`), Triton's statistics snapshot (`deployment.statistics()`), and GPU
-utilisation, memory used and power through NVML (nvidia-ml-py, the `[gpu]` extra) when a GPU and NVML exist; otherwise
-the run records "no GPU" and why (`gpu_status`).
+psutil over `deployment.server_pids()`), Triton's statistics snapshot (`deployment.statistics()`), and the
+utilisation, memory used and power of the deployment's own GPUs (`deployment.gpu_uuids`, by NVML UUID: candidates
+measured side by side on other GPUs are not counted) through NVML (nvidia-ml-py, the `[gpu]` extra); otherwise the run
+records "no GPU" and why (`gpu_status`). Each NVML query is guarded: a figure NVML does not give (utilisation on a MIG
+GPU, power on some boards) is left out and said in `gpu_status` ("1 GPU(s); MIG: utilisation unsupported"), and the
+other figures go on being sampled.
 `window_figures` turns the samples into per-window figures aligned with the load's clock.
 """
 
@@ -14,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import fmean
 from typing import Any, Protocol
 
 import psutil
@@ -23,6 +27,8 @@ from recommender.metrics.triton_stats import stats_delta
 
 
 class Sampled(Protocol):
+    gpu_uuids: tuple[str, ...]  # the GPUs its model runs on, by NVML UUID; () where none of this host's does
+
     def statistics(self) -> dict[str, Any]: ...
 
     def server_pids(self) -> list[int]: ...
@@ -35,7 +41,7 @@ class Sample:
     rss_bytes: int | None
     processes: int
     statistics: dict[str, Any] | None
-    gpu: dict[str, float] | None  # utilisation %, memory used bytes, power W (all GPUs)
+    gpu: dict[str, float] | None  # utilisation % (mean), memory used bytes, power W (sums) of the deployment's GPUs
 
 
 class ProcessTree:
@@ -65,29 +71,76 @@ class ProcessTree:
         return cpu, rss, alive
 
 
-def gpu_probe() -> tuple[Callable[[], dict[str, float]] | None, str]:
-    """A function reading all GPUs' utilisation and memory, or None with the reason it is unavailable."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, GpuStatus(why_none="nvidia-ml-py not installed").text
-    try:
-        pynvml.nvmlInit()
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception as exc:  # NVMLError without a GPU or driver
-        return None, GpuStatus(why_none=str(exc)).text
-    if not handles:
-        return None, GpuStatus(why_none="NVML found no device").text
+NO_GPU_HERE = "no GPU of this host serves the model"
+# figure -> (its key in a sample, its NVML query on one GPU, how the deployment's GPUs add up)
+GPU_QUERIES: dict[str, tuple[str, Callable[[Any, Any], float], Callable[[list[float]], float]]] = {
+    "utilisation": ("utilization_percent", lambda nvml, h: nvml.nvmlDeviceGetUtilizationRates(h).gpu, fmean),
+    "memory": ("memory_used_bytes", lambda nvml, h: nvml.nvmlDeviceGetMemoryInfo(h).used, sum),
+    "power": ("power_w", lambda nvml, h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, sum),  # milliwatts
+}
 
-    def read() -> dict[str, float]:
-        util = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
-        memory = [pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
-        figures = {"utilization_percent": sum(util) / len(util), "memory_used_bytes": float(sum(memory))}
-        with contextlib.suppress(Exception):  # milliwatts, all GPUs together; some boards do not report power
-            figures["power_w"] = sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
+
+@dataclass
+class GpuReader:
+    """Reads the deployment's GPUs through NVML, one guarded query per figure and GPU: a figure any of its GPUs does
+    not give is left out of the sample and noted (NotSupported once: not asked again)."""
+
+    nvml: Any  # the pynvml module (a fake in tests)
+    handles: list[Any]
+    notes: set[str] = field(default_factory=set)
+    _unsupported: set[str] = field(default_factory=set)
+
+    def read(self) -> dict[str, float]:
+        figures = {}
+        for name, (key, query, combine) in GPU_QUERIES.items():
+            values = None if name in self._unsupported else self._query(name, query)
+            if values:
+                figures[key] = float(combine(values))
         return figures
 
-    return read, GpuStatus(len(handles)).text
+    def _query(self, name: str, query: Callable[[Any, Any], float]) -> list[float] | None:
+        """The figure of every GPU, or None (noted) when one of them does not give it."""
+        values = []
+        for handle in self.handles:
+            try:
+                values.append(query(self.nvml, handle))
+            except self.nvml.NVMLError_NotSupported:
+                self._unsupported.add(name)
+                self.notes.add(f"MIG: {name} unsupported" if _mig(self.nvml, handle) else f"{name} unsupported")
+                return None
+            except Exception as exc:  # NVMLError (a lost GPU, a timeout): this sample goes without the figure
+                self.notes.add(f"{name} unreadable ({str(exc).replace(';', ',')})")
+                return None
+        return values
+
+    def status(self) -> GpuStatus:
+        return GpuStatus(len(self.handles), notes=tuple(sorted(self.notes)))
+
+
+def gpu_probe(uuids: tuple[str, ...] = (), nvml: Any = None) -> tuple[GpuReader | None, GpuStatus]:
+    """A reader of the GPUs named by `uuids` (NVML UUIDs), or None with the reason there is none; `nvml` is the
+    pynvml module (imported here when not given: a fake in tests)."""
+    if nvml is None:
+        try:
+            import pynvml
+        except ImportError:
+            return None, GpuStatus(why_none="nvidia-ml-py not installed")
+        nvml = pynvml
+    if not uuids:
+        return None, GpuStatus(why_none=NO_GPU_HERE)
+    try:
+        nvml.nvmlInit()
+        handles = [nvml.nvmlDeviceGetHandleByUUID(uuid) for uuid in uuids]
+    except Exception as exc:  # NVMLError without a GPU or driver, or a GPU gone since the run started
+        return None, GpuStatus(why_none=str(exc))
+    return GpuReader(nvml, handles), GpuStatus(len(handles))
+
+
+def _mig(nvml: Any, handle: Any) -> bool:
+    """MIG mode is on (False where NVML cannot tell)."""
+    with contextlib.suppress(Exception):
+        return bool(nvml.nvmlDeviceGetMigMode(handle)[0])
+    return False
 
 
 @dataclass
@@ -96,13 +149,20 @@ class ServerSampler:
 
     deployment: Sampled
     interval_s: float = 1.0
+    nvml: Any = None  # the pynvml module (imported when None: a fake in tests)
     samples: list[Sample] = field(default_factory=list)
-    gpu_status: str = GpuStatus().text
+    _gpu: GpuReader | None = None
+    _gpu_status: GpuStatus = field(default_factory=GpuStatus)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    @property
+    def gpu_status(self) -> str:
+        """`1 GPU(s)` (with what NVML did not give: `; MIG: utilisation unsupported`), or `no GPU (why)`."""
+        return (self._gpu.status() if self._gpu else self._gpu_status).text
+
     def __enter__(self) -> ServerSampler:
-        self._gpu, self.gpu_status = gpu_probe()
+        self._gpu, self._gpu_status = gpu_probe(self.deployment.gpu_uuids, self.nvml)
         self._tree = ProcessTree()
         self._thread = threading.Thread(target=self._run, name="server-sampler", daemon=True)
         self._thread.start()
@@ -112,6 +172,9 @@ class ServerSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._gpu is not None:
+            with contextlib.suppress(Exception):
+                self._gpu.nvml.nvmlShutdown()
 
     def _run(self) -> None:
         while True:
@@ -127,7 +190,7 @@ class ServerSampler:
             statistics = self.deployment.statistics()
         except Exception:  # the server may be busy or gone; a missing snapshot only widens a window's delta
             statistics = None
-        gpu = self._gpu() if self._gpu else None
+        gpu = self._gpu.read() if self._gpu else None
         return Sample(at, cpu, rss, count, statistics, gpu)
 
 
@@ -138,9 +201,9 @@ def window_figures(samples: list[Sample], started_at: float, start_s: float, end
         "server_cpu_percent": _mean([s.cpu_percent for s in inside if s.cpu_percent is not None]),
         "server_rss_mb": _max([s.rss_bytes / 2**20 for s in inside if s.rss_bytes is not None]),
         "server_processes": _max([s.processes for s in inside]),
-        "gpu_utilization_percent": _mean([s.gpu["utilization_percent"] for s in inside if s.gpu]),
-        "gpu_memory_mb": _max([s.gpu["memory_used_bytes"] / 2**20 for s in inside if s.gpu]),
-        "gpu_power_w": _mean([s.gpu["power_w"] for s in inside if s.gpu and "power_w" in s.gpu]),
+        "gpu_utilization_percent": _mean(_gpu_figure(inside, "utilization_percent")),
+        "gpu_memory_mb": _max([used / 2**20 for used in _gpu_figure(inside, "memory_used_bytes")]),
+        "gpu_power_w": _mean(_gpu_figure(inside, "power_w")),
     }
     return figures | _triton_delta(samples, started_at + start_s, started_at + end_s)
 
@@ -163,6 +226,10 @@ def _triton_delta(samples: list[Sample], start: float, end: float) -> dict[str, 
         "inferences": delta.inference_count,
         "avg_batch_size": delta.avg_batch_size,
     }
+
+
+def _gpu_figure(samples: list[Sample], name: str) -> list[float]:
+    return [s.gpu[name] for s in samples if s.gpu and name in s.gpu]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from recommender.errors import TargetError
+from recommender.hardware import Gpu
 from recommender.targets.deployment import Deployment
 
 
@@ -25,8 +26,11 @@ class Target(Protocol):
 
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 
-    # returns once it serves; `repository` is None exactly for a target that does not deploy (`deploys` False)
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment: ...
+    # returns once it serves; `repository` is None exactly for a target that does not deploy (`deploys` False);
+    # `gpus`: this host's GPUs the model runs on (the candidate's), given to the server as CUDA devices 0..n-1
+    def deploy(
+        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+    ) -> Deployment: ...
 
 
 def built(repository: Path | None) -> Path:

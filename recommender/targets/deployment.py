@@ -39,6 +39,7 @@ class Deployment:
     model_name: str
     metrics_url: str | None = None  # Prometheus /metrics, when the target has one
     log_path: Path | None = None  # the server log, kept in the run directory
+    gpu_uuids: tuple[str, ...] = ()  # the GPUs its model runs on (NVML UUIDs); () where none of this host's does
 
     def __post_init__(self) -> None:  # subclasses are dataclasses; one adding its own __post_init__ calls this
         self._teardown_lock = threading.Lock()

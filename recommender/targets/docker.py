@@ -1,5 +1,9 @@
-"""The `docker` target: the containers/triton image on this host's Docker engine, serving Triton's native backends
-(GPUs through --gpus, passed only when the resolved accelerator is gpu).
+"""The `docker` target: the containers/triton image on this host's Docker engine, serving Triton's native backends.
+
+GPUs: each container gets exactly its candidate's GPUs, by UUID (`--gpus "device=GPU-...,..."`, with
+CUDA_DEVICE_ORDER=PCI_BUS_ID), so they are its CUDA devices 0..n-1 in PCI order, the indices its config lists; a
+CPU candidate's container gets none. Which host GPUs a target may use is its `gpus` option, read as the docker CLI
+reads it (`hardware.docker_gpus`; null: CPU only).
 
 The model repository is copied (symlinks dereferenced) into the run directory and mounted read-only at
 /opt/ml/model; the container runs tritonserver with HTTP published on 127.0.0.1 only (checked after the start), no
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from recommender.errors import TargetError
-from recommender.hardware import detect_hardware, resolve_accelerator
+from recommender.hardware import Gpu, cuda_environment, detect_hardware, resolve_accelerator, usable_hardware
 from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 
@@ -52,6 +56,7 @@ class DockerDeployment(Deployment):
     model_name: str
     endpoint: str
     log_path: Path
+    gpu_uuids: tuple[str, ...] = ()  # the GPUs the container is given
 
     def _check_running(self) -> None:
         if docker("inspect", "--format", "{{.State.Running}}", self.container).stdout.strip() != "true":
@@ -76,13 +81,15 @@ class DockerDeployment(Deployment):
 class DockerTarget:
     """Deploys model repositories as containers of the recommender Triton image."""
 
+    kind: ClassVar[str] = "docker"  # the spec's target.kind (usable_hardware reads it)
+
     name: ClassVar[str] = "docker"
     load_shares_host: ClassVar[bool] = True  # recommender drives the load from the Docker host itself
     deploys: ClassVar[bool] = True
     # the image serves pytorch_libtorch / onnxruntime_onnx / tensorrt_plan / openvino
     native_backends: ClassVar[bool] = True
     image: str = DEFAULT_IMAGE
-    gpus: str | None = "all"
+    gpus: str | None = "all"  # the host GPUs candidates may use, as `docker run --gpus` reads it; None: CPU only
     ready_timeout: float = 300.0
     accelerator: str = "auto"  # auto | cpu | gpu: gpu is refused at preflight on a host without one
     run_id: str = "adhoc"  # the label recommender.run-id of every container of this run
@@ -101,8 +108,9 @@ class DockerTarget:
         return None
 
     def preflight(self) -> None:
-        """The host has the accelerator asked for, the docker CLI exists, its engine answers, the image is present."""
-        resolve_accelerator(self.accelerator, detect_hardware())
+        """The host has the accelerator asked for (among the GPUs `gpus` gives), the docker CLI exists, its engine
+        answers, the image is present."""
+        resolve_accelerator(self.accelerator, usable_hardware(self, detect_hardware()))
         try:
             info = docker("version", "--format", "{{.Server.Version}}", timeout=20)
         except subprocess.TimeoutExpired:
@@ -116,28 +124,28 @@ class DockerTarget:
                 hint=f"docker build -t {self.image} containers/triton (or docker pull it)",
             )
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> DockerDeployment:
+    def deploy(
+        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+    ) -> DockerDeployment:
         run_dir = Path(run_dir).resolve()
         mounted = run_dir / "docker-repository"
         shutil.rmtree(mounted, ignore_errors=True)
         shutil.copytree(built(repository), mounted, symlinks=False)
         container = f"recommender-{secrets.token_hex(4)}"
-        deployment = DockerDeployment(container, model_name, "", run_dir / "server.log")
+        deployment = DockerDeployment(container, model_name, "", run_dir / "server.log", tuple(g.uuid for g in gpus))
         with deployment.starting():  # a failed `docker run` may have created the container: teardown removes it
-            started = docker(*self.run_arguments(container, mounted, model_name))
+            started = docker(*self.run_arguments(container, mounted, model_name, gpus))
             if started.returncode != 0:
                 raise TargetError(f"docker run failed: {started.stderr.strip()}", hint=ENGINE_HINT)
             deployment.endpoint = f"http://{_published(container, 8000)}"
             deployment.wait_until_ready(self.ready_timeout, poll_s=1.0)
         return deployment
 
-    def run_arguments(
-        self, container: str, repository: Path, model_name: str, accelerator: str | None = None
-    ) -> list[str]:
+    def run_arguments(self, container: str, repository: Path, model_name: str, gpus: tuple[Gpu, ...] = ()) -> list[str]:
         """`docker run` arguments: labelled with the run, HTTP published on loopback only, no model control API;
-        `--gpus` only when the resolved accelerator (detected here when not given) is a GPU."""
-        accelerator = accelerator or resolve_accelerator(self.accelerator, detect_hardware())
-        gpus = ["--gpus", self.gpus] if self.gpus and accelerator == "gpu" else []
+        exactly `gpus`, by UUID, as the container's CUDA devices 0..n-1 (none: no `--gpus`)."""
+        environment = [arg for key, value in cuda_environment(gpus).items() for arg in ("--env", f"{key}={value}")]
+        devices = ["--gpus", f'"device={",".join(gpu.uuid for gpu in gpus)}"', *environment] if gpus else []
         return [
             "run",
             "--detach",
@@ -145,7 +153,7 @@ class DockerTarget:
             container,
             "--label",
             f"{RUN_LABEL}={self.run_id}",
-            *gpus,
+            *devices,
             "--shm-size=1g",
             "--publish",
             f"{LOOPBACK}::8000",

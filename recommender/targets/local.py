@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import psutil
 
 from recommender.errors import TargetError
-from recommender.hardware import detect_hardware, resolve_accelerator
+from recommender.hardware import Gpu, cuda_environment, detect_hardware, resolve_accelerator
 from recommender.targets import triton_binary
 from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
@@ -67,8 +67,11 @@ class LocalTarget:
         resolve_accelerator(self.accelerator, detect_hardware())
         triton_binary.preflight()
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> LocalDeployment:
-        """Start tritonserver for `model_name` in `repository`; returns once the model is ready."""
+    def deploy(
+        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+    ) -> LocalDeployment:
+        """Start tritonserver for `model_name` in `repository`, given exactly `gpus` (by UUID, as CUDA devices
+        0..n-1; none: CPU only); returns once the model is ready."""
         install = triton_binary.preflight()
         run_dir = Path(run_dir).resolve()
         stop_leftovers(run_dir, SERVER_PROCESS_NAMES)  # of a job killed with -9: their stub copy is busy, ports held
@@ -81,10 +84,11 @@ class LocalTarget:
             ports=(http, grpc, metrics),
             instance=secrets.token_hex(4),
             stop_timeout=self.stop_timeout,
+            gpu_uuids=tuple(gpu.uuid for gpu in gpus),
         )
         command = deployment.command(install.binary, backends, self.exit_timeout_secs)
         with deployment.starting():
-            deployment.launch(command, triton_binary.server_environment(install))
+            deployment.launch(command, triton_binary.server_environment(install) | cuda_environment(gpus))
             deployment.wait_until_ready(self.ready_timeout)
         return deployment
 
@@ -124,6 +128,7 @@ class LocalDeployment(Deployment):
     ports: tuple[int, int, int]  # http, grpc (unused: gRPC is off), metrics
     instance: str  # random, names this deployment's /dev/shm regions (not a secret: nothing is guarded by it)
     stop_timeout: float = 20.0
+    gpu_uuids: tuple[str, ...] = ()  # the GPUs the server is given (CUDA_VISIBLE_DEVICES)
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     # Deployment's attributes, from the ports and run directory above
     endpoint: str = field(init=False)

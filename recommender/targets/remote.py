@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from recommender.errors import TargetError, TargetUnreachable
+from recommender.hardware import Gpu
 from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
@@ -90,9 +91,9 @@ class RemoteTarget:
                 f"remote endpoint {base} is not ready (no HTTP 200 on {kserve.HEALTH_READY})", hint=TRITON_URL_HINT
             )
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> Deployment:
+    def deploy(self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()) -> Deployment:
         """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in
-        /v2/models/NAME)."""
+        /v2/models/NAME); `gpus` is always () (no GPU of this host serves it)."""
         if self._is_sagemaker():
             return RemoteSageMakerDeployment(
                 urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from recommender.errors import Interrupted, TargetError
+from recommender.hardware import Gpu
 from recommender.targets.aws import TAG_RUN_ID, AwsClients, aws_call, error_code, is_not_found, run_tags
 from recommender.targets.base import built
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
@@ -170,8 +171,11 @@ class SageMakerTarget:
                 hint="Pick a version the SageMaker SDK lists, or give the full image URI.",
             ) from None
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path) -> SageMakerDeployment:
-        """Upload the packaged repository, create model, endpoint config and endpoint, wait for InService."""
+    def deploy(
+        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+    ) -> SageMakerDeployment:
+        """Upload the packaged repository, create model, endpoint config and endpoint, wait for InService; `gpus` is
+        always () (the endpoint's instances hold their own GPUs)."""
         image = self.resolve_image_uri()
         archive = package_repository(built(repository), Path(run_dir) / ARCHIVE_NAME, model_name)
         name = resource_name(self.run_id, model_name)

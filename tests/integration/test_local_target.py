@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from recommender.errors import TargetError
+from recommender.hardware import Gpu
 from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LOOPBACK, LocalDeployment
 from recommender.targets.registry import get_target
 from recommender.targets.triton_binary import libpython_path
@@ -207,3 +208,15 @@ def test_dynamic_batching_runs_concurrent_requests_as_one_batch(deploy, pooling_
         np.testing.assert_allclose(np.array(body["outputs"][0]["data"]).reshape(1, 8), expected, rtol=1e-5, atol=1e-6)
     stats = deployment.statistics()["model_stats"][0]
     assert stats["inference_count"] == 4 and stats["execution_count"] < 4  # batched, and split back per request
+
+
+def test_the_server_and_its_stubs_are_given_exactly_their_gpus_by_uuid(tmp_path: Path, repository_for) -> None:
+    """NVML indices are not CUDA ordinals: CUDA_VISIBLE_DEVICES names the server's GPUs by UUID, with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID (a made-up UUID on this CPU host: the KIND_CPU model loads all the same)."""
+    gpu = Gpu(1, "NVIDIA H100", 81559.0, uuid="GPU-00000000-made-up")
+    target = get_target("local", ready_timeout=90)
+    with target.deploy(repository_for("onnx", 1), "model", tmp_path / "run", (gpu,)) as deployment:
+        environments = [psutil.Process(pid).environ() for pid in deployment.server_pids()]
+        assert deployment.gpu_uuids == (gpu.uuid,) and len(environments) >= 2  # tritonserver and a stub
+        for environ in environments:
+            assert (environ["CUDA_VISIBLE_DEVICES"], environ["CUDA_DEVICE_ORDER"]) == (gpu.uuid, "PCI_BUS_ID")

@@ -61,14 +61,6 @@ def test_cleanup_removes_labelled_containers_of_the_run_or_older_than(fake) -> N
     ]
 
 
-@pytest.mark.parametrize(("accelerator", "expected"), [("gpu", ["--gpus", "all"]), ("cpu", [])])
-def test_gpus_are_passed_only_when_the_resolved_accelerator_is_gpu(accelerator: str, expected: list[str]) -> None:
-    arguments = DockerTarget(run_id="r1", gpus="all").run_arguments(
-        "recommender-ab", Path("/repo"), "model", accelerator
-    )
-    assert [arg for arg in arguments if arg == "--gpus" or arg == "all"] == expected
-
-
 def test_a_cpu_run_starts_its_container_without_gpus(fake, repository, tmp_path) -> None:
     (fake / "port.out").write_text("127.0.0.1:32768\n")
     with pytest.raises(TargetError):  # the fake engine serves no HTTP: readiness fails; the `docker run` is what counts

@@ -54,6 +54,10 @@ def result(server_stats=None, hardware=None, backend=None) -> CandidateResult:
             "no GPU (nvidia-ml-py not installed)",
         ),
         ({"gpu": "1 GPU(s)", "at_max_invocations": {}}, "1 GPU(s), no GPU figures at MaxInvocations"),
+        (
+            {"gpu": "1 GPU(s); MIG: utilisation unsupported", "at_max_invocations": {"gpu_memory_mb": 1234.0}},
+            "1,234 MiB used (MIG: utilisation unsupported)",
+        ),
         ({}, None),
         (None, None),
     ],

@@ -75,6 +75,9 @@ class FakeNvml:
     def nvmlDeviceGetName(self, handle: int) -> bytes:
         return self.names[handle].encode()
 
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-{handle:08x}-fake"
+
     def nvmlDeviceGetMemoryInfo(self, handle: int):
         return SimpleNamespace(total=24 * 2**30, used=0)
 

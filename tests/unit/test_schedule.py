@@ -9,7 +9,7 @@ import time
 import pytest
 
 from recommender.errors import Interrupted
-from recommender.job.schedule import SlotPool, Stop, run_all, slot_group, slots_for
+from recommender.job.schedule import SlotPool, Stop, group_slots, run_all, slot_group, slots_for
 from recommender.spec import TargetSpec
 
 
@@ -26,6 +26,29 @@ from recommender.spec import TargetSpec
 )
 def test_slots_per_target_kind(kind, gpus, max_parallel, expected):
     assert slots_for(kind, gpus, max_parallel) == expected
+
+
+@pytest.mark.parametrize(
+    "targets, expected",
+    [
+        # a CPU target beside a GPU one on this host: one slot, the CPU server must not share the host
+        ([("local", ()), ("docker", (0, 1))], [None]),
+        ([("docker", (0, 1)), ("local", ())], [None]),  # whichever comes first
+        ([("local", (0, 1)), ("docker", (0, 1))], [(0,), (1,)]),  # the same GPUs: one candidate per GPU, shared
+        ([("local", (0, 1)), ("docker", (1,))], [None]),  # different GPUs: a slot of one may not fit the other
+        ([("local", ()), ("local", ())], [None]),
+    ],
+)
+def test_targets_on_this_host_merge_their_slots(targets, expected):
+    slots = group_slots([("this host", kind, gpus) for kind, gpus in targets], max_parallel=2)
+    assert slots == {"this host": expected}
+
+
+def test_groups_apart_keep_their_own_slots():
+    slots = group_slots(
+        [("target 0", "sagemaker", ()), ("this host", "local", (0, 1)), ("target 2", "sagemaker", ())], 3
+    )
+    assert slots == {"target 0": [None] * 3, "this host": [(0,), (1,)], "target 2": [None] * 3}
 
 
 class Tracker:

@@ -1,6 +1,7 @@
 """A fake NVML: an object with the pynvml functions the GPU code calls, for the process boundary (there is no NVIDIA
 driver on the test hosts). Each GPU is a FakeGpu, which is also its handle; a MIG GPU refuses utilisation with
-NotSupported, as NVML does, and `queried` lists the UUIDs each figure query was asked about."""
+NotSupported, as NVML does, and `queried` lists the UUIDs each figure query was asked about. `fail` is raised by
+nvmlInit (no driver), `fail_after_init` by the first query after it (as NoPermission or GpuIsLost are)."""
 
 from __future__ import annotations
 
@@ -23,23 +24,39 @@ class FakeGpu:
     utilisation: float = 0.0  # percent
     memory_used: int = 0  # bytes
     power_mw: int = 100_000
-    mig: bool = False  # MIG mode on: utilisation is NotSupported
+    mig: bool | None = False  # MIG mode on: utilisation is NotSupported; None: a GPU without MIG (the query fails)
+    memory_total: int = 80 * 2**30  # bytes
 
 
 class FakeNvml:
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
 
-    def __init__(self, gpus: list[FakeGpu]) -> None:
-        self.gpus, self.queried = gpus, []
+    def __init__(
+        self,
+        gpus: list[FakeGpu] | list[str],
+        fail: Exception | None = None,
+        fail_after_init: Exception | None = None,
+        mig: bool | None = None,
+    ) -> None:
+        """`gpus` as FakeGpus, or as names (24 GiB each, UUID from the index, MIG mode `mig`)."""
+        self.gpus = [
+            gpu if isinstance(gpu, FakeGpu) else FakeGpu(gpu, f"GPU-{i:08x}-fake", mig=mig, memory_total=24 * 2**30)
+            for i, gpu in enumerate(gpus)
+        ]
+        self.fail, self.fail_after_init, self.shut = fail, fail_after_init, False
+        self.queried: list[str] = []
 
     def nvmlInit(self) -> None:
-        pass
+        if self.fail:
+            raise self.fail
 
     def nvmlShutdown(self) -> None:
-        pass
+        self.shut = True
 
     def nvmlDeviceGetCount(self) -> int:
+        if self.fail_after_init:
+            raise self.fail_after_init
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
@@ -59,7 +76,7 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, gpu: FakeGpu) -> SimpleNamespace:
         self.queried.append(gpu.uuid)
-        return SimpleNamespace(total=80 * 2**30, used=gpu.memory_used)
+        return SimpleNamespace(total=gpu.memory_total, used=gpu.memory_used)
 
     def nvmlDeviceGetUtilizationRates(self, gpu: FakeGpu) -> SimpleNamespace:
         self.queried.append(gpu.uuid)
@@ -72,6 +89,8 @@ class FakeNvml:
         return gpu.power_mw
 
     def nvmlDeviceGetMigMode(self, gpu: FakeGpu) -> list[int]:
+        if gpu.mig is None:
+            raise NVMLError_NotSupported("Not Supported")
         return [int(gpu.mig), int(gpu.mig)]
 
     def nvmlSystemGetDriverVersion(self) -> str:

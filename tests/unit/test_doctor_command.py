@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from recommender.cli import build_app, main
 from tests.fake_docker import install_fake_docker
-from tests.unit.test_hardware import FakeNvml
+from tests.fake_nvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"

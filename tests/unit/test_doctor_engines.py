@@ -16,7 +16,8 @@ from recommender.hardware import Gpu, Hardware, ServingHardware
 from recommender.job.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
-from tests.unit.test_hardware import CPU_ONLY, FakeNvml
+from tests.fake_nvml import FakeNvml
+from tests.unit.test_hardware import CPU_ONLY
 from tests.unit.test_pipeline_budget import Recorder
 
 PYTHON = sys.executable

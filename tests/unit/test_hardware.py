@@ -4,7 +4,6 @@ preflight refusal on this CPU-only host, KIND_GPU rendering and placement, and t
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pynvml
 import pytest
@@ -30,62 +29,13 @@ from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.results import ResultStore
 from recommender.targets.docker import DockerTarget
 from recommender.targets.local import LocalTarget
+from tests.fake_nvml import FakeNvml
 from tests.unit.test_pipeline_budget import Recorder, remote_spec
 
 CPU_ONLY = Hardware("Test CPU", 2, gpu_status="no GPU (NVML: driver not loaded)")
 TWO_GPUS = Hardware(
     "Test CPU", 16, (Gpu(0, "NVIDIA A10G", 23028.0), Gpu(1, "NVIDIA A10G", 23028.0)), "550.54", "12.4", "2 GPU(s)"
 )
-
-
-class FakeNvml:
-    """The slice of pynvml that detect_hardware calls, for a host with `names` GPUs; `fail` is raised by nvmlInit,
-    `fail_after_init` by the first query after it (as NoPermission or GpuIsLost are); `mig` answers the MIG query
-    (None: NotSupported, a GPU without MIG)."""
-
-    def __init__(
-        self,
-        names: list[str],
-        fail: Exception | None = None,
-        fail_after_init: Exception | None = None,
-        mig: bool | None = None,
-    ) -> None:
-        self.names, self.fail, self.fail_after_init, self.mig, self.shut = names, fail, fail_after_init, mig, False
-
-    def nvmlInit(self) -> None:
-        if self.fail:
-            raise self.fail
-
-    def nvmlShutdown(self) -> None:
-        self.shut = True
-
-    def nvmlDeviceGetCount(self) -> int:
-        if self.fail_after_init:
-            raise self.fail_after_init
-        return len(self.names)
-
-    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
-        if self.mig is None:
-            raise RuntimeError("Not Supported")
-        return [int(self.mig), int(self.mig)]
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetName(self, handle: int) -> bytes:
-        return self.names[handle].encode()
-
-    def nvmlDeviceGetUUID(self, handle: int) -> str:
-        return f"GPU-{handle:08x}-fake"
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int):
-        return SimpleNamespace(total=24 * 2**30, used=0)
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return "550.54.15"
-
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        return 12040
 
 
 def test_detect_reads_every_gpu_through_nvml() -> None:

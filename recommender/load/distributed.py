@@ -53,6 +53,7 @@ class MasterLink:
     clocks: dict[str, dict[str, float]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
+    cut: dict[str, int] = field(default_factory=dict)  # per worker: requests cut by Locust stopping a user
     lost: list[dict[str, Any]] = field(default_factory=list)
     finals: set[str] = field(default_factory=set)
 
@@ -78,6 +79,7 @@ class MasterLink:
         self.run.recorder.extend(rows | {"users": array("i", [self.runner.user_count]).tobytes() * count})
         self.cpu[msg.node_id] = msg.data["cpu_percent"]
         self.requests[msg.node_id] = self.requests.get(msg.node_id, 0) + len(rows["ok"])
+        self.cut[msg.node_id] = msg.data.get("cut", 0)
         if msg.data.get("final"):
             self.finals.add(msg.node_id)
 
@@ -136,6 +138,7 @@ class MasterLink:
                 "clock_offset_us": clock["offset_ns"] / 1000,
                 "clock_rtt_us": clock["rtt_ns"] / 1000,
                 "requests": self.requests.get(worker, 0),
+                "cut": self.cut.get(worker, 0),
             }
             for worker, clock in sorted(self.clocks.items())
         )
@@ -215,4 +218,4 @@ class WorkerLink:
         rows = recorder.rows_since(self.sent_rows)
         self.sent_rows = len(recorder)
         cpu = self.run.process.cpu_percent(None)
-        self.runner.send_message(_ROWS, {"rows": rows, "cpu_percent": cpu, "final": final})
+        self.runner.send_message(_ROWS, {"rows": rows, "cpu_percent": cpu, "final": final, "cut": self.run.cut})

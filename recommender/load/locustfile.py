@@ -93,6 +93,7 @@ class LoadRun:
         self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
         self.pool_ready = False
         self.in_flight = 0  # requests sent and not yet answered
+        self.cut = 0  # requests sent whose user Locust stopped before the answer (a rebalance, a forced stop)
         self.draining = False  # a distributed worker past its final rows: start no more requests
         self.master: MasterLink | None = None
         self.worker: WorkerLink | None = None
@@ -288,6 +289,9 @@ class _Inference(User):
         run.in_flight += 1
         try:
             return self._send(run)
+        except gevent.GreenletExit:
+            run.cut += 1  # sent, maybe answered by the server, never logged: counted so the totals reconcile
+            raise
         finally:
             run.in_flight -= 1
 

@@ -61,11 +61,10 @@ def worker_processes() -> list[psutil.Process]:
     return found
 
 
-def drive(deployment, out_dir: Path, seconds: float, users: int = 4) -> tuple[LoadResult, int]:
-
+def drive(deployment, out_dir: Path, seconds: float, users: int = 4, url: str = "") -> tuple[LoadResult, int]:
     before = deployment.statistics()
     request = LoadRequest(
-        deployment.load_url,
+        url or deployment.load_url,
         "model",
         [BODY],
         [Phase(initial_users=users, duration_seconds=seconds)],
@@ -88,6 +87,29 @@ def test_two_workers_records_are_merged_exactly_on_one_clock(deployment, tmp_pat
         result.requests.t_s.min() >= 0 and result.requests.t_s.max() < 5.5
     )  # the shape ticks once a second: the stop can come ~1 s late
     assert result.timeline.cpu_max_percent is not None and result.workers == 2
+
+
+def test_requests_in_flight_when_the_plan_ends_are_logged_not_cut(deployment, tmp_path: Path) -> None:
+    """Through a relay adding 25 ms each way every user has a request in flight at the end: the workers drain them
+    before Locust stops their users, so the server's count still equals the merged log."""
+    from urllib.parse import urlsplit
+
+    from recommender.load.generators import free_port
+
+    server = urlsplit(deployment.load_url)
+    port = free_port()
+    relay = ROOT / "tests/multihost/delay_proxy.py"
+    proxy = subprocess.Popen(
+        [sys.executable, str(relay), "127.0.0.1", str(port), server.hostname, str(server.port), "25"]
+    )
+    try:
+        time.sleep(0.5)
+        result, served = drive(deployment, tmp_path, 3, users=6, url=f"http://127.0.0.1:{port}")
+    finally:
+        proxy.kill()
+        proxy.wait()
+    assert result.requests.failures == 0 and result.lost_workers == ()
+    assert len(result.requests) == served > 50, (len(result.requests), served)
 
 
 def test_a_worker_killed_mid_run_is_recorded_and_the_level_flagged(deployment, tmp_path: Path) -> None:

@@ -129,6 +129,13 @@ class Lab:
         ip("link", "set", namespace(host), "down")
 
     def restore(self, host: str) -> None:
+        """The link back up. First every TCP connection left across the cut is dropped (`ss -K`): a request sent
+        into the cut would otherwise reach the server later, retransmitted, and be counted in the next scenario."""
+        for other in self.hosts:
+            if other != host:
+                ip("netns", "exec", namespace(other), "ss", "-tanK", "dst", address(host))
+        if not self.pids(host):  # what ran on the cut host is gone: its connections are orphans
+            ip("netns", "exec", namespace(host), "ss", "-tanK")
         ip("link", "set", namespace(host), "up")
 
     def stop(self, host: str) -> None:

@@ -16,7 +16,10 @@ Pure functions over `RankInput` records (no store, no I/O).
        lowest 0, low 1, medium 2, high 3, highest 4
 
    then divided by their sum. 'lowest' therefore ignores that objective; all three 'lowest'
-   means no preference and falls back to equal weights. Default: medium for all three.
+   means no preference and falls back to equal weights. Default (spec.decision.DEFAULT_IMPORTANCE): cost highest,
+   latency and throughput lowest, i.e. the lowest cost per inference within the limits, as SageMaker Inference
+   Recommender decides; where cost leaves the score (unknown prices on different instance types) the rest share
+   its weight equally.
 4. Pareto front over (cost per million down, latency down, throughput up).
 5. Ties and claims. A candidate whose throughput interval and latency interval both overlap the
    winner's is flagged `tied_with_winner`: indistinguishable at this noise level. Against any
@@ -40,6 +43,7 @@ from recommender.decide.cost import cost_per_million
 from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
 from recommender.metrics.limits import Limits
+from recommender.spec.decision import DEFAULT_IMPORTANCE
 
 Bounds = tuple[float, float]
 
@@ -96,9 +100,9 @@ class RankInput:
 
 @dataclass(frozen=True)
 class Importance:
-    cost: str = "medium"
-    latency: str = "medium"
-    throughput: str = "medium"
+    cost: str = DEFAULT_IMPORTANCE["cost"]
+    latency: str = DEFAULT_IMPORTANCE["latency"]
+    throughput: str = DEFAULT_IMPORTANCE["throughput"]
 
     def weights(self) -> dict[str, float]:
         raw = {name: _level_weight(name, getattr(self, name)) for name in OBJECTIVES}

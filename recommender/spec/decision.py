@@ -21,12 +21,22 @@ class LatencyThreshold(Strict):
 ImportanceLevel = Literal["lowest", "low", "medium", "high", "highest"]
 
 
-class Objectives(Strict):
-    """How much each objective matters when ranking (SageMaker Studio's importance levels)."""
+# the default decision, SageMaker Inference Recommender's: the lowest cost per inference within the limits
+DEFAULT_IMPORTANCE: dict[str, ImportanceLevel] = {"cost": "highest", "latency": "lowest", "throughput": "lowest"}
 
-    cost: ImportanceLevel = Field("medium", description="Cost per inference (lower is better).")
-    latency: ImportanceLevel = Field("medium", description="Latency at the threshold percentile (lower is better).")
-    throughput: ImportanceLevel = Field("medium", description="Invocations per minute per instance (higher is better).")
+
+class Objectives(Strict):
+    """How much each objective matters when ranking (SageMaker Studio's importance levels). The default ranks on cost
+    per inference alone (relative cost, instance-hours, where the candidates share one unpriced instance type); where
+    cost is unknown (unpriced, different instance types) latency and throughput count equally."""
+
+    cost: ImportanceLevel = Field(DEFAULT_IMPORTANCE["cost"], description="Cost per inference (lower is better).")
+    latency: ImportanceLevel = Field(
+        DEFAULT_IMPORTANCE["latency"], description="Latency at the threshold percentile (lower is better)."
+    )
+    throughput: ImportanceLevel = Field(
+        DEFAULT_IMPORTANCE["throughput"], description="Invocations per minute per instance (higher is better)."
+    )
 
 
 class CapacitySpec(Strict):

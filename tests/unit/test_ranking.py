@@ -46,7 +46,11 @@ def names(ranking) -> list[str]:
 
 def test_importance_levels_map_linearly_to_weights() -> None:
     assert IMPORTANCE_WEIGHTS == {"lowest": 0, "low": 1, "medium": 2, "high": 3, "highest": 4}
-    assert Importance().weights() == pytest.approx({"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3})
+    # the default: SageMaker Inference Recommender's decision, the lowest cost per inference within the limits
+    assert Importance().weights() == pytest.approx({"cost": 1.0, "latency": 0.0, "throughput": 0.0})
+    assert Importance("medium", "medium", "medium").weights() == pytest.approx(
+        {"cost": 1 / 3, "latency": 1 / 3, "throughput": 1 / 3}
+    )
     assert Importance("highest", "low", "lowest").weights() == pytest.approx(
         {"cost": 0.8, "latency": 0.2, "throughput": 0.0}
     )
@@ -60,9 +64,9 @@ def test_importance_levels_map_linearly_to_weights() -> None:
     ("importance", "order", "scores"),
     [
         # equal weights: A (1 + .4 + .5)/3, B (.5 + 1 + 1)/3, C (1/3 + .5 + .75)/3
-        (Importance(), ["B", "A", "C"], [2.5 / 3, 1.9 / 3, (1 / 3 + 1.25) / 3]),
-        # cost only
-        (Importance("highest", "lowest", "lowest"), ["A", "B", "C"], [1.0, 0.5, 1 / 3]),
+        (Importance("medium", "medium", "medium"), ["B", "A", "C"], [2.5 / 3, 1.9 / 3, (1 / 3 + 1.25) / 3]),
+        # cost only (the default)
+        (Importance(), ["A", "B", "C"], [1.0, 0.5, 1 / 3]),
         # .8 cost + .2 latency: A .8 + .08, B .4 + .2, C .8/3 + .1
         (Importance("highest", "low", "lowest"), ["A", "B", "C"], [0.88, 0.6, 0.8 / 3 + 0.1]),
         # cost 1, latency 4, throughput 2 (sum 7): B (.5 + 4 + 2)/7, C (1/3 + 2 + 1.5)/7, A (1 + 1.6 + 1)/7
@@ -95,7 +99,8 @@ def with_intervals(item: RankInput, spread: float = 0.01, **extra) -> RankInput:
 
 
 def test_comparison_against_the_winner_is_relative_to_the_other(trio: list[RankInput]) -> None:
-    by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio], OPEN).ranked}
+    equal = Importance("medium", "medium", "medium")
+    by_name = {r.candidate.name: r for r in rank([with_intervals(c) for c in trio], OPEN, equal).ranked}
     assert by_name["B"].comparison == "recommended"
     # B vs C: cost 20 vs 30 -> 33.3 % lower; latency 20 vs 40 -> 50.0 % lower; 2000 vs 1500 -> 33.3 % higher
     assert by_name["C"].comparison == (

@@ -237,7 +237,7 @@ def test_an_interval_reaching_zero_sizes_on_the_point_and_says_so() -> None:
 def test_one_repeat_claims_no_difference() -> None:
     rec = recommend([result("A", 540, 38), result("B", 400, 30)], spec(), [fixed_catalog()])
     assert rec.justification.endswith(
-        "It ranks above the next candidate, B, on score (0.930 vs 0.827), but no "
+        "It ranks above the next candidate, B, on score (1.000 vs 0.741), but no "  # cost only: 400 / 540
         "difference between them is claimed: no noise estimate (repeats: 1)."
     )
     assert "%" not in rec.justification.split("It ranks above")[1]

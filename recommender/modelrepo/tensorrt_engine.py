@@ -69,6 +69,17 @@ class EngineParameters:
         return ("FP16",)
 
 
+def tensorrt_version() -> str | None:
+    """`tensorrt.__version__` of the TensorRT this interpreter imports, None where it does not import. Read from the
+    module, not from package metadata: pip installs TensorRT as `tensorrt`, `tensorrt-cu12` or `tensorrt-cu13`, so
+    no one distribution name has its version."""
+    try:
+        import tensorrt
+    except Exception:  # not installed, or its libraries do not load (no NVIDIA driver)
+        return None
+    return str(tensorrt.__version__)
+
+
 def trt_major(version: str) -> int:
     """The major version of a TensorRT version string, e.g. 10 for '10.5.0.18'."""
     return int(version.split(".", 1)[0])

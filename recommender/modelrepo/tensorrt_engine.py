@@ -6,14 +6,14 @@ engine (`model.plan`), cached per model content, GPU name, TensorRT version, pre
     trt_skip_reason(serving)                     why this run cannot build an engine (None: it can)
     engine_artifact(onnx, params, serving, ...)  the cached engine as a ModelArtifact (builds it on first use)
 
-Building needs an NVIDIA GPU, its driver and the `tensorrt` wheel (the `[tensorrt]` extra, TensorRT 10). Nothing
+Building needs an NVIDIA GPU, its driver and the `tensorrt` wheel (the `[tensorrt]` extra, TensorRT 10; 11 is refused
+with TENSORRT_11's reason: its strongly typed networks have no fp16 builder flag). Nothing
 here was run on a GPU when it was written (docs/gpu.md says what is verified).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,12 @@ from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.model_source import file_sha256
 
 TENSORRT_INSTALL = "python3 -m pip install 'tensorrt>=10,<11' (the [tensorrt] extra; it needs the NVIDIA driver)"
+# why TensorRT 11 is refused (pyproject's pin says the same): the one-line reason a `trt` candidate is skipped with
+TENSORRT_11 = (
+    "TensorRT {version} is not supported: TensorRT 11 removed the builder's fp16/int8 flags in favour of strongly "
+    "typed networks, so a trt-fp16 engine would need an fp16-converted ONNX (e.g. NVIDIA ModelOpt AutoCast) kept in "
+    "the engine key, which recommender does not make; install " + TENSORRT_INSTALL
+)
 PRECISIONS = ("fp32", "fp16")
 ENGINE_FILE = "model.plan"
 
@@ -58,15 +64,8 @@ class EngineParameters:
         return ("EXPLICIT_BATCH",) if trt_major < 10 else ()
 
     def builder_flag_names(self, trt_major: int) -> tuple[str, ...]:
-        """BuilderFlag names: FP16 for an fp16 engine. TensorRT 11 removed FP16 (strongly typed networks only)."""
-        if self.precision != "fp16":
-            return ()
-        if trt_major >= 11:
-            raise CandidateSkipped(
-                "TensorRT 11 removed BuilderFlag.FP16 (fp16 needs an ONNX model converted with "
-                "ModelOpt AutoCast, which recommender does not do); install " + TENSORRT_INSTALL
-            )
-        return ("FP16",)
+        """BuilderFlag names: FP16 for an fp16 engine (TensorRT 11, which removed it, is refused: trt_skip_reason)."""
+        return ("FP16",) if self.precision == "fp16" else ()
 
 
 def tensorrt_version() -> str | None:
@@ -152,8 +151,11 @@ def trt_skip_reason(serving: Any) -> str | None:
             f"TensorRT engines are built on this host's GPU, but {serving.declared} is a remote instance; "
             "build and measure trt with the local or docker target on a host with the same GPU"
         )
-    if importlib.util.find_spec("tensorrt") is None:
+    version = tensorrt_version()
+    if version is None:
         return f"TensorRT is not installed on this GPU host: {TENSORRT_INSTALL}"
+    if trt_major(version) >= 11:
+        return TENSORRT_11.format(version=version)
     return None
 
 

@@ -57,7 +57,7 @@ def run(
     failed, was skipped or was incorrect), after printing the table.
 
     Optimizations: pt (TorchScript), onnx (ONNX Runtime), openvino (OpenVINO, CPU) and trt (a TensorRT engine built
-    from the ONNX export on a GPU of this host, with TensorRT 10: `pip install 'tensorrt>=10,<11'`). TensorRT 11 is
+    from the ONNX export on the candidate's GPU, with TensorRT 10: `pip install 'tensorrt>=10,<11'`). TensorRT 11 is
     refused: it removed the builder's fp16/int8 flags in favour of strongly typed networks, so a trt fp16 engine would
     need an fp16-converted ONNX (e.g. NVIDIA ModelOpt AutoCast) kept in the engine key.
     """

@@ -22,7 +22,7 @@ import contextlib
 import csv
 import os
 import platform
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any
 
@@ -338,12 +338,6 @@ def docker_gpus(option: str | None, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
 def cuda_environment(gpus: tuple[Gpu, ...]) -> dict[str, str]:
     """The environment that gives a server exactly `gpus`, as CUDA devices 0..n-1 in this order (none: CPU only)."""
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpu.uuid for gpu in gpus)}
-
-
-def order_cuda_like_nvml(environ: MutableMapping[str, str] = os.environ) -> None:
-    """CUDA in this process (a TensorRT engine build) counts GPUs in PCI bus order, as NVML does, so its device k is
-    visible_gpus(...)[k]; it takes effect only where CUDA has not started yet in the process."""
-    environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
 
 
 def _named_gpu(entry: str, gpus: tuple[Gpu, ...]) -> Gpu | None:

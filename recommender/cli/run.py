@@ -55,6 +55,11 @@ def run(
     resumes where it stopped. Use --fresh to re-measure. One job measures an experiment at a time (a lease in the
     store); a second one refuses with exit 2, or waits with --wait. Exit 1 when no candidate was measured (each one
     failed, was skipped or was incorrect), after printing the table.
+
+    Optimizations: pt (TorchScript), onnx (ONNX Runtime), openvino (OpenVINO, CPU) and trt (a TensorRT engine built
+    from the ONNX export on the candidate's GPU, with TensorRT 10: `pip install 'tensorrt>=10,<11'`). TensorRT 11 is
+    refused: it removed the builder's fp16/int8 flags in favour of strongly typed networks, so a trt fp16 engine would
+    need an fp16-converted ONNX (e.g. NVIDIA ModelOpt AutoCast) kept in the engine key.
     """
     spec = load_spec(spec_file)
     console = Console(stderr=as_json)  # with --json, stdout holds only the JSON document

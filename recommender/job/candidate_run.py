@@ -248,7 +248,7 @@ class CandidateRun:
             instance_kind="KIND_GPU" if gpu else "KIND_CPU",
             # the server is given exactly the candidate's GPUs (deploy), as CUDA devices 0..n-1
             gpus=tuple(range(len(placement.gpus_for(self.slot)))),
-            serving=placement.serving,
+            serving=placement.serving_for(self.slot),  # a TensorRT engine is built on the candidate's GPU
         )
 
 

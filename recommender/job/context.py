@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -49,6 +49,14 @@ class Placement:
         if self.serving.accelerator != "gpu" or hardware is None:
             return ()
         return tuple(gpu for gpu in hardware.gpus if slot is None or gpu.index in slot)
+
+    def serving_for(self, slot: Slot) -> ServingHardware:
+        """What a candidate on `slot` serves on: the target's hardware with only the candidate's GPUs (gpus_for), so
+        that its TensorRT engine is built on its own GPU, not on one another candidate is measured on."""
+        hardware = self.serving.hardware
+        if self.serving.accelerator != "gpu" or hardware is None:
+            return self.serving
+        return replace(self.serving, hardware=replace(hardware, gpus=self.gpus_for(slot)))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from recommender.candidates import CandidateResult, RunStatus, expand_candidates
 from recommender.decide.budget import RunBudget
 from recommender.decide.verdicts import decide_result
 from recommender.doctor.engines import engine_refusals
-from recommender.hardware import order_cuda_like_nvml, serving_hardware
+from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint
@@ -56,7 +56,6 @@ class Job:
             candidates = expand_candidates(self.spec)
             strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure
             context = self._context(planned_counts(self.spec, candidates))
-            order_cuda_like_nvml()  # engine builds here; after the targets' GPUs were read as the user meant them
             try:
                 if strategy.independent:  # grid: every piece of work is known up front
                     items = [_item(context, work, i, strategy.total) for i, work in enumerate(iter(strategy.ask, None))]

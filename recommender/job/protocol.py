@@ -7,9 +7,9 @@ the payload (texts, sequence length), the target's identity (kind, instance type
 image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
 the load client (its user class and geventhttpclient's version), the hardware of a target serving on this host (CPU
 model and cores) and the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime,
-transformers, locust; plus
-openvino and tensorrt for an experiment whose grid has the `openvino` or `trt` optimization, so that the keys of the
-other experiments stay as they were).
+transformers, locust; plus openvino and tensorrt (`tensorrt.__version__`, whichever wheel installed it) for an
+experiment whose grid has the `openvino` or `trt` optimization, so that the keys of the other experiments stay as
+they were).
 Not in the key: decisions (latency threshold, percentile, error limit, objectives, capacity, price, the stability
 tolerance): changing them re-decides the stored windows, never re-measures. The latency and error stop conditions use
 the threshold and error limit set at measure time: a run that stopped on them is reused under any limits, and under
@@ -26,6 +26,7 @@ from typing import Any
 from recommender.hardware import Hardware
 from recommender.load.runner import DEFAULT_CLIENT, HTTP_CLIENTS
 from recommender.modelrepo.model_source import installed_version, model_content
+from recommender.modelrepo.tensorrt_engine import tensorrt_version
 from recommender.spec import ExperimentSpec, TargetSpec
 
 # target fields that identify where and on what a candidate is measured (the rest: pricing, budget, credentials)
@@ -43,6 +44,8 @@ TARGET_IDENTITY = (
 SOFTWARE = ("nvidia-pytriton", "torch", "onnxruntime", "transformers", "locust", "geventhttpclient")
 # the engine of an optimization: its version shapes the measurement of an experiment that has the optimization
 ENGINE_SOFTWARE = {"openvino": "openvino", "trt": "tensorrt"}
+# versions read from the imported module, not a distribution: TensorRT is installed as tensorrt-cu12 / tensorrt-cu13
+MODULE_VERSIONS = {"tensorrt": tensorrt_version}
 DECISION_ONLY_STABILITY = ("tolerance", "ipm_tolerance", "latency_tolerance")
 
 
@@ -94,4 +97,9 @@ def software_versions(optimizations: Iterable[str] = ()) -> dict[str, str | None
     """Installed versions of the distributions that shape a measurement (None when one is not installed), with the
     engines of `optimizations` (openvino, tensorrt) among them."""
     engines = sorted({ENGINE_SOFTWARE[o] for o in optimizations if o in ENGINE_SOFTWARE})
-    return {name: installed_version(name) for name in (*SOFTWARE, *engines)}
+    return {name: _version(name) for name in (*SOFTWARE, *engines)}
+
+
+def _version(name: str) -> str | None:
+    reader = MODULE_VERSIONS.get(name)
+    return reader() if reader is not None else installed_version(name)

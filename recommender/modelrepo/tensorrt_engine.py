@@ -5,24 +5,44 @@ engine (`model.plan`), cached per model content, GPU name, TensorRT version, pre
     configure_builder(trt, builder, config, p)  applies them to a TensorRT builder config (the seam)
     trt_skip_reason(serving)                     why this run cannot build an engine (None: it can)
     engine_artifact(onnx, params, serving, ...)  the cached engine as a ModelArtifact (builds it on first use)
+    build_on(gpu, onnx, params, target)          builds it in a child process given only that GPU
 
-Building needs an NVIDIA GPU, its driver and the `tensorrt` wheel (the `[tensorrt]` extra, TensorRT 10). Nothing
+An engine is built on the first GPU of `serving` (the job hands over the candidate's GPUs: the one its slot pins it
+to), never on whatever CUDA calls device 0 here: TensorRT builds on the current CUDA device, and the job's process
+sees every GPU (another candidate may be measured on its device 0). The build runs in a child process given exactly
+that GPU by UUID (hardware.cuda_environment: CUDA_VISIBLE_DEVICES=<uuid>, CUDA_DEVICE_ORDER=PCI_BUS_ID), where it
+is CUDA device 0: the same way a server is given its GPUs, and CUDA reads that environment only when a process
+starts it, so the child is the one place it is sure to apply.
+
+Building needs an NVIDIA GPU, its driver and the `tensorrt` wheel (the `[tensorrt]` extra, TensorRT 10; 11 is refused
+with TENSORRT_11's reason: its strongly typed networks have no fp16 builder flag). Nothing
 here was run on a GPU when it was written (docs/gpu.md says what is verified).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-from dataclasses import dataclass
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import recommender
 from recommender.errors import BuildError, CandidateSkipped
+from recommender.hardware import Gpu, cuda_environment
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.model_source import file_sha256
 
 TENSORRT_INSTALL = "python3 -m pip install 'tensorrt>=10,<11' (the [tensorrt] extra; it needs the NVIDIA driver)"
+# why TensorRT 11 is refused (pyproject's pin says the same): the one-line reason a `trt` candidate is skipped with
+TENSORRT_11 = (
+    "TensorRT {version} is not supported: TensorRT 11 removed the builder's fp16/int8 flags in favour of strongly "
+    "typed networks, so a trt-fp16 engine would need an fp16-converted ONNX (e.g. NVIDIA ModelOpt AutoCast) kept in "
+    "the engine key, which recommender does not make; install " + TENSORRT_INSTALL
+)
 PRECISIONS = ("fp32", "fp16")
 ENGINE_FILE = "model.plan"
 
@@ -58,15 +78,19 @@ class EngineParameters:
         return ("EXPLICIT_BATCH",) if trt_major < 10 else ()
 
     def builder_flag_names(self, trt_major: int) -> tuple[str, ...]:
-        """BuilderFlag names: FP16 for an fp16 engine. TensorRT 11 removed FP16 (strongly typed networks only)."""
-        if self.precision != "fp16":
-            return ()
-        if trt_major >= 11:
-            raise CandidateSkipped(
-                "TensorRT 11 removed BuilderFlag.FP16 (fp16 needs an ONNX model converted with "
-                "ModelOpt AutoCast, which recommender does not do); install " + TENSORRT_INSTALL
-            )
-        return ("FP16",)
+        """BuilderFlag names: FP16 for an fp16 engine (TensorRT 11, which removed it, is refused: trt_skip_reason)."""
+        return ("FP16",) if self.precision == "fp16" else ()
+
+
+def tensorrt_version() -> str | None:
+    """`tensorrt.__version__` of the TensorRT this interpreter imports, None where it does not import. Read from the
+    module, not from package metadata: pip installs TensorRT as `tensorrt`, `tensorrt-cu12` or `tensorrt-cu13`, so
+    no one distribution name has its version."""
+    try:
+        import tensorrt
+    except Exception:  # not installed, or its libraries do not load (no NVIDIA driver)
+        return None
+    return str(tensorrt.__version__)
 
 
 def trt_major(version: str) -> int:
@@ -141,25 +165,61 @@ def trt_skip_reason(serving: Any) -> str | None:
             f"TensorRT engines are built on this host's GPU, but {serving.declared} is a remote instance; "
             "build and measure trt with the local or docker target on a host with the same GPU"
         )
-    if importlib.util.find_spec("tensorrt") is None:
+    version = tensorrt_version()
+    if version is None:
         return f"TensorRT is not installed on this GPU host: {TENSORRT_INSTALL}"
+    if trt_major(version) >= 11:
+        return TENSORRT_11.format(version=version)
     return None
 
 
 def engine_artifact(onnx: ModelArtifact, params: EngineParameters, serving: Any, cache_dir: Path) -> ModelArtifact:
-    """The engine for `onnx` (keyed by the sha256 of its bytes) on this run's first GPU, from the cache or built now;
-    CandidateSkipped with the true reason where there is no GPU or no TensorRT."""
+    """The engine for `onnx` (keyed by the sha256 of its bytes) on the first GPU of `serving` (the candidate's), from
+    the cache or built now on that GPU; CandidateSkipped with the true reason where there is no GPU or no TensorRT."""
     reason = trt_skip_reason(serving)
     if reason is not None:
         raise CandidateSkipped(reason)
-    import tensorrt as trt
-
-    key = engine_key(file_sha256(onnx.path), serving.hardware.gpus[0].name, trt.__version__, params)
+    gpu = serving.hardware.gpus[0]
+    key = engine_key(file_sha256(onnx.path), gpu.name, str(tensorrt_version()), params)
     target = Path(cache_dir) / f"trt-{key}" / ENGINE_FILE
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_suffix(".partial")
-        build_engine(onnx.path, params, staging)
+        staging = target.with_suffix(f".partial{os.getpid()}")
+        build_on(gpu, onnx.path, params, staging)
         staging.rename(target)
     inputs = tuple(TensorSpec(t.name, t.dtype, (params.sequence_length,)) for t in onnx.inputs)
     return ModelArtifact(target, "tensorrt", inputs, onnx.outputs, onnx.random_weights)
+
+
+def build_on(gpu: Gpu, onnx_path: Path, params: EngineParameters, target: Path) -> None:
+    """build_engine in a child process given only `gpu` (by UUID, as its CUDA device 0); BuildError with the child's
+    output when it fails. The child imports this same recommender (its folder first on PYTHONPATH)."""
+    package_root = str(Path(recommender.__file__).resolve().parents[1])
+    environ = os.environ | cuda_environment((gpu,))
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    arguments = [str(onnx_path), str(target), json.dumps(asdict(params))]
+    command = [sys.executable, "-m", __name__, *arguments]
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()
+        raise BuildError(
+            f"TensorRT could not build an engine from {onnx_path} on GPU {gpu.index} ({gpu.uuid}): {said[-1]}",
+            hint="\n".join(said[-30:]),
+        )
+
+
+def main(arguments: list[str]) -> int:
+    """The child of build_on: `python -m recommender.modelrepo.tensorrt_engine ONNX TARGET PARAMETERS_JSON`."""
+    onnx_path, target, parameters = arguments
+    data = json.loads(parameters)
+    params = EngineParameters(**(data | {"input_names": tuple(data["input_names"])}))
+    try:
+        build_engine(Path(onnx_path), params, Path(target))
+    except BuildError as error:
+        print(error.message + (f" (hint: {error.hint})" if error.hint else ""), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -4,8 +4,12 @@ CUDA and the docker CLI read them. A fake NVML module and a fake `docker` execut
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import shlex
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -159,10 +163,128 @@ def test_docker_device_1_is_the_containers_gpu_0(two_gpu_host, tmp_path) -> None
     assert "count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  }\n]" in config  # both instances on its only GPU
     run = next(call for call in calls(two_gpu_host) if call.startswith("run "))
     assert '--gpus "device=GPU-bbbb" --env CUDA_DEVICE_ORDER=PCI_BUS_ID --env CUDA_VISIBLE_DEVICES=GPU-bbbb' in run
-    assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # an engine build in this process counts GPUs as NVML
 
 
 def test_docker_gpus_null_writes_kind_cpu_and_gives_no_gpu(two_gpu_host, tmp_path) -> None:
     config = run_docker_job(tmp_path, None).read_text()
     assert "KIND_CPU" in config and "KIND_GPU" not in config
     assert not any("--gpus" in call for call in calls(two_gpu_host))
+
+
+FAKE_TENSORRT = '''"""TensorRT 10 as build_engine calls it; the engine it writes says where it was built."""
+import json
+import os
+
+__version__ = "10.13.3.9"
+
+
+class Logger:
+    WARNING = 2
+
+    def __init__(self, level):
+        pass
+
+
+class NetworkDefinitionCreationFlag:
+    EXPLICIT_BATCH = 0
+
+
+class BuilderFlag:
+    FP16 = "FP16"
+
+
+class MemoryPoolType:
+    WORKSPACE = "WORKSPACE"
+
+
+class OnnxParser:
+    num_errors = 0
+
+    def __init__(self, network, logger):
+        pass
+
+    def parse(self, data):
+        return True
+
+
+class Builder:
+    def __init__(self, logger):
+        pass
+
+    def create_network(self, flags):
+        return object()
+
+    def create_optimization_profile(self):
+        return type("Profile", (), {"set_shape": lambda self, *shapes: None})()
+
+    def create_builder_config(self):
+        methods = ("add_optimization_profile", "set_flag", "set_memory_pool_limit")
+        return type("Config", (), {name: lambda self, *arguments: None for name in methods})()
+
+    def build_serialized_network(self, network, config):
+        names = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+        return json.dumps({name: os.environ.get(name) for name in names} | {"pid": os.getpid()}).encode()
+'''
+
+
+@pytest.fixture
+def fake_tensorrt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `tensorrt` module on disk, for this process and its children (the engine build's child imports it)."""
+    folder = tmp_path / "fake-tensorrt"
+    folder.mkdir()
+    (folder / "tensorrt.py").write_text(FAKE_TENSORRT)
+    spec = importlib.util.spec_from_file_location("tensorrt", folder / "tensorrt.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "tensorrt", module)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+
+
+def save_onnx_model(path: Path) -> Path:
+    import torch
+
+    class Pooling(torch.nn.Module):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return (input_ids * attention_mask).to(torch.float32).sum(dim=1, keepdim=True)
+
+    ids = torch.ones(2, 8, dtype=torch.int64)
+    with warnings.catch_warnings():  # the legacy exporter's deprecation notice (recommender's export uses it too)
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Pooling(),
+            (ids, ids),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+            opset_version=17,
+            dynamo=False,
+        )
+    return path
+
+
+def test_each_trt_engine_is_built_on_its_candidates_gpu(two_gpu_host, fake_tensorrt, tmp_path) -> None:
+    """Two trt candidates side by side on a two-GPU host (a slot per GPU): each engine is built in a child process
+    given only the GPU its container serves on, by UUID in PCI order, never on this process's CUDA device 0 (issue 23
+    item 11)."""
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "gpu-build",
+            "max_parallel": 2,
+            "model": {"source": "onnx", "path": str(save_onnx_model(tmp_path / "model.onnx"))},
+            "variants": {"optimizations": ["trt"], "precisions": ["fp32", "fp16"], "dynamic_batching": [False]},
+            "target": {"kind": "docker", "gpus": "all", "ready_timeout_seconds": 0.5},
+        }
+    )
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    results = Job(spec, store, JobOptions(run_root=tmp_path / "runs", cache_dir=tmp_path / "cache"), Recorder()).run()
+    assert [r.status for r in results] == ["failed", "failed"]  # deployed: the fake engine serves no HTTP
+    runs = [shlex.split(call) for call in calls(two_gpu_host) if call.startswith("run ")]
+    assert len(runs) == 2
+    for arguments in runs:
+        repository = Path(arguments[arguments.index("--volume") + 1].split(":")[0])
+        served_on = arguments[arguments.index("--gpus") + 1]
+        built = json.loads((repository / "model" / "1" / "model.plan").read_bytes())
+        assert served_on == f"device={built['CUDA_VISIBLE_DEVICES']}"
+        assert built["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and built["pid"] != os.getpid()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -146,3 +148,21 @@ def test_the_load_client_its_version_and_the_host_hardware_are_in_the_key(monkey
     )
     monkeypatch.setattr(protocol, "DEFAULT_CLIENT", "fasthttp")
     assert protocol_fingerprint(spec, client) != base
+
+
+def test_the_tensorrt_version_is_read_from_the_module_whatever_wheel_installed_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip installs TensorRT as `tensorrt-cu13` (no `tensorrt` distribution): its version is `tensorrt.__version__`, so
+    runs measured with TensorRT 10.13 are not reused under 10.14 (issue 23 item 12)."""
+    info = tmp_path / "site" / "tensorrt_cu13-10.13.3.9.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorrt_cu13\nVersion: 10.13.3.9\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    spec = ExperimentSpec.model_validate({"name": "p", "variants": {"optimizations": ["trt"]}})
+    keys = []
+    for version in ("10.13.3.9", "10.14.1.48"):
+        monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__=version))
+        assert software_versions(["trt"])["tensorrt"] == version
+        keys.append(protocol_fingerprint(spec))
+    assert keys[0] != keys[1]

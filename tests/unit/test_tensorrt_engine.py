@@ -9,6 +9,8 @@ libraries): it records what configure_builder asks of a builder config, with Ten
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -69,11 +71,6 @@ def test_one_profile_from_batch_one_to_max_batch_at_the_sequence_length() -> Non
 )
 def test_precision_flags(precision: str, major: int, flags: tuple) -> None:
     assert EngineParameters(NAMES, 128, 8, precision).builder_flag_names(major) == flags
-
-
-def test_fp16_on_tensorrt_11_is_skipped_with_the_reason() -> None:
-    with pytest.raises(CandidateSkipped, match=r"TensorRT 11 removed BuilderFlag.FP16.*tensorrt>=10,<11"):
-        EngineParameters(NAMES, 128, 8, "fp16").builder_flag_names(11)
 
 
 @pytest.mark.parametrize(("major", "names"), [(8, ("EXPLICIT_BATCH",)), (10, ()), (11, ())])
@@ -153,6 +150,36 @@ def test_flag_names_resolve_to_the_real_tensorrt_enums() -> None:
         assert isinstance(getattr(trt.BuilderFlag, name), trt.BuilderFlag)
     assert isinstance(network_flags(trt, params), int)
     assert trt.MemoryPoolType.WORKSPACE is not None
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_tensorrt_11_is_refused_with_the_reason_before_anything_is_exported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: str
+) -> None:
+    """TensorRT 11 builds strongly typed networks only (issue 23 item 17): every trt candidate is skipped with one line
+    saying why, before the ONNX export."""
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="11.0.0.7"))
+    reason = trt_skip_reason(ServingHardware("gpu", GPU_HOST))
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("TensorRT 11.0.0.7 is not supported: TensorRT 11 removed the builder's fp16/int8 flags")
+    assert "ModelOpt AutoCast" in reason and "engine key" in reason and "'tensorrt>=10,<11'" in reason
+    with pytest.raises(CandidateSkipped, match=r"^TensorRT 11\.0\.0\.7 is not supported"):
+        export_model(
+            ModelSpec(source="onnx", path=tmp_path / "model.onnx"),
+            "trt",
+            16,
+            "fp",
+            tmp_path / "cache",
+            precision,
+            4,
+            serving=ServingHardware("gpu", GPU_HOST),
+        )
+    assert not (tmp_path / "cache").exists()
+
+
+def test_tensorrt_10_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.13.3.9"))
+    assert trt_skip_reason(ServingHardware("gpu", GPU_HOST)) is None
 
 
 def test_a_trt_candidate_on_this_host_is_skipped_before_anything_is_exported(tmp_path) -> None:

@@ -13,6 +13,10 @@ execute() concatenates the inputs of every request that Triton hands over (the d
 groups them) along the batch dimension, runs the model once, and splits the outputs back per
 request. Requests whose non-batch shapes differ are run as separate groups. A failure is answered
 as a TritonError for the requests concerned; the instance keeps serving.
+
+A runner gets the batch by input name and binds each input by name (ONNX Runtime feeds, OpenVINO ports, TensorRT
+tensors), whatever order the model declares its inputs in; only TorchScript takes them positionally, in the config's
+order (input_ids, attention_mask: the order of the exported forward).
 """
 
 import json
@@ -35,10 +39,10 @@ class TorchScriptRunner:
         self._device = torch.device(device)
         self._module = torch.jit.load(path, map_location=self._device).eval()
 
-    def __call__(self, arrays, output_names):
+    def __call__(self, inputs, output_names):
         torch = self._torch
-        with torch.inference_mode():
-            tensors = [torch.from_numpy(array).to(self._device) for array in arrays]
+        with torch.inference_mode():  # forward(input_ids, attention_mask): positional, in the config's order
+            tensors = [torch.from_numpy(array).to(self._device) for array in inputs.values()]
             result = self._module(*tensors)
         if isinstance(result, dict):
             result = [result[name] for name in output_names]
@@ -48,7 +52,7 @@ class TorchScriptRunner:
 
 
 class OnnxRunner:
-    """An ONNX Runtime session; inputs are fed positionally in the order the artifact declares them."""
+    """An ONNX Runtime session; each input fed by its name in the model."""
 
     def __init__(self, path, threads, device):
         import onnxruntime
@@ -64,13 +68,12 @@ class OnnxRunner:
         self._session = onnxruntime.InferenceSession(path, sess_options=options, providers=providers)
         self._input_names = [node.name for node in self._session.get_inputs()]
 
-    def __call__(self, arrays, output_names):
-        feed = dict(zip(self._input_names, arrays, strict=False))
-        return self._session.run(None, feed)
+    def __call__(self, inputs, output_names):
+        return self._session.run(None, _by_name(self._input_names, inputs))
 
 
 class OpenVinoRunner:
-    """An OpenVINO compiled model on the CPU device (one infer request per instance); inputs fed positionally."""
+    """An OpenVINO compiled model on the CPU device (one infer request per instance); each input fed by its name."""
 
     def __init__(self, path, threads, device):
         import openvino
@@ -89,15 +92,15 @@ class OpenVinoRunner:
         self._request = self._compiled.create_infer_request()
         self._input_names = [port.get_any_name() for port in self._compiled.inputs]
 
-    def __call__(self, arrays, output_names):
-        results = self._request.infer(dict(zip(self._input_names, arrays, strict=False)))
+    def __call__(self, inputs, output_names):
+        results = self._request.infer(_by_name(self._input_names, inputs))
         return [np.asarray(results[port]) for port in self._compiled.outputs]
 
 
 class TensorRTRunner:
     """A serialized TensorRT engine (TensorRT >= 8.5 I/O-tensor API) on the instance's GPU: one execution context and
-    one CUDA stream per model instance; torch CUDA tensors are the device buffers. Not run on a GPU yet
-    (docs/gpu.md)."""
+    one CUDA stream per model instance; torch CUDA tensors are the device buffers; each input tensor bound by its name
+    in the engine. Not run on a GPU yet (docs/gpu.md)."""
 
     def __init__(self, path, threads, device):
         import tensorrt as trt
@@ -119,22 +122,27 @@ class TensorRTRunner:
         self._outputs = [name for name in names if not is_input[name]]
         self._dtypes = {name: np.dtype(trt.nptype(self._engine.get_tensor_dtype(name))) for name in names}
 
-    def __call__(self, arrays, output_names):
+    def __call__(self, inputs, output_names):
         torch = self._torch
+        feed = _by_name(self._inputs, inputs)
         with torch.cuda.stream(self._stream):
-            inputs = [self._bind_input(name, array) for name, array in zip(self._inputs, arrays, strict=False)]
+            bound = [self._bind_input(name, array) for name, array in feed.items()]
             outputs = [self._bind_output(name) for name in self._outputs]
             if not self._context.execute_async_v3(self._stream.cuda_stream):
                 raise RuntimeError("TensorRT execute_async_v3 failed")
             host = [output.to("cpu", non_blocking=True) for output in outputs]
         self._stream.synchronize()
-        del inputs  # the device inputs lived until the stream finished with them
+        del bound  # the device inputs lived until the stream finished with them
         return [tensor.numpy() for tensor in host]
 
     def _bind_input(self, name, array):
         array = np.ascontiguousarray(array, dtype=self._dtypes[name])
         tensor = self._torch.from_numpy(array).to(self._device, non_blocking=True)
-        self._context.set_input_shape(name, tuple(tensor.shape))
+        if not self._context.set_input_shape(name, tuple(tensor.shape)):
+            raise ValueError(
+                f"TensorRT refused input {name!r} of shape {tuple(tensor.shape)}: outside the engine's optimization "
+                "profile (batch 1..max_batch_size at the sequence length it was built for)"
+            )
         self._context.set_tensor_address(name, tensor.data_ptr())
         return tensor
 
@@ -145,7 +153,15 @@ class TensorRTRunner:
         return tensor
 
 
-# each runner: (artifact path, intra-op threads, device) -> a callable (batch, output names) -> outputs
+def _by_name(names, inputs):
+    """The model's inputs `names`, in its order, taken by name from the request batch `inputs` (name -> array)."""
+    missing = [name for name in names if name not in inputs]
+    if missing:
+        raise ValueError(f"the model takes input(s) {missing}, which the config does not declare ({list(inputs)})")
+    return {name: inputs[name] for name in names}
+
+
+# each runner: (artifact path, intra-op threads, device) -> a callable (batch by input name, output names) -> outputs
 RUNNERS: dict[str, Callable[[str, int, str], Any]] = {
     "torchscript": TorchScriptRunner,
     "onnx": OnnxRunner,
@@ -198,7 +214,7 @@ class TritonPythonModel:
         sizes = [arrays[0].shape[0] for _, arrays in members]
         try:
             batch = [np.concatenate([arrays[i] for _, arrays in members]) for i in range(len(self.input_names))]
-            outputs = self.runner(batch, self.output_names)
+            outputs = self.runner(dict(zip(self.input_names, batch, strict=True)), self.output_names)
             if len(outputs) != len(self.output_names):
                 raise ValueError(f"model returned {len(outputs)} outputs, config declares {len(self.output_names)}")
             outputs = [

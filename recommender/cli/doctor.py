@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from recommender.cli import options
 from recommender.doctor.check import Check, blocking
+from recommender.doctor.loopback import loopback_check
 from recommender.doctor.needs import doctor_checks
 from recommender.spec import load_spec
 
@@ -24,6 +25,13 @@ def doctor(
         "Without one: everything, and what the quickstart needs decides the exit.",
     ),
     db: str = options.DB,
+    loopback: bool = typer.Option(
+        False,
+        "--loopback",
+        help="Also measure the loopback: how many requests/s one generator process of this host sends to an endpoint "
+        "that answers at once (3 s of load; information, never blocking). A candidate near that rate is measured on "
+        "the generator: raise traffic.workers.",
+    ),
 ) -> None:
     """Check this host before running anything: Python, the Triton server and its Python-backend stub, the engine of
     each optimization (torch, onnxruntime and its providers, openvino, tensorrt) and its CUDA build against the
@@ -35,6 +43,8 @@ def doctor(
     spec = load_spec(spec_file) if spec_file is not None else None
     console = Console()
     checks = doctor_checks(spec, db)
+    if loopback:
+        checks.append(loopback_check())
     for check in checks:
         _print(console, check)
     missing = blocking(checks)

@@ -29,7 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "measurement": SHARED | {"spec", "search", "targets", "load", "metrics"},
     "store": SHARED | {"spec", "candidates", "metrics"},
     "decide": SHARED | {"spec", "candidates", "correctness", "metrics", "load.shapes"},
-    "doctor": SHARED | {"spec", "modelrepo.model_source", "targets", "store.database"},
+    "doctor": SHARED
+    | {"spec", "modelrepo.model_source", "targets", "store.database", "load.runner", "load.null_endpoint"},
     "job": SHARED
     | {"spec", "candidates", "search", "modelrepo", "targets", "correctness", "load", "metrics"}
     | {"measurement", "store", "decide", "review", "doctor"},

@@ -4,6 +4,9 @@ The interval rule (README "Definitions"): Student-t 95 % over the per-repeat lev
 repeats (n = repeats); with 1 or 2 repeats, over the level's windows when it has 3 or more (n = windows), labelled
 "window-to-window noise only (repeats < 3)": it misses what changes between load runs; otherwise "n/a".
 Two candidates whose intervals overlap are indistinguishable at this noise level: no "X % better" between them.
+An interval is never narrower than the measurement's resolution (`resolution`: one request per window for the
+invocation rate, 1 us for a latency): repeats that agree to the request (a closed loop in lock step) give +- one
+request per window, never +- 0.
 """
 
 from __future__ import annotations
@@ -102,8 +105,9 @@ WINDOW_NOISE = "window-to-window noise only (repeats < 3)"
 MIN_REPEATS = 3  # repeats for an interval over repeats; below it, windows (at least as many) give the noise-only one
 
 
-def mean_interval(values: list[float], counts: str = "repeats") -> Interval:
-    """Mean +- t(0.975, n-1) x s / sqrt(n), s the sample standard deviation."""
+def mean_interval(values: list[float], counts: str = "repeats", resolution: float = 0.0) -> Interval:
+    """Mean +- t(0.975, n-1) x s / sqrt(n), s the sample standard deviation, and never less than +- `resolution`
+    (the smallest difference the measurement can show)."""
     if not values:
         raise ValueError("no values")
     n = len(values)
@@ -111,15 +115,17 @@ def mean_interval(values: list[float], counts: str = "repeats") -> Interval:
     if n == 1:
         return Interval(mean, mean, mean, 1, counts)
     s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile_95(n - 1) * s / math.sqrt(n)
+    half = max(t_quantile_95(n - 1) * s / math.sqrt(n), resolution)
     return Interval(mean, mean - half, mean + half, n, counts)
 
 
-def level_interval(per_repeat: list[float], per_window: list[float], repeats: int) -> Interval | None:
+def level_interval(
+    per_repeat: list[float], per_window: list[float], repeats: int, resolution: float = 0.0
+) -> Interval | None:
     """The interval rule: over repeat means (repeats >= 3), else over windows (>= 3, noise only), else None (n/a)."""
     if repeats >= MIN_REPEATS:
-        return mean_interval(per_repeat) if len(per_repeat) >= MIN_REPEATS else None
-    return mean_interval(per_window, "windows") if len(per_window) >= MIN_REPEATS else None
+        return mean_interval(per_repeat, resolution=resolution) if len(per_repeat) >= MIN_REPEATS else None
+    return mean_interval(per_window, "windows", resolution) if len(per_window) >= MIN_REPEATS else None
 
 
 def tied(a: Interval | None, b: Interval | None) -> bool | None:

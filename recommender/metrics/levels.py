@@ -33,6 +33,8 @@ from recommender.metrics.stop_reason import StopKind, StopReason
 from recommender.metrics.summary import min_samples
 from recommender.vocabulary import PERCENTILE_NAMES, PERCENTILES
 
+LATENCY_RESOLUTION_MS = 0.001  # latencies are recorded in whole microseconds
+
 
 @dataclass(frozen=True)
 class WindowRecord:
@@ -102,12 +104,18 @@ class Level:
         too few samples for the percentile is left out of it, and so are its requests)."""
         return sum(w.samples for w in self.windows if w.latency(percentile) is not None)
 
-    def interval(self, value: Callable[[WindowRecord], float | None]) -> Interval | None:
-        """The interval rule on one figure: over per-repeat level means, or over windows (noise only), or None."""
+    def interval(self, value: Callable[[WindowRecord], float | None], resolution: float = 0.0) -> Interval | None:
+        """The interval rule on one figure: over per-repeat level means, or over windows (noise only), or None; never
+        narrower than +- `resolution`."""
         known = [(w.repeat, v) for w in self.windows for v in [value(w)] if v is not None]
         repeats = sorted({r for r, _ in known})
         per_repeat = [sum(mine) / len(mine) for repeat in repeats for mine in [[v for r, v in known if r == repeat]]]
-        return level_interval(per_repeat, [v for _, v in known], self.repeats)
+        return level_interval(per_repeat, [v for _, v in known], self.repeats, resolution)
+
+    @property
+    def ipm_resolution(self) -> float:
+        """One request in one window, in invocations per minute (the longest window's: the finest step)."""
+        return min((w.ipm / w.samples for w in self.windows if w.samples), default=0.0)
 
     def server(self) -> dict[str, float]:
         """Server-side figures at the level: each one's mean over the windows that have it."""
@@ -216,8 +224,8 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...])
         latency_ms={name: level.latency(name) for name in PERCENTILE_NAMES},
         model_latency_ms=level.latency(p) if within else None,
         error_rate=level.error_rate,
-        ipm_interval=level.interval(lambda w: w.ipm),
-        latency_interval=level.interval(lambda w: w.latency(p)),
+        ipm_interval=level.interval(lambda w: w.ipm, level.ipm_resolution),
+        latency_interval=level.interval(lambda w: w.latency(p), LATENCY_RESOLUTION_MS),
         stable=level.stability.stable,
         stability=level.stability,
         samples=level.samples(p),

@@ -185,3 +185,15 @@ def test_the_percentile_sample_count_counts_only_the_windows_the_percentile_used
     records = [window(0, 0, i, 300, 20, requests=30) for i in range(4)] + [window(0, 0, 4, 300, None, requests=30)]
     h = headline(records, 1)
     assert h.samples == 120
+
+
+def test_repeats_in_lock_step_give_one_request_per_window_not_plus_minus_zero():
+    """Three repeats of a closed loop that counted the same requests in every window: the interval is +- one
+    request per window (its resolution), never +- 0; the latency's +- 1 us."""
+    # 90 requests in a 2 s window = 2,700 invocations/min: one request more or less is 30/min
+    records = [window(r, 0, i, 2700.0, 40.0, requests=90) for r in range(3) for i in range(4)]
+    h = headline(records, 3)
+    assert h.ipm_interval is not None and h.ipm_interval.n == 3
+    assert (h.ipm_interval.low, h.ipm_interval.high) == pytest.approx((2670.0, 2730.0))
+    assert h.latency_interval is not None
+    assert (h.latency_interval.low, h.latency_interval.high) == pytest.approx((39.999, 40.001))

@@ -2,14 +2,16 @@
 candidate whose engine is missing, with the one command that installs it; `recommender doctor` prints the same
 checks with the engines' versions.
 
-    engine_check(optimization, serving, native, where) -> Check   what is there, or what is missing and its fix
-    engine_refusals(optimizations, serving, native)     -> {optimization: why, with the command}  (the job's preflight)
+    engine_check(optimization, serving, native, where, image) -> Check   what is there, or what is missing and its fix
+    engine_refusals(optimizations, serving, native, image)     -> {optimization: why, with the command}  (the job's
+                                                                  preflight)
 
 The local target serves with the Python-backend runner in this interpreter's environment (targets/triton_binary.py),
 so every engine it uses is imported here, and on a GPU each CUDA build is compared with the driver (NVML's CUDA
 driver version). The image targets (docker, sagemaker) serve Triton's native backends: only a TensorRT engine is
-built on this host, with this host's TensorRT and GPU. The install commands name this interpreter, so they install
-where the engines are looked for, whether or not its virtualenv is on PATH.
+built on this host, with this host's TensorRT and GPU, and it loads only in an image labelled with the same TensorRT
+version (`image`: the docker target's, targets/docker.py `image_versions`). The install commands name this
+interpreter, so they install where the engines are looked for, whether or not its virtualenv is on PATH.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from recommender.doctor.check import Check
 from recommender.hardware import CUDA_DRIVER_BRANCHES, Hardware, ServingHardware, cuda_mismatch
 from recommender.modelrepo.model_source import installed_version
+from recommender.targets.docker import TENSORRT_LABEL, ImageVersions
 
 RUNNER_MODULES = {"pt": ("torch",), "onnx": ("onnxruntime",), "openvino": ("openvino",), "trt": ("tensorrt", "torch")}
 BUILD_MODULES = {"trt": ("tensorrt",)}  # what the image targets need here: the engine is built on this host
@@ -34,14 +37,19 @@ TORCH_INDEX = {13: "cu130", 12: "cu126", 11: "cu118"}
 DEFAULT_TORCH_INDEX = "cu130"
 
 
-def engine_refusals(optimizations: Iterable[str], serving: ServingHardware, native: bool) -> dict[str, str]:
+def engine_refusals(
+    optimizations: Iterable[str], serving: ServingHardware, native: bool, image: ImageVersions | None = None
+) -> dict[str, str]:
     """Why each optimization cannot serve on this placement, with the fix (absent: it can)."""
-    checks = {o: engine_check(o, serving, native, "") for o in dict.fromkeys(optimizations)}
+    checks = {o: engine_check(o, serving, native, "", image) for o in dict.fromkeys(optimizations)}
     return {o: f"{check.found}: {check.fix}" for o, check in checks.items() if not check.passed}
 
 
-def engine_check(optimization: str, serving: ServingHardware, native: bool, where: str) -> Check:
-    """The engine of `optimization` where it serves (`native`: the image's backends; else the local runner)."""
+def engine_check(
+    optimization: str, serving: ServingHardware, native: bool, where: str, image: ImageVersions | None = None
+) -> Check:
+    """The engine of `optimization` where it serves (`native`: the image's backends, `image` the one serving on this
+    host; else the local runner)."""
     name = f"{optimization} engine" + (f" ({where})" if where else "")
     if optimization == "trt" and (refusal := _trt_placement(serving)) is not None:
         return Check(name, *refusal)
@@ -53,9 +61,9 @@ def engine_check(optimization: str, serving: ServingHardware, native: bool, wher
         module, problem = _module(module_name)
         if module is None:
             return Check(name, problem, pip_install(requirement(module_name)))
-        gpu_problem = _on_gpu(module_name, module, serving)
-        if gpu_problem is not None:
-            return Check(name, *gpu_problem)
+        refusal = _on_gpu(module_name, module, serving) or _image_problem(module_name, module, image)
+        if refusal is not None:
+            return Check(name, *refusal)
         found.append(_describe(module_name, module))
     return Check(name, "; ".join(found))
 
@@ -73,6 +81,34 @@ def _trt_placement(serving: ServingHardware) -> tuple[str, str] | None:
             "measure trt with the local or docker target on a host with the same GPU",
         )
     return None
+
+
+def _image_problem(name: str, module: Any, image: ImageVersions | None) -> tuple[str, str] | None:
+    """Why the image cannot load what `module` builds here: a TensorRT engine loads only on the TensorRT version that
+    built it."""
+    if name != "tensorrt" or image is None:
+        return None
+    if image.tensorrt is None:
+        return (
+            f"image {image.image} does not label its TensorRT version ({TENSORRT_LABEL}), so an engine built with "
+            f"TensorRT {module.__version__} here may not load in it",
+            f"rebuild it from containers/triton, which labels its versions: docker build -t {image.image} "
+            "containers/triton",
+        )
+    if _release(module.__version__) == _release(image.tensorrt):
+        return None
+    return (
+        f"this host's TensorRT {module.__version__} builds engines that image {image.image}'s TensorRT "
+        f"{image.tensorrt} cannot load",
+        f"{pip_install(f'tensorrt=={_release(image.tensorrt)}')} (or serve from an image built on the NGC Triton "
+        f"release with TensorRT {_release(module.__version__)})",
+    )
+
+
+def _release(version: str) -> str:
+    """major.minor.patch of a TensorRT version (a plan names its release; the build number, 10.5.0.18, does not
+    matter)."""
+    return ".".join(version.split(".")[:3])
 
 
 def _module(name: str) -> tuple[Any, str]:

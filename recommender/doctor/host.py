@@ -5,10 +5,8 @@ credentials are only said to be present)."""
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -18,9 +16,18 @@ from recommender.doctor.engines import pip_install, requirement
 from recommender.errors import StoreError
 from recommender.hardware import Hardware
 from recommender.modelrepo.model_source import installed_version
+from recommender.spec import TargetSpec
 from recommender.store.database import explain, open_engine
 from recommender.targets import triton_binary
-from recommender.targets.docker import DockerTarget, docker
+from recommender.targets.docker import (
+    DEFAULT_IMAGE,
+    TENSORRT_LABEL,
+    TRITON_LABEL,
+    DockerTarget,
+    ImageVersions,
+    docker,
+    image_versions,
+)
 
 MIN_PYTHON = (3, 11)
 NVIDIA_RUNTIME_FIX = (
@@ -28,9 +35,6 @@ NVIDIA_RUNTIME_FIX = (
     "sudo systemctl restart docker`"
 )
 AWS_FIX = "configure them: `aws configure`, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-# where an NGC Triton image says its versions (environment), then a label naming TensorRT (containers/triton/)
-TRITON_ENV = ("NVIDIA_TRITON_SERVER_VERSION", "TRITON_SERVER_VERSION")
-TENSORRT_ENV = ("TRT_VERSION", "TENSORRT_VERSION")
 
 
 def python_check() -> Check:
@@ -88,21 +92,20 @@ def nvidia_runtime_check() -> Check:
 
 
 def image_versions_check(image: str) -> Check:
-    """The Triton and TensorRT versions the image says it has (its environment and labels): a TensorRT engine built on
-    this host loads only in a server with the same TensorRT version."""
-    inspected = docker("image", "inspect", "--format", "{{json .Config}}", image, timeout=20)
-    config: dict[str, Any] = json.loads(inspected.stdout or "{}") if inspected.returncode == 0 else {}
-    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    labels = config.get("Labels") or {}
-    triton = next((env[key] for key in TRITON_ENV if env.get(key)), None)
-    tensorrt = next((env[key] for key in TENSORRT_ENV if env.get(key)), None) or next(
-        (value for key, value in labels.items() if "tensorrt" in key.lower()), None
-    )
-    return Check(
-        f"image {image} versions",
-        f"Triton {triton or 'not said'}, TensorRT {tensorrt or 'not said'} (image environment and labels)",
-        needed=False,
-    )
+    """The Triton and TensorRT versions the image's labels say (containers/triton/Dockerfile writes them): a TensorRT
+    engine built on this host loads only in a server with the same TensorRT version."""
+    versions = image_versions(image)
+    found = f"Triton {versions.triton or 'not labelled'}, TensorRT {versions.tensorrt or 'not labelled'}"
+    if versions.triton and versions.tensorrt:
+        return Check(f"image {image} versions", f"{found} (labels {TRITON_LABEL}, {TENSORRT_LABEL})", needed=False)
+    fix = f"rebuild it from containers/triton, which labels its versions: docker build -t {image} containers/triton"
+    return Check(f"image {image} versions", found, fix, needed=False)
+
+
+def serving_image(target: TargetSpec) -> ImageVersions | None:
+    """The versions of the image a target serves from on this host (the docker target's); None for the others (the
+    sagemaker target's image is pulled by SageMaker, and no TensorRT engine is built here for it)."""
+    return image_versions(target.image_uri or DEFAULT_IMAGE) if target.kind == "docker" else None
 
 
 def database_check(url: str | None) -> Check:

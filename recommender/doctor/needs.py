@@ -19,6 +19,7 @@ from recommender.doctor.host import (
     image_versions_check,
     nvidia_runtime_check,
     python_check,
+    serving_image,
     triton_check,
 )
 from recommender.errors import TargetError
@@ -59,8 +60,10 @@ def _target_checks(spec: ExperimentSpec | None, target: TargetSpec, label: str, 
     target_class: Any = TARGETS[target.kind]  # a Target class: its ClassVars say how it serves
     if target_class.deploys:
         optimizations = spec.variants.optimizations if spec else OPTIMIZATIONS
+        image_here = target.kind != "docker" or checks[1].passed  # its image is on a Docker engine that answers
+        image = serving_image(target) if "trt" in optimizations and image_here else None
         for optimization in optimizations:
-            check = engine_check(optimization, serving, target_class.native_backends, target.kind)
+            check = engine_check(optimization, serving, target_class.native_backends, target.kind, image)
             checks.append(check.needed_if(spec is not None or optimization in QUICKSTART))
     return checks
 

@@ -23,6 +23,7 @@ from recommender.errors import CandidateSkipped, RecommenderError, interruption_
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
+from recommender.modelrepo.native import native_refusal
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
@@ -182,6 +183,8 @@ class CandidateRun:
         context, candidate, placement = self.context, self.item.candidate, self.item.placement
         if (missing := placement.engine_refusals.get(candidate.optimization)) is not None:
             raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
+        if placement.native_backends and (refused := native_refusal(candidate)) is not None:
+            raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops

@@ -20,6 +20,7 @@ from recommender.candidates import CandidateResult, RunStatus, expand_candidates
 from recommender.decide.budget import RunBudget
 from recommender.decide.verdicts import decide_result
 from recommender.doctor.engines import engine_refusals
+from recommender.doctor.host import serving_image
 from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
@@ -105,6 +106,7 @@ class Job:
         target.preflight()
         serving = serving_hardware(spec)  # measured here (NVML), or declared by a cloud instance type
         optimizations = self.spec.variants.optimizations if target.deploys else ()
+        image = serving_image(spec) if "trt" in optimizations else None  # the TensorRT an engine must be built with
         protocol = protocol_fingerprint(self.spec, accelerator=serving.accelerator, target=spec, host=serving.hardware)
         return Placement(
             index,
@@ -116,7 +118,7 @@ class Job:
             target.name,
             slot_group(spec, index),
             target.native_backends,
-            engine_refusals(optimizations, serving, target.native_backends),
+            engine_refusals(optimizations, serving, target.native_backends, image),
         )
 
     def _run_all(self, context: RunContext, items: list[WorkItem], follow) -> None:

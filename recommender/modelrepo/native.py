@@ -8,7 +8,9 @@ rendered and unit tested here but served only by the image (docs/gpu.md says wha
     openvino -> backend openvino           1/model.onnx  (read by OpenVINO's ONNX frontend; default_model_filename)
 
 Inputs are declared at the payload's sequence length (the exports trace and build at that length); the batch
-dimension is Triton's, from max_batch_size.
+dimension is Triton's, from max_batch_size, except for openvino: its backend fixes the model's batch at max_batch_size
+and rejects any request of another batch, so it is written `max_batch_size: 0` with the batch as an explicit dynamic
+dim (`[-1, seq]`), and a candidate asking for dynamic batching there is refused (`native_refusal`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from recommender.candidates import Candidate
 from recommender.errors import BuildError
-from recommender.modelrepo.artifact import ModelArtifact
+from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 
 
 @dataclass(frozen=True)
@@ -26,13 +28,14 @@ class NativeBackend:
     field: str  # "platform" or "backend" in config.pbtxt
     artifact_format: str  # the export it serves
     filename: str  # the file name the backend loads from the version folder
+    batched: bool = True  # Triton batches for it (max_batch_size > 0); False: max_batch_size 0, batch dim -1
 
 
 NATIVE_BACKENDS = {
     "pt": NativeBackend("pytorch_libtorch", "platform", "torchscript", "model.pt"),
     "onnx": NativeBackend("onnxruntime_onnx", "platform", "onnx", "model.onnx"),
     "trt": NativeBackend("tensorrt_plan", "platform", "tensorrt", "model.plan"),
-    "openvino": NativeBackend("openvino", "backend", "openvino", "model.onnx"),
+    "openvino": NativeBackend("openvino", "backend", "openvino", "model.onnx", batched=False),
 }
 
 
@@ -47,6 +50,18 @@ def native_backend(optimization: str) -> NativeBackend:
         ) from None
 
 
+def native_refusal(candidate: Candidate) -> str | None:
+    """Why `candidate` cannot be served by its native backend as it asks (None: it can)."""
+    backend = native_backend(candidate.optimization)
+    if backend.batched or candidate.dynamic_batching is None:
+        return None
+    return (
+        f"Triton's {backend.name} backend rejects any request whose batch differs from max_batch_size, so it is "
+        "served with max_batch_size 0 (the batch a dynamic dim) and cannot batch dynamically; "
+        f"set variants.dynamic_batching: [false] for {candidate.optimization} on the docker and sagemaker targets"
+    )
+
+
 def header_lines(candidate: Candidate, artifact: ModelArtifact, model_name: str) -> list[str]:
     """name, platform or backend, default_model_filename, max_batch_size."""
     backend = native_backend(candidate.optimization)
@@ -59,7 +74,7 @@ def header_lines(candidate: Candidate, artifact: ModelArtifact, model_name: str)
         f'name: "{model_name}"',
         f'{backend.field}: "{backend.name}"',
         f'default_model_filename: "{backend.filename}"',
-        f"max_batch_size: {candidate.max_batch_size}",
+        f"max_batch_size: {candidate.max_batch_size if backend.batched else 0}",
     ]
 
 
@@ -69,6 +84,17 @@ def at_sequence_length(artifact: ModelArtifact, sequence_length: int) -> ModelAr
         raise BuildError(f"sequence_length must be at least 1 for a native backend config, got {sequence_length}")
     inputs = tuple(replace(t, dims=tuple(sequence_length if d == -1 else d for d in t.dims)) for t in artifact.inputs)
     return replace(artifact, inputs=inputs)
+
+
+def with_batch_dim(artifact: ModelArtifact, optimization: str) -> ModelArtifact:
+    """The artifact's tensors with the batch as an explicit dynamic first dim where Triton does not batch (-1, seq)."""
+    if native_backend(optimization).batched:
+        return artifact
+
+    def batch_first(tensors: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+        return tuple(replace(t, dims=(-1, *t.dims)) for t in tensors)
+
+    return replace(artifact, inputs=batch_first(artifact.inputs), outputs=batch_first(artifact.outputs))
 
 
 def engine_parameters(optimization: str, threads: int) -> dict[str, str]:

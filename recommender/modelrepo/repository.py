@@ -15,7 +15,14 @@ from recommender.errors import BuildError
 from recommender.hardware import ServingHardware, available_cores, gpu_instance_groups
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.export import export_model
-from recommender.modelrepo.native import at_sequence_length, engine_parameters, header_lines, native_backend
+from recommender.modelrepo.native import (
+    at_sequence_length,
+    engine_parameters,
+    header_lines,
+    native_backend,
+    native_refusal,
+    with_batch_dim,
+)
 from recommender.spec import ExperimentSpec
 
 # The artifact format each optimization is served from in the Python backend
@@ -89,7 +96,9 @@ def render_native_config(
     """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization
     (modelrepo/native.py)."""
     _check_common(artifact, model_name, threads_per_instance, instance_kind)
-    artifact = at_sequence_length(artifact, sequence_length)
+    if (refusal := native_refusal(candidate)) is not None:
+        raise BuildError(refusal)
+    artifact = with_batch_dim(at_sequence_length(artifact, sequence_length), candidate.optimization)
     sections = [
         *header_lines(candidate, artifact, model_name),
         _render_tensors("input", artifact.inputs),

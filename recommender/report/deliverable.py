@@ -335,6 +335,6 @@ def _image_needs(served: Served) -> str:
         )
     return (
         "The model runs in Triton's Python backend: the serving image must have Triton with the Python backend and "
-        "PyTorch (TorchScript artifacts), ONNX Runtime (ONNX artifacts), OpenVINO or TensorRT importable by the "
-        "backend stub."
+        "PyTorch (TorchScript artifacts), ONNX Runtime (ONNX artifacts), OpenVINO or TensorRT (of the release that "
+        "built the engine) importable by the backend stub; containers/triton installs all four."
     )

@@ -10,10 +10,14 @@ The model repository is copied (symlinks dereferenced) into the run directory an
 gRPC and no model-repository API (`--model-control-mode=none`). Every container carries the label
 recommender.run-id=RUN, so `recommender cleanup` finds what a killed run left; a failed `docker run` removes its
 container.
+
+The image says its Triton and TensorRT versions in the labels containers/triton/Dockerfile writes
+(`image_versions`): a TensorRT engine built on this host loads only in a server with the same TensorRT version.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import subprocess
@@ -31,6 +35,8 @@ from recommender.targets.deployment import Deployment
 DEFAULT_IMAGE = "recommender-triton:24.10"
 CONTAINER_REPOSITORY = "/opt/ml/model"
 RUN_LABEL = "recommender.run-id"
+TRITON_LABEL = "org.recommender.triton"  # the image's versions, as containers/triton/Dockerfile labels them
+TENSORRT_LABEL = "org.recommender.tensorrt"
 LOOPBACK = "127.0.0.1"
 ENGINE_HINT = (
     "Start Docker (or point DOCKER_HOST at a running engine) on a host with the NVIDIA Container Toolkit, "
@@ -46,6 +52,26 @@ def docker(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [executable, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
+
+
+@dataclass(frozen=True)
+class ImageVersions:
+    """The Triton and TensorRT versions an image's labels say (None: not labelled, or the image is not here)."""
+
+    image: str
+    triton: str | None
+    tensorrt: str | None
+
+
+def image_versions(image: str) -> ImageVersions:
+    """The versions `image` is labelled with, read with `docker image inspect`."""
+    inspected = docker("image", "inspect", "--format", "{{json .Config.Labels}}", image, timeout=20)
+    try:
+        labels = json.loads(inspected.stdout) if inspected.returncode == 0 else None
+    except ValueError:
+        labels = None
+    labels = labels if isinstance(labels, dict) else {}
+    return ImageVersions(image, labels.get(TRITON_LABEL) or None, labels.get(TENSORRT_LABEL) or None)
 
 
 @dataclass

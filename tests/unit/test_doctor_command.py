@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from recommender.cli import build_app, main
-from tests.fake_docker import install_fake_docker
+from tests.fake_docker import calls, install_fake_docker
 from tests.fake_nvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,27 +103,42 @@ def test_the_gpus_are_listed_with_memory_mig_driver_and_cuda_driver_version(monk
     )
 
 
-IMAGE_CONFIG = {
-    "Env": ["PATH=/usr/bin", "NVIDIA_TRITON_SERVER_VERSION=24.10", "TRT_VERSION=10.5.0.18"],
-    "Labels": {"maintainer": "NVIDIA"},
-}
+IMAGE_LABELS = {"maintainer": "NVIDIA", "org.recommender.triton": "24.10", "org.recommender.tensorrt": "10.5.0.18"}
 
 
 @pytest.mark.parametrize("runtimes, code", [({"runc": {}}, 2), ({"nvidia": {"path": "nvidia-container-runtime"}}, 0)])
 def test_docker_the_nvidia_runtime_and_the_images_versions(tmp_path, monkeypatch, db, runtimes, code) -> None:
     fake = install_fake_docker(tmp_path / "bin", monkeypatch)
-    (fake / "image.out").write_text(json.dumps(IMAGE_CONFIG))
+    (fake / "image.out").write_text(json.dumps(IMAGE_LABELS))
     (fake / "info.out").write_text(json.dumps(runtimes))
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(["NVIDIA H100"]))
     path = spec_file(tmp_path, {"kind": "docker", "accelerator": "gpu"}, ("onnx",))
     done = doctor(str(path), "--db", db)
     assert done.exit_code == code, done.output
     assert lines(done.output, "ok      Docker (image recommender-triton:24.10): Docker engine 27.0.0; image")
-    assert lines(done.output, "ok      image recommender-triton:24.10 versions: Triton 24.10, TensorRT 10.5.0.18")
+    assert lines(
+        done.output, "ok      image recommender-triton:24.10 versions: Triton 24.10, TensorRT 10.5.0.18 (labels"
+    )
     assert lines(done.output, "ok      onnx engine (docker): served by the image's native backend")
     runtime = lines(done.output, "ok      NVIDIA container runtime") or lines(done.output, "MISSING NVIDIA container")
     assert runtime and (code == 0) == runtime[0].startswith("ok")
     assert code == 0 or "fix: install the NVIDIA Container Toolkit" in done.output
+
+
+def test_an_image_without_the_version_labels_says_so_and_refuses_trt(tmp_path, monkeypatch, db) -> None:
+    """An image not built from containers/triton (no labels): its versions are said missing, and a trt candidate,
+    whose engine would be built with this host's TensorRT, is refused with the command that rebuilds the image."""
+    fake = install_fake_docker(tmp_path / "bin", monkeypatch)
+    (fake / "image.out").write_text(json.dumps({"maintainer": "NVIDIA"}))
+    (fake / "info.out").write_text(json.dumps({"nvidia": {}}))
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(["NVIDIA H100"]))
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.5.0"))
+    done = doctor(str(spec_file(tmp_path, {"kind": "docker", "accelerator": "gpu"}, ("trt",))), "--db", db)
+    assert done.exit_code == 2, done.output
+    assert lines(done.output, "absent  image recommender-triton:24.10 versions: Triton not labelled, TensorRT not ")
+    assert lines(done.output, "MISSING trt engine (docker): image recommender-triton:24.10 does not label its")
+    assert "fix: rebuild it from containers/triton, which labels its versions: docker build -t " in done.output
+    assert "image inspect --format {{json .Config.Labels}} recommender-triton:24.10" in calls(fake)
 
 
 def test_no_docker_engine_is_missing_for_a_docker_target(tmp_path, monkeypatch, no_gpu, db) -> None:

@@ -5,6 +5,7 @@ The job skips a candidate whose engine is missing before anything is exported or
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,8 @@ from recommender.hardware import Gpu, Hardware, ServingHardware
 from recommender.job.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
+from recommender.targets.docker import TENSORRT_LABEL, TRITON_LABEL, ImageVersions
+from tests.fake_docker import calls, install_fake_docker
 from tests.fake_nvml import FakeNvml
 from tests.unit.test_hardware import CPU_ONLY
 from tests.unit.test_pipeline_budget import Recorder
@@ -157,3 +160,49 @@ def test_the_job_skips_candidates_whose_engine_is_missing_before_any_server_star
         f"'{requirement('openvino')}'"
     )
     assert not (tmp_path / "artifacts").exists() and list((tmp_path / "runs").rglob("server.log")) == []
+
+
+def image(tensorrt: str | None) -> ImageVersions:
+    return ImageVersions("recommender-triton:24.10", "24.10" if tensorrt else None, tensorrt)
+
+
+def test_a_tensorrt_engine_is_refused_unless_the_image_is_labelled_with_this_hosts_tensorrt(monkeypatch) -> None:
+    """A plan loads only on the TensorRT release that built it: the host's tensorrt against the image's label."""
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.13.3.9"))
+    other = engine_check("trt", OLD_DRIVER, native=True, where="docker", image=image("10.5.0.18"))
+    assert other.found == (
+        "this host's TensorRT 10.13.3.9 builds engines that image recommender-triton:24.10's TensorRT 10.5.0.18 "
+        "cannot load"
+    )
+    assert other.fix.startswith(f"{PYTHON} -m pip install tensorrt==10.5.0 (or serve from an image built on")
+    unlabelled = engine_check("trt", OLD_DRIVER, native=True, where="docker", image=image(None))
+    assert "does not label its TensorRT version (org.recommender.tensorrt)" in unlabelled.found
+    assert unlabelled.fix.endswith("docker build -t recommender-triton:24.10 containers/triton")
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.5.0"))
+    assert engine_check("trt", OLD_DRIVER, native=True, where="docker", image=image("10.5.0.18")).passed
+
+
+DOCKER = {
+    **LOCAL,
+    "variants": {"optimizations": ["trt", "openvino"], "dynamic_batching": [True], "max_batch_sizes": [4]},
+    "target": {"kind": "docker", "accelerator": "gpu"},
+}
+
+
+def test_the_job_skips_what_the_images_tensorrt_and_openvino_backend_cannot_serve(tmp_path, monkeypatch) -> None:
+    """The docker target on a GPU host (fake NVML, fake docker): the image is labelled TensorRT 10.5.0.18 and this
+    host has 10.13.3.9, so trt is skipped before any engine is built; openvino with dynamic batching is skipped with
+    the reason (its native backend serves max_batch_size 0). Nothing is exported and no container starts."""
+    fake = install_fake_docker(tmp_path / "bin", monkeypatch)
+    (fake / "image.out").write_text(json.dumps({TRITON_LABEL: "24.10", TENSORRT_LABEL: "10.5.0.18"}))
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(["NVIDIA H100"]))
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.13.3.9"))
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    options = JobOptions(run_root=tmp_path / "runs", cache_dir=tmp_path / "artifacts")
+    results = {r.name: r for r in Job(ExperimentSpec.model_validate(DOCKER), store, options, Recorder()).run()}
+    trt, openvino = results["trt-db-ig1-mbs4"], results["openvino-db-ig1-mbs4"]
+    assert (trt.status, openvino.status) == ("skipped", "skipped")
+    assert trt.reason.startswith("this host's TensorRT 10.13.3.9 builds engines that image recommender-triton:24.10")
+    assert "Triton's openvino backend rejects any request whose batch differs from max_batch_size" in openvino.reason
+    assert "set variants.dynamic_batching: [false] for openvino" in openvino.reason
+    assert not (tmp_path / "artifacts").exists() and not any(call.startswith("run ") for call in calls(fake))

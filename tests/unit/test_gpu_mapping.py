@@ -26,7 +26,7 @@ from recommender.hardware import (
 from recommender.job.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.results import ResultStore
-from recommender.targets.docker import DockerTarget
+from recommender.targets.docker import TENSORRT_LABEL, TRITON_LABEL, DockerTarget
 from tests.fake_docker import calls, install_fake_docker
 from tests.fake_nvml import FakeGpu, FakeNvml
 from tests.unit.test_pipeline_budget import Recorder
@@ -277,9 +277,11 @@ def test_each_trt_engine_is_built_on_its_candidates_gpu(two_gpu_host, fake_tenso
             "target": {"kind": "docker", "gpus": "all", "ready_timeout_seconds": 0.5},
         }
     )
+    labels = {TRITON_LABEL: "24.10", TENSORRT_LABEL: "10.13.3.9"}  # the image serves this host's TensorRT
+    (two_gpu_host / "image.out").write_text(json.dumps(labels))
     store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
     results = Job(spec, store, JobOptions(run_root=tmp_path / "runs", cache_dir=tmp_path / "cache"), Recorder()).run()
-    assert [r.status for r in results] == ["failed", "failed"]  # deployed: the fake engine serves no HTTP
+    assert [r.status for r in results] == ["failed", "failed"], [r.reason for r in results]  # the fake serves no HTTP
     runs = [shlex.split(call) for call in calls(two_gpu_host) if call.startswith("run ")]
     assert len(runs) == 2
     for arguments in runs:

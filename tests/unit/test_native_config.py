@@ -38,8 +38,11 @@ def artifact_for(tmp_path: Path, optimization: str) -> ModelArtifact:
     return ModelArtifact(path, fmt, INPUTS, OUTPUTS)
 
 
-def candidate(optimization: str, count: int = 2) -> Candidate:
-    return Candidate(optimization, DynamicBatching(max_queue_delay_microseconds=200), count, 16, "local-gpu")
+def candidate(optimization: str, count: int = 2, batching: bool | None = None) -> Candidate:
+    """Dynamic batching on, except for openvino (its native backend does not batch) unless `batching` says."""
+    on = optimization != "openvino" if batching is None else batching
+    dynamic = DynamicBatching(max_queue_delay_microseconds=200) if on else None
+    return Candidate(optimization, dynamic, count, 16, "local-gpu")
 
 
 def matches_snapshot(name: str, text: str) -> bool:
@@ -64,7 +67,6 @@ def test_native_config_matches_its_snapshot(tmp_path: Path, optimization: str) -
         ("pt", 'platform: "pytorch_libtorch"'),
         ("onnx", 'platform: "onnxruntime_onnx"'),
         ("trt", 'platform: "tensorrt_plan"'),
-        ("openvino", 'backend: "openvino"'),
     ],
 )
 def test_each_optimization_names_its_native_backend_and_the_sequence_length(tmp_path, optimization, field) -> None:
@@ -72,6 +74,19 @@ def test_each_optimization_names_its_native_backend_and_the_sequence_length(tmp_
     assert field in text and "max_batch_size: 16" in text
     assert text.count("dims: [ 64 ]") == 2 and "dims: [ 384 ]" in text and "dims: [ -1 ]" not in text
     assert 'backend: "python"' not in text
+
+
+def test_native_openvino_takes_the_batch_as_a_dynamic_dim_not_from_max_batch_size(tmp_path: Path) -> None:
+    """The openvino backend fixes the model's batch at max_batch_size and rejects every other request batch (a probe
+    of 1 row against max_batch_size 16 fails): it is written max_batch_size 0 with dims [-1, seq], no batcher."""
+    text = render_native_config(candidate("openvino"), artifact_for(tmp_path, "openvino"), "m", 1, 64)
+    assert 'backend: "openvino"' in text and "max_batch_size: 0\n" in text and "max_batch_size: 16" not in text
+    assert text.count("dims: [ -1, 64 ]") == 2 and "dims: [ -1, 384 ]" in text and "dynamic_batching" not in text
+
+
+def test_native_openvino_refuses_dynamic_batching_with_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"cannot batch dynamically; set variants\.dynamic_batching: \[false\]"):
+        render_native_config(candidate("openvino", batching=True), artifact_for(tmp_path, "openvino"), "m", 1, 64)
 
 
 def test_gpu_instances_are_placed_one_group_per_gpu(tmp_path: Path) -> None:

@@ -118,6 +118,19 @@ def test_a_model_declaring_attention_mask_first_gets_each_input_by_name(
     np.testing.assert_array_equal(response.outputs["embedding"], EXPECTED)
 
 
+def test_a_gpu_instance_without_the_cuda_provider_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, mask_first_onnx: Path
+) -> None:
+    """This host's onnxruntime is a CPU build: a KIND_GPU instance would serve on CPUExecutionProvider while the run
+    is stored as KIND_GPU (issue 23 item 4), so the model refuses to load, saying why and the fix."""
+    import onnxruntime
+
+    assert "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
+    with pytest.raises(RuntimeError, match="serves this KIND_GPU instance with CPUExecutionProvider, not CUDA") as e:
+        served(monkeypatch, mask_first_onnx, "model.onnx", "onnx", kind="GPU")
+    assert "pip uninstall onnxruntime, then pip install onnxruntime-gpu" in str(e.value)
+
+
 class FakeLogger:
     WARNING = 2
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from recommender.doctor.engines import RUNNER_MODULES
+from recommender.targets.docker import TENSORRT_LABEL, TRITON_LABEL
 
 SERVE = Path(__file__).resolve().parents[2] / "containers" / "triton" / "serve"
 DOCKERFILE = SERVE.with_name("Dockerfile")
@@ -144,3 +148,29 @@ def test_dockerfile_pins_the_triton_image_and_installs_serve() -> None:
     assert "COPY serve /usr/bin/serve" in text and 'CMD ["serve"]' in text
     for package in ("torch==", "ONNXRUNTIME_PACKAGE"):
         assert package in text
+
+
+def dockerfile_arguments(text: str) -> dict[str, str]:
+    """The build arguments with their defaults (the last declaration with a default wins, as for docker build)."""
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
+
+
+def test_the_image_installs_every_engine_the_python_backend_runner_imports() -> None:
+    """A Python-backend export (the local target's measured repository) of any optimization serves from this image:
+    each module the runner imports (doctor/engines.py RUNNER_MODULES) is pip-installed in it (issue 23 item 5)."""
+    text = DOCKERFILE.read_text()
+    arguments = dockerfile_arguments(text)
+    pinned = re.findall(r'"([\w${}-]+)==\$\{(\w+)\}"', text)  # "package==${VERSION_ARGUMENT}"
+    installed = {re.sub(r"\$\{(\w+)\}", lambda m: arguments[m.group(1)], package) for package, _ in pinned}
+    packages = {"onnxruntime": "onnxruntime-gpu"}  # the module -> its package in the GPU image
+    for module in sorted({m for modules in RUNNER_MODULES.values() for m in modules}):
+        assert packages.get(module, module) in installed, module
+
+
+def test_the_image_is_labelled_with_the_tensorrt_it_installs() -> None:
+    """The label recommender compares with this host's TensorRT names the release the image's Python tensorrt is
+    pinned to, both from the one build argument; the Triton label names the NGC release."""
+    text = DOCKERFILE.read_text()
+    assert f'{TENSORRT_LABEL}="${{TENSORRT_VERSION}}"' in text and f'{TRITON_LABEL}="${{TRITON_VERSION}}"' in text
+    assert '"tensorrt==${TENSORRT_VERSION}"' in text
+    assert dockerfile_arguments(text)["TENSORRT_VERSION"] == "10.5.0"  # NGC Triton 24.10's TensorRT

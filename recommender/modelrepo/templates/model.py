@@ -62,10 +62,16 @@ class OnnxRunner:
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         providers: list[str | tuple[str, dict[str, int]]] = ["CPUExecutionProvider"]
-        if device.startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        if device.startswith("cuda"):
             device_id = int(device.partition(":")[2] or 0)
             providers = [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
         self._session = onnxruntime.InferenceSession(path, sess_options=options, providers=providers)
+        used = self._session.get_providers()
+        if device.startswith("cuda") and "CUDAExecutionProvider" not in used:  # it would serve on the CPU, unsaid
+            raise RuntimeError(
+                f"onnxruntime {onnxruntime.__version__} serves this KIND_GPU instance with {', '.join(used)}, not "
+                "CUDAExecutionProvider: pip uninstall onnxruntime, then pip install onnxruntime-gpu"
+            )
         self._input_names = [node.name for node in self._session.get_inputs()]
 
     def __call__(self, inputs, output_names):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 import yaml
 
 from dashboard import frames, source
 from dashboard.selection import running_notice, selected
 from dashboard.text import escape, metric_column, no_experiments, seconds_column, show_table
-from recommender.candidates import RunStatus
+from recommender.candidates import CandidateResult, RunStatus
+from recommender.metrics.stage_times import time_spent
 from recommender.report.columns import ERROR_RATE
 
 CANDIDATE_COLUMNS = {
@@ -45,12 +47,31 @@ def detail() -> None:
         show_table(frames.candidates_table(results), hide_index=True, column_config=CANDIDATE_COLUMNS)
     else:
         st.info("No candidates stored for this experiment yet.")
+    time_went(results)
     for r in results:
         if r.status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and r.reason:
             with st.expander(f"Why {escape(r.name)} {r.status}"):
                 st.code(r.reason, language=None, wrap_lines=True)
     with st.expander("Experiment file (as stored)"):
         st.code(yaml.safe_dump(info.spec, sort_keys=False), language="yaml")
+
+
+def time_went(results: list[CandidateResult]) -> None:
+    """Seconds per stage over the experiment's runs (runs stored before stages were timed have none)."""
+    spent = time_spent(r.server.stages for r in results)
+    if not spent:
+        return
+    st.subheader("Where the time went")
+    total = sum(spent.values())
+    frame = pd.DataFrame(
+        {"stage": list(spent), "seconds": list(spent.values()), "share": [v / total for v in spent.values()]}
+    )
+    st.bar_chart(frame, x="stage", y="seconds", horizontal=True, sort=False)
+    show_table(
+        frame,
+        hide_index=True,
+        column_config={"seconds": seconds_column(), "share": st.column_config.NumberColumn(format="percent")},
+    )
 
 
 st.title("Experiments")

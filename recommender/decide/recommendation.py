@@ -34,6 +34,7 @@ from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
+from recommender.metrics.stage_times import time_spent
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
 
 UNPRICED_HINT = (
@@ -91,6 +92,7 @@ class Recommendation:
     notes: tuple[str, ...] = field(default_factory=tuple)
     unstable: frozenset[str] = frozenset()  # keys of candidates whose headline says stable: false
     candidate_pricing: Mapping[str, Pricing] = field(default_factory=dict)  # by key: each candidate's target's pricing
+    time_spent: Mapping[str, float] = field(default_factory=dict)  # seconds per stage over the stored runs
 
     def pricing_of(self, key: str) -> Pricing:
         """A candidate's pricing (its target's; `pricing`, the winner's, when not known)."""
@@ -347,6 +349,7 @@ def recommend(
         notes=_notes(ranking, pricing, results),
         unstable=frozenset(r.key for r in results if _unstable(r)),
         candidate_pricing=pricing_of,
+        time_spent=time_spent(r.server.stages for r in results),
     )
     return _with_justification(draft)
 

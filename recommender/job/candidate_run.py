@@ -8,6 +8,7 @@ A failure becomes a stored status through ERROR_STATUSES, read in order (the fir
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from recommender.errors import CandidateSkipped, RecommenderError, interruption_
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
+from recommender.metrics.stage_times import StageClock
 from recommender.modelrepo.native import native_refusal
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
@@ -188,25 +190,34 @@ class CandidateRun:
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
-        with context.export_lock:  # the cache and the exporters' lazy imports are not safe across threads
+        clock = StageClock()
+        with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
             repository = self._repository(run_dir) if placement.deploys else None
         context.stop.check()
         context.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
         estimate = estimate_plan(context.spec, 1, placement.spec)
-        with (
-            context.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count),
-            target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot)) as deployment,
-        ):
-            deployment.probe(context.bodies[0])
-            correctness = {"correctness": self._check(deployment).to_dict()}
-            fields = self._load(deployment, self.item.work, run_dir) | correctness
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(context.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count))
+            stack.callback(clock.stop, "teardown")  # exits run last-in first-out: the teardown is timed around the
+            with clock.timed("deploy"):  # deployment's own exit
+                deployment = stack.enter_context(
+                    target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot))
+                )
+            stack.callback(clock.start, "teardown")
+            with clock.timed("probe"):
+                deployment.probe(context.bodies[0])
+            with clock.timed("correctness"):
+                correctness = {"correctness": self._check(deployment).to_dict()}
+            with clock.timed("load"):
+                fields = self._load(deployment, self.item.work, run_dir) | correctness
             work = self.item.work
             then = self.follow(work, fields["headline"]) if work.stage == "probe" else None
             if then is not None:
                 self.opened = context.ledger.promote(opened, fields, then.reason, run_dir / "final")
                 context.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
-                fields = self._load(deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
-        return fields
+                with clock.timed("load"):
+                    fields = self._load(deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+        return fields | {"server_stats": {**(fields.get("server_stats") or {}), "stages": clock.seconds}}
 
     def _load(self, deployment, work: Work, run_dir: Path) -> dict:
         context, candidate = self.context, self.item.candidate

@@ -208,6 +208,7 @@ class ServerStats:
     execution_count: int | None = None
     avg_us: Mapping[str, float | None] = field(default_factory=dict)
     at_max_invocations: Mapping[str, Any] = field(default_factory=dict)
+    stages: Mapping[str, float] = field(default_factory=dict)  # seconds per stage of the run (metrics/stage_times)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ServerStats:
@@ -217,6 +218,7 @@ class ServerStats:
             data.get("execution_count"),
             dict(data.get("avg_us") or {}),
             dict(data.get("at_max_invocations") or {}),
+            dict(data.get("stages") or {}),
         )
 
     def batch_size(self) -> float | None:

@@ -24,6 +24,7 @@ dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 .justification { font-size: 1.05rem; line-height: 1.5; }
 .tie { border-left: 4px solid #c9a227; padding: 0.3rem 0.8rem; background: #fff8e1; }
 .scroll { overflow-x: auto; }
+table.time td.bar { width: 12rem; } table.time td.bar div { background: #4c78a8; height: 0.8em; }
 .charts { display: flex; flex-wrap: wrap; gap: 1rem; }
 svg { border: 1px solid #ddd; background: #fff; font-size: 11px; }
 svg .tick { fill: #555; } svg .label { fill: #333; font-size: 10px; }
@@ -53,6 +54,7 @@ def render_html(report: Report) -> str:
         "<h2>Charts</h2>",
         f'<div class="charts">{frontier_chart(report)}\n{cost_chart(report)}</div>',
         _excluded(report),
+        _time_spent(report),
         _notes(report),
         _definitions(report),
     ]
@@ -110,6 +112,20 @@ def _excluded(report: Report) -> str:
     if not report.excluded:
         return ""
     return "<h2>Excluded candidates</h2>\n" + _table(excluded_columns(report.percentile), report.excluded, "excluded")
+
+
+def _time_spent(report: Report) -> str:
+    """Where the time went: a row per stage, its share drawn as a bar."""
+    rows = report.time_rows()
+    if not rows:
+        return ""
+    cells = "".join(
+        f'<tr><td class="text">{escape(stage)}</td><td>{seconds}</td><td>{share}</td>'
+        f'<td class="bar"><div style="width:{share if stage != "total" else "0%"}"></div></td></tr>'
+        for stage, seconds, share in rows
+    )
+    head = "<tr><th>stage</th><th>seconds</th><th>share</th><th></th></tr>"
+    return f'<h2>Where the time went</h2><table class="time">{head}{cells}</table>'
 
 
 def _notes(report: Report) -> str:

@@ -33,6 +33,7 @@ def render_markdown(report: Report) -> str:
     if report.excluded:
         parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
     parts += _not_measured(report.excluded)
+    parts += _time_spent(report)
     if report.notes:
         parts += ["## Notes", "", *(f"- {_inline(note)}" for note in report.notes), ""]
     if report.definitions:
@@ -64,6 +65,14 @@ def _not_measured(excluded: tuple[ReportRow, ...]) -> list[str]:
         *lines,
         "",
     ]
+
+
+def _time_spent(report: Report) -> list[str]:
+    rows = report.time_rows()
+    if not rows:
+        return []
+    table = [f"| {stage} | {seconds} | {share} |" for stage, seconds, share in rows]
+    return ["## Where the time went", "", "| stage | seconds | share |", "| --- | ---: | ---: |", *table, ""]
 
 
 def _limits(report: Report) -> list[str]:

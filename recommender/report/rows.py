@@ -118,6 +118,15 @@ class Report:
     rows: tuple[ReportRow, ...]  # ranked, best first
     excluded: tuple[ReportRow, ...]
     definitions: tuple[tuple[str, str], ...] = ()  # term, meaning: how the figures are computed
+    time_spent: tuple[tuple[str, float], ...] = ()  # stage, seconds over the stored runs (metrics/stage_times)
+
+    def time_rows(self) -> tuple[tuple[str, str, str], ...]:
+        """Where the experiment's time went: stage, seconds, share of the total (empty when no run kept its stages)."""
+        total = sum(seconds for _, seconds in self.time_spent)
+        if not total:
+            return ()
+        rows = tuple((stage, f"{seconds:,.1f}", f"{seconds / total:.0%}") for stage, seconds in self.time_spent)
+        return (*rows, ("total", f"{total:,.1f}", "100%"))
 
     @property
     def all_rows(self) -> tuple[ReportRow, ...]:
@@ -208,6 +217,7 @@ def build_report(rec: Recommendation) -> Report:
         rows=rows,
         excluded=excluded,
         definitions=definitions(rec.percentile),
+        time_spent=tuple(rec.time_spent.items()),
     )
 
 

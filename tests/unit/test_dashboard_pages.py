@@ -324,3 +324,29 @@ def test_the_search_page_prints_its_figures_in_the_catalog_format(seeded_url, mo
     assert points["x"]["axis"] == {"format": "d", "tickMinStep": 1}  # step 1, 2, ...: never 0.1, 0.2, ...
     tooltip = points["tooltip"]
     assert {t["field"]: t.get("format") for t in tooltip}["MaxInvocations"] == f",.{MAX_INVOCATIONS.digits}f"
+
+
+def test_the_experiment_page_shows_where_the_time_went(seeded_url, monkeypatch):
+    """Runs that kept their stage times (issue 24 item 3): the page sums them per stage, a bar and a row each; the
+    seeded runs predate stage timing, so one is given stages here."""
+    import json
+    import sqlite3
+
+    path = seeded_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        run_id, stats = db.execute(
+            "SELECT r.id, r.server_stats FROM runs r JOIN candidates c ON r.candidate_id = c.id "
+            "JOIN experiments e ON c.experiment_id = e.id WHERE e.name = 'micro' AND r.status = 'ok' LIMIT 1"
+        ).fetchone()
+        stages = {"export": 4.0, "deploy": 6.0, "load": 30.0}
+        db.execute(
+            "UPDATE runs SET server_stats = ? WHERE id = ?",
+            (json.dumps(json.loads(stats or "{}") | {"stages": stages}), run_id),
+        )
+    at = open_page(seeded_url, "experiments", monkeypatch, experiment="micro")
+    assert_clean(at)
+    assert "Where the time went" in [s.value for s in at.subheader]
+    table = at.dataframe[-1].value
+    assert table["stage"].tolist() == ["export", "deploy", "load"] and table["seconds"].tolist() == [4.0, 6.0, 30.0]
+    assert table["share"].tolist() == pytest.approx([0.1, 0.15, 0.75])
+    assert len(charts(at)) == 1

@@ -9,7 +9,6 @@ import json
 import os
 import shlex
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from recommender.targets.docker import TENSORRT_LABEL, TRITON_LABEL, DockerTarge
 from tests.fake_docker import calls, install_fake_docker
 from tests.fake_nvml import FakeGpu, FakeNvml
 from tests.unit.test_pipeline_budget import Recorder
-from tests.unit.tiny_model import save_pooling_model
+from tests.unit.tiny_model import save_onnx, save_pooling_model
 
 H100 = [Gpu(i, "NVIDIA H100", 81559.0, uuid=f"GPU-{name}") for i, name in enumerate(("aaaa", "bbbb", "cccc"))]
 MIXED = [H100[0], Gpu(1, "NVIDIA L4", 23034.0, uuid="GPU-dddd")]
@@ -248,20 +247,7 @@ def save_onnx_model(path: Path) -> Path:
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             return (input_ids * attention_mask).to(torch.float32).sum(dim=1, keepdim=True)
 
-    ids = torch.ones(2, 8, dtype=torch.int64)
-    with warnings.catch_warnings():  # the legacy exporter's deprecation notice (recommender's export uses it too)
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            Pooling(),
-            (ids, ids),
-            str(path),
-            input_names=["input_ids", "attention_mask"],
-            output_names=["embedding"],
-            dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
-            opset_version=17,
-            dynamo=False,
-        )
-    return path
+    return save_onnx(Pooling(), path, ["input_ids", "attention_mask"], {0: "batch", 1: "seq"})
 
 
 def test_each_trt_engine_is_built_on_its_candidates_gpu(two_gpu_host, fake_tensorrt, tmp_path) -> None:

@@ -11,13 +11,14 @@ import contextlib
 import importlib.util
 import json
 import sys
-import warnings
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+
+from tests.unit.tiny_model import save_onnx
 
 TEMPLATE = Path(__file__).parents[2] / "recommender" / "modelrepo" / "templates" / "model.py"
 IDS = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int64)
@@ -90,19 +91,7 @@ def mask_first_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("repository")
     (folder / "1").mkdir()
-    example = torch.ones(2, 3, dtype=torch.int64)
-    with warnings.catch_warnings():  # the legacy exporter's deprecation notice (recommender's export uses it too)
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            MaskFirst(),
-            (example, example),
-            str(folder / "1" / "model.onnx"),
-            input_names=["attention_mask", "input_ids"],
-            output_names=["embedding"],
-            dynamic_axes={name: {0: "batch"} for name in ("attention_mask", "input_ids", "embedding")},
-            opset_version=17,
-            dynamo=False,
-        )
+    save_onnx(MaskFirst(), folder / "1" / "model.onnx", ["attention_mask", "input_ids"], {0: "batch"})
     return folder
 
 

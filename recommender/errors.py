@@ -90,6 +90,13 @@ class IncorrectExport(ExportError):
     exit_code = 2
 
 
+class TrackingError(RecommenderError):
+    """An experiment tracker (MLflow) refused the export or cannot be reached; the URI or the server is the user's to
+    fix."""
+
+    exit_code = 2
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, SIGTERM or SIGHUP received: handled exactly as Ctrl-C is (everything torn down, the run recorded
     interrupted); the CLI exits 128 + the signal's number (130, 143, 129)."""

@@ -1,4 +1,5 @@
-"""`recommender export EXPERIMENT --out DIR`: the chosen configuration as a deployable Triton repository."""
+"""`recommender export EXPERIMENT --out DIR`: the chosen configuration as a deployable Triton repository;
+`--mlflow URI`: every candidate as an MLflow run (with the report, and the deliverable when --out is given)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,31 @@ import typer
 from rich.console import Console
 
 from recommender.cli import options
+from recommender.errors import UsageError
 from recommender.files import paths
-from recommender.report.deliverable import ExportOptions, write_deliverable
+from recommender.report.deliverable import Deliverable, ExportOptions, write_deliverable
+from recommender.report.html import render_html
+from recommender.report.markdown import render_markdown
+from recommender.report.rows import build_report
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
+from recommender.tracking.mlflow import export_to_mlflow
+from recommender.tracking.records import candidate_records
 
 
 def export_command(
     experiment: str = options.EXPERIMENT,
-    out: Path = typer.Option(..., "--out", help="Folder to write the export into (new or empty, unless --force)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Folder to write the export into (new or empty, unless --force)."
+    ),
+    mlflow: str | None = typer.Option(
+        None,
+        "--mlflow",
+        help="MLflow tracking server URI (e.g. http://127.0.0.1:5000): one MLflow run per candidate (configuration "
+        "as params; MaxInvocations, percentile latencies, error rate, cost, interval bounds, verdict as metrics; "
+        "per-window series as step metrics; the report as artifacts, and the --out deliverable on its candidate's "
+        "run). Exporting again updates those runs.",
+    ),
     position: int = typer.Option(1, "--rank", min=1, help="Which ranked candidate to export (1 = the recommendation)."),
     db: str = options.DB,
     image: str | None = typer.Option(
@@ -29,13 +46,41 @@ def export_command(
     force: bool = options.FORCE,
 ) -> None:
     """Export a ranked configuration as a deployable Triton model repository, with the SageMaker and autoscaling
-    request bodies sized for the target load and a README saying how to use them."""
-    rec, spec, results = recommend_from_store(ResultStore.open(db), experiment, endpoint_name=endpoint_name)
-    options = ExportOptions(
-        out_dir=out, position=position, cache_dir=cache_dir, image=image, endpoint_name=endpoint_name, force=force
-    )
-    deliverable = write_deliverable(rec, spec, options, results)  # served by the backend that was measured
+    request bodies sized for the target load and a README saying how to use them; and/or every candidate to MLflow."""
+    if out is None and mlflow is None:
+        raise UsageError("nothing to export to", hint="give --out FOLDER (the deliverable), --mlflow URI, or both")
+    store = ResultStore.open(db)
+    rec, spec, results = recommend_from_store(store, experiment, endpoint_name=endpoint_name)
     console = Console()
+    deliverable = None
+    if out is not None:
+        options = ExportOptions(
+            out_dir=out, position=position, cache_dir=cache_dir, image=image, endpoint_name=endpoint_name, force=force
+        )
+        deliverable = write_deliverable(rec, spec, options, results)  # served by the backend that was measured
+        _said(console, deliverable)
+    if mlflow is not None:
+        records = candidate_records(rec, results, store.window_records)
+        report = build_report(rec)
+        artifacts = {"report.md": render_markdown(report).encode(), "report.html": render_html(report).encode()}
+        extra = {deliverable.ranked.candidate.key: _files(deliverable)} if deliverable is not None else {}
+        for run in export_to_mlflow(mlflow, experiment, records, artifacts, extra):
+            console.print(f"  mlflow {'created' if run.created else 'updated'} {run.name}: run {run.run_id}")
+        console.print(f"[green]ok[/] {len(records)} candidates exported to MLflow at {mlflow}", highlight=False)
+
+
+def _files(deliverable: Deliverable) -> dict[str, bytes]:
+    """The deliverable's files under `deliverable/` in the run's artifacts."""
+    root = deliverable.out_dir
+    return {
+        f"deliverable/{path.relative_to(root).as_posix()}": path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _said(console: Console, deliverable: Deliverable) -> None:
+    out = deliverable.out_dir
     console.print(
         f"[green]ok[/] {deliverable.ranked.candidate.name} (rank {deliverable.ranked.rank}) exported to {out}: "
         f"{deliverable.fleet_size} x {deliverable.instance_type}, autoscaling "

@@ -37,6 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "review": SHARED | {"spec", "candidates", "metrics", "decide", "store"},
     "report": SHARED | {"spec", "candidates", "metrics", "modelrepo", "targets", "decide"},
     "importers": SHARED | {"spec", "candidates", "decide"},
+    "tracking": SHARED | {"spec", "candidates", "metrics", "decide", "report"},
     "dashboard": SHARED
     | {"spec", "candidates", "metrics", "decide", "review", "report", "store.database", "store.results"},
 }

@@ -1,0 +1,1 @@
+"""Where results go besides recommender's own store: experiment trackers (MLflow)."""

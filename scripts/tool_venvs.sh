@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Tools that pin their own dependencies get virtualenvs of their own under .venvs/ (git-ignored), never packages in
+# recommender's environment. Idempotent: a venv whose tool already runs is left as it is.
+#   bash scripts/tool_venvs.sh            # every tool below
+#   bash scripts/tool_venvs.sh mlflow     # one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+declare -A TOOLS=(
+  [mlflow]="mlflow==3.17.2"  # the tracking server the MLflow export is tested against (tests/mlflow_server.py)
+)
+for name in "${@:-${!TOOLS[@]}}"; do
+  venv=".venvs/$name"
+  if [ -x "$venv/bin/$name" ] && "$venv/bin/$name" --version >/dev/null 2>&1; then
+    continue
+  fi
+  echo "tool_venvs: installing ${TOOLS[$name]} into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${TOOLS[$name]}"
+done

@@ -12,13 +12,9 @@ from recommender.cli import options
 from recommender.errors import UsageError
 from recommender.files import paths
 from recommender.report.deliverable import Deliverable, ExportOptions, write_deliverable
-from recommender.report.html import render_html
-from recommender.report.markdown import render_markdown
-from recommender.report.rows import build_report
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
-from recommender.tracking.mlflow import export_to_mlflow
-from recommender.tracking.records import candidate_records
+from recommender.tracking.export import export_experiment
 
 
 def export_command(
@@ -60,13 +56,11 @@ def export_command(
         deliverable = write_deliverable(rec, spec, options, results)  # served by the backend that was measured
         _said(console, deliverable)
     if mlflow is not None:
-        records = candidate_records(rec, results, store.window_records)
-        report = build_report(rec)
-        artifacts = {"report.md": render_markdown(report).encode(), "report.html": render_html(report).encode()}
         extra = {deliverable.ranked.candidate.key: _files(deliverable)} if deliverable is not None else {}
-        for run in export_to_mlflow(mlflow, experiment, records, artifacts, extra):
+        exported = export_experiment(mlflow, rec, results, store.window_records, extra)
+        for run in exported:
             console.print(f"  mlflow {'created' if run.created else 'updated'} {run.name}: run {run.run_id}")
-        console.print(f"[green]ok[/] {len(records)} candidates exported to MLflow at {mlflow}", highlight=False)
+        console.print(f"[green]ok[/] {len(exported)} candidates exported to MLflow at {mlflow}", highlight=False)
 
 
 def _files(deliverable: Deliverable) -> dict[str, bytes]:

@@ -14,6 +14,7 @@ from recommender.decide.budget import RunBudget
 from recommender.files import paths
 from recommender.hardware import Gpu, ServingHardware
 from recommender.job.schedule import Slot, Stop
+from recommender.job.tracking import Tracker
 from recommender.search import Work
 from recommender.spec import ExperimentSpec, TargetSpec
 from recommender.store.ledger import RunLedger
@@ -111,3 +112,4 @@ class RunContext:
     run_id: str  # this invocation's id (cloud resources are tagged with it)
     experiment_id: int
     export_lock: threading.Lock  # exports (and their imports of torch/transformers) run one at a time
+    tracker: Tracker  # tracking.mlflow: the experiment sent after each candidate

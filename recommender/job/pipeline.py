@@ -26,6 +26,7 @@ from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
+from recommender.job.tracking import Tracker
 from recommender.load.payload import inference_bodies
 from recommender.metrics.rules import Rules
 from recommender.review import decided_from_store
@@ -68,6 +69,7 @@ class Job:
                 raise
             status = ExperimentStatus.BUDGET_EXHAUSTED if context.budget.stopped else ExperimentStatus.DONE
             self.store.set_experiment_status(self.spec.name, status)
+            context.tracker.send()  # the final ranks and verdicts (a failure was said after a candidate)
             protocols = {p.protocol for p in context.placements}
             return decided_from_store(self.store, self.spec.name, self.spec, protocols)
 
@@ -96,6 +98,7 @@ class Job:
             run_id=run_id,
             experiment_id=experiment_id,
             export_lock=threading.Lock(),
+            tracker=Tracker(self.spec.tracking.mlflow, self.store, self.spec.name),
         )
 
     def _place(self, index: int, spec: TargetSpec, run_id: str) -> Placement:
@@ -156,6 +159,8 @@ class Job:
         context.stop.check()
         candidate_id = self.store.save_candidate(context.experiment_id, item.candidate)
         CandidateRun(context, item, candidate_id, slot, follow).run()
+        if (note := context.tracker.send()) is not None:
+            self.reporter.stage(item.candidate, note)
 
 
 def _item(context: RunContext, work: Work, index: int, total: int) -> WorkItem:

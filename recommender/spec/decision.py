@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from recommender.spec.base import Strict
 from recommender.vocabulary import DEFAULT_PERCENTILE, Percentile
@@ -83,3 +83,23 @@ class CorrectnessSpec(Strict):
         "of expected outputs, for an endpoint whose model is not available here "
         "(remote); only the cases it names are checked.",
     )
+
+
+class TrackingSpec(Strict):
+    """Where the results are also sent while the experiment runs."""
+
+    mlflow: str | None = Field(
+        None,
+        description="MLflow tracking server URI (http://HOST:PORT): after each candidate, every candidate so far is "
+        "logged as one MLflow run (as `recommender export EXP --mlflow URI` does; a second log updates the same "
+        "runs). A server that cannot be reached is a note, never a failed candidate.",
+    )
+
+    @field_validator("mlflow")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"{value!r} is not an http(s) address: give the tracking server's, e.g. http://127.0.0.1:5000"
+            )
+        return value

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Strict
-from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives
+from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives, TrackingSpec
 from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
@@ -79,6 +79,9 @@ class ExperimentSpec(Strict):
         default_factory=SearchSpec,
         description="grid (every candidate in full) or adaptive "
         "(load search per candidate, racing, a seeded sampler for numeric ranges), with a budget.",
+    )
+    tracking: TrackingSpec = Field(
+        default_factory=TrackingSpec, description="Where results are also sent while running (MLflow)."
     )
     correctness: CorrectnessSpec | Literal["off"] = Field(
         default_factory=CorrectnessSpec,

@@ -125,3 +125,51 @@ def test_the_deliverable_goes_to_the_exported_candidates_run(mlflow_server, stor
     winner = next(run for run in runs.values() if run["tags"]["recommender.verdict"] == "recommended")
     other = next(run for run in runs.values() if run is not winner)
     assert "deliverable" in winner["artifacts"] and "deliverable" not in other["artifacts"]
+
+
+class Notes(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[str] = []
+
+    def stage(self, candidate, text) -> None:
+        self.notes.append(text)
+
+
+def tracked_spec(url: str, mlflow: str, name: str) -> ExperimentSpec:
+    return ExperimentSpec.model_validate(
+        {
+            "name": name,
+            "correctness": "off",
+            "tracking": {"mlflow": mlflow},
+            "variants": {"dynamic_batching": [False, True]},
+            "target": {"kind": "remote", "endpoint": f"{url}/v2/models/existing"},
+            "traffic": {
+                "warmup_seconds": 0,
+                "window_seconds": 0.5,
+                "phases": [{"initial_users": 1, "duration_seconds": 1}],
+            },
+        }
+    )
+
+
+def test_tracking_in_the_file_logs_each_candidate_while_the_job_runs(mlflow_server, tmp_path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    with NullEndpoint(delay_ms=1) as url:
+        results = Job(tracked_spec(url, mlflow_server, "logged"), store, JobOptions(run_root=tmp_path), Notes()).run()
+    runs = read_back(mlflow_server, "logged")
+    assert set(runs) == {r.name for r in results} and len(runs) == 2
+    assert all(run["status"] == "FINISHED" and "max_invocations" in run["metrics"] for run in runs.values())
+
+
+def test_a_tracking_server_that_cannot_be_reached_is_said_once_and_the_job_goes_on(tmp_path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    reporter = Notes()
+    with NullEndpoint(delay_ms=1) as url:
+        results = Job(
+            tracked_spec(url, "http://127.0.0.1:9", "unlogged"), store, JobOptions(run_root=tmp_path), reporter
+        ).run()
+    assert [r.status for r in results] == ["ok", "ok"]
+    said = [note for note in reporter.notes if "MLflow" in note]
+    assert len(said) == 1, said  # said once: the second candidate does not try again
+    assert said[0].startswith("MLflow tracking stopped for this run: MLflow at http://127.0.0.1:9 cannot be reached")

@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     | {"spec", "modelrepo.model_source", "targets", "store.database", "load.runner", "load.null_endpoint"},
     "job": SHARED
     | {"spec", "candidates", "search", "modelrepo", "targets", "correctness", "load", "metrics"}
-    | {"measurement", "store", "decide", "review", "doctor"},
+    | {"measurement", "store", "decide", "review", "doctor", "tracking"},
     "review": SHARED | {"spec", "candidates", "metrics", "decide", "store"},
     "report": SHARED | {"spec", "candidates", "metrics", "modelrepo", "targets", "decide"},
     "importers": SHARED | {"spec", "candidates", "decide"},

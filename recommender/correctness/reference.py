@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +32,43 @@ class Reference:
     outputs: Callable[[Case], dict[str, Rows] | None]
 
 
+_KEPT: dict[str, Reference] = {}  # by model and outputs file: built once per process, its outputs once per case
+_KEPT_LOCK = threading.Lock()  # candidates are checked on several threads (max_parallel)
+
+
 def reference_for(model: ModelSpec, outputs_file: Path | None) -> Reference:
-    """The reference of an experiment: the outputs file when given, else the model in-process."""
+    """The reference of an experiment: the outputs file when given, else the model in-process. Built once per model
+    in a process, and each case's outputs computed once: every candidate of a run is checked against the same
+    reference, so loading and running the model again per candidate would spend the same seconds again."""
+    key = json.dumps([model.model_dump(mode="json"), str(outputs_file) if outputs_file else None], sort_keys=True)
+    with _KEPT_LOCK:
+        if key not in _KEPT:
+            _KEPT[key] = _remembering(_build(model, outputs_file))
+        return _KEPT[key]
+
+
+def _build(model: ModelSpec, outputs_file: Path | None) -> Reference:
     if outputs_file is not None:
         return _from_file(outputs_file)
     if model.source == "onnx":
         assert model.path is not None  # the spec requires a path for an onnx model
         return _onnxruntime(model.path)
     return _torch(model)
+
+
+def _remembering(reference: Reference) -> Reference:
+    """The same reference, each case's outputs computed on first use only (a case is its name and its inputs)."""
+    seen: dict[str, dict[str, Rows] | None] = {}
+    lock = threading.Lock()
+
+    def outputs(case: Case) -> dict[str, Rows] | None:
+        key = json.dumps([case.name, case.ids, case.mask])
+        with lock:
+            if key not in seen:
+                seen[key] = reference.outputs(case)
+            return seen[key]
+
+    return Reference(reference.identity, outputs)
 
 
 def _from_file(path: Path) -> Reference:

@@ -134,3 +134,44 @@ def test_the_reason_quotes_the_failing_element_not_a_larger_error_that_passed() 
     reason = verdict([f], FP32)
     assert reason is not None and reason.startswith("abs error 0.01 > atol 0.0001 + rtol 0.001 x |reference| = 0.0006")
     assert "served 0.51 vs reference 0.5" in reason and "max abs error 0.05 is within its own tolerance" in reason
+
+
+def test_the_reference_is_built_once_per_model_and_each_case_run_once(tmp_path, monkeypatch) -> None:
+    """Every candidate of a run is checked against the same reference: the model is loaded once and each case runs
+    once in the process, whichever candidate asks (issue 24 item 3)."""
+    import torch
+
+    from recommender.correctness import reference as reference_module
+    from recommender.correctness.cases import Case
+    from recommender.spec import ModelSpec
+    from tests.unit.tiny_model import save_pooling_model
+
+    monkeypatch.setattr(reference_module, "_KEPT", {})
+    loads: list[str] = []
+    calls: list[str] = []
+    real_load = torch.jit.load
+
+    class Counted:
+        def __init__(self, module) -> None:
+            self.module = module
+
+        def eval(self):
+            return self
+
+        def __call__(self, *inputs):
+            calls.append("run")
+            return self.module(*inputs)
+
+    def counting_load(path, *args, **kwargs):
+        loads.append(str(path))
+        return Counted(real_load(path, *args, **kwargs))
+
+    monkeypatch.setattr(torch.jit, "load", counting_load)
+    model = ModelSpec(source="torchscript", path=save_pooling_model(tmp_path / "a.pt"))
+    case = Case("one", [[3, 7, 11]], [[1, 1, 1]])
+    first = reference_module.reference_for(model, None).outputs(case)
+    again = reference_module.reference_for(model, None).outputs(case)
+    assert first is not None and first == again and (len(loads), len(calls)) == (1, 1)
+    other = ModelSpec(source="torchscript", path=save_pooling_model(tmp_path / "b.pt", seed=1))
+    assert reference_module.reference_for(other, None).outputs(case) != first  # another model: its own reference
+    assert (len(loads), len(calls)) == (2, 2)

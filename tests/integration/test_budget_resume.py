@@ -43,7 +43,7 @@ def test_budget_caps_the_total_and_a_raised_budget_resumes(
         per_candidate = estimate_plan(spec, 1).usd  # 2 s of traffic at $36/h: $0.02
         store.save_experiment(spec)
         store.add_spend("budgeted", 1.0 - 1.5 * per_candidate)  # earlier runs: room for one candidate's estimate
-        assert run(tmp_path / "one.yaml", db) == 0, capsys.readouterr()
+        code = run(tmp_path / "one.yaml", db)
         first = {r.name: r for r in store.results("budgeted")}
         # the first candidate was admitted; its billed time (start-up included) may pass the budget before its load
         # ends on a busy host, and then the guard stops it (interrupted, not final). Either way the second is refused.
@@ -51,6 +51,8 @@ def test_budget_caps_the_total_and_a_raised_budget_resumes(
         assert measured.status == "ok" or (measured.status, measured.reason[:8]) == ("interrupted", "budget: "), (
             measured
         )
+        # a run that measured no candidate exits 1 (scripts can tell), budget or not
+        assert code == (0 if measured.status == "ok" else 1), capsys.readouterr()
         assert (refused.status, refused.reason[:10]) == ("skipped", "budget: $1")
         assert store.experiment("budgeted").status == "budget-exhausted"
         spent = store.spent("budgeted")

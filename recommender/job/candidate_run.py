@@ -12,7 +12,7 @@ import contextlib
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,7 @@ class CandidateRun:
     slot: Any
     follow: Follow
     opened: OpenRun | None = None  # the run being measured (a promoted probe's successor after `follow`)
+    clock: StageClock = field(default_factory=StageClock)  # where its time went, stored with the run, failed or not
 
     def run(self) -> RunOutcome | None:
         """Measure the candidate (or reuse its stored run: None) and store and report the outcome."""
@@ -134,6 +135,8 @@ class CandidateRun:
             fields = self._measure(run_dir, opened)
         except BaseException as exc:
             outcome = outcome_of(exc, run_dir)
+            if outcome is not None and self.clock.seconds:  # the seconds a failed candidate took count too
+                outcome = replace(outcome, fields={**outcome.fields, "server_stats": {"stages": self.clock.seconds}})
             if outcome is not None:
                 self._store(self.opened, outcome)
             if outcome is None or isinstance(exc, KeyboardInterrupt):
@@ -190,7 +193,7 @@ class CandidateRun:
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
-        clock = StageClock()
+        clock = self.clock
         with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
             repository = self._repository(run_dir) if placement.deploys else None
         context.stop.check()

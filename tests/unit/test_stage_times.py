@@ -58,3 +58,22 @@ def test_each_measured_run_stores_its_stages_and_the_report_says_where_the_time_
     assert rec.time_spent == stages
     text = render_markdown(build_report(rec))
     assert "## Where the time went" in text and f"| load | {stages['load']:,.1f} |" in text
+
+
+def test_a_failed_candidate_keeps_the_seconds_it_took(tmp_path: Path) -> None:
+    """The endpoint answers every inference with HTTP 500: the probe fails the candidate, and the seconds it spent
+    (deploy, the probe, the teardown) are stored with its failed run all the same."""
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    with NullEndpoint(error_share=1.0) as url:
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": "failing",
+                "correctness": "off",
+                "variants": {"dynamic_batching": [False]},
+                "target": {"kind": "remote", "endpoint": f"{url}/v2/models/existing"},
+                "traffic": {"warmup_seconds": 0, "phases": [{"initial_users": 1, "duration_seconds": 1}]},
+            }
+        )
+        (result,) = Job(spec, store, JobOptions(run_root=tmp_path / "runs"), Recorder()).run()
+    assert result.status == "failed", (result.status, result.reason)
+    assert list(result.server.stages) == ["export", "deploy", "probe", "teardown"], result.server.stages

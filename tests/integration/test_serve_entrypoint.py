@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ import pytest
 
 from recommender.targets import triton_binary
 from recommender.targets.local import free_loopback_ports
+from tests.processes import stop_group
 
 pytestmark = pytest.mark.integration
 
@@ -74,12 +73,7 @@ def served(repository_for, tmp_path):
             time.sleep(0.2)
         yield url, tmp_path / "serve.log"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
         log.close()
 
 

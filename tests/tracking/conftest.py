@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from recommender.load.generators import free_port
+from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 MLFLOW = ROOT / ".venvs" / "mlflow" / "bin" / "mlflow"
@@ -55,13 +56,5 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.5)
         yield uri
     finally:
-        import os
-        import signal
-
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_group(server)
         log.close()

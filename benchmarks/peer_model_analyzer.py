@@ -1,6 +1,6 @@
 """Triton Model Analyzer's quick search on a model repository, for side-by-side benchmarks (a peer tool, not ours).
 
-Model Analyzer 1.58 is installed by /work/shared/peers/setup.sh under $PEERS (default /tmp/peers), with its own
+Model Analyzer 1.58 is installed by benchmarks/peers_setup.sh under $PEERS (default /tmp/peers), with its own
 tritonserver and perf_analyzer; `$PEERS/env.sh` names their paths. `quick_search` writes a profile config for local
 launch mode (quick = its hill-climbing over instance count and max batch size, dynamic batching always on, and client
 concurrency), runs `model-analyzer profile` with the peers' paths, and reads its inference CSV: the pick is the

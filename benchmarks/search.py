@@ -18,7 +18,7 @@ or tied with it, judged by the objective both strategies search: the highest Max
 races by (search/racing.py). It is NOT the ranking's tie rule (decide/ranking.py is_tied: the throughput AND the
 latency intervals overlap), which orders a recommendation by the decision's weighted objectives.
 
-Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see /work/shared/peers/setup.sh), its quick
+Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see benchmarks/peers_setup.sh), its quick
 search then runs on the same model repository (the same exported model, same threads, same input ids) over the same
 space (instance counts up to 3, max batch sizes up to 8, client concurrency up to 8, p95 under the same threshold):
 its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is then measured by our
@@ -234,7 +234,7 @@ def side_by_side(
     grid's best. A failure of the peer, or of our run of its pick, is printed as such; nothing is raised."""
     if not model_analyzer.executable().exists():
         print(
-            f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; /work/shared/peers/setup.sh "
+            f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; benchmarks/peers_setup.sh "
             "installs it): no side-by-side run"
         )
         return

@@ -27,9 +27,10 @@ from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any
 
 from recommender.errors import TargetError
+from recommender.install import pip_install, requirement
 
 ACCELERATORS = ("auto", "cpu", "gpu")
-GPU_INSTALL = "python3 -m pip install nvidia-ml-py (the gpu extra); it needs the NVIDIA driver"
+GPU_INSTALL = f"{pip_install(requirement('nvidia-ml-py'))} (the gpu extra); it needs the NVIDIA driver"
 
 
 class HardwareMissing(TargetError):
@@ -200,7 +201,7 @@ def resolve_accelerator(requested: str, hardware: Hardware) -> str:
         raise HardwareMissing(
             f"target.accelerator is gpu but this host has {hardware.gpu_status}",
             hint="Run on a host with an NVIDIA GPU and driver "
-            "(and `python3 -m pip install nvidia-ml-py`, the gpu extra), or set "
+            f"(and `{pip_install(requirement('nvidia-ml-py'))}`, the gpu extra), or set "
             "target.accelerator: auto (measures the CPU here) or cpu.",
         )
     if requested == "auto":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import re
 import shlex
 import sys
 from collections.abc import Callable, Iterable
@@ -26,6 +25,7 @@ from typing import Any
 
 from recommender.doctor.check import Check
 from recommender.hardware import CUDA_DRIVER_BRANCHES, Hardware, ServingHardware, cuda_mismatch
+from recommender.install import pip_install, requirement
 from recommender.modelrepo.model_source import installed_version
 from recommender.targets.docker import TENSORRT_LABEL, ImageVersions
 
@@ -193,22 +193,6 @@ def tensorrt_cuda(version_of: Callable[[str], str | None] = installed_version) -
         if any(version_of(f"tensorrt-cu{major}{suffix}") for suffix in ("", "-libs")):
             return str(major)
     return None
-
-
-def requirement(name: str) -> str:
-    """`name` as recommender declares it (a pin, a range, an extra's), e.g. `torch==2.13.0`; the bare name when the
-    package metadata does not say (recommender run from a checkout)."""
-    try:
-        declared = importlib.metadata.requires("recommender") or []
-    except importlib.metadata.PackageNotFoundError:
-        declared = []
-    pattern = re.compile(rf"{re.escape(name)}(?=[<>=!~\[ ;]|$)")
-    return next((line.split(";")[0].strip() for line in declared if pattern.match(line)), name)
-
-
-def pip_install(requirement_text: str, *options: str) -> str:
-    """The one install command, for the interpreter running recommender (its virtualenv, on PATH or not)."""
-    return " ".join([shlex.quote(sys.executable), "-m", "pip", "install", shlex.quote(requirement_text), *options])
 
 
 def _major(version: str | None) -> int:

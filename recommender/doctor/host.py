@@ -12,9 +12,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from recommender.doctor.check import Check, checked
-from recommender.doctor.engines import pip_install, requirement
 from recommender.errors import StoreError
 from recommender.hardware import Hardware
+from recommender.install import pip_install, requirement
 from recommender.modelrepo.model_source import installed_version
 from recommender.spec import TargetSpec
 from recommender.store.database import explain, open_engine

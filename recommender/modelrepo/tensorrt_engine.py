@@ -33,10 +33,11 @@ from typing import Any
 import recommender
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.hardware import Gpu, cuda_environment
+from recommender.install import pip_install, requirement
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.model_source import file_sha256
 
-TENSORRT_INSTALL = "python3 -m pip install 'tensorrt>=10,<11' (the [tensorrt] extra; it needs the NVIDIA driver)"
+TENSORRT_INSTALL = f"{pip_install('tensorrt>=10,<11')} (the [tensorrt] extra; it needs the NVIDIA driver)"
 # why TensorRT 11 is refused (pyproject's pin says the same): the one-line reason a `trt` candidate is skipped with
 TENSORRT_11 = (
     "TensorRT {version} is not supported: TensorRT 11 removed the builder's fp16/int8 flags in favour of strongly "
@@ -158,7 +159,7 @@ def trt_skip_reason(serving: Any) -> str | None:
         detail = serving.hardware.gpu_status if serving.hardware else f"instance type {serving.declared}"
         return (
             f"TensorRT needs an NVIDIA GPU; this run serves on the CPU ({detail}). Run it on a GPU host "
-            "(python3 -m pip install nvidia-ml-py, the gpu extra) with target.accelerator: auto or gpu"
+            f"({pip_install(requirement('nvidia-ml-py'))}, the gpu extra) with target.accelerator: auto or gpu"
         )
     if serving.hardware is None:
         return (

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from recommender.doctor.engines import engine_check, engine_refusals, requirement, tensorrt_cuda
+from recommender.doctor.engines import engine_check, engine_refusals, tensorrt_cuda
 from recommender.hardware import Gpu, Hardware, ServingHardware
+from recommender.install import requirement
 from recommender.job.pipeline import Job, JobOptions
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore

@@ -21,6 +21,7 @@ from recommender.hardware import (
     resolve_accelerator,
     serving_hardware,
 )
+from recommender.install import pip_install, requirement
 from recommender.job.pipeline import Job, JobOptions
 from recommender.load.null_endpoint import NullEndpoint
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
@@ -198,7 +199,10 @@ def test_tensorrt_skip_reason_is_true_here_and_names_the_install_command() -> No
     with pytest.raises(CandidateSkipped) as caught:
         export_model(ExperimentSpec.model_validate({"name": "t"}).model, "trt", 16, "f", Path("/nonexistent"))
     assert caught.value.message.startswith("TensorRT needs an NVIDIA GPU; this run serves on the CPU (no GPU")
-    assert "pip install nvidia-ml-py" in caught.value.message and "not implemented" not in caught.value.message
+    assert (
+        pip_install(requirement("nvidia-ml-py")) in caught.value.message
+        and "not implemented" not in caught.value.message
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ libraries): it records what configure_builder asks of a builder config, with Ten
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ import pytest
 
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.hardware import Gpu, Hardware, ServingHardware, detect_hardware
+from recommender.install import pip_install, requirement
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.tensorrt_engine import (
     EngineParameters,
@@ -122,7 +124,11 @@ GPU_HOST = Hardware("Intel Xeon", 8, (Gpu(0, "NVIDIA A10G", 23028.0),), "550.1",
 
 def test_skip_reason_on_a_cpu_run_names_the_hardware_and_the_install() -> None:
     reason = trt_skip_reason(ServingHardware("cpu", CPU_HOST))
-    assert "needs an NVIDIA GPU" in reason and "Driver Not Loaded" in reason and "pip install nvidia-ml-py" in reason
+    assert (
+        "needs an NVIDIA GPU" in reason
+        and "Driver Not Loaded" in reason
+        and pip_install(requirement("nvidia-ml-py")) in reason
+    )
 
 
 def test_skip_reason_for_a_remote_gpu_instance() -> None:
@@ -133,9 +139,9 @@ def test_skip_reason_for_a_remote_gpu_instance() -> None:
 @pytest.mark.skipif(HAS_TENSORRT, reason="tensorrt is installed here: the missing-package reason cannot arise")
 def test_skip_reason_on_a_gpu_host_without_tensorrt_gives_the_install_command() -> None:
     assert trt_skip_reason(ServingHardware("gpu", GPU_HOST)) == (
-        "TensorRT is not installed on this GPU host: python3 -m "
+        f"TensorRT is not installed on this GPU host: {shlex.quote(sys.executable)} -m "
         "pip install 'tensorrt>=10,<11' (the [tensorrt] extra; "
-        "it needs the NVIDIA driver)"
+        "it needs the NVIDIA driver)"  # for the interpreter running recommender, its virtualenv on PATH or not
     )
 
 

@@ -40,7 +40,8 @@ class CandidateRecord:
     name: str
     params: Mapping[str, str]
     metrics: Mapping[str, float]
-    series: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # step metrics, step = position
+    # step metrics, step = the window's place in time order (None: that window has no value, and no step is logged)
+    series: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
     end_ms: int = 0  # the run's end (epoch ms): every value is logged at it, so a second export repeats, not adds
     failed: bool = False  # the candidate's run failed: the MLflow run ends FAILED
@@ -171,7 +172,7 @@ def _metrics(record: CandidateRecord) -> list[dict]:
     return rows
 
 
-def _finite(value: float) -> bool:
+def _finite(value: float | None) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 

@@ -33,7 +33,7 @@ def _record(
         metrics=_metrics(row, result),
         series={
             "window_invocations_per_minute": tuple(w.ipm for w in windows),
-            f"window_latency_{p}_ms": tuple(v for w in windows if (v := w.latency(p)) is not None),
+            f"window_latency_{p}_ms": tuple(w.latency(p) for w in windows),  # None (too few samples): no value
         },
         tags={
             "recommender.experiment": rec.experiment,

@@ -21,6 +21,8 @@ from recommender.measurement.repeats import (
     Deployed,
     Measurement,
     Repeat,
+    join_levels,
+    known_over_repeats,
     measure,
     measure_once,
     measured_of,
@@ -84,8 +86,10 @@ def search_load(
     progress: Callable[[LoadProgress], None] | None = None,
     seconds: float | None = None,
 ) -> Measurement:
-    """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`)."""
+    """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`,
+    never ended early for precision: a probe is brief by design)."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    rules = dataclasses.replace(rules, stop=dataclasses.replace(rules.stop, known_within=None))
     probe_s = seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
     levels = [shortened(level, probe_s) for level in levels_by_load(plan)]
     search, runs = LoadSearch(len(levels), knee_tolerance), []
@@ -106,29 +110,15 @@ def shortened(level: PlanLevel, seconds: float) -> PlanLevel:
 
 def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
     """Level runs as one stored run: level index as phase index, times shifted to follow each other, repeat 0."""
-    windows, phases, series, offset = [], [], [], 0.0
-    for index, repeat in runs:
-        windows += [
-            (0, dataclasses.replace(w, phase_index=index, stats=_shifted(w.stats, offset))) for w in repeat.windows
-        ]
-        phases += [
-            dataclasses.replace(
-                p,
-                index=index,
-                stats=_shifted(p.stats, offset),
-                phase_start_s=p.phase_start_s + offset,
-                phase_end_s=p.phase_end_s + offset,
-            )
-            for p in repeat.phases
-        ]
-        series += per_second_series(repeat.result.requests, repeat.result.duration_s)
-        offset += repeat.result.duration_s
+    joined = join_levels(runs, runs[0][1].server_stats)
+    windows = [(0, w) for w in joined.windows]
+    series = [s for _, repeat in runs for s in per_second_series(repeat.result.requests, repeat.result.duration_s)]
     measured = measured_of([r for _, r in runs], rules)
     measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,))
     records = [WindowRecord.of(number, w) for number, w in windows]
     decision = decide(records, measured, rules.limits, rules.windows)
     server = decision.server_stats(runs[0][1].server_stats)
-    return Measurement(decision.headline, server, phases, series, windows)
+    return Measurement(decision.headline, server, joined.phases, series, windows)
 
 
 def measure_level(
@@ -140,11 +130,16 @@ def measure_level(
     repeats: int,
     progress: Callable[[LoadProgress], None] | None = None,
 ) -> Measurement:
-    """`repeats` load runs at the one level whose load is `load` (the level the load search found)."""
+    """Up to `repeats` load runs at the one level whose load is `load` (the level the load search found); in precision
+    mode each ends once known, and the repeats end once known over repeats."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     level = next(v for v in plan.levels if v.load == load)
     one = TrafficPlan((level,), plan.arrival, plan.seed)
-    runs = [measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{n + 1}", progress) for n in range(repeats)]
+    runs: list[Repeat] = []
+    for number in range(repeats):
+        runs.append(measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{number + 1}", progress))
+        if known_over_repeats(runs, rules, repeats):
+            break
     return summarize_repeats(runs, rules)
 
 
@@ -163,7 +158,3 @@ def measure_work(
         assert work.level is not None  # a final stage always carries the level its probe found (search/adaptive.py)
         return measure_level(deployment, spec, bodies, out_dir, work.level, work.repeats, progress)
     return measure(deployment, spec, bodies, out_dir, progress)
-
-
-def _shifted(stats, offset: float):
-    return dataclasses.replace(stats, start_s=stats.start_s + offset, end_s=stats.end_s + offset)

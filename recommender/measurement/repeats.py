@@ -23,11 +23,16 @@ from recommender.load.runner import LoadProgress, LoadRequest, LoadResult, run_l
 from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
+from recommender.metrics.intervals import MIN_REPEATS
 from recommender.metrics.levels import WindowRecord, decide
+from recommender.metrics.precision import looks_between, repeat_spread
 from recommender.metrics.prometheus import counter_delta, scrape
+from recommender.metrics.records import joined
 from recommender.metrics.rules import Rules
 from recommender.metrics.selfcheck import level_flags
 from recommender.metrics.steady import Window, measure_windows, phase_flags, window_spans
+from recommender.metrics.stop_reason import StopKind, StopReason
+from recommender.metrics.stopping import planned_window_counts, precision_flags
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
@@ -101,7 +106,21 @@ def measure(
                 MasterSettings.from_traffic(spec.traffic),
             )
         )
+        if known_over_repeats(repeats, rules, spec.traffic.repeats):
+            break
     return summarize_repeats(repeats, rules)
+
+
+def known_over_repeats(repeats: list[Repeat], rules: Rules, most: int) -> bool:
+    """Measure until known, over repeats: the interval over repeat means of the level decided so far is within
+    `traffic.until_known` (corrected for the looks from the third repeat to the last allowed); False outside precision
+    mode or before MIN_REPEATS repeats."""
+    target = rules.stop.known_within
+    if target is None or len(repeats) < MIN_REPEATS or len(repeats) >= most:
+        return False
+    headline = summarize_repeats(repeats, rules).headline
+    found = repeat_spread(headline.ipm_interval, headline.latency_interval, looks_between(MIN_REPEATS, most))
+    return found.within(target)
 
 
 def _workers(setting: int | str, previous: LoadResult | None, split: CpuSplit) -> int:
@@ -124,22 +143,29 @@ def measure_once(
     split: CpuSplit = CpuSplit(None, None),
     master: MasterSettings = MasterSettings(),
 ) -> Repeat:
+    """One repeat of the plan: one load run, or in precision mode one load run per level (each ending once its
+    figures are known), joined on one clock; the server is read before the first and after the last."""
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
-    request = LoadRequest(
-        endpoint=deployment.load_url,
-        model_name=deployment.model_name,
-        bodies=bodies,
-        phases=plan,
-        out_dir=out_dir,
-        rules=rules,
-        workers=workers,
-        generator_cpus=split.generator,
-        master=master,
-    )
     pinned = pin_processes(deployment.server_pids(), split.server) if split.server else 0
+    runs: list[tuple[int, TrafficPlan, LoadResult]] = []
     with ServerSampler(deployment) as sampler:
-        result = run_load(request, progress=progress)
+        for index, part, folder in level_runs(plan, rules, out_dir):
+            request = LoadRequest(
+                endpoint=deployment.load_url,
+                model_name=deployment.model_name,
+                bodies=bodies,
+                phases=part,
+                out_dir=folder,
+                rules=rules,
+                workers=workers,
+                generator_cpus=split.generator,
+                master=master,
+            )
+            runs.append((index, part, run_load(request, progress=progress)))
+            if ends_plan(runs[-1][2].stop_reason):
+                break
     after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
+    result = join_results([r for _, _, r in runs])
     generator = split.to_dict() | {
         "server_threads_pinned": pinned,
         "workers": result.workers,
@@ -152,19 +178,87 @@ def measure_once(
         "gpu": sampler.gpu_status,
         "generator": generator,
     }
-    return summarize_load(result, plan, rules, sampler.samples, server)
+    if len(runs) == 1 and runs[0][1] is plan:
+        return summarize_load(result, plan, rules, sampler.samples, server)
+    parts = [(index, summarize_load(r, part, rules, sampler.samples, server)) for index, part, r in runs]
+    return join_levels(parts, server)
+
+
+def level_runs(plan: TrafficPlan, rules: Rules, out_dir: Path) -> list[tuple[int, TrafficPlan, Path]]:
+    """(level index, plan, folder) of each load run of one repeat: the whole plan, or in precision mode (and more
+    than one level) each level alone, so that each can end as soon as it is known (metrics/stopping.py)."""
+    if rules.stop.known_within is None or len(plan.levels) == 1:
+        return [(0, plan, out_dir)]
+    return [
+        (index, TrafficPlan((level,), plan.arrival, plan.seed), out_dir / f"level-{index + 1}")
+        for index, level in enumerate(plan.levels)
+    ]
+
+
+def ends_plan(stop_reason: str | None) -> bool:
+    """A load run's stop that ends the plan (a limit breached, a cap reached), not a level known early."""
+    return stop_reason is not None and StopReason.parse(stop_reason).kind is not StopKind.PRECISION
+
+
+def join_results(results: list[LoadResult]) -> LoadResult:
+    """Load runs that followed each other as one: records on one clock (each run's shifted by the ones before; the
+    pauses between them are left out), the stop that ended the plan, the last run's generators."""
+    if len(results) == 1:
+        return dataclasses.replace(results[0], stop_reason=_plan_stop(results))
+    offsets = _offsets(results)
+    return LoadResult(
+        requests=joined([(offset, r.requests) for offset, r in zip(offsets, results, strict=True)]),
+        timeline=joined([(offset, r.timeline) for offset, r in zip(offsets, results, strict=True)]),
+        started_at=results[0].started_at,
+        duration_s=sum(r.duration_s for r in results),
+        stop_reason=_plan_stop(results),
+        generators=results[-1].generators,
+        lost_workers=tuple(
+            entry | {"t_s": entry["t_s"] + offset}
+            for offset, r in zip(offsets, results, strict=True)
+            for entry in r.lost_workers
+        ),
+    )
+
+
+def join_levels(parts: list[tuple[int, Repeat]], server_stats: dict[str, Any]) -> Repeat:
+    """Level runs as one repeat: level index as phase index, windows and phases shifted onto the joined clock."""
+    offsets = _offsets([repeat.result for _, repeat in parts])
+    windows: list[Window] = []
+    phases: list[PhaseSummary] = []
+    for offset, (index, repeat) in zip(offsets, parts, strict=True):
+        windows += [dataclasses.replace(w, phase_index=index, stats=shifted(w.stats, offset)) for w in repeat.windows]
+        phases += [
+            dataclasses.replace(
+                p,
+                index=index,
+                stats=shifted(p.stats, offset),
+                phase_start_s=p.phase_start_s + offset,
+                phase_end_s=p.phase_end_s + offset,
+            )
+            for p in repeat.phases
+        ]
+    return Repeat(join_results([repeat.result for _, repeat in parts]), windows, phases, server_stats)
+
+
+def shifted(stats: WindowStats, offset: float) -> WindowStats:
+    return dataclasses.replace(stats, start_s=stats.start_s + offset, end_s=stats.end_s + offset)
+
+
+def _offsets(results: list[LoadResult]) -> list[float]:
+    return [sum(r.duration_s for r in results[:k]) for k in range(len(results))]
+
+
+def _plan_stop(results: list[LoadResult]) -> str | None:
+    return next((r.stop_reason for r in results if ends_plan(r.stop_reason)), None)
 
 
 def summarize_load(
     result: LoadResult, plan: TrafficPlan, rules: Rules, samples: list[Sample], server_stats: dict[str, Any]
 ) -> Repeat:
     """Windows (with server figures) and phases (with stability and flags) of one load run."""
-    spans = [
-        span
-        for span in window_spans(plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
-        if span[2] <= result.duration_s + _END_SLACK_S
-    ]
-    loads = [level.load for level in plan.levels]
+    spans = [span for span in spans_of(plan, rules) if span[2] <= result.duration_s + _END_SLACK_S]
+    loads, planned = [level.load for level in plan.levels], planned_window_counts(spans_of(plan, rules))
     windows = [
         dataclasses.replace(w, server=window_figures(samples, result.started_at, w.stats.start_s, w.stats.end_s))
         for w in measure_windows(result.requests, spans, loads, rules, result.timeline)
@@ -175,13 +269,20 @@ def summarize_load(
             p,
             stable=any(w.stable for w in mine),
             flags=tuple(
-                phase_flags(mine, rules.windows) + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+                phase_flags(mine, rules.windows)
+                + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+                + precision_flags(mine, rules, planned.get(p.index, 0), result.stop_reason)
             ),
         )
         for p in summarize_phases(result.requests, ran, rules.windows.warmup_s)
         for mine in [[w for w in windows if w.phase_index == p.index]]
     ]
     return Repeat(result, windows, phases, server_stats)
+
+
+def spans_of(plan: TrafficPlan, rules: Rules) -> list[tuple[int, float, float]]:
+    """The plan's steady-state windows: (level index, start, end) on the load clock."""
+    return window_spans(plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
 
 
 def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:

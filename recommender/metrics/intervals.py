@@ -66,6 +66,40 @@ def t_quantile_95(df: int) -> float:
     return value
 
 
+def t_quantile(coverage: float, df: int) -> float:
+    """The two-sided Student-t quantile: P(|T| <= q) = `coverage` with `df` degrees of freedom (any coverage in
+    (0, 1), e.g. 1 - 0.05 / K for K looks). Exact for integer df: the closed form of P(|T| <= t) (Abramowitz and
+    Stegun 26.7.3-4), inverted by bisection to 1e-9."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if not 0.0 < coverage < 1.0:
+        raise ValueError(f"coverage must be between 0 and 1, got {coverage}")
+    low, high = 0.0, 1.0
+    while _t_within(high, df) < coverage:
+        low, high = high, high * 2
+    while high - low > 1e-9 * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_within(middle, df) < coverage else (low, middle)
+    return high
+
+
+def _t_within(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with integer `df` degrees of freedom."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ... + (2*4...(df-3))/(3*5...(df-2)) cos^(df-3)))
+        if df == 1:
+            return 2 * theta / math.pi
+        for k in range(1, (df - 1) // 2):
+            term *= cos2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    for k in range(1, df // 2):  # even: sin (1 + 1/2 cos^2 + ... + (1*3...(df-3))/(2*4...(df-2)) cos^(df-2))
+        term *= cos2 * (2 * k - 1) / (2 * k)
+        total += term
+    return math.sin(theta) * total
+
+
 @dataclass(frozen=True)
 class Interval:
     """Mean of n values and its 95 % confidence interval (low = high = mean when n == 1: no noise estimate).

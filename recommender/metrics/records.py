@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -113,3 +114,21 @@ def request_columns(data) -> dict[str, np.ndarray]:
 def columns_of(instance: object) -> dict[str, np.ndarray]:
     """Field name -> value without dataclasses.asdict's deep copy of every array."""
     return {name: getattr(instance, name) for name in instance.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+Records = TypeVar("Records", RequestLog, Timeline)
+
+
+def joined(parts: list[tuple[float, Records]]) -> Records:
+    """Records of load runs that followed each other as one: each part's `t_s` shifted by its offset (s), columns
+    concatenated; an optional column is kept only when every part has it."""
+    first = parts[0][1]
+    columns = {}
+    for name, value in columns_of(first).items():
+        values = [columns_of(part)[name] for _, part in parts]
+        if value is None or any(v is None for v in values):
+            continue
+        if name == "t_s":
+            values = [v + offset for (offset, _), v in zip(parts, values, strict=True)]
+        columns[name] = np.concatenate(values)
+    return type(first)(**columns)

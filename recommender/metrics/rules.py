@@ -53,11 +53,21 @@ class StopRules:
     max_invocations: float | None = None
     flat: bool = False
     flat_tolerance: float = 0.05
+    known_within: float | None = None  # measure until known: a level ends at this relative half-width
+    known_min_windows: int = 4  # the fewest windows a level is judged on
 
     @classmethod
     def from_spec(cls, spec: ExperimentSpec) -> StopRules:
-        stop = spec.traffic.stopping
-        return cls(stop.latency, stop.error_rate, stop.max_invocations, stop.flat_invocations, stop.flat_tolerance)
+        stop, known = spec.traffic.stopping, spec.traffic.until_known
+        return cls(
+            stop.latency,
+            stop.error_rate,
+            stop.max_invocations,
+            stop.flat_invocations,
+            stop.flat_tolerance,
+            known.relative_half_width if known else None,
+            known.min_windows if known else 4,
+        )
 
     @property
     def on_limits(self) -> bool:

@@ -17,6 +17,7 @@ class StopKind(StrEnum):
     ERROR_RATE = "error rate"  # the error rate above the limit over the last windows
     MAX_INVOCATIONS = "max invocations"  # a window reached the invocations-per-minute limit
     FLAT_INVOCATIONS = "flat invocations"  # a higher load level was no faster than the one before
+    PRECISION = "precision reached"  # the last level's figures are known to `traffic.precision` (not a limit)
     OTHER = "other"  # a stored line of no known kind (shown as its own head)
 
 

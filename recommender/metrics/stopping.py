@@ -5,6 +5,7 @@ Pure: the load child calls `stop_reason` at the end of every window and ends the
 
 from __future__ import annotations
 
+from recommender.metrics.precision import Spread, looks_between, spread
 from recommender.metrics.rules import Rules
 from recommender.metrics.steady import Window
 from recommender.metrics.stop_reason import StopKind, StopReason
@@ -18,7 +19,8 @@ def stop_reason(windows: list[Window], planned_windows: dict[int, int], rules: R
         reason = check(windows, rules)
         if reason:
             return reason
-    return _flat_invocations(windows, planned_windows, rules) if rules.stop.flat else None
+    flat = _flat_invocations(windows, planned_windows, rules) if rules.stop.flat else None
+    return flat or _precision_reached(windows, planned_windows, rules)
 
 
 def _latency_breached(windows: list[Window], rules: Rules) -> StopReason | None:
@@ -76,6 +78,45 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
         )
         return StopReason(StopKind.FLAT_INVOCATIONS, figures)
     return None
+
+
+def _precision_reached(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
+    """Measure until known: the plan's last level, after at least `known_min_windows` windows, has MaxInvocations
+    and its latency percentile known within `known_within` (metrics/precision.py). Only the last level: ending there
+    skips no level of the plan (a measurement in precision mode runs each level as a load run of its own)."""
+    target, current = rules.stop.known_within, windows[-1].phase_index
+    if target is None or current != max(planned_windows):
+        return None
+    mine = [w for w in windows if w.phase_index == current]
+    first = rules.stop.known_min_windows
+    if len(mine) < first or len(mine) >= planned_windows[current]:  # the last window ends the level anyway
+        return None
+    found = level_spread(mine, rules, looks_between(first, planned_windows[current]))
+    if not found.within(target):
+        return None
+    return StopReason(StopKind.PRECISION, f"{found.text(rules.limits.percentile)} within +-{target:.0%}")
+
+
+def precision_flags(windows: list[Window], rules: Rules, planned: int, stop_reason: str | None) -> list[str]:
+    """["precision not reached (...)"] for a level of a precision-mode run that ran its whole planned duration without
+    its figures known to `traffic.until_known`; [] otherwise (a level that a limit stopped has its own reason)."""
+    target = rules.stop.known_within
+    if target is None or stop_reason is not None or not windows:
+        return []
+    found = level_spread(windows, rules, looks_between(rules.stop.known_min_windows, planned))
+    if found.within(target):
+        return []
+    return [f"precision not reached ({found.text(rules.limits.percentile)}, asked +-{target:.0%})"]
+
+
+def level_spread(windows: list[Window], rules: Rules, looks: int) -> Spread:
+    """The precision of one level's windows (one load run) at a look."""
+    return spread(
+        [w.ipm for w in windows],
+        [w.latency(rules.limits.percentile) for w in windows],
+        looks,
+        60.0 / rules.windows.window_s,
+    )
 
 
 def _mean_ipm(windows: list[Window]) -> float:

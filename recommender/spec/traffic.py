@@ -145,6 +145,23 @@ class Stopping(Strict):
     )
 
 
+class UntilKnown(Strict):
+    """Measure until known: each load level ends as soon as its figures are known this well (README "Definitions":
+    sequential stopping, corrected for the repeated looks), at its planned duration otherwise, flagged "precision not
+    reached"; the repeats stop the same way once the interval over repeat means is this narrow."""
+
+    relative_half_width: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="The 95 % interval of MaxInvocations and of the latency percentile must be within +- this share "
+        "of the mean (0.05 = +-5 %), corrected for the looks taken.",
+    )
+    min_windows: int = Field(
+        4, ge=2, le=1000, description="The fewest steady-state windows a level is judged on before it may end."
+    )
+
+
 class TrafficSpec(Strict):
     """The load driven at every candidate: exactly one of `phases`, `stairs`, `concurrency`, `rate` (phases by
     default)."""
@@ -163,6 +180,12 @@ class TrafficSpec(Strict):
     )
     stability: StabilityRule = Field(default_factory=StabilityRule, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
+    until_known: UntilKnown | None = Field(
+        None,
+        description="Measure until known (each level runs as a load run of its own and ends once its figures are "
+        "within `relative_half_width`; its planned duration is the most it gets; `repeats` is the most repeats). "
+        "None (default): every level runs its planned duration and every repeat runs.",
+    )
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,
         description="Load generator processes on "
@@ -234,6 +257,12 @@ class TrafficSpec(Strict):
             raise ValueError(f"give only one traffic shape, not {' and '.join(given)}")
         if not given:
             object.__setattr__(self, "phases", [Phase()])
+        if self.until_known is not None and self.shape == "stairs":
+            raise ValueError("until_known: stairs ramp from one step to the next; use `concurrency` levels instead")
+        if self.until_known is not None and any(p.spawn_rate for p in self.phases or ()):
+            raise ValueError(
+                "until_known: a phase with spawn_rate > 0 ramps; give each level as a phase with spawn_rate 0"
+            )
         return self
 
     @model_serializer(mode="wrap")
@@ -249,6 +278,7 @@ class TrafficSpec(Strict):
             ("master_bind", "127.0.0.1"),
             ("master_port", None),
             ("worker_wait_seconds", 60),
+            ("until_known", None),
         ):
             if data.get(name, default) == default:
                 data.pop(name, None)

@@ -109,3 +109,56 @@ def test_repeats_give_an_interval(deployment, tmp_path: Path) -> None:
     assert interval.low <= interval.mean <= interval.high
     assert {repeat for repeat, _ in m.windows} == {0, 1}
     assert (tmp_path / "repeat-1" / "load.npz").exists() and (tmp_path / "repeat-2" / "load.npz").exists()
+
+
+def test_until_known_ends_each_level_and_the_repeats_once_known(deployment, tmp_path: Path) -> None:
+    planned_s = 20.0
+    m = measure(
+        deployment,
+        spec_with(
+            {
+                "concurrency": {"users": [1, 2], "duration_seconds": planned_s},
+                "window_seconds": 1,
+                "repeats": 5,
+                "until_known": {"relative_half_width": 1.0, "min_windows": 4},
+            }
+        ),
+        BODIES,
+        tmp_path,
+    )
+    level_runs = sorted(tmp_path.glob("repeat-*/level-*/*.npz"))
+    results = [LoadResult.from_npz(path) for path in level_runs]
+    print(
+        [
+            (path.parent.parent.name, path.parent.name, r.duration_s, r.stop_reason)
+            for path, r in zip(level_runs, results, strict=True)
+        ]
+    )
+    assert m.headline.repeats == 3  # +-100 % known over 3 repeats: the 4th and 5th never ran
+    assert not (tmp_path / "repeat-4").exists()
+    assert len(results) == 6  # 3 repeats x 2 levels, each a load run of its own
+    assert all(r.stop_reason and r.stop_reason.startswith("precision reached: ") for r in results)
+    assert all(r.duration_s < planned_s / 2 for r in results)
+    assert m.headline.stop_reason is None and not any("precision" in flag for flag in m.headline.flags)
+    per_repeat_levels = {(number, w.phase_index) for number, w in m.windows}
+    assert per_repeat_levels == {(r, p) for r in range(3) for p in range(2)}
+    assert m.headline.phase_index == 1 and m.headline.max_invocations > 0
+
+
+def test_a_level_not_known_by_its_planned_end_is_flagged(deployment, tmp_path: Path) -> None:
+    m = measure(
+        deployment,
+        spec_with(
+            {
+                "concurrency": {"users": [1], "duration_seconds": 6},
+                "window_seconds": 1,
+                "until_known": {"relative_half_width": 0.0001, "min_windows": 3},
+            }
+        ),
+        BODIES,
+        tmp_path,
+    )
+    assert m.headline.stop_reason is None
+    assert [w.index for _, w in m.windows] == [0, 1, 2, 3, 4]  # every planned window ran
+    [flag] = [f for f in m.headline.flags if f.startswith("precision not reached")]
+    assert "asked +-0%" in flag

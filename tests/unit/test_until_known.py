@@ -1,0 +1,131 @@
+"""Measure until known (traffic.until_known): the sequential stopping rule on synthetic windows with known answers,
+its correction for repeated looks, the flag when a level is not known by its end, the spec's limits, and load runs
+joined on one clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from recommender.errors import SpecError
+from recommender.load.result import LoadResult
+from recommender.measurement.repeats import ends_plan, join_results
+from recommender.metrics.intervals import Interval, t_quantile, t_quantile_95
+from recommender.metrics.limits import Limits
+from recommender.metrics.precision import relative_half_width, repeat_spread
+from recommender.metrics.records import RequestLog, Timeline
+from recommender.metrics.rules import Rules, StopRules, WindowRules
+from recommender.metrics.stop_reason import StopKind
+from recommender.metrics.stopping import precision_flags, stop_reason
+from recommender.spec import ExperimentSpec
+from recommender.spec.loader import load_spec
+from tests.unit.test_steady import win
+
+RULES = Rules(Limits("p95", 500, 0.01), WindowRules(stable_windows=3), StopRules(known_within=0.05))
+
+
+def level(ipms: list[float], latencies: list[float], phase: int = 0) -> list:
+    return [win(phase, i, ipm, ms) for i, (ipm, ms) in enumerate(zip(ipms, latencies, strict=True))]
+
+
+def test_the_t_quantile_is_the_table_at_95_percent_and_exact_elsewhere() -> None:
+    assert [round(t_quantile(0.95, df), 3) for df in range(1, 31)] == [t_quantile_95(df) for df in range(1, 31)]
+    # the Bonferroni quantile for 20 looks, t(1 - 0.05 / 20 / 2, df), as scipy.stats.t.ppf(0.99875, df) gives it
+    assert t_quantile(1 - 0.05 / 20, 3) == pytest.approx(9.4649, abs=1e-3)
+    assert t_quantile(1 - 0.05 / 20, 10) == pytest.approx(4.0045, abs=1e-3)
+    assert t_quantile(0.99, 1) == pytest.approx(63.657, abs=1e-2)
+
+
+def test_a_steady_level_ends_once_both_figures_are_known() -> None:
+    steady = level([1000, 1004, 998, 1002, 1001], [20.0, 20.1, 19.9, 20.0, 20.05])
+    assert stop_reason(steady[:3], {0: 20}, RULES) is None  # fewer than min_windows (4)
+    reason = stop_reason(steady[:4], {0: 20}, RULES)
+    assert reason is not None and reason.kind is StopKind.PRECISION
+    assert "within +-5%" in reason.text and "17 looks" in reason.text  # windows 4..20 are the looks
+
+
+def test_a_noisy_level_runs_on() -> None:
+    noisy = level([1000, 1300, 800, 1200, 900, 1100], [20, 20, 20, 20, 20, 20])
+    assert stop_reason(noisy, {0: 20}, RULES) is None
+    jumpy_latency = level([1000] * 6, [10, 30, 12, 28, 11, 29])
+    assert stop_reason(jumpy_latency, {0: 20}, RULES) is None
+
+
+def test_the_correction_for_repeated_looks_keeps_running_what_one_look_would_stop() -> None:
+    values = [1000, 1040, 960, 1030, 970, 1000]
+    # one look: t(0.975, 5) x s / sqrt(6) is within 5 %; corrected for 40 looks it is not
+    assert relative_half_width(values, looks=1) < 0.05 < relative_half_width(values, looks=40)
+    windows = level(values, [20.0] * 6)
+    assert stop_reason(windows, {0: 7}, RULES) is not None  # 4 looks (windows 4..7)
+    assert stop_reason(windows, {0: 43}, RULES) is None  # 40 looks
+
+
+def test_only_the_plans_last_level_ends_early_and_only_when_asked() -> None:
+    steady = level([1000] * 4 + [1001], [20.0] * 5)
+    first_of_two = level([1000, 1001, 999, 1000], [20.0] * 4)
+    assert stop_reason(first_of_two, {0: 10, 1: 10}, RULES) is None
+    assert stop_reason(steady, {0: 20}, Rules(RULES.limits, RULES.windows)) is None  # until_known not set
+    assert stop_reason(steady[:4], {0: 4}, RULES) is None  # its last window ends the level anyway
+
+
+def test_a_level_not_known_by_its_end_is_flagged_and_one_known_is_not() -> None:
+    noisy = level([1000, 1300, 800, 1200], [20] * 4)
+    [flag] = precision_flags(noisy, RULES, 4, None)
+    assert flag.startswith("precision not reached (MaxInvocations +-") and "asked +-5%" in flag
+    assert precision_flags(level([1000, 1001, 999, 1000], [20.0] * 4), RULES, 4, None) == []
+    assert precision_flags(noisy, RULES, 4, "latency: p95 above 500 ms in 3 consecutive windows (...)") == []
+    assert precision_flags(noisy, Rules(RULES.limits, RULES.windows), 4, None) == []
+
+
+def test_the_precision_over_repeats_widens_the_95_percent_interval_for_its_looks() -> None:
+    ipm = Interval(1000, 980, 1020, 3)  # +-2 % at 95 %
+    latency = Interval(20, 19.9, 20.1, 3)  # +-0.5 %
+    one_look = repeat_spread(ipm, latency, looks=1)
+    assert one_look.ipm == pytest.approx(0.02) and one_look.within(0.05)
+    three = repeat_spread(ipm, latency, looks=3)  # repeats 3, 4, 5
+    assert three.ipm == pytest.approx(0.02 * t_quantile(1 - 0.05 / 3, 2) / t_quantile(0.95, 2))
+    assert not repeat_spread(ipm, None, looks=1).within(0.05)  # a figure without an interval is not known
+
+
+def result(duration: float, stop: str | None, t: list[float]) -> LoadResult:
+    n = len(t)
+    requests = RequestLog(np.array(t), np.full(n, 1000), np.ones(n, bool), np.ones(n, np.int32))
+    seconds = np.arange(int(duration), dtype=float)
+    timeline = Timeline(seconds, np.ones(len(seconds)), np.ones(len(seconds)), np.zeros(len(seconds)))
+    return LoadResult(requests, timeline, 100.0, duration, stop)
+
+
+def test_level_runs_join_on_one_clock_and_only_a_limit_ends_the_plan() -> None:
+    known = "precision reached: MaxInvocations +-1.0%, p95 +-0.5% over n=4 (...) within +-5%"
+    latency = "latency: p95 above 500 ms in 3 consecutive windows (600.0, 700.0, 650.0 ms)"
+    assert not ends_plan(known) and ends_plan(latency) and not ends_plan(None)
+    joined = join_results([result(6.5, known, [0.5, 6.0]), result(4.0, latency, [1.0, 3.5])])
+    assert joined.duration_s == 10.5 and joined.started_at == 100.0
+    assert joined.requests.t_s.tolist() == [0.5, 6.0, 7.5, 10.0]
+    assert joined.timeline.t_s.tolist() == [0, 1, 2, 3, 4, 5, 6.5, 7.5, 8.5, 9.5]
+    assert joined.stop_reason == latency
+    assert join_results([result(6.5, known, [0.5])]).stop_reason is None  # a level known early is not a stop
+
+
+def spec_with(traffic: dict) -> dict:
+    return {"name": "known", "traffic": traffic}
+
+
+def test_the_spec_refuses_ramps_and_leaves_stored_keys_alone(tmp_path) -> None:
+    path = tmp_path / "known.yaml"
+    for traffic, words in (
+        ({"stairs": {"users_per_step": 1, "number_of_steps": 2, "duration_seconds": 10}}, "stairs ramp"),
+        ({"phases": [{"initial_users": 1, "spawn_rate": 6, "duration_seconds": 10}]}, "spawn_rate > 0 ramps"),
+    ):
+        path.write_text(yaml.safe_dump(spec_with(traffic | {"until_known": {}})))
+        with pytest.raises(SpecError) as error:
+            load_spec(path)
+        said = " ".join([str(error.value), *error.value.problems])
+        assert "known.yaml" in said and "until_known" in said and words in said
+    levels = {"concurrency": {"users": [1, 2], "duration_seconds": 30}}
+    plain = ExperimentSpec.model_validate(spec_with(levels))
+    assert "until_known" not in plain.traffic.model_dump()  # measurement keys stored before it stay valid
+    known = ExperimentSpec.model_validate(spec_with(levels | {"until_known": {}}))
+    assert known.traffic.model_dump()["until_known"] == {"relative_half_width": 0.05, "min_windows": 4}
+    assert Rules.from_spec(known).stop.known_within == 0.05

@@ -73,6 +73,7 @@ traffic:
   repeats: 3
   stability: {{windows: 3}}
   concurrency: {{users: {users}, duration_seconds: {seconds}}}
+  until_known: false  # the protocol recorded in docs/benchmarks.md (levels of 3 windows: too short to end early)
 latency_threshold: {{percentile: p95, ms: {threshold}}}
 search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1, probe_seconds: {probe}}}}}
 """

@@ -58,7 +58,7 @@ class StopRules:
 
     @classmethod
     def from_spec(cls, spec: ExperimentSpec) -> StopRules:
-        stop, known = spec.traffic.stopping, spec.traffic.until_known
+        stop, known = spec.traffic.stopping, spec.traffic.known
         return cls(
             stop.latency,
             stop.error_rate,

@@ -15,7 +15,7 @@ from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThre
 from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
-from recommender.spec.traffic import TrafficSpec
+from recommender.spec.traffic import TrafficSpec, UntilKnown
 from recommender.spec.variants import VariantGrid
 
 MAX_TARGETS = 50
@@ -132,6 +132,16 @@ class ExperimentSpec(Strict):
     @classmethod
     def _off(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @model_validator(mode="after")
+    def _until_known_by_default(self) -> ExperimentSpec:
+        """Absent `traffic.until_known`: on for concurrency and rate levels and under adaptive search (where levels
+        hold their load), off for phases and stairs (SageMaker's fixed phases)."""
+        traffic = self.traffic
+        holds = traffic.shape in ("concurrency", "rate") or self.search.adaptive
+        if traffic.until_known is None and traffic.rampless and holds:
+            object.__setattr__(traffic, "until_known", UntilKnown())
+        return self
 
     @model_validator(mode="after")
     def _ranges_need_adaptive(self) -> ExperimentSpec:

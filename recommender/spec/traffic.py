@@ -180,11 +180,13 @@ class TrafficSpec(Strict):
     )
     stability: StabilityRule = Field(default_factory=StabilityRule, description="When a load level counts as stable.")
     stopping: Stopping = Field(default_factory=Stopping, description="When to stop the load early.")
-    until_known: UntilKnown | None = Field(
+    until_known: UntilKnown | bool | None = Field(
         None,
-        description="Measure until known (each level runs as a load run of its own and ends once its figures are "
-        "within `relative_half_width`; its planned duration is the most it gets; `repeats` is the most repeats). "
-        "None (default): every level runs its planned duration and every repeat runs.",
+        description="Measure until known: each level runs as a load run of its own and ends once its figures are "
+        "within `relative_half_width` (its planned duration is the most it gets; `repeats` is the most repeats). "
+        "true or a mapping: on; false: every level runs its planned duration and every repeat runs. Absent: on "
+        "for `concurrency` and `rate` levels and under `search: adaptive`, off for `phases` and `stairs` "
+        "(SageMaker's fixed phases).",
     )
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,
@@ -257,13 +259,26 @@ class TrafficSpec(Strict):
             raise ValueError(f"give only one traffic shape, not {' and '.join(given)}")
         if not given:
             object.__setattr__(self, "phases", [Phase()])
-        if self.until_known is not None and self.shape == "stairs":
-            raise ValueError("until_known: stairs ramp from one step to the next; use `concurrency` levels instead")
-        if self.until_known is not None and any(p.spawn_rate for p in self.phases or ()):
-            raise ValueError(
-                "until_known: a phase with spawn_rate > 0 ramps; give each level as a phase with spawn_rate 0"
-            )
+        if self.until_known is True:
+            object.__setattr__(self, "until_known", UntilKnown())
+        if isinstance(self.until_known, UntilKnown) and not self.rampless:
+            raise ValueError(self._ramps())
         return self
+
+    @property
+    def rampless(self) -> bool:
+        """Every level holds its load from start to end (no stairs, no phase with spawn_rate > 0)."""
+        return self.shape != "stairs" and not any(p.spawn_rate for p in self.phases or ())
+
+    @property
+    def known(self) -> UntilKnown | None:
+        """The measure-until-known settings in force (None: fixed durations)."""
+        return self.until_known if isinstance(self.until_known, UntilKnown) else None
+
+    def _ramps(self) -> str:
+        if self.until_known is not None and self.shape == "stairs":
+            return "until_known: stairs ramp from one step to the next; use `concurrency` levels instead"
+        return "until_known: a phase with spawn_rate > 0 ramps; give each level as a phase with spawn_rate 0"
 
     @model_serializer(mode="wrap")
     def _omit_generator_defaults(self, handler: Any) -> dict[str, Any]:
@@ -282,6 +297,8 @@ class TrafficSpec(Strict):
         ):
             if data.get(name, default) == default:
                 data.pop(name, None)
+        if data.get("until_known") is False:  # off is the fixed protocol, stored before this setting existed
+            data.pop("until_known")
         return data
 
     @property

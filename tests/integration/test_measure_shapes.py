@@ -83,7 +83,12 @@ def test_concurrency_stops_early_on_max_invocations(deployment, tmp_path: Path) 
 def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
     m = measure(
         deployment,
-        spec_with({"rate": {"requests_per_second": [10, 20], "duration_seconds": 4, "max_concurrency": 8}}),
+        spec_with(
+            {
+                "rate": {"requests_per_second": [10, 20], "duration_seconds": 4, "max_concurrency": 8},
+                "until_known": False,  # one load run over both levels: its schedule is what this checks
+            }
+        ),
         BODIES,
         tmp_path,
     )

@@ -124,8 +124,25 @@ def test_the_spec_refuses_ramps_and_leaves_stored_keys_alone(tmp_path) -> None:
         said = " ".join([str(error.value), *error.value.problems])
         assert "known.yaml" in said and "until_known" in said and words in said
     levels = {"concurrency": {"users": [1, 2], "duration_seconds": 30}}
-    plain = ExperimentSpec.model_validate(spec_with(levels))
-    assert "until_known" not in plain.traffic.model_dump()  # measurement keys stored before it stay valid
-    known = ExperimentSpec.model_validate(spec_with(levels | {"until_known": {}}))
+    off = ExperimentSpec.model_validate(spec_with(levels | {"until_known": False}))
+    assert off.traffic.known is None and Rules.from_spec(off).stop.known_within is None
+    assert "until_known" not in off.traffic.model_dump()  # fixed levels keep the key they were stored under
+    known = ExperimentSpec.model_validate(spec_with(levels | {"until_known": True}))
     assert known.traffic.model_dump()["until_known"] == {"relative_half_width": 0.05, "min_windows": 4}
     assert Rules.from_spec(known).stop.known_within == 0.05
+
+
+def test_until_known_is_on_by_default_where_levels_hold_their_load() -> None:
+    def known(data: dict) -> float | None:
+        spec = ExperimentSpec.model_validate({"name": "known"} | data)
+        return spec.traffic.known.relative_half_width if spec.traffic.known else None
+
+    concurrency = {"concurrency": {"users": [1, 2], "duration_seconds": 30}}
+    assert known({"traffic": concurrency}) == 0.05
+    assert known({"traffic": {"rate": {"requests_per_second": [5, 10], "duration_seconds": 30}}}) == 0.05
+    assert known({"traffic": {}}) is None  # phases: SageMaker's fixed phases
+    assert known({"traffic": {"stairs": {"users_per_step": 1, "number_of_steps": 2, "duration_seconds": 9}}}) is None
+    assert known({"traffic": {}, "search": "adaptive"}) == 0.05
+    ramp = {"phases": [{"initial_users": 1, "spawn_rate": 6, "duration_seconds": 10}]}
+    assert known({"traffic": ramp, "search": "adaptive"}) is None  # a ramp cannot end when known
+    assert known({"traffic": concurrency | {"until_known": {"relative_half_width": 0.1}}}) == 0.1

@@ -24,7 +24,7 @@ LATENCY_RESOLUTION_MS = 0.001  # latencies are recorded in whole microseconds
 
 
 @dataclass(frozen=True)
-class Spread:
+class LookPrecision:
     """Relative half-widths at one look (None: fewer than 2 values or a zero mean), and the n they rest on."""
 
     ipm: float | None
@@ -57,10 +57,12 @@ def relative_half_width(values: Sequence[float], looks: int, resolution: float =
     return half / mean
 
 
-def spread(ipms: Sequence[float], latencies: Sequence[float | None], looks: int, ipm_resolution: float) -> Spread:
+def spread(
+    ipms: Sequence[float], latencies: Sequence[float | None], looks: int, ipm_resolution: float
+) -> LookPrecision:
     """Both figures' relative half-widths (a latency of None, a window too small for the percentile, is left out)."""
     known = [v for v in latencies if v is not None]
-    return Spread(
+    return LookPrecision(
         relative_half_width(ipms, looks, ipm_resolution),
         relative_half_width(known, looks, LATENCY_RESOLUTION_MS),
         len(ipms),
@@ -68,11 +70,11 @@ def spread(ipms: Sequence[float], latencies: Sequence[float | None], looks: int,
     )
 
 
-def repeat_spread(ipm: Interval | None, latency: Interval | None, looks: int) -> Spread:
+def repeat_spread(ipm: Interval | None, latency: Interval | None, looks: int) -> LookPrecision:
     """The precision over repeats, from the decided level's 95 % intervals over repeat means (metrics/intervals.py),
     widened from the 95 % quantile to the (1 - ALPHA / looks) one."""
     n = ipm.n if ipm is not None else 0
-    return Spread(_widened(ipm, looks), _widened(latency, looks), n, looks)
+    return LookPrecision(_widened(ipm, looks), _widened(latency, looks), n, looks)
 
 
 def _widened(interval: Interval | None, looks: int) -> float | None:

@@ -5,7 +5,7 @@ Pure: the load child calls `stop_reason` at the end of every window and ends the
 
 from __future__ import annotations
 
-from recommender.metrics.precision import Spread, looks_between, spread
+from recommender.metrics.precision import LookPrecision, looks_between, spread
 from recommender.metrics.rules import Rules
 from recommender.metrics.steady import Window
 from recommender.metrics.stop_reason import StopKind, StopReason
@@ -109,7 +109,7 @@ def precision_flags(windows: list[Window], rules: Rules, planned: int, stop_reas
     return [f"precision not reached ({found.text(rules.limits.percentile)}, asked +-{target:.0%})"]
 
 
-def level_spread(windows: list[Window], rules: Rules, looks: int) -> Spread:
+def level_spread(windows: list[Window], rules: Rules, looks: int) -> LookPrecision:
     """The precision of one level's windows (one load run) at a look."""
     return spread(
         [w.ipm for w in windows],

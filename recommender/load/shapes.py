@@ -162,7 +162,8 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
 
 
 def traffic_seconds(traffic: TrafficSpec) -> float:
-    """Seconds of load one candidate gets: the plan's duration times `repeats` (the one place this is computed)."""
+    """Seconds of load one candidate gets: the plan's duration times `repeats` (the one place this is computed); under
+    `until_known` the most it gets, so budgets and estimates stay upper bounds."""
     return compile_traffic(traffic).duration * traffic.repeats
 
 

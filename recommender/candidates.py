@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
-from recommender.spec import DynamicBatching, ExperimentSpec, target_label
+from recommender.spec import DynamicBatching, ExperimentSpec, TargetSpec, target_label
 from recommender.spec.search import IntRange
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
@@ -21,6 +21,9 @@ INSTANCE_GROUP_KEY = "instance_count"
 DEFAULT_PRECISION = "fp32"
 # optimizations that build a reduced-precision engine; the others serve fp32 only
 REDUCED_PRECISION = frozenset({"trt"})
+# other serving stacks' candidates (target.stack): Infinity's engines, and an existing OpenAI endpoint as it is
+STACK_ENGINES = frozenset({"torch", "optimum"})
+OPENAI_AS_IS = "openai-endpoint"
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,15 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off)."""
+        """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off); another stack's candidate
+        is named for its engine and batch size (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
+        on = f"@{self.target}" if self.target else ""
+        if self.optimization in STACK_ENGINES:
+            return f"{self.optimization}-mbs{self.max_batch_size}{on}"
+        if self.optimization == OPENAI_AS_IS:
+            return f"{self.optimization}{on}"
         batching = "db" if self.dynamic_batching is not None else "nodb"
         precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"
-        on = f"@{self.target}" if self.target else ""
         return f"{self.optimization}{precision}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}{on}"
 
     def config(self) -> dict:
@@ -135,6 +143,7 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     grid = spec.variants
     fingerprint = model_fingerprint(spec)
     labels = [target_label(t) if spec.multi_target else "" for t in spec.all_targets]
+    tritons = [(t, label) for t, label in zip(spec.all_targets, labels, strict=True) if t.stack == "triton"]
     seen: dict[str, Candidate] = {}
     for opt, precision, batching, count, mbs in itertools.product(
         grid.optimizations,
@@ -146,10 +155,27 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
         if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
             continue
         settings = _batching_settings(batching, mbs)
-        for target, label in zip(spec.all_targets, labels, strict=False):
+        for target, label in tritons:
             candidate = Candidate(opt, settings, count, mbs, target.instance_type, fingerprint, precision, label)
             seen.setdefault(candidate.key, candidate)
+    for target, label in zip(spec.all_targets, labels, strict=True):
+        for candidate in stack_candidates(target, fingerprint, label):
+            seen.setdefault(candidate.key, candidate)
     return list(seen.values())
+
+
+def stack_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
+    """A serving stack's own candidates (the variant grid is Triton's): Infinity's engines x batch sizes (it batches
+    waiting requests by itself: dynamic batching on, its defaults); an existing OpenAI endpoint as it is (one)."""
+    if target.stack == "infinity":
+        return [
+            Candidate(engine, DynamicBatching(), 1, size, target.instance_type, fingerprint, target=label)
+            for engine in target.engines
+            for size in target.batch_sizes
+        ]
+    if target.stack == "openai":
+        return [Candidate(OPENAI_AS_IS, None, 1, 1, target.instance_type, fingerprint, target=label)]
+    return []
 
 
 def target_index(spec: ExperimentSpec, candidate: Candidate) -> int:

@@ -15,6 +15,7 @@ class Case:
     name: str
     ids: list[list[int]]
     mask: list[list[int]]
+    texts: tuple[str, ...] | None = None  # the texts the rows were tokenized from (None: rows made of tokens)
 
     def body(self) -> dict:
         return batch_body(self.ids, self.mask)
@@ -35,6 +36,19 @@ def check_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
         singles = [(c.ids[0], c.mask[0]) for c in cases]
         rows = [singles[i % len(singles)] for i in range(max_batch_size)]
         cases.append(Case(f"full batch ({max_batch_size} rows)", *_rows(rows)))
+    return cases
+
+
+def text_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
+    """For a server that tokenizes (the OpenAI embeddings API): every sample text, and a batch of max_batch_size
+    texts when above 1. Edge cases made of tokens (one token, a truncated sequence) have no text to send; a text
+    longer than the payload's sequence length is not sent either (the server would not truncate it as we do)."""
+    length = payload.sequence_length
+    fitting = [text for text in payload.texts if sum(tokenize(text, length)[1]) < length]
+    cases = [Case(f"sample text {i + 1}", *_rows([tokenize(t, length)]), (t,)) for i, t in enumerate(fitting)]
+    if max_batch_size > 1 and fitting:
+        texts = tuple(fitting[i % len(fitting)] for i in range(max_batch_size))
+        cases.append(Case(f"full batch ({max_batch_size} rows)", *_rows([tokenize(t, length) for t in texts]), texts))
     return cases
 
 

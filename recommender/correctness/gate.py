@@ -9,11 +9,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from recommender.correctness.cases import Case, check_cases
+from recommender.correctness.cases import Case, check_cases, text_cases
 from recommender.correctness.figures import OFF_NOTE, OutputFigures, Tolerance, compare, tolerance_of, verdict
 from recommender.correctness.reference import reference_for
 from recommender.errors import RecommenderError, TargetError
 from recommender.spec import ExperimentSpec
+from recommender.targets.wire import Wire, embeddings_of, openai_body
 
 
 class Incorrect(RecommenderError):
@@ -25,6 +26,11 @@ class Incorrect(RecommenderError):
 
 
 class Endpoint(Protocol):
+    model_name: str
+
+    @property
+    def wire(self) -> Wire: ...  # KServe v2 (token ids in), or a server that tokenizes (OpenAI embeddings)
+
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict: ...
 
 
@@ -54,18 +60,21 @@ def check_outputs(
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
     tolerance = tolerance_of(spec.correctness.model_dump(), precision)
     reference = reference_for(spec.model, spec.correctness.reference_outputs)
-    figures, unchecked = [], []
-    for case in check_cases(spec.payload, max_batch_size):
+    figures, unchecked, differences = [], [], list[str]()
+    text = endpoint.wire.takes_text
+    for case in text_cases(spec.payload, max_batch_size) if text else check_cases(spec.payload, max_batch_size):
         expected = reference.outputs(case)
         if expected is None:
             unchecked.append(case.name)
             continue
-        figures += _case_figures(endpoint, case, expected, tolerance)
+        figures += _case_figures(endpoint, case, expected, tolerance, differences)
     reason = (
         verdict(figures, tolerance)
         if figures
         else "no check case has reference outputs (see correctness.reference_outputs)"
     )
+    if reason is not None and differences:
+        reason += f"; {differences[0]}"
     return Correctness(
         True,
         reason is None,
@@ -95,9 +104,11 @@ def precision_of(config: dict[str, Any]) -> str:
 
 
 def _case_figures(
-    endpoint: Endpoint, case: Case, expected: dict[str, list], tolerance: Tolerance
+    endpoint: Endpoint, case: Case, expected: dict[str, list], tolerance: Tolerance, differences: list[str]
 ) -> list[OutputFigures]:
-    served = served_outputs(endpoint.probe(case.body()))
+    served = _served(endpoint, case, expected)
+    if endpoint.wire.takes_text:
+        differences += [d for name in expected if (d := stack_difference(served[name], expected[name])) is not None]
     figures = []
     for name, rows in expected.items():
         if name not in served:
@@ -109,6 +120,40 @@ def _case_figures(
         except ValueError as exc:  # a shape that differs is incorrect, with infinite error
             figures.append(OutputFigures(case.name, f"{name} ({exc})", math.inf, math.inf, 0.0, math.inf))
     return figures
+
+
+def _served(endpoint: Endpoint, case: Case, expected: dict[str, list]) -> dict[str, list[list[float]]]:
+    """The endpoint's outputs for a case: KServe outputs by name, or (a server that tokenizes) the embeddings of the
+    case's texts, compared with the reference's one output."""
+    if not endpoint.wire.takes_text:
+        return served_outputs(endpoint.probe(case.body()))
+    assert case.texts is not None  # text_cases gives every case its texts
+    answer = endpoint.probe(openai_body(endpoint.model_name, case.texts))
+    try:
+        rows = embeddings_of(answer, len(case.texts))
+    except ValueError as error:
+        raise TargetError(f"the endpoint's answer for input {case.name}: {error}") from None
+    return {name: rows for name in expected}
+
+
+def stack_difference(served: list[list[float]], reference: list[list[float]]) -> str | None:
+    """What a serving stack does differently, named where the rows tell: another width, no L2 normalization (norms
+    apart, directions alike), or other pooling (directions apart); None when the rows agree in norm and direction."""
+    if not served or not reference or len(served[0]) != len(reference[0]):
+        width = len(served[0]) if served else 0
+        return f"the stack returns {width}-dimensional rows, the reference {len(reference[0]) if reference else 0}"
+    norm = lambda row: math.sqrt(sum(x * x for x in row))
+    cosine = min(
+        sum(a * b for a, b in zip(s, r, strict=True)) / (norm(s) * norm(r) or 1.0)
+        for s, r in zip(served, reference, strict=False)
+    )
+    norms = [norm(row) for row in served], [norm(row) for row in reference]
+    apart = max(abs(a - b) / (b or 1.0) for a, b in zip(*norms, strict=False))
+    if cosine < 0.99:
+        return f"rows point elsewhere (lowest cosine {cosine:.3f}): the stack pools or tokenizes differently"
+    if apart > 0.01:
+        return f"row norms {norms[0][0]:.3f} vs the reference's {norms[1][0]:.3f}: the stack normalizes differently"
+    return None
 
 
 def served_outputs(answer: dict) -> dict[str, list[list[float]]]:

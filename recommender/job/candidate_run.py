@@ -30,6 +30,7 @@ from recommender.modelrepo.repository import candidate_repository, serving_backe
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
+from recommender.targets.wire import openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
 Follow = Callable[[Work, Any], Work | None]
@@ -204,25 +205,36 @@ class CandidateRun:
             stack.callback(clock.stop, "teardown")  # exits run last-in first-out: the teardown is timed around the
             with clock.timed("deploy"):  # deployment's own exit
                 deployment = stack.enter_context(
-                    target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot))
+                    target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot), candidate.config())
                 )
             stack.callback(clock.start, "teardown")
+            bodies = self._bodies(deployment)
             with clock.timed("probe"):
-                deployment.probe(context.bodies[0])
+                deployment.probe(bodies[0])
             with clock.timed("correctness"):
                 correctness = {"correctness": self._check(deployment).to_dict()}
             with clock.timed("load"):
-                fields = self._load(deployment, self.item.work, run_dir) | correctness
+                fields = self._load(deployment, self.item.work, run_dir, bodies) | correctness
             work = self.item.work
             then = self.follow(work, fields["headline"]) if work.stage == "probe" else None
             if then is not None:
                 self.opened = context.ledger.promote(opened, fields, then.reason, run_dir / "final")
                 context.reporter.stage(candidate, f"measuring in full on the same deployment ({then.repeats} repeats)")
                 with clock.timed("load"):
-                    fields = self._load(deployment, then, run_dir / "final") | correctness | {"reason": then.reason}
+                    fields = (
+                        self._load(deployment, then, run_dir / "final", bodies) | correctness | {"reason": then.reason}
+                    )
         return fields | {"server_stats": {**(fields.get("server_stats") or {}), "stages": clock.seconds}}
 
-    def _load(self, deployment, work: Work, run_dir: Path) -> dict:
+    def _bodies(self, deployment) -> list[dict]:
+        """The request bodies in the deployment's format: the job's KServe bodies, or one text per request for a
+        server that tokenizes (the OpenAI embeddings API)."""
+        wire = deployment.wire
+        if not wire.takes_text:
+            return self.context.bodies
+        return [openai_body(deployment.model_name, [text]) for text in self.context.spec.payload.texts]
+
+    def _load(self, deployment, work: Work, run_dir: Path, bodies: list[dict]) -> dict:
         context, candidate = self.context, self.item.candidate
         context.reporter.stage(candidate, "load")
 
@@ -233,7 +245,7 @@ class CandidateRun:
 
         started = datetime.now(UTC)
         with deployment.watched():  # a server or stub that dies during the load fails the candidate
-            measured = measure_work(work, deployment, context.spec, context.bodies, run_dir / "load", progress)
+            measured = measure_work(work, deployment, context.spec, bodies, run_dir / "load", progress)
             fields = measured.store_fields()
         cloud = deployment.cloud_metrics(started, datetime.now(UTC))
         if cloud:

@@ -25,12 +25,14 @@ class ChildConfig:
     """What the Locust child needs to run and report one load test."""
 
     model_name: str
-    payload_path: Path  # JSON: one KServe v2 request body, or a list of them (sent in turn)
+    payload_path: Path  # JSON: one request body (KServe v2 or OpenAI embeddings), or a list of them (sent in turn)
     plan: TrafficPlan  # the compiled traffic shape (levels; open loop: arrival schedule)
     result_path: Path  # .npz written at test stop (see result.LoadResult.to_npz)
     progress_path: Path  # JSON heartbeat written about once per second (see result.LoadProgress)
     headers: Mapping[str, str] = field(default_factory=dict)
     rules: Rules | None = None  # windows and stop conditions; None: run the whole plan
+    path: str = ""  # where requests are POSTed ("": the KServe v2 infer path of `model_name`)
+    answer_key: str = "outputs"  # the JSON key every good answer holds (KServe: outputs; OpenAI embeddings: data)
 
     def to_env(self) -> dict[str, str]:
         return {
@@ -41,6 +43,8 @@ class ChildConfig:
             f"{_PREFIX}RESULT": str(self.result_path),
             f"{_PREFIX}PROGRESS": str(self.progress_path),
             f"{_PREFIX}HEADERS": json.dumps(dict(self.headers)),
+            f"{_PREFIX}PATH": self.path,
+            f"{_PREFIX}ANSWER_KEY": self.answer_key,
         }
 
     @classmethod
@@ -54,6 +58,8 @@ class ChildConfig:
                 progress_path=Path(env[f"{_PREFIX}PROGRESS"]),
                 headers=json.loads(env.get(f"{_PREFIX}HEADERS", "{}")),
                 rules=Rules.from_json(env[f"{_PREFIX}RULES"]) if env.get(f"{_PREFIX}RULES") else None,
+                path=env.get(f"{_PREFIX}PATH", ""),
+                answer_key=env.get(f"{_PREFIX}ANSWER_KEY", "outputs"),
             )
         except KeyError as missing:
             raise RuntimeError(
@@ -67,6 +73,8 @@ class ChildConfig:
             "plan": self.plan.to_json(),
             "headers": json.dumps(dict(self.headers)),
             "bodies": self.payload_path.read_text(encoding="utf-8"),
+            "path": self.path,
+            "answer_key": self.answer_key,
         }
 
     @classmethod
@@ -79,4 +87,6 @@ class ChildConfig:
             result_path=Path(os.devnull),
             progress_path=Path(os.devnull),
             headers=json.loads(data["headers"]),
+            path=data.get("path", ""),
+            answer_key=data.get("answer_key", "outputs"),
         )

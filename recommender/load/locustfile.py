@@ -64,10 +64,10 @@ def _cycle_bodies(text: str, source: str) -> Iterator[bytes]:
     return itertools.cycle([json.dumps(body).encode() for body in bodies])
 
 
-def _is_inference(response: object) -> bool:
-    """HTTP 200 and a JSON object naming "outputs" (a byte search: parsing large outputs would load the generator)."""
-    content = getattr(response, "content", None) or b""
-    return getattr(response, "status_code", 0) == 200 and content[:1] == b"{" and b'"outputs"' in content
+def _is_inference(status: int, content: bytes, marker: bytes) -> bool:
+    """HTTP 200 and a JSON object naming the answer's key (`marker`: b'"outputs"' for KServe, b'"data"' for OpenAI
+    embeddings; a byte search: parsing large outputs would load the generator)."""
+    return status == 200 and content[:1] == b"{" and marker in content
 
 
 class LoadRun:
@@ -77,7 +77,8 @@ class LoadRun:
         self.config = config
         self.environment = environment
         self.bodies = bodies
-        self.path = kserve.infer_path(config.model_name)
+        self.path = config.path or kserve.infer_path(config.model_name)
+        self.marker = f'"{config.answer_key}"'.encode()
         self.headers = {"Content-Type": "application/json", **config.headers}
         self.plan = config.plan
         self.total_s = config.plan.duration
@@ -312,7 +313,7 @@ class InferenceUser(_Inference, FastHttpUser):
             catch_response=True,
         ) as response:
             done_ns = time.monotonic_ns()
-            ok = _is_inference(response)
+            ok = _is_inference(response.status_code, response.content or b"", run.marker)
             if not ok:
                 response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
         return ok, done_ns
@@ -338,7 +339,7 @@ class RawInferenceUser(_Inference):
         except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
             return False, time.monotonic_ns()
         done_ns = time.monotonic_ns()
-        return response.status_code == 200 and content[:1] == b"{" and b'"outputs"' in content, done_ns
+        return _is_inference(response.status_code, content, run.marker), done_ns
 
 
 def _sleep_until(deadline_ns: int) -> None:

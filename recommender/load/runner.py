@@ -61,7 +61,7 @@ class LoadRequest:
 
     endpoint: str  # base URL, e.g. http://127.0.0.1:8000
     model_name: str
-    bodies: Sequence[Mapping[str, object]]  # KServe v2 request bodies, sent in turn
+    bodies: Sequence[Mapping[str, object]]  # request bodies (KServe v2, or OpenAI embeddings), sent in turn
     phases: Sequence[PhaseLike] | TrafficPlan  # SageMaker phases, or any shape compiled by shapes.compile_traffic
     out_dir: Path
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -72,6 +72,8 @@ class LoadRequest:
     # distributed mode: the master's bind, port, remote workers, wait
     master: MasterSettings = field(default_factory=MasterSettings)
     client: str = DEFAULT_CLIENT  # http(s) endpoints: a key of HTTP_CLIENTS
+    path: str = ""  # where requests are POSTed ("": the KServe v2 infer path of `model_name`)
+    answer_key: str = "outputs"  # the JSON key every good answer holds (the OpenAI embeddings API's: data)
 
     @property
     def distributed(self) -> bool:
@@ -198,6 +200,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         progress_path=request.out_dir / "progress.json",
         headers=dict(request.headers),
         rules=request.rules,
+        path=request.path,
+        answer_key=request.answer_key,
     )
     config.payload_path.write_text(json.dumps(list(request.bodies)))
     for stale in (config.result_path, config.progress_path):

@@ -36,6 +36,7 @@ from recommender.metrics.stopping import planned_window_counts, precision_flags
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
+from recommender.targets.wire import Wire
 
 _END_SLACK_S = (
     0.25  # a window ending this long after the load stopped still counts (the clock stops just past the plan)
@@ -50,6 +51,9 @@ class Deployed(Protocol):
 
     @property
     def load_url(self) -> str: ...  # what the load generator is pointed at (HTTP base URL or sagemaker://...)
+
+    @property
+    def wire(self) -> Wire: ...  # the request format: the path requests go to and the key every good answer holds
 
     def statistics(self) -> dict[str, Any]: ...
 
@@ -160,6 +164,8 @@ def measure_once(
                 workers=workers,
                 generator_cpus=split.generator,
                 master=master,
+                path=deployment.wire.path(deployment.model_name),
+                answer_key=deployment.wire.answer_key,
             )
             runs.append((index, part, run_load(request, progress=progress)))
             if ends_plan(runs[-1][2].stop_reason):

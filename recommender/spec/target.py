@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
-TargetKind = Literal["local", "docker", "sagemaker", "remote"]
+TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity"]
+Protocol = Literal["kserve", "openai"]
+InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
     "role_arn": ("sagemaker",),
@@ -17,6 +19,10 @@ _KIND_FIELDS = {
     "image_uri": ("sagemaker", "docker"),
     "endpoint": ("remote",),
     "gpus": ("docker",),
+    "protocol": ("remote",),
+    "model": ("remote",),
+    "engines": ("infinity",),
+    "batch_sizes": ("infinity",),
 }
 
 
@@ -35,7 +41,9 @@ class TargetSpec(Strict):
         "local",
         description="local: the tritonserver binary from the nvidia-pytriton wheel, on loopback; "
         "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
-        "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted).",
+        "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted); "
+        "infinity: the Infinity embedding server (infinity-emb, in a virtualenv of its own) on loopback, one "
+        "candidate per engine and batch size.",
     )
     instance_type: str = Field(
         "local-cpu",
@@ -81,8 +89,29 @@ class TargetSpec(Strict):
     )
     endpoint: str | None = Field(
         None,
-        description="remote: a Triton base URL (http://host:8000) or sagemaker://ENDPOINT_NAME "
-        "of an existing SageMaker endpoint.",
+        validation_alias=AliasChoices("endpoint", "url"),
+        description="remote: a Triton base URL (http://host:8000), sagemaker://ENDPOINT_NAME of an existing "
+        "SageMaker endpoint, or with `protocol: openai` the OpenAI API's base URL (http://host:port/v1: requests go "
+        "to <url>/embeddings); `url` is accepted as its name too.",
+    )
+    protocol: Protocol = Field(
+        "kserve",
+        description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in) or openai "
+        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row).",
+    )
+    model: str | None = Field(
+        None, min_length=1, description="remote with protocol openai: the served model name sent as `model`."
+    )
+    engines: list[InfinityEngine] = Field(
+        default_factory=lambda: list[InfinityEngine](["torch"]),
+        min_length=1,
+        description="infinity: the engines to compare (torch: PyTorch; optimum: ONNX Runtime through optimum), "
+        "one candidate per engine and batch size.",
+    )
+    batch_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=lambda: [32],
+        min_length=1,
+        description="infinity: the server's largest batch (--batch-size); it batches waiting requests on its own.",
     )
     accelerator: Accelerator = Field(
         "auto",
@@ -101,7 +130,9 @@ class TargetSpec(Strict):
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> TargetSpec:
-        defaults = {name: field.default for name, field in type(self).model_fields.items()}
+        defaults = {
+            name: field.get_default(call_default_factory=True) for name, field in type(self).model_fields.items()
+        }
         misplaced = [
             name
             for name, kinds in _KIND_FIELDS.items()
@@ -119,7 +150,19 @@ class TargetSpec(Strict):
                 )
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
+        if self.kind == "remote" and self.protocol == "openai":
+            if not self.model:
+                raise ValueError("target kind remote with protocol openai needs `model` (the served model name)")
+            if not str(self.endpoint).startswith(("http://", "https://")):
+                raise ValueError(f"protocol openai needs an http(s):// url, not {self.endpoint!r}")
         return self
+
+    @property
+    def stack(self) -> str:
+        """The serving stack: triton, infinity, or openai (an existing OpenAI-compatible endpoint)."""
+        if self.kind == "infinity":
+            return "infinity"
+        return "openai" if self.kind == "remote" and self.protocol == "openai" else "triton"
 
 
 def target_label(target: TargetSpec) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,9 +28,15 @@ class Target(Protocol):
     def preflight(self) -> None: ...  # raises TargetError with a hint when the target cannot work here
 
     # returns once it serves; `repository` is None exactly for a target that does not deploy (`deploys` False);
-    # `gpus`: this host's GPUs the model runs on (the candidate's), given to the server as CUDA devices 0..n-1
+    # `gpus`: this host's GPUs the model runs on (the candidate's), given to the server as CUDA devices 0..n-1;
+    # `config`: the candidate's configuration (Candidate.config()), read by a target that serves without a repository
     def deploy(
-        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> Deployment: ...
 
 

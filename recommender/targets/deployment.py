@@ -28,6 +28,7 @@ import psutil
 
 from recommender.errors import RecommenderError, TargetError
 from recommender.targets.triton_client import TritonClient
+from recommender.targets.wire import KSERVE, Wire
 
 READY_POLL_TIMEOUT_S = 2.0  # one readiness request while waiting for the model
 
@@ -49,6 +50,11 @@ class Deployment:
     def triton(self) -> TritonClient:
         """The model on the server, through Triton's HTTP API."""
         return TritonClient(self.endpoint, self.model_name, hint=self.failure_hint)
+
+    @property
+    def wire(self) -> Wire:
+        """How requests and answers look: KServe v2 JSON (Triton); an OpenAI-compatible server says otherwise."""
+        return KSERVE
 
     @property
     def load_url(self) -> str:

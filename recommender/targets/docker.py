@@ -22,6 +22,7 @@ import secrets
 import shutil
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -151,7 +152,12 @@ class DockerTarget:
             )
 
     def deploy(
-        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> DockerDeployment:
         run_dir = Path(run_dir).resolve()
         mounted = run_dir / "docker-repository"

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -68,7 +69,12 @@ class LocalTarget:
         triton_binary.preflight()
 
     def deploy(
-        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> LocalDeployment:
         """Start tritonserver for `model_name` in `repository`, given exactly `gpus` (by UUID, as CUDA devices
         0..n-1; none: CPU only); returns once the model is ready."""

@@ -11,13 +11,14 @@ from typing import Any
 from recommender.errors import TargetError
 from recommender.targets.base import Target
 from recommender.targets.docker import DockerTarget
+from recommender.targets.infinity import InfinityTarget
 from recommender.targets.local import LocalTarget
 from recommender.targets.remote import RemoteTarget
 from recommender.targets.sagemaker import SageMakerTarget
 
 # Read-only: targets are added here, in code, not registered at run time.
 TARGETS: Mapping[str, type] = MappingProxyType(
-    {cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget)}
+    {cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget, InfinityTarget)}
 )
 
 

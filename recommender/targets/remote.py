@@ -1,12 +1,14 @@
 """The `remote` target: benchmark an endpoint that already exists. Nothing is built, deployed or deleted.
 
-The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models/NAME` to pick the model) or
-`sagemaker://ENDPOINT_NAME` for an existing SageMaker endpoint (invoked with boto3, CloudWatch metrics collected).
+The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models/NAME` to pick the model),
+`sagemaker://ENDPOINT_NAME` for an existing SageMaker endpoint (invoked with boto3, CloudWatch metrics collected), or
+with `protocol: openai` an OpenAI-compatible embeddings server's base URL (openai_endpoint.py).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,10 +20,12 @@ from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
 from recommender.targets.deployment import Deployment
 from recommender.targets.invoke_target import SCHEME
+from recommender.targets.openai_endpoint import OpenAIEndpoint
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.triton_client import TritonClient
 
 DEFAULT_MODEL = "model"
+OPENAI = "openai"
 TRITON_URL_HINT = "Check the URL (http://host:port of Triton's HTTP API) and that the server is running."
 
 
@@ -71,16 +75,28 @@ class RemoteTarget:
     region: str = "us-east-1"
     endpoint_url: str | None = None  # AWS API override for a sagemaker:// endpoint (an emulator)
     boto_session: Any = None
+    protocol: str = "kserve"  # kserve (Triton, SageMaker) or openai
+    model: str | None = None  # openai: the served model name
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> RemoteTarget:
-        return cls(endpoint=target.endpoint, region=target.region, endpoint_url=target.endpoint_url)
+        return cls(
+            endpoint=target.endpoint,
+            region=target.region,
+            endpoint_url=target.endpoint_url,
+            protocol=target.protocol,
+            model=target.model,
+        )
 
     def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
         return None
 
     def preflight(self) -> None:
-        """The endpoint answers: Triton's /v2/health/ready, or DescribeEndpoint InService."""
+        """The endpoint answers: Triton's /v2/health/ready, or DescribeEndpoint InService. An OpenAI endpoint is checked
+        per candidate instead (deploy): one that does not answer fails its candidate, and the job goes on."""
+        if self.protocol == OPENAI:
+            self._openai()  # the URL and the model are well formed
+            return
         if self._is_sagemaker():
             self._check_sagemaker(urlsplit(self.endpoint).netloc)
             return
@@ -91,15 +107,32 @@ class RemoteTarget:
                 f"remote endpoint {base} is not ready (no HTTP 200 on {kserve.HEALTH_READY})", hint=TRITON_URL_HINT
             )
 
-    def deploy(self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()) -> Deployment:
+    def deploy(
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
+    ) -> Deployment:
         """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in
         /v2/models/NAME); `gpus` is always () (no GPU of this host serves it)."""
+        if self.protocol == OPENAI:
+            endpoint = self._openai()
+            endpoint.check_serves()  # answers /health or /models, and lists the model where it lists any
+            return endpoint
         if self._is_sagemaker():
             return RemoteSageMakerDeployment(
                 urlsplit(self.endpoint).netloc, AwsClients(self.region, self.boto_session, self.endpoint_url)
             )
         base, name = self._triton_base_and_model()
         return RemoteTritonDeployment(base, name or model_name)
+
+    def _openai(self) -> OpenAIEndpoint:
+        url = urlsplit(self.endpoint)
+        if url.scheme not in ("http", "https") or not url.netloc or not self.model:
+            raise TargetError(f"an openai endpoint needs an http(s):// url and a model, not {self.endpoint!r}")
+        return OpenAIEndpoint(self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"))
 
     def _is_sagemaker(self) -> bool:
         return self.endpoint.startswith(f"{SCHEME}://")

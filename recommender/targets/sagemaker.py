@@ -13,6 +13,7 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -172,7 +173,12 @@ class SageMakerTarget:
             ) from None
 
     def deploy(
-        self, repository: Path | None, model_name: str, run_dir: Path, gpus: tuple[Gpu, ...] = ()
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> SageMakerDeployment:
         """Upload the packaged repository, create model, endpoint config and endpoint, wait for InService; `gpus` is
         always () (the endpoint's instances hold their own GPUs)."""

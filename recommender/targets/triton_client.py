@@ -126,14 +126,14 @@ class TritonClient:
         try:
             yield
         except urllib.error.HTTPError as error:
-            raise self._refused(what, str(error.code), _server_message(error.read())) from error
+            raise self._refused(what, str(error.code), server_message(error.read())) from error
         except InferenceServerException as error:
             raise self._refused(
                 what, error.status(), error.debug_details() or error.message()
             ) from error  # details: a non-JSON body
         except (OSError, urllib.error.URLError) as error:
             raise TargetUnreachable(
-                f"{what}: {self.endpoint} does not answer ({_reason(error)})", hint=self._hint()
+                f"{what}: {self.endpoint} does not answer ({reason_of(error)})", hint=self._hint()
             ) from error
         except ValueError as error:  # a body that is not JSON, a malformed HTTP answer
             raise TargetError(
@@ -177,7 +177,7 @@ def _close_gevent_loop() -> None:
     gevent.get_hub().destroy(destroy_loop=True)
 
 
-def _server_message(body: bytes) -> str:
+def server_message(body: bytes) -> str:
     """Triton's `{"error": "..."}`, or the body as text."""
     text = body.decode(errors="replace")
     try:
@@ -187,5 +187,5 @@ def _server_message(body: bytes) -> str:
     return str(parsed.get("error", text)) if isinstance(parsed, dict) else text
 
 
-def _reason(error: BaseException) -> str:
+def reason_of(error: BaseException) -> str:
     return str(getattr(error, "reason", None) or error) or type(error).__name__

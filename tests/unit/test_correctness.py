@@ -19,6 +19,7 @@ from recommender.correctness.figures import (
 )
 from recommender.correctness.gate import check_outputs, judged_alike, served_outputs
 from recommender.spec import ExperimentSpec, PayloadSpec
+from recommender.targets.wire import KSERVE
 
 FP32 = Tolerance(1e-4, 1e-3, 0.9999)
 
@@ -89,6 +90,9 @@ def test_served_outputs_are_rows_of_the_batch() -> None:
 
 class Echo:
     """A fake endpoint answering every request with rows read from a file of expected outputs (shifted by `error`)."""
+
+    wire = KSERVE
+    model_name = "model"
 
     def __init__(self, reference: dict, error: float) -> None:
         self.reference, self.error = reference, error

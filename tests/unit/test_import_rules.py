@@ -22,8 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "candidates": SHARED | {"spec", "metrics"},
     "search": SHARED | {"spec", "candidates", "metrics"},
     "modelrepo": SHARED | {"spec", "candidates"},
-    "targets": SHARED,
-    "correctness": SHARED | {"spec", "modelrepo", "load.payload"},
+    "targets": SHARED | {"modelrepo.model_source"},
+    "correctness": SHARED | {"spec", "modelrepo", "load.payload", "targets.wire"},
     "load": SHARED
     | {"spec", "metrics", "modelrepo.model_source", "targets.kserve", "targets.lifeline", "targets.invoke_target"},
     "metrics": {"errors", "vocabulary", "hardware"},  # plus `spec` as a type only (TYPE_CHECKING), for from_spec

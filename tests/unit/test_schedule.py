@@ -118,3 +118,8 @@ def test_local_and_docker_targets_share_this_host_and_remote_hosts_are_apart():
     remote = [TargetSpec(kind="remote", endpoint=f"http://host-{n}:8000") for n in (1, 2)]
     assert slot_group(local_a, 0) == slot_group(local_b, 1)  # two local labels are still one set of cores
     assert slot_group(remote[0], 2) != slot_group(remote[1], 3)
+
+
+def test_an_infinity_server_shares_this_host_with_triton():
+    triton, infinity = TargetSpec(name="triton"), TargetSpec(name="infinity", kind="infinity")
+    assert slot_group(triton, 0) == slot_group(infinity, 1)  # one after the other: they would measure each other

@@ -64,9 +64,9 @@ def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     path = write(tmp_path, "name: x\ntarget:\n  zzzzzz: 1\n")
     (line,) = problems_of(path)
     keys = (
-        "accelerator, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, gpus, image_uri, "
-        "instance_type, kind, name, "
-        "price_per_hour, priced_as, ready_timeout_seconds, region, role_arn"
+        "accelerator, batch_sizes, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, engines, gpus, "
+        "image_uri, instance_type, kind, model, name, "
+        "price_per_hour, priced_as, protocol, ready_timeout_seconds, region, role_arn"
     )
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 

@@ -39,7 +39,8 @@ def test_registry_maps_local() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "hint"), [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, local, remote, sagemaker")]
+    ("name", "hint"),
+    [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, infinity, local, remote, sagemaker")],
 )
 def test_unknown_target(name: str, hint: str) -> None:
     with pytest.raises(TargetError, match="unknown target") as error:

@@ -1,0 +1,197 @@
+"""The `infinity` target: the Infinity embedding server (infinity-emb, in a virtualenv of its own) on loopback, one
+server per candidate, its engine (torch, optimum) and batch size the candidate's; spoken to through the OpenAI
+embeddings API (openai_endpoint.py), so its load, gate, figures and cost are those of every other candidate.
+
+Like tritonserver (local.py): its own session, dies with this process (lifeline.py), a pid file for what a
+`kill -9` of the job left, a log in the run directory, torn down on every exit path (Deployment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+
+from recommender.errors import TargetError
+from recommender.hardware import Gpu
+from recommender.modelrepo.model_source import minilm_dir
+from recommender.targets import infinity_venv
+from recommender.targets.leftovers import PID_FILE, ServerRecord, stop_leftovers
+from recommender.targets.lifeline import die_with_parent
+from recommender.targets.local import LOG_TAIL_LINES, LOOPBACK, free_loopback_ports
+from recommender.targets.openai_endpoint import OpenAIEndpoint
+
+SERVED_NAME = "minilm"  # the model name requests carry
+PROCESS_NAMES = frozenset({infinity_venv.BINARY, "python", "python3"})  # leftovers of a killed job's server
+QUIET = {  # no model hub, no usage statistics: everything it serves is on this host
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "DO_NOT_TRACK": "1",
+    "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+    "CUDA_VISIBLE_DEVICES": "",
+}
+
+
+@dataclass
+class InfinityDeployment(OpenAIEndpoint):
+    """A running infinity_emb serving the packaged MiniLM; leaving `with` stops it."""
+
+    run_dir: Path = field(default_factory=Path)
+    stop_timeout: float = 20.0
+    _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+
+    def launch(self, command: list[str]) -> None:
+        """Start the server in its own session, its output appended to server.log."""
+        assert self.log_path is not None  # set by InfinityTarget.deploy
+        with open(self.log_path, "ab") as log:
+            try:
+                self._process = subprocess.Popen(
+                    command,
+                    env=os.environ | QUIET,
+                    cwd=self.run_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent(),
+                )
+            except OSError as error:
+                raise TargetError(f"cannot start {infinity_venv.BINARY}: {error}") from error
+        with contextlib.suppress(psutil.NoSuchProcess):
+            ServerRecord.of(self._process.pid, "").write(self.run_dir)
+
+    def server_pids(self) -> list[int]:
+        if self._process is None:
+            return []
+        try:
+            server = psutil.Process(self._process.pid)
+            return [server.pid, *(child.pid for child in server.children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def failure_hint(self) -> str:
+        return self.log_tail() or f"See the server log {self.log_path}."
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with open(self.log_path or "", errors="replace") as log:
+                return "".join(deque(log, maxlen=lines))
+        except OSError:
+            return ""
+
+    def _check_running(self) -> None:
+        code = self._process.poll() if self._process else -1
+        if code is not None:
+            raise TargetError(
+                f"{infinity_venv.BINARY} exited with code {code} before it served {self.model_name!r}",
+                hint=self.log_tail(),
+            )
+
+    def _stop(self) -> None:
+        """SIGTERM the server's session, wait, SIGKILL what is left, and clear the pid file."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        members = [psutil.Process(pid) for pid in self._pids_of(process.pid)]
+        _signal_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=self.stop_timeout)
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        psutil.wait_procs(members, timeout=5.0)
+        (self.run_dir / PID_FILE).unlink(missing_ok=True)
+
+    @staticmethod
+    def _pids_of(pid: int) -> list[int]:
+        try:
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+@dataclass
+class InfinityTarget:
+    """Infinity on this host's CPU: one server per candidate (engine x batch size)."""
+
+    name: ClassVar[str] = "infinity"
+    load_shares_host: ClassVar[bool] = True
+    deploys: ClassVar[bool] = False  # no Triton repository: Infinity loads the model folder itself
+    native_backends: ClassVar[bool] = False
+    ready_timeout: float = 300.0
+    stop_timeout: float = 20.0
+
+    @classmethod
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> InfinityTarget:
+        return cls(ready_timeout=target.ready_timeout_seconds)
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
+
+    def preflight(self) -> None:
+        """Infinity's virtualenv is there (made now, once, when it is not) and the model folder is packaged."""
+        infinity_venv.server_binary()
+        minilm_dir()
+
+    def deploy(
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
+    ) -> InfinityDeployment:
+        """Start infinity_emb with the candidate's engine and batch size; returns once /health answers."""
+        if config is None:
+            raise TargetError("the infinity target needs the candidate's configuration (engine, batch size)")
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stop_leftovers(run_dir, PROCESS_NAMES)
+        (port,) = free_loopback_ports(1)
+        deployment = InfinityDeployment(
+            f"http://{LOOPBACK}:{port}", SERVED_NAME, run_dir=run_dir, stop_timeout=self.stop_timeout
+        )
+        deployment.log_path = run_dir / "server.log"
+        with deployment.starting():
+            deployment.launch(command(infinity_venv.server_binary(), config, port))
+            deployment.wait_until_ready(self.ready_timeout)
+        return deployment
+
+
+def command(binary: Path, config: Mapping[str, Any], port: int) -> list[str]:
+    """The infinity_emb command line: the packaged MiniLM (with an ONNX export beside it for the optimum engine), its
+    own pooling, the candidate's engine and batch size, loopback only."""
+    engine, model = str(config["optimization"]), minilm_dir()
+    return [
+        str(binary),
+        "v2",
+        "--model-id",
+        str(infinity_venv.onnx_model_folder(model) if engine == "optimum" else model),
+        "--pooling-method",
+        infinity_venv.pooling_of(model),
+        "--served-model-name",
+        SERVED_NAME,
+        "--engine",
+        engine,
+        "--batch-size",
+        str(config["max_batch_size"]),
+        "--device",
+        "cpu",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+    ]
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)

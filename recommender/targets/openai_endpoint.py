@@ -1,0 +1,125 @@
+"""An OpenAI-compatible embeddings server (Infinity, text-embeddings-inference, vLLM, a hosted API) as a deployment:
+readiness, the probe request and the load's path, with triton_client.py's error policy (every failure one
+TargetError naming what was asked and where). It keeps no server statistics: stacks other than Triton expose none
+the platform reads, so the server figures are left empty and said to be.
+
+    OpenAIEndpoint(base, model).probe(body) -> the answer, its embeddings checked (rows, numbers)
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from recommender.errors import TargetError, TargetUnreachable
+from recommender.targets.deployment import Deployment
+from recommender.targets.triton_client import reason_of, server_message
+from recommender.targets.wire import Wire, embeddings_of, openai
+
+HINT = "Check the URL (http://host:port of the server's OpenAI API, with its prefix such as /v1) and the model name."
+READY_PATHS = ("/health", "/models")  # Infinity and TEI answer /health; the OpenAI API itself lists /models
+
+
+@dataclass
+class OpenAIEndpoint(Deployment):
+    """An embeddings server at `endpoint` (its base URL, the prefix included) serving `model_name`."""
+
+    endpoint: str
+    model_name: str
+    prefix: str = ""  # the part of the URL path the routes sit under (/v1), kept apart for the load's path
+    timeout_s: float = 10.0
+    host: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.host = self.endpoint.removesuffix(self.prefix) if self.prefix else self.endpoint
+
+    @property
+    def wire(self) -> Wire:
+        return openai(self.prefix)
+
+    @property
+    def load_url(self) -> str:
+        """The load generator's host: the base URL without the prefix (the wire's path carries it)."""
+        return self.host
+
+    def statistics(self) -> dict[str, Any]:
+        """None that the platform reads: the server figures of an OpenAI endpoint are left empty."""
+        return {}
+
+    def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
+        """POST one embeddings request; the answer, which must hold one embedding per input row."""
+        what = f"an embeddings request for model {self.model_name!r}"
+        answer = self._call("POST", self.wire.path(self.model_name), what, body, timeout_s)
+        try:
+            embeddings_of(answer, len(body.get("input", [])))
+        except ValueError as error:
+            raise TargetError(f"{what} at {self.endpoint}: {error}", hint=self.failure_hint()) from None
+        return answer
+
+    def served_models(self) -> list[str] | None:
+        """The model ids /models lists, or None when the server has no /models route."""
+        try:
+            answer = self._call("GET", f"{self.prefix}/models", "the model list", None, self.timeout_s)
+        except TargetUnreachable:
+            raise
+        except TargetError:
+            return None
+        data = answer.get("data") if isinstance(answer, dict) else None
+        return [str(item.get("id")) for item in data if isinstance(item, dict)] if isinstance(data, list) else None
+
+    def check_serves(self) -> None:
+        """Preflight: the server answers and, where it lists its models, lists this one."""
+        if not self._answers_ready():
+            raise TargetUnreachable(f"{self.endpoint} does not answer {' or '.join(READY_PATHS)}", hint=HINT)
+        models = self.served_models()
+        if models is not None and self.model_name not in models:
+            raise TargetError(
+                f"{self.endpoint} serves {', '.join(models) or 'no model'}, not {self.model_name!r}",
+                hint="set target.model to one of the served model names",
+            )
+
+    def failure_hint(self) -> str:
+        return super().failure_hint() if self.log_path else HINT
+
+    def _answers_ready(self) -> bool:
+        for path in READY_PATHS:
+            try:
+                self._call("GET", f"{self.prefix}{path}", "readiness", None, 2.0)
+                return True
+            except TargetError:
+                continue
+        return False
+
+    def _call(self, method: str, path: str, what: str, body: dict | None, timeout_s: float) -> Any:
+        request = urllib.request.Request(
+            self.host + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                text = response.read()
+        except urllib.error.HTTPError as error:
+            message = server_message(error.read())[:500]
+            raise TargetError(
+                f"{what} at {self.endpoint} failed with HTTP {error.code}: {message}", hint=self.failure_hint()
+            ) from error
+        except (OSError, urllib.error.URLError) as error:
+            raise TargetUnreachable(
+                f"{what}: {self.endpoint} does not answer ({reason_of(error)})", hint=self.failure_hint()
+            ) from error
+        try:
+            return json.loads(text) if text.strip() else {}
+        except ValueError:
+            raise TargetError(
+                f"{what} at {self.endpoint} did not answer JSON: {text[:200].decode(errors='replace')!r}",
+                hint=self.failure_hint(),
+            ) from None
+
+    def _stop(self) -> None:
+        """Nothing to stop: the endpoint is not ours (a server this platform starts stops in its subclass)."""

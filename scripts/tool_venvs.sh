@@ -7,10 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A TOOLS=(
   [mlflow]="mlflow==3.17.2"  # the tracking server the MLflow export is tested against (tests/tracking/conftest.py)
-  # the Infinity embedding server (target.kind: infinity); recommender itself makes the same venv on first use
-  # (recommender/targets/infinity_venv.py, the same pins: optimum 2 breaks Infinity's ONNX engine, and optimum's
-  # onnxruntime extra pulls datasets and a pyarrow that needs NumPy 2, which infinity-emb refuses)
-  [infinity]="infinity-emb[server,torch]==0.0.78 optimum==1.24.0 transformers==4.48.3 onnx==1.23.2 onnxruntime==1.32.0"
+  # the Infinity embedding server (target.kind: infinity): made by recommender's own installer, the one a run uses
+  # on first use (recommender/targets/infinity_venv.py holds its pins), here in .venvs/infinity for the tests
+  [infinity]="recommender.targets.infinity_venv"
 )
 declare -A CHECKS=(  # the command that answers when the tool is installed
   [mlflow]="mlflow --version"
@@ -21,8 +20,12 @@ for name in "${@:-${!TOOLS[@]}}"; do
   if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then
     continue
   fi
+  if [[ "${TOOLS[$name]}" == recommender.* ]]; then
+    echo "tool_venvs: making $venv with ${TOOLS[$name]}"
+    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}"
+    continue
+  fi
   echo "tool_venvs: installing ${TOOLS[$name]} into $venv"
   python3 -m venv "$venv"
-  # shellcheck disable=SC2086  # a tool may need several requirements, one word each
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${TOOLS[$name]}
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${TOOLS[$name]}"
 done

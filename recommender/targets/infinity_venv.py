@@ -22,11 +22,11 @@ from recommender.errors import TargetError
 VERSION = "0.0.78"
 # its ONNX engine, pinned apart: optimum 2 (what infinity-emb's own `optimum` extra installs today) breaks it, and
 # optimum's onnxruntime extra pulls datasets with a pyarrow that needs NumPy 2, which infinity-emb refuses
-REQUIREMENTS = (
+REQUIREMENTS = (  # the same pins as scripts/tool_venvs.sh
     f"infinity-emb[server,torch]=={VERSION}",
     "optimum==1.24.0",
+    "transformers==4.48.3",  # the newest its optimum 1.24's onnxruntime module imports with
     "onnx==1.23.2",
-    "onnxscript==0.7.2",
     "onnxruntime==1.32.0",
 )
 REQUIREMENT = " ".join(REQUIREMENTS)
@@ -137,3 +137,7 @@ def pooling_of(model_dir: Path) -> str:
         if config.get(key):
             return method
     return "mean"
+
+
+if __name__ == "__main__":  # scripts/tool_venvs.sh: make the virtualenv ahead of a run (RECOMMENDER_INFINITY_VENV)
+    print(server_binary())

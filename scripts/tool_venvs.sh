@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A TOOLS=(
   [mlflow]="mlflow==3.17.2"  # the tracking server the MLflow export is tested against (tests/mlflow_server.py)
+  [aiperf]="aiperf==0.13.0"  # the benchmark client whose record format import/export aiperf reads and writes
 )
 for name in "${@:-${!TOOLS[@]}}"; do
   venv=".venvs/$name"

@@ -1,8 +1,10 @@
 """`recommender export EXPERIMENT --out DIR`: the chosen configuration as a deployable Triton repository;
+`--format aiperf --out DIR`: its run's per-request records in AIPerf's format;
 `--mlflow URI`: every candidate as an MLflow run (with the report, and the deliverable when --out is given)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -11,10 +13,20 @@ from rich.console import Console
 from recommender.cli import options
 from recommender.errors import UsageError
 from recommender.files import paths
-from recommender.report.deliverable import Deliverable, ExportOptions, write_deliverable
+from recommender.files.destination import claim_folder
+from recommender.importers.aiperf import write_aiperf
+from recommender.job.imported_run import run_records
+from recommender.report.deliverable import Deliverable, ExportOptions, chosen, write_deliverable
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
 from recommender.tracking.export import export_experiment
+
+
+class ExportFormat(StrEnum):
+    """What --out receives."""
+
+    DELIVERABLE = "deliverable"  # a deployable Triton repository with the SageMaker and autoscaling requests
+    AIPERF = "aiperf"  # the run's per-request records as AIPerf's profile_export.jsonl and aggregate JSON
 
 
 def export_command(
@@ -29,6 +41,12 @@ def export_command(
         "as params; MaxInvocations, percentile latencies, error rate, cost, interval bounds, verdict as metrics; "
         "per-window series as step metrics; the report as artifacts, and the --out deliverable on its candidate's "
         "run). Exporting again updates those runs.",
+    ),
+    format_: ExportFormat = typer.Option(
+        ExportFormat.DELIVERABLE,
+        "--format",
+        help="deliverable: a deployable Triton repository; aiperf: the candidate's per-request records as AIPerf "
+        "0.13.0 writes them (profile_export.jsonl, profile_export_aiperf.json).",
     ),
     position: int = typer.Option(1, "--rank", min=1, help="Which ranked candidate to export (1 = the recommendation)."),
     db: str = options.DB,
@@ -49,7 +67,21 @@ def export_command(
     rec, spec, results = recommend_from_store(store, experiment, endpoint_name=endpoint_name)
     console = Console()
     deliverable = None
-    if out is not None:
+    if out is not None and format_ is ExportFormat.AIPERF:
+        picked = chosen(rec, position)
+        run_id = next(r.run_id for r in results if r.key == picked.candidate.key)
+        result = run_records(store, experiment, run_id)
+        claim_folder(out, force)
+        users = int(result.requests.users.max()) if len(result.requests) else 1
+        files = write_aiperf(
+            out, result.requests, result.started_at, picked.candidate.name, spec.target.endpoint or "", users
+        )
+        console.print(
+            f"[green]ok[/] {picked.candidate.name} (rank {picked.rank}): {len(result.requests)} request records "
+            f"in AIPerf's format: {', '.join(str(f) for f in files)}",
+            highlight=False,
+        )
+    elif out is not None:
         options = ExportOptions(
             out_dir=out, position=position, cache_dir=cache_dir, image=image, endpoint_name=endpoint_name, force=force
         )

@@ -1,5 +1,5 @@
 """`recommender import sagemaker-job JOB.json`: an experiment file from a SageMaker Inference Recommender job
-request."""
+request; `recommender import aiperf DIR`: an AIPerf run's records stored as a run (ranked, costed, reported here)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import typer
 from rich.console import Console
 
 from recommender.cli import options
+from recommender.files import paths
+from recommender.importers.aiperf import read_aiperf
 from recommender.importers.sagemaker_job import experiment_path, import_job, read_job, write_experiment
+from recommender.job.imported_run import ImportOptions, store_aiperf
+from recommender.store.results import ResultStore
 
-import_app = typer.Typer(help="Turn other tools' job definitions into experiment files.", no_args_is_help=True)
+import_app = typer.Typer(
+    help="Turn other tools' job definitions into experiment files, and their measurements into stored runs.",
+    no_args_is_help=True,
+)
 
 
 @import_app.command("sagemaker-job")
@@ -33,6 +40,55 @@ def sagemaker_job(
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     if not imported.notes:
         console.print("everything in the job was mapped", highlight=False)
+
+
+@import_app.command("aiperf")
+def aiperf(
+    folder: Path = typer.Argument(
+        ...,
+        file_okay=False,
+        help="AIPerf artifact folder (--artifact-dir): profile_export.jsonl and profile_export_aiperf.json.",
+    ),
+    experiment: str | None = typer.Option(
+        None, "--experiment", help="Experiment to store it as (default: aiperf-<folder name>)."
+    ),
+    instance_type: str = typer.Option(
+        "local-cpu", "--instance-type", help="The hardware the measured endpoint ran on (a label, or a catalog type)."
+    ),
+    price_per_hour: float = typer.Option(
+        0.0, "--price-per-hour", min=0, help="What one instance costs per hour in USD (0: unpriced, relative cost)."
+    ),
+    warmup_seconds: float = typer.Option(
+        0.0,
+        "--warmup-seconds",
+        min=0,
+        help="Seconds at the start left out of the windows (AIPerf's own warm-up requests are not in its records).",
+    ),
+    window_seconds: float | None = typer.Option(
+        None,
+        "--window-seconds",
+        min=0.001,
+        help="Steady-state window length (default: the run's duration in up to 10 windows of 40 requests or more).",
+    ),
+    db: str = options.DB,
+    run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where the run's records are kept (load.npz)."),
+) -> None:
+    """Store an AIPerf run (a closed-loop `aiperf profile --concurrency N` run) as an experiment of one candidate, cut
+    into windows and decided like a measured run; importing the same folder again stores nothing."""
+    run = read_aiperf(folder)
+    name = experiment or f"aiperf-{folder.resolve().name}"
+    settings = ImportOptions(name, instance_type, price_per_hour, warmup_seconds, window_seconds, run_dir)
+    imported = store_aiperf(ResultStore.open(db), run, folder, settings)
+    console = Console()
+    if imported.run_id is None:
+        console.print(f"{folder} is stored already as {imported.experiment}; nothing stored", highlight=False)
+        return
+    console.print(
+        f"[green]ok[/] {imported.requests} requests (AIPerf {run.aiperf_version}, concurrency {run.concurrency}) "
+        f"stored as experiment {imported.experiment}, run {imported.run_id}: `recommender report "
+        f"{imported.experiment}`",
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

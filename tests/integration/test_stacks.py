@@ -20,35 +20,24 @@ import pytest
 from recommender.load.generators import free_port
 from recommender.store.results import ResultStore
 from recommender.targets import infinity_venv
-from recommender.targets.infinity import InfinityTarget
+from tests.infinity_server import infinity_server, infinity_venv_in_use
 
 pytestmark = [pytest.mark.integration, pytest.mark.stacks]
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venvs" / "infinity"
-SETUP = "bash scripts/tool_venvs.sh infinity"
 
 
 @pytest.fixture(scope="module")
 def venv() -> Iterator[Path]:
-    if not (VENV / "bin" / infinity_venv.BINARY).exists():
-        pytest.skip(f"no Infinity virtualenv here: {SETUP} (README command two runs it)")
-    before = os.environ.get(infinity_venv.ENVIRONMENT)
-    os.environ[infinity_venv.ENVIRONMENT] = str(VENV)
-    yield VENV
-    if before is None:
-        os.environ.pop(infinity_venv.ENVIRONMENT, None)
-    else:
-        os.environ[infinity_venv.ENVIRONMENT] = before
+    with infinity_venv_in_use() as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")
 def existing(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An OpenAI endpoint that already runs: Infinity started through the infinity target, stopped after."""
-    run_dir = tmp_path_factory.mktemp("existing")
-    config = {"optimization": "torch", "max_batch_size": 8}
-    with InfinityTarget(ready_timeout=180).deploy(None, "model", run_dir, config=config) as deployment:
-        yield deployment.endpoint
+    with infinity_server(tmp_path_factory.mktemp("existing")) as url:
+        yield url
 
 
 class BrokenStack(BaseHTTPRequestHandler):

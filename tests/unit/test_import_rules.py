@@ -34,10 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     | {"spec", "modelrepo.model_source", "targets", "store.database", "load.runner", "load.null_endpoint"},
     "job": SHARED
     | {"spec", "candidates", "search", "modelrepo", "targets", "correctness", "load", "metrics"}
-    | {"measurement", "store", "decide", "review", "doctor", "tracking"},
+    | {"measurement", "store", "decide", "review", "doctor", "tracking", "importers"},
     "review": SHARED | {"spec", "candidates", "metrics", "decide", "store"},
     "report": SHARED | {"spec", "candidates", "metrics", "modelrepo", "targets", "decide"},
-    "importers": SHARED | {"spec", "candidates", "decide"},
+    "importers": SHARED | {"spec", "candidates", "decide", "metrics"},
     "tracking": SHARED | {"spec", "candidates", "metrics", "decide", "report"},
     "dashboard": SHARED
     | {"spec", "candidates", "metrics", "decide", "review", "report", "store.database", "store.results"},

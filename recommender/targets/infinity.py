@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import threading
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +25,9 @@ from recommender.hardware import Gpu
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.targets import infinity_venv
 from recommender.targets.leftovers import PID_FILE, ServerRecord, stop_leftovers
-from recommender.targets.lifeline import die_with_parent
 from recommender.targets.local import LOG_TAIL_LINES, LOOPBACK, free_loopback_ports
 from recommender.targets.openai_endpoint import OpenAIEndpoint
+from recommender.targets.server_process import log_tail, process_tree, start_in_session
 
 SERVED_NAME = "minilm"  # the model name requests carry
 PROCESS_NAMES = frozenset({infinity_venv.BINARY, "python", "python3"})  # leftovers of a killed job's server
@@ -52,41 +51,21 @@ class InfinityDeployment(OpenAIEndpoint):
     def launch(self, command: list[str]) -> None:
         """Start the server in its own session, its output appended to server.log."""
         assert self.log_path is not None  # set by InfinityTarget.deploy
-        with open(self.log_path, "ab") as log:
-            try:
-                self._process = subprocess.Popen(
-                    command,
-                    env=os.environ | QUIET,
-                    cwd=self.run_dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent(),
-                )
-            except OSError as error:
-                raise TargetError(f"cannot start {infinity_venv.BINARY}: {error}") from error
+        try:
+            self._process = start_in_session(command, os.environ | QUIET, self.run_dir, self.log_path)
+        except OSError as error:
+            raise TargetError(f"cannot start {infinity_venv.BINARY}: {error}") from error
         with contextlib.suppress(psutil.NoSuchProcess):
             ServerRecord.of(self._process.pid, "").write(self.run_dir)
 
     def server_pids(self) -> list[int]:
-        if self._process is None:
-            return []
-        try:
-            server = psutil.Process(self._process.pid)
-            return [server.pid, *(child.pid for child in server.children(recursive=True))]
-        except psutil.NoSuchProcess:
-            return []
+        return process_tree(self._process)
 
     def failure_hint(self) -> str:
         return self.log_tail() or f"See the server log {self.log_path}."
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            with open(self.log_path or "", errors="replace") as log:
-                return "".join(deque(log, maxlen=lines))
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def _check_running(self) -> None:
         code = self._process.poll() if self._process else -1

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import threading
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from recommender.targets import triton_binary
 from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
-from recommender.targets.lifeline import die_with_parent
+from recommender.targets.server_process import log_tail, process_tree, start_in_session
 
 LOOPBACK = "127.0.0.1"
 CLOSED_APIS = "model-repository,shared-memory,trace,logging"  # the APIs that change the server; none is called
@@ -174,22 +173,12 @@ class LocalDeployment(Deployment):
     def launch(self, command: list[str], env: dict[str, str]) -> None:
         """Start the server process in its own session, its output appended to server.log; it dies with this
         process (lifeline.py), and its pid file lets the next run stop what a `kill -9` of this one left."""
-        with open(self.log_path, "ab") as log:
-            try:
-                self._process = subprocess.Popen(
-                    command,
-                    env=env,
-                    cwd=self.run_dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent(),
-                )
-            except OSError as error:
-                raise TargetError(
-                    f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks"
-                ) from error
+        try:
+            self._process = start_in_session(command, env, self.run_dir, self.log_path)
+        except OSError as error:
+            raise TargetError(
+                f"cannot start tritonserver: {error}", hint="run `recommender` preflight checks"
+            ) from error
         # NoSuchProcess: exited at once; wait_until_ready reports it with the log
         with contextlib.suppress(psutil.NoSuchProcess):
             ServerRecord.of(self._process.pid, self.shm_prefix).write(self.run_dir)
@@ -208,21 +197,11 @@ class LocalDeployment(Deployment):
 
     def server_pids(self) -> list[int]:
         """The server process and every descendant (the backend stubs), while running."""
-        if self._process is None:
-            return []
-        try:
-            server = psutil.Process(self._process.pid)
-            return [server.pid, *(child.pid for child in server.children(recursive=True))]
-        except psutil.NoSuchProcess:
-            return []
+        return process_tree(self._process)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last `lines` lines of server.log (for error messages)."""
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return "".join(deque(log, maxlen=lines))
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def _stop(self) -> None:
         """Stop the server and its stubs: SIGTERM the group, wait, SIGKILL leftovers, verify none remain."""

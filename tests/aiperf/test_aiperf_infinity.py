@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recommender.cli import main
 from recommender.importers.aiperf import read_aiperf
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.store.results import ResultStore
 from tests.infinity_server import SERVED_NAME
 from tests.processes import stop_group
+from tests.unit.test_aiperf_records import cli
 
 pytestmark = pytest.mark.aiperf
 REQUESTS, CONCURRENCY = 400, 2
@@ -35,14 +35,6 @@ def profile(aiperf: Path, url: str, out: Path) -> None:
             assert process.wait(timeout=180) == 0, log.read_text()[-3000:]
         finally:
             stop_group(process)
-
-
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as done:
-        return int(done.code or 0)
-    return 0
 
 
 def test_a_real_aiperf_run_is_imported_ranked_reported_and_exported(

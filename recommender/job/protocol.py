@@ -68,7 +68,12 @@ def protocol_fingerprint(
     if accelerator != "cpu":
         document["accelerator"] = accelerator
     if spec.search.adaptive:  # a load search measures differently from the full plan (grid keys stay as they were)
-        document["search"] = {"strategy": "adaptive", "knee_tolerance": spec.search.knee_tolerance}
+        # probes try the highest level first since issue 24: a probe stored before measured bottom-up
+        document["search"] = {
+            "strategy": "adaptive",
+            "knee_tolerance": spec.search.knee_tolerance,
+            "probe": "capacity-first",
+        }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -3,7 +3,8 @@ exponentially growing steps upwards and bisected after the first breach, stoppin
 mean IPM grows less than `knee_tolerance` over the previous meeting one). Every level is one load run on the same
 deployment (measurement.measure_once), judged by the same windows, stability and level rules (metrics/levels.py).
 
-    LoadSearch(levels).ask() -> level index | None;  .tell(index, meets, ipm);  .found -> the highest meeting index
+    LoadSearch(count, knee, capacity_first).ask() -> level index | None;  .tell(index, meets, ipm)
+    LoadSearch(...).found -> the highest meeting index
     search_load(...) -> Measurement        # every level run stored as one run: level k is phase k, repeat 0
     measure_level(...) -> Measurement      # the final measurement: `repeats` load runs at the found level only
     measure_work(work, ...) -> Measurement # what a search strategy's Work asks for (the job calls this)
@@ -36,18 +37,31 @@ from recommender.spec import ExperimentSpec
 
 
 class LoadSearch:
-    """Ask/tell over levels sorted by load: step up (1, 2, 4 ... indices), bisect after a breach, stop at the knee."""
+    """Ask/tell over levels sorted by load: step up (1, 2, 4 ... indices), bisect after a breach, stop at the knee.
 
-    def __init__(self, count: int, knee_tolerance: float) -> None:
+    capacity_first: the highest level is tried first; when it meets the limits it is the found level at once (the
+    most a candidate can serve within them, what racing judges), else the search goes on below it as above."""
+
+    def __init__(self, count: int, knee_tolerance: float, capacity_first: bool = False) -> None:
         self.count, self.knee_tolerance = count, knee_tolerance
         self.low, self.high = -1, count  # highest meeting index so far; lowest breaching index so far
         self.step, self.next, self.done = 1, 0, count == 0
         self.best_ipm: float | None = None
+        self.top_first = capacity_first and count > 1
+        if self.top_first:
+            self.next = count - 1
 
     def ask(self) -> int | None:
         return None if self.done else self.next
 
     def tell(self, index: int, meets: bool, ipm: float) -> None:
+        if self.top_first:  # the highest level's answer: found there, or the search below it
+            self.top_first = False
+            if meets:
+                self.low, self.best_ipm, self.done = index, ipm, True
+            else:
+                self.high, self.next = index, 0
+            return
         if meets:
             knee = self.best_ipm is not None and index > self.low and ipm < self.best_ipm * (1 + self.knee_tolerance)
             self.low, self.best_ipm = max(self.low, index), max(ipm, self.best_ipm or 0.0)
@@ -85,14 +99,15 @@ def search_load(
     knee_tolerance: float,
     progress: Callable[[LoadProgress], None] | None = None,
     seconds: float | None = None,
+    capacity_first: bool = False,
 ) -> Measurement:
     """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`,
-    never ended early for precision: a probe is brief by design)."""
+    never ended early for precision: a probe is brief by design); `capacity_first`: the highest level first."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     rules = dataclasses.replace(rules, stop=dataclasses.replace(rules.stop, known_within=None))
     probe_s = seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
     levels = [shortened(level, probe_s) for level in levels_by_load(plan)]
-    search, runs = LoadSearch(len(levels), knee_tolerance), []
+    search, runs = LoadSearch(len(levels), knee_tolerance, capacity_first), []
     while (index := search.ask()) is not None:
         one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
         repeat = measure_once(deployment, one, rules, bodies, out_dir / f"level-{index + 1}", progress)
@@ -153,7 +168,9 @@ def measure_work(
 ) -> Measurement:
     """What the work's stage asks for: the whole plan (full), a load search (probe), repeats at one level (final)."""
     if work.stage == "probe":
-        return search_load(deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds)
+        return search_load(
+            deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds, work.capacity_first
+        )
     if work.stage == "final":
         assert work.level is not None  # a final stage always carries the level its probe found (search/adaptive.py)
         return measure_level(deployment, spec, bodies, out_dir, work.level, work.repeats, progress)

@@ -4,6 +4,10 @@ successive halving's cap). A candidate that may still be the best is measured in
 deployment (`follow`, called by the job between the probe and the teardown: no second deployment); the others are
 pruned, keeping their probe's figures and the reason.
 
+Do not probe what cannot win: a candidate past a clear fall along a unimodal axis of the grid (search/structure.py)
+is pruned without a deployment, with the reason; a probe tries the plan's highest load first (capacity first: the
+most the candidate serves within the limits, what racing judges) and only searches lower when that level breaches.
+
 Ask/tell: ask() hands out probes, each followed by its prune when judged out; tell() hears every stored result.
 A probe reused from an earlier run (resume) is judged in tell(); if it is to be measured in full and was not, a
 `final` work measures it on a deployment of its own. Candidates left out by the budget are recorded as skipped for
@@ -21,6 +25,7 @@ from recommender.metrics.headline import Headline
 from recommender.search.plan import planned_total
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
+from recommender.search.structure import cannot_win
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
 
@@ -41,6 +46,7 @@ class AdaptiveSearch:
         self.judged: set[str] = set()
         self.continued: set[str] = set()  # judged to be measured in full
         self.queue: deque[Work] = deque()
+        self.probes: dict[str, tuple[Candidate, float | None]] = {}  # key -> probed candidate, its MaxInvocations
 
     def ask(self) -> Work | None:
         if self.queue:
@@ -51,12 +57,19 @@ class AdaptiveSearch:
             self.pending.clear()
             return self.queue.popleft() if self.queue else None
         candidate = self.sampler.ask() if self.sampler else (self.pending.popleft() if self.pending else None)
-        return (
-            None
-            if candidate is None
-            else Work(
-                candidate, "probe", knee_tolerance=self.search.knee_tolerance, seconds=self.search.racing.probe_seconds
-            )
+        if candidate is None:
+            return None
+        why = cannot_win(candidate, list(self.probes.values()), self.search.unimodal, self.search.racing.margin)
+        if why is not None:  # never deployed: stored as pruned with the reason
+            if self.sampler is not None:
+                self.sampler.tell(candidate, None)
+            return Work(candidate, "prune", reason=why)
+        return Work(
+            candidate,
+            "probe",
+            knee_tolerance=self.search.knee_tolerance,
+            seconds=self.search.racing.probe_seconds,
+            capacity_first=True,
         )
 
     def follow(self, work: Work, headline: Headline) -> Work | None:
@@ -83,6 +96,8 @@ class AdaptiveSearch:
             self.probed.add(key)
             if self.sampler is not None:
                 self.sampler.tell(work.candidate, _max_invocations(result))
+            if result.headline is not None and result.status in (RunStatus.OK, RunStatus.PRUNED):
+                self.probes[key] = (work.candidate, result.headline.max_invocations)  # None: no level met the limits
         if result.status != RunStatus.OK or result.headline is None:
             return
         if key in self.continued or result.headline.repeats >= self.search.racing.final_repeats:

@@ -1,7 +1,7 @@
 """What a search strategy hands the job: one piece of work at a time (ask), and what the job tells it back (tell).
 
 stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
-       probe  a load search, 1 short repeat per tried level (adaptive search)
+       probe  a load search, 1 short repeat per tried level, the highest level first (adaptive search)
        final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own
               on resume)
        prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
@@ -28,6 +28,7 @@ class Work:
     reason: str | None = None  # prune / skip: why
     knee_tolerance: float = 0.05  # probe: where the load search stops
     seconds: float | None = None  # probe: each tried level runs this long (None: the traffic plan's duration)
+    capacity_first: bool = False  # probe: the highest level first, found there when it meets the limits
 
     @property
     def measures(self) -> bool:

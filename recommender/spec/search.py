@@ -16,6 +16,10 @@ from pydantic import Field, model_validator
 from recommender.spec.base import Strict
 
 
+UnimodalAxis = Literal["instance_group_counts", "max_batch_sizes"]
+UNIMODAL_AXES: tuple[UnimodalAxis, ...] = ("instance_group_counts", "max_batch_sizes")
+
+
 class IntRange(Strict):
     """A numeric axis given as an inclusive range, searched by the sampler (adaptive search only)."""
 
@@ -105,6 +109,13 @@ class SearchSpec(Strict):
         le=1,
         description="Adaptive load search: a level whose mean IPM grows "
         "less than this share over the previous meeting level is the knee (search stops).",
+    )
+
+    unimodal: list[UnimodalAxis] = Field(
+        default_factory=lambda: list(UNIMODAL_AXES),
+        description="Adaptive only: axes along which throughput rises to one peak and then falls; a candidate past a "
+        "clear fall on such an axis (two probes falling by more than the racing margin) is pruned without being "
+        "probed (search/structure.py). [] probes every candidate.",
     )
 
     @model_validator(mode="before")

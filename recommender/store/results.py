@@ -215,7 +215,8 @@ class ResultStore:
 
     def prune(self, candidate_id: int, protocol_key: str, reason: str) -> None:
         """Adaptive search took the candidate out of the race: its latest run under the protocol becomes `pruned`
-        with the reason; its figures and windows (the partial measurement) stay as they were stored."""
+        with the reason; its figures and windows (the partial measurement) stay as they were stored. A candidate
+        pruned before any measurement (the grid's structure) gets a run of its own with no figures."""
 
         def work(session: Session) -> None:
             run = session.scalar(
@@ -226,10 +227,8 @@ class ResultStore:
                 .with_for_update()
             )
             if run is None:
-                raise StoreError(
-                    f"candidate {candidate_id} has no run to prune",
-                    hint="a pruned candidate is one measured briefly first",
-                )
+                run = Run(candidate_id=candidate_id, protocol_key=protocol_key, finished_at=utcnow())
+                session.add(run)
             run.status, run.reason = RunStatus.PRUNED, reason
 
         self._write(work)

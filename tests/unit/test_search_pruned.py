@@ -83,3 +83,31 @@ def test_search_page_on_the_seeded_grid_db_lists_every_run(tmp_path, monkeypatch
     at = AppTest.from_file(APP, default_timeout=60).run().switch_page("views/search.py").run()
     assert not at.exception and not at.error
     assert "search: grid" in " ".join(c.value for c in at.caption)
+
+
+def test_a_candidate_pruned_by_the_grids_structure_is_stored_without_figures_and_shown(pruned_url, monkeypatch):
+    store = ResultStore.open(pruned_url)
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "raced",
+            "search": "adaptive",
+            "variants": {"instance_group_counts": [1, 2, 3], "dynamic_batching": [True]},
+        }
+    )
+    experiment = store.save_experiment(spec)
+    ig3 = expand_candidates(spec)[2]
+    cid = store.save_candidate(experiment, ig3)
+    reason = "pruned by the grid's structure, not probed: along instance count (taken as unimodal) ..."
+    store.prune(cid, "p1", reason)  # never measured: no run to mark, so one is stored
+    result = {r.name: r for r in store.results("raced", "p1")}["pt-db-ig3-mbs8"]
+    assert (result.status, result.reason, result.headline) == ("pruned", reason, None)
+    assert store.final_run(cid, "p1").status == "pruned"  # final: a resumed search does not deploy it
+    store.prune(cid, "p1", reason)  # a resumed search prunes it again: still one run
+    assert len([r for r in store.history("raced") if r.name == "pt-db-ig3-mbs8"]) == 1
+    path = search_path(store.history("raced"), "p1")
+    assert "pt-db-ig3-mbs8" in path["configuration"].tolist()
+    monkeypatch.setenv("RECOMMENDER_DB_URL", pruned_url)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = at.switch_page("views/search.py").run()
+    assert not at.exception and not at.error
+    assert "pruned: 2" in " ".join(c.value for c in at.caption)

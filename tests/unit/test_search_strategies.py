@@ -11,6 +11,7 @@ from recommender.metrics.intervals import Interval
 from recommender.search import strategy_for
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
+from recommender.search.structure import cannot_win
 from recommender.spec import ExperimentSpec
 
 
@@ -313,3 +314,77 @@ def test_the_sampler_chooses_the_target_too_when_there_are_several():
         seen.append(candidate.instance_type)
         sampler.tell(candidate, 100.0)
     assert set(seen) == {"small", "large"}
+
+
+def run_capacity_first(meets_up_to: int, count: int = 8) -> tuple[list[int], int | None]:
+    search, tried = LoadSearch(count, 0.05, capacity_first=True), []
+    while (index := search.ask()) is not None:
+        tried.append(index)
+        search.tell(index, index <= meets_up_to, 100.0 * (index + 1))
+    return tried, search.found
+
+
+@pytest.mark.parametrize(
+    "meets_up_to, expected_tried, found",
+    [
+        (7, [7], 7),  # the highest level meets: found at once, one level measured
+        (4, [7, 0, 3, 5, 4], 4),  # it breaches: the level below is searched by bisection between 0 and the breach
+        (-1, [7, 0], None),  # nothing meets
+    ],
+)
+def test_capacity_first_tries_the_highest_level_first(meets_up_to, expected_tried, found):
+    assert run_capacity_first(meets_up_to) == (expected_tried, found)
+
+
+def test_capacity_first_with_one_level_is_the_plain_search():
+    assert run_capacity_first(0, count=1) == ([0], 0)
+
+
+def structure_spec(**search) -> ExperimentSpec:
+    variants = {"instance_group_counts": [1, 2, 3, 4], "max_batch_sizes": [1, 8], "dynamic_batching": [True]}
+    return ExperimentSpec.model_validate(
+        {
+            "name": "s",
+            "search": {"strategy": "adaptive", **search},
+            "variants": variants,
+            "traffic": {"concurrency": {"users": [1, 4], "duration_seconds": 10}},
+        }
+    )
+
+
+def test_a_candidate_past_a_clear_fall_along_a_unimodal_axis_cannot_win():
+    by_name = {c.name: c for c in expand_candidates(structure_spec())}
+    ig1, ig2, ig3, ig4 = (by_name[f"pt-db-ig{n}-mbs8"] for n in (1, 2, 3, 4))
+    axes, margin = ["instance_group_counts"], 0.1
+    why = cannot_win(ig3, [(ig1, 1000.0), (ig2, 800.0)], axes, margin)
+    assert why is not None and "fell from 1,000 at pt-db-ig1-mbs8 to 800 at pt-db-ig2-mbs8" in why
+    assert "instance count (taken as unimodal)" in why
+    assert cannot_win(ig4, [(ig1, 1000.0), (ig2, 800.0)], axes, margin) is not None  # further out: cut too
+    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, 950.0)], axes, margin) is None  # within the margin: noise
+    assert cannot_win(ig3, [(ig1, 800.0), (ig2, 1000.0)], axes, margin) is None  # still rising
+    assert cannot_win(ig3, [(ig2, 800.0)], axes, margin) is None  # one probe says nothing about a slope
+    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, None)], axes, margin) is not None  # met no level: 0 IPM
+    assert cannot_win(ig1, [(ig4, 1000.0), (ig3, 800.0)], axes, margin) is not None  # falling the other way
+    mbs1 = by_name["pt-db-ig1-mbs1"]  # another line (max batch size differs): says nothing about ig3-mbs8
+    assert cannot_win(ig3, [(ig1, 1000.0), (by_name["pt-db-ig2-mbs1"], 100.0), (mbs1, 2000.0)], axes, margin) is None
+    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, 800.0)], [], margin) is None  # no unimodal axis: no rule
+
+
+def test_adaptive_never_deploys_what_the_grids_structure_rules_out():
+    spec = structure_spec(racing={"eta": 2, "final_repeats": 3})
+    peak_at_two = {1: 1000.0, 2: 1200.0, 3: 700.0, 4: 900.0}  # ig4's figure would be a lie: it is never asked for
+    asked = drive(
+        strategy_for(spec, expand_candidates(spec)), lambda c: peak_at_two[c.instance_group_count] + c.max_batch_size
+    )
+    probed = [name for stage, name in asked if stage == "probe"]
+    assert "pt-db-ig4-mbs1" not in probed and "pt-db-ig4-mbs8" not in probed
+    assert [name for stage, name in asked if stage == "prune"][-2:] == ["pt-db-ig4-mbs1", "pt-db-ig4-mbs8"]
+    off = structure_spec(racing={"eta": 2, "final_repeats": 3}, unimodal=[])
+    asked = drive(strategy_for(off, expand_candidates(off)), lambda c: peak_at_two[c.instance_group_count])
+    assert len([1 for stage, _ in asked if stage == "probe"]) == 8  # [] probes every candidate
+
+
+def test_probes_ask_for_the_highest_level_first():
+    spec = adaptive_spec()
+    work = strategy_for(spec, expand_candidates(spec)).ask()
+    assert (work.stage, work.capacity_first) == ("probe", True)

@@ -4,8 +4,8 @@ successive halving's cap). A candidate that may still be the best is measured in
 deployment (`follow`, called by the job between the probe and the teardown: no second deployment); the others are
 pruned, keeping their probe's figures and the reason.
 
-Do not probe what cannot win: a candidate past a clear fall along a unimodal axis of the grid (search/structure.py)
-is pruned without a deployment, with the reason; a probe tries the plan's highest load first (capacity first: the
+Do not probe what cannot win: a candidate past a fall along a unimodal axis of the grid, whose bound from that fall
+is below the leader's lower bound (search/structure.py), is pruned without a deployment, with the reason; a probe tries the plan's highest load first (capacity first: the
 most the candidate serves within the limits, what racing judges) and only searches lower when that level breaches.
 
 Ask/tell: ask() hands out probes, each followed by its prune when judged out; tell() hears every stored result.
@@ -59,7 +59,10 @@ class AdaptiveSearch:
         candidate = self.sampler.ask() if self.sampler else (self.pending.popleft() if self.pending else None)
         if candidate is None:
             return None
-        why = cannot_win(candidate, list(self.probes.values()), self.search.unimodal, self.search.racing.margin)
+        leader_low = max((e.low for e in self.full.values() if e.max_invocations is not None), default=None)
+        why = cannot_win(
+            candidate, list(self.probes.values()), self.search.unimodal, self.search.racing.margin, leader_low
+        )
         if why is not None:  # never deployed: stored as pruned with the reason
             if self.sampler is not None:
                 self.sampler.tell(candidate, None)

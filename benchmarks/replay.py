@@ -1,0 +1,275 @@
+"""Replay search strategies against a stored grid: how often each one's pick is tied with the grid's best, and what
+it would have cost, without measuring anything again.
+
+    python benchmarks/replay.py --db sqlite:///grid100.db --spec grid100.yaml            # 20 seeds
+    python benchmarks/replay.py --db ... --spec ... --seeds 20 --probe-seconds 3 --final-repeats 3
+
+The grid (`search: grid`, every candidate, every level of the traffic plan) is measured once and stored by
+`recommender run`. Each strategy then runs as the job runs it (the real ask / follow / tell objects of
+recommender/search/), but every measurement is drawn from the store instead of a server: a probe level or a final
+repeat of n windows draws n of that candidate's stored windows at that load, with replacement (seeded), and is judged
+by the real decision code (metrics/levels.py). Simulated seconds per deployed candidate: its stored export, deploy,
+probe, correctness and teardown stages, plus each load run's nominal length and the stored per-run start cost (the
+grid's load stage less its nominal seconds). The reference is the grid's own time, stored (all stages summed).
+
+The truth: each candidate decided over all its stored windows. A pick is "tied" with the best when their MaxInvocations
+95 % intervals overlap there (the rule racing searches by, search/racing.py), "same" when it is the best.
+
+Strategies: `adaptive` (this checkout: capacity-first probes, the grid's structure, racing) and `adaptive-bottom-up`
+(the same racing with probes stepped up from the lowest level and every candidate probed: the search before issue
+24 item 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from recommender.candidates import Candidate, CandidateResult, RunStatus, expand_candidates  # noqa: E402
+from recommender.load.shapes import compile_traffic  # noqa: E402
+from recommender.measurement.load_search import LoadSearch  # noqa: E402
+from recommender.metrics.headline import Headline, Measured  # noqa: E402
+from recommender.metrics.intervals import tied  # noqa: E402
+from recommender.metrics.levels import WindowRecord, decide, judge_levels  # noqa: E402
+from recommender.metrics.rules import Rules  # noqa: E402
+from recommender.search.adaptive import AdaptiveSearch  # noqa: E402
+from recommender.search.work import Work  # noqa: E402
+from recommender.spec import ExperimentSpec, load_spec  # noqa: E402
+from recommender.store.results import ResultStore  # noqa: E402
+
+NOT_LOAD = ("export", "deploy", "probe", "correctness", "teardown")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One candidate of the stored grid: its windows per load, what a deployment of it cost, the grid's verdict."""
+
+    candidate: Candidate
+    windows: dict[float, list[WindowRecord]]  # offered load -> stored steady-state windows
+    overhead_s: float  # every stage but the load: what deploying it costs
+    seconds: float  # every stage: what the grid spent on it
+    truth: Headline  # decided over every stored window
+
+
+@dataclass(frozen=True)
+class Grid:
+    spec: ExperimentSpec
+    rules: Rules
+    loads: list[float]  # the plan's levels by load
+    level_s: dict[float, float]  # nominal seconds of each level
+    run_start_s: float  # a load run's start and stop cost beyond its nominal seconds (stored grid, median)
+    stored: dict[str, Stored]  # by candidate key
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.stored.values())
+
+    def best(self) -> Stored:
+        meeting = [s for s in self.stored.values() if s.truth.max_invocations is not None]
+        return max(meeting, key=lambda s: s.truth.max_invocations or 0.0)
+
+    def standing(self, key: str) -> str:
+        """'same', 'tied' or 'NOT tied' against the grid's best, on the grid's own measurement."""
+        best = self.best()
+        if key == best.candidate.key:
+            return "same"
+        verdict = tied(self.stored[key].truth.ipm_interval, best.truth.ipm_interval)
+        return "tied" if verdict else "NOT tied"
+
+
+def load_grid(url: str, spec: ExperimentSpec) -> Grid:
+    """The stored grid of `spec` (its current protocol), every candidate decided over all its windows."""
+    store, rules = ResultStore.open(url), Rules.from_spec(spec)
+    plan = compile_traffic(spec.traffic)
+    level_s = {level.load: level.duration_seconds for level in plan.levels}
+    results = {r.key: r for r in store.results(spec.name, store.current_protocols(spec.name) or "")}
+    stored, starts = {}, []
+    for candidate in expand_candidates(spec):
+        result = results.get(candidate.key)
+        if result is None or result.status != RunStatus.OK or result.run_id is None:
+            continue  # not measured (or failed): outside the replayed space, said in the output
+        records = store.window_records(result.run_id)
+        stages = (result.server_stats or {}).get("stages", {})
+        truth = decide(records, result.headline.measured if result.headline else Measured(), rules.limits)
+        windows: dict[float, list[WindowRecord]] = {}
+        for record in records:
+            windows.setdefault(record.load, []).append(record)
+        runs = result.headline.repeats if result.headline else 1
+        starts.append((stages.get("load", 0.0) - runs * sum(level_s.values())) / runs)
+        overhead = sum(float(stages.get(stage, 0.0)) for stage in NOT_LOAD)
+        total = sum(float(v) for v in stages.values())
+        stored[candidate.key] = Stored(candidate, windows, overhead, total, truth.headline)
+    run_start = max(0.0, statistics.median(starts)) if starts else 0.0
+    return Grid(spec, rules, sorted(level_s), level_s, run_start, stored)
+
+
+@dataclass
+class Outcome:
+    pick: str | None  # candidate key
+    seconds: float
+    deployed: int = 0
+    full: int = 0
+    pruned_unprobed: int = 0
+    pruned: int = 0
+
+
+class Replay:
+    """Measurements drawn from the stored grid: what a deployment of one candidate would have shown."""
+
+    def __init__(self, grid: Grid, seed: int, probe_seconds: float | None) -> None:
+        self.grid, self.random, self.probe_seconds = grid, random.Random(seed), probe_seconds
+
+    def draw(self, stored: Stored, load: float, seconds: float, repeat: int, phase: int) -> list[WindowRecord]:
+        """The windows a load run of `seconds` at `load` has, drawn from the stored ones."""
+        rules = self.grid.rules.windows
+        count = max(1, int((seconds - rules.warmup_s) // rules.window_s))
+        pool = stored.windows.get(load, [])
+        return [
+            dataclasses.replace(w, repeat=repeat, phase_index=phase, index=i)
+            for i, w in enumerate(self.random.choices(pool, k=count) if pool else [])
+        ]
+
+    def probe(self, stored: Stored, work: Work) -> tuple[Headline, float]:
+        """The load search of a probe on drawn windows (the real LoadSearch), and its seconds."""
+        rules, loads = self.grid.rules, self.grid.loads
+        seconds = work.seconds or self.probe_seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
+        search, records, spent = LoadSearch(len(loads), work.knee_tolerance, work.capacity_first), [], 0.0
+        while (index := search.ask()) is not None:
+            level_s = min(seconds, self.grid.level_s[loads[index]])
+            drawn = self.draw(stored, loads[index], level_s, 0, index)
+            spent += level_s + self.grid.run_start_s
+            level = judge_levels(drawn, 1, rules.limits, rules.windows)
+            search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
+            records += drawn
+        return decide(records, Measured(repeats=1), rules.limits, rules.windows).headline, spent
+
+    def at_level(self, stored: Stored, load: float, repeats: int) -> tuple[Headline, float]:
+        """`repeats` load runs of the level at `load` (the final measurement), and their seconds."""
+        rules, level_s = self.grid.rules, self.grid.level_s[load]
+        records = [w for r in range(repeats) for w in self.draw(stored, load, level_s, r, 0)]
+        seconds = repeats * (level_s + self.grid.run_start_s)
+        return decide(records, Measured(repeats=repeats), rules.limits, rules.windows).headline, seconds
+
+
+def simulate(strategy, replay: Replay, shape: Callable[[Work], Work] = lambda w: w) -> Outcome:
+    """The job's ask / follow / tell loop (job/pipeline.py `_search`) with measurements drawn from the grid."""
+    grid, outcome, told = replay.grid, Outcome(None, 0.0), {}
+    finals: dict[str, Headline] = {}
+    while (work := strategy.ask()) is not None:
+        work = shape(work)
+        stored = grid.stored[work.candidate.key]
+        if work.stage in ("prune", "skip"):
+            earlier = told.get(work.candidate.key)
+            outcome.pruned += work.stage == "prune"
+            outcome.pruned_unprobed += work.stage == "prune" and earlier is None
+            status = RunStatus.PRUNED if work.stage == "prune" else RunStatus.SKIPPED
+            strategy.tell(work, _result(work.candidate, status, earlier))
+            continue
+        outcome.deployed += 1
+        outcome.seconds += stored.overhead_s
+        headline, seconds = replay.probe(stored, work)
+        outcome.seconds += seconds
+        follow = strategy.follow(work, headline)
+        if follow is not None:
+            assert follow.level is not None
+            headline, seconds = replay.at_level(stored, follow.level, follow.repeats)
+            outcome.seconds += seconds
+            finals[work.candidate.key] = headline
+        told[work.candidate.key] = headline
+        strategy.tell(work, _result(work.candidate, RunStatus.OK, headline))
+    outcome.full = len(finals)
+    meeting = {k: h for k, h in finals.items() if h.max_invocations is not None}
+    outcome.pick = max(meeting, key=lambda k: meeting[k].max_invocations or 0.0) if meeting else None
+    return outcome
+
+
+def _result(candidate: Candidate, status: RunStatus, headline: Headline | None) -> CandidateResult:
+    return CandidateResult(
+        candidate.key, candidate.name, candidate.config(), status, None, headline, None, 1, 0.0, None
+    )
+
+
+def adaptive_spec(spec: ExperimentSpec, final_repeats: int, probe_seconds: float | None, unimodal: bool):
+    document = spec.model_dump(mode="json")
+    document["search"] = {
+        "strategy": "adaptive",
+        "racing": {"final_repeats": final_repeats, "eta": 3, "margin": 0.1, "probe_seconds": probe_seconds},
+        "unimodal": ["instance_group_counts", "max_batch_sizes"] if unimodal else [],
+    }
+    return ExperimentSpec.model_validate(document)
+
+
+def strategies(grid: Grid, final_repeats: int, probe_seconds: float | None) -> dict[str, Callable[[], tuple]]:
+    candidates = [s.candidate for s in grid.stored.values()]
+    now = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=True)
+    before = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=False)
+
+    def bottom_up(work: Work) -> Work:
+        return dataclasses.replace(work, capacity_first=False)
+
+    return {
+        "adaptive": lambda: (AdaptiveSearch(now, candidates), lambda w: w),
+        "adaptive-bottom-up": lambda: (AdaptiveSearch(before, candidates), bottom_up),
+    }
+
+
+def name_of(grid: Grid, key: str | None) -> str:
+    if key is None:
+        return "(none)"
+    c = grid.stored[key].candidate
+    delay = f"@{c.dynamic_batching.max_queue_delay_microseconds}us" if c.dynamic_batching else ""
+    return f"{c.name}{delay}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", required=True, help="the database the grid was stored in (sqlite:///... or postgres)")
+    parser.add_argument("--spec", required=True, type=Path, help="the grid's experiment file (search: grid)")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--final-repeats", type=int, default=3)
+    parser.add_argument("--probe-seconds", type=float, default=None, help="default: warm-up + 2 windows")
+    args = parser.parse_args(argv)
+    spec = load_spec(args.spec)
+    grid = load_grid(args.db, spec)
+    missing = len(expand_candidates(spec)) - len(grid.stored)
+    best = grid.best()
+    print(
+        f"stored grid: {len(grid.stored)} candidates ({missing} not measured ok, left out), {grid.seconds:,.0f} s "
+        f"(all stages); levels {grid.loads}; load-run start cost {grid.run_start_s:.2f} s; best "
+        f"{name_of(grid, best.candidate.key)} {best.truth.max_invocations:,.0f} IPM {best.truth.ipm_interval}"
+    )
+    tied_with_best = [k for k in grid.stored if grid.standing(k) in ("same", "tied")]
+    print(f"tied with the best in the grid's own measurement: {len(tied_with_best)} of {len(grid.stored)} candidates")
+    for label, make in strategies(grid, args.final_repeats, args.probe_seconds).items():
+        rows = []
+        for seed in range(args.seeds):
+            strategy, shape = make()
+            outcome = simulate(strategy, Replay(grid, seed, args.probe_seconds), shape)
+            standing = grid.standing(outcome.pick) if outcome.pick else "no pick"
+            rows.append((seed, outcome, standing))
+            print(
+                f"  {label} seed {seed:2d}: {outcome.seconds:7,.0f} s ({outcome.seconds / grid.seconds:5.1%} of the "
+                f"grid), deployed {outcome.deployed}, full {outcome.full}, pruned unprobed {outcome.pruned_unprobed}"
+                f", pick {name_of(grid, outcome.pick)}: {standing}"
+            )
+        good = sum(standing in ("same", "tied") for _, _, standing in rows)
+        share = max(o.seconds for _, o, _ in rows) / grid.seconds
+        mean_share = statistics.mean(o.seconds for _, o, _ in rows) / grid.seconds
+        print(
+            f"{label}: pick same as or tied with the best in {good} of {len(rows)} seeds (target >= 19 of 20); "
+            f"simulated time {mean_share:.1%} of the grid's on average, {share:.1%} at most (target <= 10 %)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

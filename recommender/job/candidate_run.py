@@ -152,7 +152,8 @@ class CandidateRun:
         stage), or its correctness was judged under other tolerances."""
         work, spec = self.item.work, self.context.spec
         if stored.status == RunStatus.PRUNED:  # a candidate back in the race is measured in full
-            reusable = work.stage != "final"
+            # one pruned without a probe (the grid's structure) is probed when the search now asks for it
+            reusable = work.stage != "final" and stored.measured
         else:
             reusable = stored.status != RunStatus.OK or stored.repeats >= work.repeats
         precision = precision_of(self.item.candidate.config())

@@ -4,9 +4,10 @@ successive halving's cap). A candidate that may still be the best is measured in
 deployment (`follow`, called by the job between the probe and the teardown: no second deployment); the others are
 pruned, keeping their probe's figures and the reason.
 
-Do not probe what cannot win: a candidate past a fall along a unimodal axis of the grid, whose bound from that fall
-is below the leader's lower bound (search/structure.py), is pruned without a deployment, with the reason; a probe tries the plan's highest load first (capacity first: the
-most the candidate serves within the limits, what racing judges) and only searches lower when that level breaches.
+Do not probe what cannot win: a candidate past a fall along a unimodal axis of the grid, whose bound from that
+fall is below the leader's lower bound (search/structure.py), is pruned without a deployment, with the reason. A
+probe tries the plan's highest load first (capacity first: the most the candidate serves within the limits, what
+racing judges) and only searches lower when that level breaches.
 
 Ask/tell: ask() hands out probes, each followed by its prune when judged out; tell() hears every stored result.
 A probe reused from an earlier run (resume) is judged in tell(); if it is to be measured in full and was not, a

@@ -15,7 +15,6 @@ from pydantic import Field, model_validator
 
 from recommender.spec.base import Strict
 
-
 UnimodalAxis = Literal["instance_group_counts", "max_batch_sizes"]
 UNIMODAL_AXES: tuple[UnimodalAxis, ...] = ("instance_group_counts", "max_batch_sizes")
 

@@ -41,6 +41,7 @@ class StoredRun:
     repeats: int  # the measurement's repeats (1 for a run without figures)
     correctness: dict[str, Any] | None
     budget_skipped: bool
+    measured: bool = True  # False: stored without figures (pruned by the grid's structure before any probe)
 
 
 def budget_reason(text: str) -> str:
@@ -89,4 +90,12 @@ class RunLedger:
         if run is None:
             return None
         repeats = (run.headline or {}).get("repeats", 1)
-        return StoredRun(run.id, RunStatus(run.status), run.reason, repeats, run.correctness, run.budget_skipped)
+        return StoredRun(
+            run.id,
+            RunStatus(run.status),
+            run.reason,
+            repeats,
+            run.correctness,
+            run.budget_skipped,
+            run.headline is not None,
+        )

@@ -68,6 +68,8 @@ def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_re
         len(probes) == 1 and "measured in full on the probe's deployment" in probes[0].reason
     )  # ...after its stored probe
     assert [d.endswith("/final") for _, _, _, d in runs] == [i == 1 for i in range(len(runs))]
+    # capacity first: the highest level (2 users) met the limits, so it is the only level the probe ran
+    assert {w.load for w in store.window_records(probes[0].run_id)} == {2.0}
 
     assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, (
         slow

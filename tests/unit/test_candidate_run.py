@@ -8,6 +8,7 @@ from recommender.candidates import RunStatus, expand_candidates
 from recommender.decide.budget import BudgetExceeded
 from recommender.errors import CandidateSkipped, Interrupted, RecommenderError
 from recommender.job.candidate_run import ERROR_STATUSES, outcome_of
+from recommender.metrics.headline import Headline
 from recommender.spec import ExperimentSpec
 from recommender.store.ledger import RunLedger, StoredRun
 from recommender.store.results import ResultStore
@@ -50,4 +51,20 @@ def test_the_ledger_promotes_a_probe_and_reads_back_plain_records(tmp_path: Path
     ledger.finish(final, RunStatus.SKIPPED, "budget: out", budget_skipped=True)
     assert ledger.final(candidate_id, "p") is None  # a budget skip is measured again
     ledger.finish(ledger.start(candidate_id, "p", tmp_path / "again", None, None), RunStatus.SKIPPED, "no GPU")
-    assert ledger.final(candidate_id, "p") == StoredRun(final.run_id + 1, RunStatus.SKIPPED, "no GPU", 1, None, False)
+    assert ledger.final(candidate_id, "p") == StoredRun(
+        final.run_id + 1, RunStatus.SKIPPED, "no GPU", 1, None, False, measured=False
+    )
+
+
+def test_a_candidate_pruned_before_any_probe_is_final_but_not_measured(tmp_path: Path) -> None:
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    spec = ExperimentSpec.model_validate({"name": "ledger", "variants": {"instance_group_counts": [1, 2]}})
+    experiment = store.save_experiment(spec)
+    first, second = (store.save_candidate(experiment, c) for c in expand_candidates(spec)[:2])
+    ledger = RunLedger(store)
+    ledger.prune(first, "p", "pruned by the grid's structure, not probed: ...")
+    assert (ledger.final(first, "p").status, ledger.final(first, "p").measured) == (RunStatus.PRUNED, False)
+    probe = ledger.start(second, "p", tmp_path / "run", None, None)
+    ledger.finish(probe, RunStatus.OK, fields={"headline": Headline(max_invocations=100.0, repeats=1)})
+    ledger.prune(second, "p", "pruned by racing: ...")
+    assert (ledger.final(second, "p").status, ledger.final(second, "p").measured) == (RunStatus.PRUNED, True)

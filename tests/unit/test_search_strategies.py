@@ -352,22 +352,28 @@ def structure_spec(**search) -> ExperimentSpec:
     )
 
 
-def test_a_candidate_past_a_clear_fall_along_a_unimodal_axis_cannot_win():
+def test_a_candidate_past_a_fall_along_a_unimodal_axis_cannot_win_once_the_bound_is_below_the_leader():
     by_name = {c.name: c for c in expand_candidates(structure_spec())}
     ig1, ig2, ig3, ig4 = (by_name[f"pt-db-ig{n}-mbs8"] for n in (1, 2, 3, 4))
-    axes, margin = ["instance_group_counts"], 0.1
-    why = cannot_win(ig3, [(ig1, 1000.0), (ig2, 800.0)], axes, margin)
-    assert why is not None and "fell from 1,000 at pt-db-ig1-mbs8 to 800 at pt-db-ig2-mbs8" in why
-    assert "instance count (taken as unimodal)" in why
-    assert cannot_win(ig4, [(ig1, 1000.0), (ig2, 800.0)], axes, margin) is not None  # further out: cut too
-    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, 950.0)], axes, margin) is None  # within the margin: noise
-    assert cannot_win(ig3, [(ig1, 800.0), (ig2, 1000.0)], axes, margin) is None  # still rising
-    assert cannot_win(ig3, [(ig2, 800.0)], axes, margin) is None  # one probe says nothing about a slope
-    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, None)], axes, margin) is not None  # met no level: 0 IPM
-    assert cannot_win(ig1, [(ig4, 1000.0), (ig3, 800.0)], axes, margin) is not None  # falling the other way
+    axes, margin, leader = ["instance_group_counts"], 0.1, 950.0
+
+    def why(candidate, probed, axes=axes, leader_low=leader):
+        return cannot_win(candidate, probed, axes, margin, leader_low)
+
+    said = why(ig3, [(ig1, 1000.0), (ig2, 800.0)])
+    assert said is not None and "fell from 1,000 at pt-db-ig1-mbs8 to 800 at pt-db-ig2-mbs8" in said
+    assert "instance count (taken as unimodal)" in said and "below the leader's lower bound 950" in said
+    assert why(ig4, [(ig1, 1000.0), (ig2, 800.0)]) is not None  # further out: cut too
+    assert why(ig3, [(ig1, 1000.0), (ig2, 800.0)], leader_low=850.0) is None  # 800 + 10 % could still lead
+    assert why(ig3, [(ig1, 1000.0), (ig2, 800.0)], leader_low=None) is None  # no leader yet: nothing to lose to
+    assert why(ig3, [(ig1, 1000.0), (ig2, 950.0)], leader_low=2000.0) is None  # within the margin: no fall seen
+    assert why(ig3, [(ig1, 800.0), (ig2, 1000.0)], leader_low=2000.0) is None  # still rising
+    assert why(ig3, [(ig2, 800.0)], leader_low=2000.0) is None  # one probe says nothing about a slope
+    assert why(ig3, [(ig1, 1000.0), (ig2, None)]) is not None  # met no level: 0 IPM
+    assert why(ig1, [(ig4, 1000.0), (ig3, 800.0)]) is not None  # falling the other way
     mbs1 = by_name["pt-db-ig1-mbs1"]  # another line (max batch size differs): says nothing about ig3-mbs8
-    assert cannot_win(ig3, [(ig1, 1000.0), (by_name["pt-db-ig2-mbs1"], 100.0), (mbs1, 2000.0)], axes, margin) is None
-    assert cannot_win(ig3, [(ig1, 1000.0), (ig2, 800.0)], [], margin) is None  # no unimodal axis: no rule
+    assert why(ig3, [(ig1, 1000.0), (by_name["pt-db-ig2-mbs1"], 100.0), (mbs1, 2000.0)]) is None
+    assert why(ig3, [(ig1, 1000.0), (ig2, 800.0)], axes=[]) is None  # no unimodal axis: no rule
 
 
 def test_adaptive_never_deploys_what_the_grids_structure_rules_out():

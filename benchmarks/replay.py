@@ -2,7 +2,7 @@
 it would have cost, without measuring anything again.
 
     python benchmarks/replay.py --db sqlite:///grid100.db --spec grid100.yaml            # 20 seeds
-    python benchmarks/replay.py --db ... --spec ... --seeds 20 --probe-seconds 3 --final-repeats 3
+    python benchmarks/replay.py --db ... --spec ... --seeds 20 --probe-seconds 3 --final-repeats 3 --eta 10
 
 The grid (`search: grid`, every candidate, every level of the traffic plan) is measured once and stored by
 `recommender run`. Each strategy then runs as the job runs it (the real ask / follow / tell objects of
@@ -198,20 +198,22 @@ def _result(candidate: Candidate, status: RunStatus, headline: Headline | None) 
     )
 
 
-def adaptive_spec(spec: ExperimentSpec, final_repeats: int, probe_seconds: float | None, unimodal: bool):
+def adaptive_spec(spec: ExperimentSpec, final_repeats: int, probe_seconds: float | None, unimodal: bool, eta: int = 3):
     document = spec.model_dump(mode="json")
     document["search"] = {
         "strategy": "adaptive",
-        "racing": {"final_repeats": final_repeats, "eta": 3, "margin": 0.1, "probe_seconds": probe_seconds},
+        "racing": {"final_repeats": final_repeats, "eta": eta, "margin": 0.1, "probe_seconds": probe_seconds},
         "unimodal": ["instance_group_counts", "max_batch_sizes"] if unimodal else [],
     }
     return ExperimentSpec.model_validate(document)
 
 
-def strategies(grid: Grid, final_repeats: int, probe_seconds: float | None) -> dict[str, Callable[[], tuple]]:
+def strategies(
+    grid: Grid, final_repeats: int, probe_seconds: float | None, eta: int = 3
+) -> dict[str, Callable[[], tuple]]:
     candidates = [s.candidate for s in grid.stored.values()]
-    now = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=True)
-    before = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=False)
+    now = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=True, eta=eta)
+    before = adaptive_spec(grid.spec, final_repeats, probe_seconds, unimodal=False, eta=eta)
 
     def bottom_up(work: Work) -> Work:
         return dataclasses.replace(work, capacity_first=False)
@@ -237,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--final-repeats", type=int, default=3)
     parser.add_argument("--probe-seconds", type=float, default=None, help="default: warm-up + 2 windows")
+    parser.add_argument("--eta", type=int, default=3, help="racing's successive-halving eta (default 3)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
     grid = load_grid(args.db, spec)
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     tied_with_best = [k for k in grid.stored if grid.standing(k) in ("same", "tied")]
     print(f"tied with the best in the grid's own measurement: {len(tied_with_best)} of {len(grid.stored)} candidates")
-    for label, make in strategies(grid, args.final_repeats, args.probe_seconds).items():
+    for label, make in strategies(grid, args.final_repeats, args.probe_seconds, args.eta).items():
         rows = []
         for seed in range(args.seeds):
             strategy, shape = make()

@@ -85,7 +85,7 @@ def test_search_quick_races_and_prints_ratio_and_pick_verdicts(tmp_path: Path) -
     assert re.search(r"wall-time ratio <= 0.4 in every run -> (PASS|FAIL) \(max \d+\.\d\d\)", done.stdout)
     assert re.search(r"grid's best in every run -> (PASS|FAIL)", done.stdout)
     assert re.search(
-        r"^\| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d+ full, \d+ pruned \| (same|tied|NOT tied|n/a|unknown)",
+        r"^\| 1 \| \d+ \| \d+ \| n/a \| \d\.\d\d \| \d+ full, \d+ pruned \| (same|tied|NOT tied|n/a|unknown)",
         done.stdout,
         re.M,
     )

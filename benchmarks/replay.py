@@ -44,6 +44,7 @@ from recommender.metrics.rules import Rules  # noqa: E402
 from recommender.search.adaptive import AdaptiveSearch  # noqa: E402
 from recommender.search.work import Work  # noqa: E402
 from recommender.spec import ExperimentSpec, load_spec  # noqa: E402
+from recommender.spec.search import UNIMODAL_AXES  # noqa: E402
 from recommender.store.results import ResultStore  # noqa: E402
 
 NOT_LOAD = ("export", "deploy", "probe", "correctness", "teardown")
@@ -99,7 +100,8 @@ def load_grid(url: str, spec: ExperimentSpec) -> Grid:
             continue  # not measured (or failed): outside the replayed space, said in the output
         records = store.window_records(result.run_id)
         stages = (result.server_stats or {}).get("stages", {})
-        truth = decide(records, result.headline.measured if result.headline else Measured(), rules.limits)
+        measured = result.headline.measured if result.headline else Measured()
+        truth = decide(records, measured, rules.limits, rules.windows)
         windows: dict[float, list[WindowRecord]] = {}
         for record in records:
             windows.setdefault(record.load, []).append(record)
@@ -203,7 +205,7 @@ def adaptive_spec(spec: ExperimentSpec, final_repeats: int, probe_seconds: float
     document["search"] = {
         "strategy": "adaptive",
         "racing": {"final_repeats": final_repeats, "eta": eta, "margin": 0.1, "probe_seconds": probe_seconds},
-        "unimodal": ["instance_group_counts", "max_batch_sizes"] if unimodal else [],
+        "unimodal": list(UNIMODAL_AXES) if unimodal else [],
     }
     return ExperimentSpec.model_validate(document)
 

@@ -8,10 +8,11 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from recommender.targets import infinity_venv
+from recommender.targets import infinity, infinity_venv
 from recommender.targets.infinity import SERVED_NAME, InfinityTarget
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,10 +37,17 @@ def infinity_venv_in_use() -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def infinity_server(run_dir: Path, engine: str = "torch", batch_size: int = 8) -> Iterator[str]:
-    """The base URL of an Infinity server serving the packaged MiniLM as SERVED_NAME; stopped on leaving."""
+def infinity_server(
+    run_dir: Path, engine: str = "torch", batch_size: int = 8, api_key: str | None = None
+) -> Iterator[str]:
+    """The base URL of an Infinity server serving the packaged MiniLM as SERVED_NAME; stopped on leaving. With
+    `api_key`, the server is started with Infinity's own `--api-key`: it answers /health to anyone and everything
+    else only to `Authorization: Bearer <api_key>` (an endpoint of someone else's, as the product meets it)."""
     config = {"optimization": engine, "max_batch_size": batch_size}
-    with InfinityTarget(ready_timeout=180).deploy(None, "model", run_dir, config=config) as deployment:
+    keyed = (lambda *args: [*infinity.command(*args), "--api-key", api_key]) if api_key else infinity.command
+    with mock.patch.object(infinity, "command", keyed):
+        deployment = InfinityTarget(ready_timeout=180).deploy(None, "model", run_dir, config=config)
+    with deployment:
         yield deployment.endpoint
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +48,7 @@ class Deployed(Protocol):
     model_name: str
     metrics_url: str | None
     gpu_uuids: tuple[str, ...]
+    headers: Mapping[str, str]  # sent with every request (an OpenAI endpoint's API key)
 
     @property
     def load_url(self) -> str: ...  # what the load generator is pointed at (HTTP base URL or sagemaker://...)
@@ -166,6 +167,7 @@ def measure_once(
                 master=master,
                 path=deployment.wire.path(deployment.model_name),
                 answer_key=deployment.wire.answer_key,
+                headers=deployment.headers,
             )
             runs.append((index, part, run_load(request, progress=progress)))
             if ends_plan(runs[-1][2].stop_reason):

@@ -21,6 +21,7 @@ _KIND_FIELDS = {
     "gpus": ("docker",),
     "protocol": ("remote",),
     "model": ("remote",),
+    "api_key_env": ("remote",),
     "engines": ("infinity",),
     "batch_sizes": ("infinity",),
 }
@@ -102,6 +103,13 @@ class TargetSpec(Strict):
     model: str | None = Field(
         None, min_length=1, description="remote with protocol openai: the served model name sent as `model`."
     )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="remote with protocol openai: the NAME of the environment variable that holds the endpoint's API "
+        "key (e.g. OPENAI_API_KEY), sent as `Authorization: Bearer <key>` with every request. The key itself is "
+        "never written to the experiment file, the store or a log; a run without the variable set stops at preflight.",
+    )
     engines: list[InfinityEngine] = Field(
         default_factory=lambda: list[InfinityEngine](["torch"]),
         min_length=1,
@@ -155,6 +163,8 @@ class TargetSpec(Strict):
                 raise ValueError("target kind remote with protocol openai needs `model` (the served model name)")
             if not str(self.endpoint).startswith(("http://", "https://")):
                 raise ValueError(f"protocol openai needs an http(s):// url, not {self.endpoint!r}")
+        if self.api_key_env and not (self.kind == "remote" and self.protocol == "openai"):
+            raise ValueError("api_key_env is used by protocol openai only (Triton and SageMaker endpoints take no key)")
         return self
 
     @property

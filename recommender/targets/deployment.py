@@ -18,10 +18,11 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Self
 
 import psutil
@@ -41,6 +42,7 @@ class Deployment:
     metrics_url: str | None = None  # Prometheus /metrics, when the target has one
     log_path: Path | None = None  # the server log, kept in the run directory
     gpu_uuids: tuple[str, ...] = ()  # the GPUs its model runs on (NVML UUIDs); () where none of this host's does
+    headers: Mapping[str, str] = MappingProxyType({})  # sent with every request (an OpenAI endpoint's API key)
 
     def __post_init__(self) -> None:  # subclasses are dataclasses; one adding its own __post_init__ calls this
         self._teardown_lock = threading.Lock()

@@ -37,6 +37,7 @@ QUIET = {  # no model hub, no usage statistics: everything it serves is on this 
     "DO_NOT_TRACK": "1",
     "INFINITY_ANONYMOUS_USAGE_STATS": "0",
     "CUDA_VISIBLE_DEVICES": "",
+    "INFINITY_API_KEY": "",  # a server of ours, on loopback, takes no key (one set for another server is not ours)
 }
 
 

@@ -20,6 +20,8 @@ from recommender.targets.triton_client import reason_of, server_message
 from recommender.targets.wire import Wire, embeddings_of, openai
 
 HINT = "Check the URL (http://host:port of the server's OpenAI API, with its prefix such as /v1) and the model name."
+# said with a 401 / 403: the setting that sends a key
+KEY_REFUSED = "an endpoint that takes an API key needs target.api_key_env: the variable holding the key"
 READY_PATHS = ("/health", "/models")  # Infinity and TEI answer /health; the OpenAI API itself lists /models
 
 
@@ -31,6 +33,8 @@ class OpenAIEndpoint(Deployment):
     model_name: str
     prefix: str = ""  # the part of the URL path the routes sit under (/v1), kept apart for the load's path
     timeout_s: float = 10.0
+    # sent with every request, the load's included (an API key: `Authorization: Bearer ...`); never printed (repr)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     host: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,7 +102,7 @@ class OpenAIEndpoint(Deployment):
         request = urllib.request.Request(
             self.host + path,
             data=json.dumps(body).encode() if body is not None else None,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self.headers},
             method=method,
         )
         try:
@@ -106,8 +110,9 @@ class OpenAIEndpoint(Deployment):
                 text = response.read()
         except urllib.error.HTTPError as error:
             message = server_message(error.read())[:500]
+            refused = f" ({KEY_REFUSED})" if error.code in (401, 403) else ""
             raise TargetError(
-                f"{what} at {self.endpoint} failed with HTTP {error.code}: {message}", hint=self.failure_hint()
+                f"{what} at {self.endpoint} failed with HTTP {error.code}: {message}{refused}", hint=self.failure_hint()
             ) from error
         except (OSError, urllib.error.URLError) as error:
             raise TargetUnreachable(

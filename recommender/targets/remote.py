@@ -2,11 +2,13 @@
 
 The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models/NAME` to pick the model),
 `sagemaker://ENDPOINT_NAME` for an existing SageMaker endpoint (invoked with boto3, CloudWatch metrics collected), or
-with `protocol: openai` an OpenAI-compatible embeddings server's base URL (openai_endpoint.py).
+with `protocol: openai` an OpenAI-compatible embeddings server's base URL (openai_endpoint.py), with the API key
+that `api_key_env` names sent as a bearer token (read from the environment at preflight; never stored).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from recommender.errors import TargetError, TargetUnreachable
+from recommender.errors import InputError, TargetError, TargetUnreachable
 from recommender.hardware import Gpu
 from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
@@ -77,6 +79,7 @@ class RemoteTarget:
     boto_session: Any = None
     protocol: str = "kserve"  # kserve (Triton, SageMaker) or openai
     model: str | None = None  # openai: the served model name
+    api_key_env: str | None = None  # openai: the environment variable holding the API key (the key is read at use)
 
     @classmethod
     def from_spec(cls, target: Any, experiment: str, run_id: str) -> RemoteTarget:
@@ -86,6 +89,7 @@ class RemoteTarget:
             endpoint_url=target.endpoint_url,
             protocol=target.protocol,
             model=target.model,
+            api_key_env=target.api_key_env,
         )
 
     def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
@@ -132,7 +136,10 @@ class RemoteTarget:
         url = urlsplit(self.endpoint)
         if url.scheme not in ("http", "https") or not url.netloc or not self.model:
             raise TargetError(f"an openai endpoint needs an http(s):// url and a model, not {self.endpoint!r}")
-        return OpenAIEndpoint(self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"))
+        endpoint = OpenAIEndpoint(self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"))
+        if self.api_key_env:
+            endpoint.headers = {"Authorization": f"Bearer {api_key(self.api_key_env)}"}
+        return endpoint
 
     def _is_sagemaker(self) -> bool:
         return self.endpoint.startswith(f"{SCHEME}://")
@@ -149,3 +156,16 @@ class RemoteTarget:
         found = aws_call(f"DescribeEndpoint {name}", clients.client("sagemaker").describe_endpoint, EndpointName=name)
         if found["EndpointStatus"] != "InService":
             raise TargetError(f"SageMaker endpoint {name} is {found['EndpointStatus']}, not InService")
+
+
+def api_key(variable: str) -> str:
+    """The API key in environment variable `variable`; InputError (exit 2) naming the field and the fix when it is
+    unset or empty."""
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise InputError(
+            f"target.api_key_env names {variable}, which is not set in this environment (or is empty)",
+            hint=f"export {variable}=<the endpoint's API key> before `recommender run`, or remove target.api_key_env "
+            "for an endpoint that takes no key",
+        )
+    return key

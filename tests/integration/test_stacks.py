@@ -1,7 +1,8 @@
 """Serving stacks side by side, end to end: `recommender run` deploys a real Infinity server (infinity-emb in its own
 virtualenv, .venvs/infinity from scripts/tool_venvs.sh) for each of its candidates, measures an existing OpenAI
-endpoint (a second real Infinity server, started here through the same target), and meets OpenAI endpoints that
-misbehave: one that does not answer, one that answers text, one whose rows have the wrong width. Those last two are
+endpoint (a second real Infinity server, started here through the same target, that takes an API key: one target
+names the variable holding it, one does not), and meets OpenAI endpoints that misbehave: one that does not answer,
+one that answers text, one whose rows have the wrong width. Those last two are
 small HTTP servers written for this test (a broken stack cannot be had otherwise), named so below."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.infinity_server import infinity_server, infinity_venv_in_use
 pytestmark = [pytest.mark.integration, pytest.mark.stacks]
 
 ROOT = Path(__file__).resolve().parents[2]
+KEY_ENV, KEY = "RECOMMENDER_TEST_INFINITY_KEY", "sk-stacks-test-4f2a"  # the existing endpoint's key, in the run's env
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,9 @@ def venv() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def existing(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An OpenAI endpoint that already runs: Infinity started through the infinity target, stopped after."""
-    with infinity_server(tmp_path_factory.mktemp("existing")) as url:
+    """An OpenAI endpoint that already runs and takes an API key: Infinity started through the infinity target with
+    its own `--api-key`, stopped after."""
+    with infinity_server(tmp_path_factory.mktemp("existing"), api_key=KEY) as url:
         yield url
 
 
@@ -89,7 +92,8 @@ model: {{source: minilm}}
 payload: {{sequence_length: 32}}
 targets:
   - {{name: infinity, kind: infinity, engines: [torch, optimum], batch_sizes: [8]}}
-  - {{name: existing, kind: remote, protocol: openai, url: "{existing}", model: minilm}}
+  - {{name: existing, kind: remote, protocol: openai, url: "{existing}", model: minilm, api_key_env: {key_env}}}
+  - {{name: nokey, kind: remote, protocol: openai, url: "{existing}", model: minilm}}
   - {{name: down, kind: remote, protocol: openai, url: "http://127.0.0.1:{closed}", model: minilm}}
   - {{name: text, kind: remote, protocol: openai, url: "{text}", model: minilm}}
   - {{name: narrow, kind: remote, protocol: openai, url: "{narrow}", model: minilm}}
@@ -105,8 +109,8 @@ latency_threshold: {{percentile: p95, ms: 2000}}
 def test_infinity_and_openai_endpoints_rank_with_triton_rules_and_broken_ones_fail_alone(
     venv: Path, existing: str, broken: dict[str, str], tmp_path: Path
 ) -> None:
-    (tmp_path / "stacks.yaml").write_text(SPEC.format(existing=existing, closed=free_port(), **broken))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", infinity_venv.ENVIRONMENT: str(venv)}
+    (tmp_path / "stacks.yaml").write_text(SPEC.format(existing=existing, closed=free_port(), key_env=KEY_ENV, **broken))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", infinity_venv.ENVIRONMENT: str(venv), KEY_ENV: KEY}
     done = subprocess.run(
         [sys.executable, "-m", "recommender", "run", "stacks.yaml"],
         cwd=tmp_path,
@@ -124,6 +128,7 @@ def test_infinity_and_openai_endpoints_rank_with_triton_rules_and_broken_ones_fa
         "torch-mbs8@infinity": "ok",
         "optimum-mbs8@infinity": "ok",
         "openai-endpoint@existing": "ok",
+        "openai-endpoint@nokey": "failed",
         "openai-endpoint@down": "failed",
         "openai-endpoint@text": "failed",
         "openai-endpoint@narrow": "incorrect",
@@ -134,6 +139,11 @@ def test_infinity_and_openai_endpoints_rank_with_triton_rules_and_broken_ones_fa
         assert result.correctness["checked"] and result.correctness["passed"], (name, result.correctness)
         assert min(f["min_cosine"] for f in result.correctness["figures"]) > 0.999, name
     assert "does not answer" in results["openai-endpoint@down"].reason
+    refused = results["openai-endpoint@nokey"].reason or ""
+    assert "HTTP 401" in refused and "target.api_key_env" in refused
+    # the key was sent (the Locust child's requests were answered) and is nowhere in the store or the run's files
+    assert KEY not in (tmp_path / ".recommender" / "results.db").read_bytes().decode(errors="replace")
+    assert not [f for f in tmp_path.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()]
     assert "did not answer JSON" in results["openai-endpoint@text"].reason
     assert "3-dimensional rows" in results["openai-endpoint@narrow"].reason
     for name in results:  # one line each, whatever went wrong

@@ -15,9 +15,9 @@ grid's load stage less its nominal seconds). The reference is the grid's own tim
 The truth: each candidate decided over all its stored windows. A pick is "tied" with the best when their MaxInvocations
 95 % intervals overlap there (the rule racing searches by, search/racing.py), "same" when it is the best.
 
-Strategies: `adaptive` (this checkout: capacity-first probes, the grid's structure, racing) and `adaptive-bottom-up`
-(the same racing with probes stepped up from the lowest level and every candidate probed: the search before issue
-24 item 2).
+Strategies: `adaptive` (this checkout: capacity-first probes, the grid's structure, then racing best probe first)
+and `adaptive-bottom-up` (the same with probes stepped up from the lowest level and every candidate probed: issue 24
+item 2's two parts off).
 """
 
 from __future__ import annotations
@@ -178,6 +178,13 @@ def simulate(strategy, replay: Replay, shape: Callable[[Work], Work] = lambda w:
             continue
         outcome.deployed += 1
         outcome.seconds += stored.overhead_s
+        if work.stage == "final":  # a full measurement on a deployment of its own (after every probe)
+            assert work.level is not None
+            headline, seconds = replay.at_level(stored, work.level, work.repeats)
+            outcome.seconds += seconds
+            finals[work.candidate.key] = headline
+            strategy.tell(work, _result(work.candidate, RunStatus.OK, headline))
+            continue
         headline, seconds = replay.probe(stored, work)
         outcome.seconds += seconds
         follow = strategy.follow(work, headline)

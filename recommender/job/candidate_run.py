@@ -214,9 +214,11 @@ class CandidateRun:
                 deployment.probe(bodies[0])
             with clock.timed("correctness"):
                 correctness = {"correctness": self._check(deployment).to_dict()}
-            with clock.timed("load"):
-                fields = self._load(deployment, self.item.work, run_dir, bodies) | correctness
             work = self.item.work
+            with clock.timed("load"):
+                fields = self._load(deployment, work, run_dir, bodies) | correctness
+            if work.stage == "final" and work.reason:  # why it is measured in full (adaptive search)
+                fields["reason"] = work.reason
             then = self.follow(work, fields["headline"]) if work.stage == "probe" else None
             if then is not None:
                 self.opened = context.ledger.promote(opened, fields, then.reason, run_dir / "final")

@@ -136,16 +136,17 @@ class Job:
 
     def _search(self, context: RunContext, strategy) -> None:
         """Ask the strategy for work until it has none; tell it each candidate's result, decided under the spec."""
-        index = 0
+        indexes: dict[str, int] = {}  # candidate key -> its place among the candidates measured (a final keeps it)
         while (work := strategy.ask()) is not None:
+            index = indexes.get(work.candidate.key, len(indexes))
             item = _item(context, work, index, max(strategy.total, index + 1))
             if work.stage == "prune":
                 candidate_id = self.store.save_candidate(context.experiment_id, work.candidate)
                 context.ledger.prune(candidate_id, item.placement.protocol, work.reason)
                 self.reporter.candidate_finished(work.candidate, RunStatus.PRUNED, work.reason, reused=False)
             else:
+                indexes[work.candidate.key] = index
                 self._run_item(context, item, None, strategy.follow)
-                index += 1
             strategy.tell(work, self._decided(work.candidate.key, item.placement.protocol))
 
     def _decided(self, key: str, protocol: str) -> CandidateResult:

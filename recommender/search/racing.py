@@ -1,9 +1,9 @@
 """Racing across candidates, one probe at a time (the incumbent rule), with successive halving's cap.
 
-Candidates are probed one after another (a brief load search). Right after a probe, on the SAME deployment, the
-probe is judged against the leader: the candidate measured in full so far whose MaxInvocations interval has the
-highest lower bound. The candidate is measured in full (the experiment's repeats at the level its probe found)
-when its probe could still contain the best:
+Every candidate is probed first (a brief load search); the probes are then judged one at a time, the highest first
+(search/adaptive.py), each against the leader: the candidate measured in full so far whose MaxInvocations interval
+has the highest lower bound. The candidate is measured in full (the experiment's repeats at the level its probe
+found) when its probe could still contain the best:
 
   1. some load level met the limits, and
   2. its upper bound, widened by `margin` (a probe's interval rests on a few windows of one brief run), is not
@@ -15,7 +15,7 @@ when its probe could still contain the best:
      then expected to tie with theirs (the pick guarantee benchmarks/search.py checks).
 
 Otherwise it is pruned with the reason (which rule, the figures it was judged on). The first candidate with a
-meeting level becomes the leader. Pure logic: no store, no clock.
+meeting level (the best probe) becomes the leader. Pure logic: no store, no clock.
 """
 
 from __future__ import annotations

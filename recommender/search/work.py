@@ -2,8 +2,8 @@
 
 stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
        probe  a load search, 1 short repeat per tried level, the highest level first (adaptive search)
-       final  `repeats` load runs at the level the probe found (adaptive search: on the probe's deployment, or its own
-              on resume)
+       final  `repeats` load runs at the level the probe found (adaptive search, after every probe: on a deployment of
+              its own, or on the probe's when `follow` asks for it right after the last probe)
        prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
        skip   no measurement: the candidate is recorded as not measured, with `reason` (e.g. the search budget)
 """

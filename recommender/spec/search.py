@@ -57,9 +57,9 @@ class Budget(Strict):
 
 
 class Racing(Strict):
-    """Across candidates: probe each briefly (a load search, 1 short repeat per tried level); right after its probe,
-    on the same deployment, measure in full only a candidate whose probe could still contain the best (search/racing.py:
-    the incumbent rule, capped by successive halving); the others stop with status `pruned`, figures and reason kept."""
+    """Across candidates: probe each briefly (a load search, 1 short repeat per tried level); then, best probe first,
+    measure in full only a candidate whose probe could still contain the best (search/racing.py: the incumbent rule,
+    capped by successive halving); the others stop with status `pruned`, figures and reason kept."""
 
     final_repeats: int = Field(
         3,

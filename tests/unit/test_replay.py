@@ -78,8 +78,10 @@ def test_adaptive_replays_find_the_best_without_deploying_past_the_fall(stored):
         assert grid.standing(outcome.pick) == "same", label
         outcomes.append((label, outcome))
     (_, now), (_, before) = outcomes
-    assert now.pruned_unprobed == 2 and now.deployed == 6  # ig4 is past the fall from ig2 to ig3, far below ig2
-    assert before.pruned_unprobed == 0 and before.deployed == 8
+    # ig4 is past the fall from ig2 to ig3, far below ig2: 6 probes, and the best measured in full on a deployment of
+    # its own (it was not the last probe)
+    assert now.pruned_unprobed == 2 and now.deployed == 6 + 1 and now.full == 1
+    assert before.pruned_unprobed == 0 and before.deployed == 8 + 1 and before.full == 1
     assert now.seconds < before.seconds and now.seconds < grid.seconds  # the grid stored 1 repeat, finals run 3
 
 

@@ -115,11 +115,12 @@ def result(candidate, ipm: float | None, status: str = "ok", repeats: int = 1) -
 
 
 def drive(strategy, figures) -> list[tuple[str, str]]:
-    """Ask until done as the job does: a probe is followed on its deployment, then told the stored result."""
+    """Ask until done as the job does: a probe is followed on its deployment, then told the stored result; a final
+    is measured on a deployment of its own."""
     asked = []
     while (work := strategy.ask()) is not None:
         asked.append((work.stage, work.candidate.name))
-        told = result(work.candidate, figures(work.candidate))
+        told = result(work.candidate, figures(work.candidate), repeats=work.repeats if work.stage == "final" else 1)
         then = strategy.follow(work, told.headline) if work.stage == "probe" else None
         if then is not None:
             asked.append(("full on the same deployment", work.candidate.name))
@@ -128,27 +129,46 @@ def drive(strategy, figures) -> list[tuple[str, str]]:
     return asked
 
 
-def test_adaptive_measures_in_full_on_the_probes_deployment_only_what_could_lead_or_separates():
+def test_adaptive_probes_everything_then_measures_in_full_best_probe_first_only_what_could_lead():
     spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
     candidates = expand_candidates(spec)  # ig1-mbs4, ig1-mbs8, ig2-mbs4, ig2-mbs8, ig3-mbs4, ig3-mbs8
     asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
+    stages = [stage for stage, _ in asked]
     assert [name for stage, name in asked if stage == "probe"] == [c.name for c in candidates]
-    full = [name for stage, name in asked if stage == "full on the same deployment"]
-    # 104 and 108 fill the cap (2); 204 and 304 are > 10 % above every upper bound; 208 (vs 209) and 308 (vs 309) are
-    # not
-    assert full == ["pt-db-ig1-mbs4", "pt-db-ig1-mbs8", "pt-db-ig2-mbs4", "pt-db-ig3-mbs4"]
-    assert [name for stage, name in asked if stage == "prune"] == ["pt-db-ig2-mbs8", "pt-db-ig3-mbs8"]
-    assert "final" not in [stage for stage, _ in asked]  # never a second deployment
+    assert stages.index("final") > max(i for i, stage in enumerate(stages) if stage == "probe")  # probes first
+    # the last probe, 308, is the best: measured in full on the probe's deployment; 304 is within reach of its lower
+    # bound 303 and the cap is 2; 208 (+10 %: 234) and the rest lie below 303
+    assert [name for stage, name in asked if stage == "full on the same deployment"] == ["pt-db-ig3-mbs8"]
+    assert [name for stage, name in asked if stage == "final"] == ["pt-db-ig3-mbs4"]
+    assert [name for stage, name in asked if stage == "prune"] == [
+        "pt-db-ig2-mbs8",
+        "pt-db-ig2-mbs4",
+        "pt-db-ig1-mbs8",
+        "pt-db-ig1-mbs4",
+    ]  # judged best probe first
 
 
-def test_adaptive_prunes_at_once_with_the_reason_and_caps_the_full_measurements():
+def test_a_later_better_probe_is_measured_first_and_the_field_below_it_is_not():
+    """The search before measured in full whatever was within reach of the leader found so far: here 100, 95, 98
+    and 97 (the cap) and then 300, which separates: 5 full measurements. Best probe first: 1."""
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3}, unimodal=[])
+    candidates = expand_candidates(spec)
+    figures = dict(zip([c.key for c in candidates], [100.0, 95.0, 98.0, 97.0, 300.0, 99.0], strict=True))
+    asked = drive(strategy_for(spec, candidates), lambda c: figures[c.key])
+    assert [name for stage, name in asked if stage == "final"] == ["pt-db-ig3-mbs4"]
+    assert [stage for stage, _ in asked].count("prune") == 5
+    assert "full on the same deployment" not in [stage for stage, _ in asked]  # the last probe is not the best
+
+
+def test_adaptive_prunes_with_the_reason_and_caps_the_full_measurements():
     spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
     candidates = expand_candidates(spec)
     best_first = {c.key: 1000.0 - 10 * i for i, c in enumerate(candidates)}  # within 10 % of the leader, none above
     strategy = strategy_for(spec, candidates)
     asked = drive(strategy, lambda c: best_first[c.key])
-    assert [stage for stage, _ in asked].count("full on the same deployment") == 2  # ceil(6 / 3)
-    assert [stage for stage, _ in asked][-2:] == ["probe", "prune"]
+    assert [stage for stage, _ in asked].count("final") == 2  # ceil(6 / 3)
+    assert asked[6:8] == [("final", candidates[0].name), ("final", candidates[1].name)]  # best probe first
+    assert [stage for stage, _ in asked][-4:] == ["prune"] * 4
 
 
 def test_adaptive_resume_judges_a_reused_probe_and_measures_it_on_its_own_deployment():
@@ -384,7 +404,9 @@ def test_adaptive_never_deploys_what_the_grids_structure_rules_out():
     )
     probed = [name for stage, name in asked if stage == "probe"]
     assert "pt-db-ig4-mbs1" not in probed and "pt-db-ig4-mbs8" not in probed
-    assert [name for stage, name in asked if stage == "prune"][-2:] == ["pt-db-ig4-mbs1", "pt-db-ig4-mbs8"]
+    # ruled out while probing (the leader's bound then: the best probe, 1,208, less the margin), before racing's
+    assert [name for stage, name in asked if stage == "prune"][:2] == ["pt-db-ig4-mbs1", "pt-db-ig4-mbs8"]
+    assert asked.index(("prune", "pt-db-ig4-mbs1")) < asked.index(("final", "pt-db-ig2-mbs8"))
     off = structure_spec(racing={"eta": 2, "final_repeats": 3}, unimodal=[])
     asked = drive(strategy_for(off, expand_candidates(off)), lambda c: peak_at_two[c.instance_group_count])
     assert len([1 for stage, _ in asked if stage == "probe"]) == 8  # [] probes every candidate

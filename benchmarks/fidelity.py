@@ -41,11 +41,11 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import children
 import numpy as np
 from measurement import (
     TAIL_S,
@@ -476,12 +476,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM tears the server down like Ctrl-C does
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    children.stop_on_sigterm()  # SIGTERM tears the server down like Ctrl-C does
     args = parse_args(argv)
     try:
         tool = ensure_perf_analyzer(download=not args.no_download)

@@ -42,13 +42,13 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import children
 import numpy as np
 from measurement import (
     TAIL_S,
@@ -443,12 +443,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops the endpoint and the tools like Ctrl-C does
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    children.stop_on_sigterm()  # SIGTERM tears the server down like Ctrl-C does
     args = parse_args(argv)
     if shutil.which("wrk") is None:
         print("error: `wrk` is not installed; install it with: apt-get install -y wrk", file=sys.stderr)

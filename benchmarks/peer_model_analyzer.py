@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import children
 from perf_analyzer_tool import input_data_file
 
 PEERS = Path(os.environ.get("PEERS", "/tmp/peers"))
@@ -124,7 +125,7 @@ def quick_search(
     (work / "ma.yaml").write_text(json.dumps(config, indent=1))  # JSON is YAML
     started = time.monotonic()
     with (work / "model-analyzer.log").open("w") as log:
-        done = subprocess.run(
+        done = children.run(  # interrupted: Model Analyzer stops its own tritonserver, or its group is killed
             [str(executable()), "profile", "-f", str(work / "ma.yaml")], stdout=log, stderr=subprocess.STDOUT, cwd=work
         )
     wall = time.monotonic() - started

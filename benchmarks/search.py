@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import peer_model_analyzer as model_analyzer  # noqa: E402  (benchmarks/, next to this script)
+import children  # noqa: E402  (benchmarks/, next to this script)
+import peer_model_analyzer as model_analyzer  # noqa: E402
 
 from recommender.candidates import Candidate, expand_candidates, model_fingerprint  # noqa: E402
 from recommender.load.payload import inference_bodies  # noqa: E402
@@ -113,7 +113,7 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
-    done = subprocess.run(
+    done = children.run(  # interrupted: the run tears its server down (SIGTERM), as it does for a user
         [
             sys.executable,
             "-m",
@@ -307,6 +307,7 @@ def _one_line(text: str | None, limit: int = 300) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    children.stop_on_sigterm()  # SIGTERM, like Ctrl-C, stops the run under way and its server: nothing is left behind
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke test: 2 candidates, 2 levels, 1 run each")
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")

@@ -105,7 +105,7 @@ def test_fidelity_without_perf_analyzer_names_what_is_missing_and_exits_2(monkey
         raise ToolMissing("libb64.so.0d is missing; install it with: apt-get update && apt-get install -y libb64-0d")
 
     monkeypatch.setattr(fidelity, "ensure_perf_analyzer", missing)
-    monkeypatch.setattr(fidelity.signal, "signal", lambda *args: None)  # main's SIGTERM handler: not in pytest
+    monkeypatch.setattr(fidelity.children, "stop_on_sigterm", lambda: None)  # main's SIGTERM handler: not in pytest
     assert fidelity.main(["--quick", "--no-download"]) == 2
     assert capsys.readouterr().err == (
         "error: perf_analyzer is not set up: libb64.so.0d is missing; install it with: apt-get update && "

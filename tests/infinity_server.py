@@ -44,7 +44,8 @@ def infinity_server(
     `api_key`, the server is started with Infinity's own `--api-key`: it answers /health to anyone and everything
     else only to `Authorization: Bearer <api_key>` (an endpoint of someone else's, as the product meets it)."""
     config = {"optimization": engine, "max_batch_size": batch_size}
-    keyed = (lambda *args: [*infinity.command(*args), "--api-key", api_key]) if api_key else infinity.command
+    plain = infinity.command
+    keyed = (lambda *args: [*plain(*args), "--api-key", api_key]) if api_key else plain
     with mock.patch.object(infinity, "command", keyed):
         deployment = InfinityTarget(ready_timeout=180).deploy(None, "model", run_dir, config=config)
     with deployment:

@@ -5,9 +5,6 @@ Locust child's requests, against a real Infinity server that requires the key: t
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 
 import pytest
 
@@ -46,48 +43,32 @@ def test_the_key_goes_in_a_bearer_header_and_never_into_a_repr(monkeypatch):
     assert openai_target()._openai().headers == {}  # no variable named: no header
 
 
-class KeyedServer(BaseHTTPRequestHandler):
-    """A stand-in OpenAI endpoint that records the Authorization header of each request and refuses a wrong one
-    (401), to show which header our HTTP client sends; the real server is Infinity in the integration tier."""
+def keyed_routes(seen: list[str | None]) -> dict:
+    """A stand-in OpenAI endpoint (the `scripted` server) that records each request's Authorization header and
+    refuses a wrong one (401), to show which header our HTTP client sends; the real server is Infinity in the
+    integration tier."""
 
-    seen: ClassVar[list[str | None]] = []
+    def answer(body: dict):
+        def route(headers):
+            seen.append(headers.get("Authorization"))
+            if headers.get("Authorization") != "Bearer sk-right":
+                return 401, json.dumps({"error": "invalid api key"}).encode()
+            return 200, json.dumps(body).encode()
 
-    def do_GET(self) -> None:
-        self._answer({"data": [{"id": "m"}]})
+        return route
 
-    def do_POST(self) -> None:
-        rows = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
-        self._answer({"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(rows))]})
-
-    def _answer(self, body: dict) -> None:
-        self.seen.append(self.headers.get("Authorization"))
-        status = 200 if self.headers.get("Authorization") == "Bearer sk-right" else 401
-        data = json.dumps(body if status == 200 else {"error": "invalid api key"}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    rows = {"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(2)]}
+    return {"/v1/models": answer({"data": [{"id": "m"}]}), "/v1/embeddings": answer(rows)}
 
 
-@pytest.fixture
-def keyed():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), KeyedServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    KeyedServer.seen = []
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-
-
-def test_readiness_and_probe_send_the_key_and_a_refusal_names_the_setting(keyed, monkeypatch, tmp_path):
+def test_readiness_and_probe_send_the_key_and_a_refusal_names_the_setting(scripted, monkeypatch, tmp_path):
+    seen: list[str | None] = []
+    url = scripted(keyed_routes(seen)) + "/v1"
     monkeypatch.setenv("RECOMMENDER_TEST_KEY", "sk-right")
-    target = openai_target(url=keyed, api_key_env="RECOMMENDER_TEST_KEY")
-    with target.deploy(None, "m", tmp_path) as endpoint:
+    with openai_target(url=url, api_key_env="RECOMMENDER_TEST_KEY").deploy(None, "m", tmp_path) as endpoint:
         endpoint.probe({"model": "m", "input": ["a", "b"]})
-    assert KeyedServer.seen and set(KeyedServer.seen) == {"Bearer sk-right"}
+    assert len(seen) >= 2 and set(seen) == {"Bearer sk-right"}  # the model list and the probe
     with pytest.raises(TargetError) as refused:
-        openai_target(url=keyed)._openai().probe({"model": "m", "input": ["a"]})
+        openai_target(url=url)._openai().probe({"model": "m", "input": ["a", "b"]})
     assert "HTTP 401" in refused.value.message and "target.api_key_env" in refused.value.message
+    assert seen[-1] is None  # no variable named: no header

@@ -392,3 +392,9 @@ if __name__ == "__main__":
         main()
     except RunFailed as failure:
         sys.exit(str(failure))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run under way has stopped and torn its server down
+        print(
+            "interrupted: the run under way was stopped (its server torn down); nothing is left running",
+            file=sys.stderr,
+        )
+        sys.exit(130)

@@ -5,7 +5,7 @@ incumbent rule with successive halving's cap). The others are pruned, keeping th
 
 Why the probes come first: judged the moment it was probed (the search before), a candidate was measured in full
 whenever it was within reach of the leader found so far, so the cap filled with whatever came first in the grid's
-order and a later, better probe cost one more full measurement (the tiny model: 5 full measurements, 135 of its 241
+order and a later, better probe cost one more full measurement (the tiny model: 5 full measurements, 137 of its 241
 s, where Model Analyzer's quick search took 209 s). Ranked first, the best probe is measured first, and a probe below
 its lower bound is pruned without a full measurement. A full measurement then deploys the candidate again (the tiny
 model: about 4 s of the ~31 s it costs); the last probe, when it is the best, keeps its deployment (`follow`).

@@ -29,7 +29,7 @@ class ChildConfig:
     plan: TrafficPlan  # the compiled traffic shape (levels; open loop: arrival schedule)
     result_path: Path  # .npz written at test stop (see result.LoadResult.to_npz)
     progress_path: Path  # JSON heartbeat written about once per second (see result.LoadProgress)
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold an API key: never printed
     rules: Rules | None = None  # windows and stop conditions; None: run the whole plan
     path: str = ""  # where requests are POSTed ("": the KServe v2 infer path of `model_name`)
     answer_key: str = "outputs"  # the JSON key every good answer holds (KServe: outputs; OpenAI embeddings: data)

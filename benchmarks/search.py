@@ -93,8 +93,10 @@ FULL = dict(
     runs=3,
     model=MODELS["tiny"],
 )
-QUICK = {**FULL, **dict(batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1)}
-QUICK.update(probe=2, runs=1)  # the smoke test's grid: 2 candidates, 2 short levels, 1 run
+# the smoke test's grid: the full one with 2 candidates, 2 short levels, 1 run
+QUICK = FULL | dict(
+    batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1, probe=2, runs=1
+)
 
 
 def write_spec(folder: Path, strategy: str, grid: dict, threshold: float, name: str | None = None) -> Path:

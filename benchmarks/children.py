@@ -4,6 +4,7 @@ a session of its own, told to stop with SIGTERM when the benchmark is interrupte
 
     stop_on_sigterm()                                  # in main(): SIGTERM raises KeyboardInterrupt, as Ctrl-C does
     run(command, capture_output=True, text=True, cwd=...)   -> subprocess.CompletedProcess (as subprocess.run)
+    sys.exit(exit_interrupted(main))                   # interrupted: one line on stderr and exit status 130
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+from collections.abc import Callable
 from typing import Any
 
 GRACE_S = 60.0  # a `recommender run` tears its server down in about a second; Model Analyzer waits on its own
@@ -19,6 +22,18 @@ GRACE_S = 60.0  # a `recommender run` tears its server down in about a second; M
 
 def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
+
+
+def exit_interrupted(main: Callable[[], int | None]) -> int | None:
+    """main(), or on Ctrl-C / SIGTERM (its children stopped by `run`) one line and exit status 130, no traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(
+            "interrupted: the child under way was stopped (its servers torn down); nothing is left running",
+            file=sys.stderr,
+        )
+        return 130
 
 
 def run(command: list[str], **popen: Any) -> subprocess.CompletedProcess:

@@ -519,4 +519,4 @@ def measure_model(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(children.exit_interrupted(main))

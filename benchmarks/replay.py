@@ -1,7 +1,8 @@
 """Replay search strategies against a stored grid: how often each one's pick is tied with the grid's best, and what
 it would have cost, without measuring anything again.
 
-    python benchmarks/replay.py --db sqlite:///grid100.db --spec grid100.yaml            # 20 seeds
+    python benchmarks/replay.py --db benchmarks/data/grid100.db.xz --spec benchmarks/replay_grid100.yaml   # stored here
+    python benchmarks/replay.py --db sqlite:///grid100.db --spec grid100.yaml            # one you measured; 20 seeds
     python benchmarks/replay.py --db ... --spec ... --seeds 20 --probe-seconds 3 --final-repeats 3 --eta 10
 
 The grid (`search: grid`, every candidate, every level of the traffic plan) is measured once and stored by
@@ -15,18 +16,24 @@ grid's load stage less its nominal seconds). The reference is the grid's own tim
 The truth: each candidate decided over all its stored windows. A pick is "tied" with the best when their MaxInvocations
 95 % intervals overlap there (the rule racing searches by, search/racing.py), "same" when it is the best.
 
-Strategies: `adaptive` (this checkout: capacity-first probes, the grid's structure, then racing best probe first)
-and `adaptive-bottom-up` (the same with probes stepped up from the lowest level and every candidate probed: issue 24
-item 2's two parts off).
+Strategies: `adaptive` (this checkout: the climb along the unimodal axes with capacity-first probes, candidates that
+are the same server not deployed twice, then racing best probe first) and `adaptive-bottom-up` (no climb: every
+candidate probed, stepped up from the lowest level, as before issue 24; the same-server rule still applies).
+
+`benchmarks/data/grid100.db.xz` is the grid docs/benchmarks.md "Replay" reports (SQLite, xz-compressed: 0.2 MB); a
+path to a .db or .db.xz file is read as such (decompressed into a temporary folder).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import lzma
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +171,8 @@ class Replay:
 
 def simulate(strategy, replay: Replay, shape: Callable[[Work], Work] = lambda w: w) -> Outcome:
     """The job's ask / follow / tell loop (job/pipeline.py `_search`) with measurements drawn from the grid."""
-    grid, outcome, told = replay.grid, Outcome(None, 0.0), {}
+    grid, outcome = replay.grid, Outcome(None, 0.0)
+    told: dict[str, Headline] = {}
     finals: dict[str, Headline] = {}
     while (work := strategy.ask()) is not None:
         work = shape(work)
@@ -243,7 +251,11 @@ def name_of(grid: Grid, key: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", required=True, help="the database the grid was stored in (sqlite:///... or postgres)")
+    parser.add_argument(
+        "--db",
+        required=True,
+        help="the grid's database: a URL (sqlite:///..., postgresql+psycopg://...) or a .db / .db.xz",
+    )
     parser.add_argument("--spec", required=True, type=Path, help="the grid's experiment file (search: grid)")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--final-repeats", type=int, default=3)
@@ -251,7 +263,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eta", type=int, default=3, help="racing's successive-halving eta (default 3)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
-    grid = load_grid(args.db, spec)
+    with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
+        grid = load_grid(database_url(args.db, Path(scratch)), spec)
+    return report(grid, spec, args)
+
+
+def database_url(db: str, scratch: Path) -> str:
+    """A database URL as given, or a path to a SQLite file (.db, or .db.xz decompressed into `scratch`)."""
+    if "://" in db:
+        return db
+    path = Path(db)
+    if path.suffix == ".xz":
+        target = scratch / path.stem
+        with lzma.open(path) as packed, open(target, "wb") as out:
+            shutil.copyfileobj(packed, out)
+        path = target
+    return f"sqlite:///{path.resolve()}"
+
+
+def report(grid: Grid, spec: ExperimentSpec, args: argparse.Namespace) -> int:
     missing = len(expand_candidates(spec)) - len(grid.stored)
     best = grid.best()
     print(

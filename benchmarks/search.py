@@ -391,12 +391,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     try:
-        main()
+        sys.exit(children.exit_interrupted(main))
     except RunFailed as failure:
         sys.exit(str(failure))
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run under way has stopped and torn its server down
-        print(
-            "interrupted: the run under way was stopped (its server torn down); nothing is left running",
-            file=sys.stderr,
-        )
-        sys.exit(130)

@@ -140,8 +140,12 @@ def _stability_reason(row: TableRow, _: Context) -> str:
 
 
 def _stopped(row: TableRow, _: Context) -> str:
-    stopped = row.headline.stop_reason
-    return (StopReason.parse(stopped).label if stopped else "end of traffic") if row.headline.requests else "-"
+    h = row.headline
+    if not h.requests:
+        return "-"
+    if h.stop_reason:
+        return StopReason.parse(h.stop_reason).label
+    return f"met at load {h.from_top_stop:g} (from the top)" if h.from_top_stop is not None else "end of traffic"
 
 
 def _server_split(row: TableRow, _: Context) -> str:

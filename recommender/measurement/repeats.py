@@ -24,7 +24,7 @@ from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.host import Sample, ServerSampler, window_figures
 from recommender.metrics.intervals import MIN_REPEATS
-from recommender.metrics.levels import WindowRecord, decide
+from recommender.metrics.levels import WindowRecord, decide, judge_levels
 from recommender.metrics.precision import looks_between, repeat_spread
 from recommender.metrics.prometheus import counter_delta, scrape
 from recommender.metrics.records import joined
@@ -69,6 +69,8 @@ class Repeat:
     windows: list[Window]
     phases: list[PhaseSummary]
     server_stats: dict[str, Any]
+    from_top_stop: float | None = None  # from the top down: the load of the level that met, the levels below not run
+    levels_run: tuple[int, ...] = ()  # the level indices of its level runs, in the order they ran (precision mode)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def measure(
 ) -> Measurement:
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     split = split_cpus(spec.traffic.generator_cpus)
+    order = from_top_order(plan, rules)
     repeats: list[Repeat] = []
     for number in range(spec.traffic.repeats):
         folder = out_dir if spec.traffic.repeats == 1 else out_dir / f"repeat-{number + 1}"
@@ -109,11 +112,21 @@ def measure(
                 workers,
                 split,
                 MasterSettings.from_traffic(spec.traffic),
+                order,
             )
         )
+        if order is not None:  # from the top: the other repeats measure the level the first one stopped at
+            order = [repeats[0].levels_run[-1]]
         if known_over_repeats(repeats, rules, spec.traffic.repeats):
             break
     return summarize_repeats(repeats, rules)
+
+
+def from_top_order(plan: TrafficPlan, rules: Rules) -> list[int] | None:
+    """The plan's level indices by load, the highest first, when the levels run from the top down (None: in order)."""
+    if not rules.stop.from_top or rules.stop.known_within is None or len(plan.levels) < 2:
+        return None
+    return sorted(range(len(plan.levels)), key=lambda index: plan.levels[index].load, reverse=True)
 
 
 def known_over_repeats(repeats: list[Repeat], rules: Rules, most: int) -> bool:
@@ -147,14 +160,19 @@ def measure_once(
     workers: int = 1,
     split: CpuSplit = CpuSplit(None, None),
     master: MasterSettings = MasterSettings(),
+    order: list[int] | None = None,
 ) -> Repeat:
     """One repeat of the plan: one load run, or in precision mode one load run per level (each ending once its
-    figures are known), joined on one clock; the server is read before the first and after the last."""
+    figures are known), joined on one clock; the server is read before the first and after the last.
+
+    `order`: the level indices to run, in that order (from_top_order, or the one level a from-the-top walk stopped
+    at); with more than one, the walk down stops at the first level that meets the limits on this repeat's windows."""
     prometheus_before, before = scrape(deployment.metrics_url), deployment.statistics()
     pinned = pin_processes(deployment.server_pids(), split.server) if split.server else 0
     runs: list[tuple[int, TrafficPlan, LoadResult]] = []
+    walk, stopped_at = order is not None and len(order) > 1, None
     with ServerSampler(deployment) as sampler:
-        for index, part, folder in level_runs(plan, rules, out_dir):
+        for index, part, folder in level_runs(plan, rules, out_dir, order):
             request = LoadRequest(
                 endpoint=deployment.load_url,
                 model_name=deployment.model_name,
@@ -170,7 +188,11 @@ def measure_once(
                 headers=deployment.headers,
             )
             runs.append((index, part, run_load(request, progress=progress)))
-            if ends_plan(runs[-1][2].stop_reason):
+            if walk:  # a breach (a limit's stop included) goes one level down; a level that meets ends the walk
+                if _meets(summarize_load(runs[-1][2], part, rules, sampler.samples, {}), rules):
+                    stopped_at = None if index == (order or [])[-1] else part.levels[0].load
+                    break
+            elif ends_plan(runs[-1][2].stop_reason):
                 break
     after, prometheus_after = deployment.statistics(), scrape(deployment.metrics_url)
     result = join_results([r for _, _, r in runs])
@@ -189,17 +211,27 @@ def measure_once(
     if len(runs) == 1 and runs[0][1] is plan:
         return summarize_load(result, plan, rules, sampler.samples, server)
     parts = [(index, summarize_load(r, part, rules, sampler.samples, server)) for index, part, r in runs]
-    return join_levels(parts, server)
+    ran = tuple(index for index, _, _ in runs)
+    return dataclasses.replace(join_levels(parts, server), from_top_stop=stopped_at, levels_run=ran)
 
 
-def level_runs(plan: TrafficPlan, rules: Rules, out_dir: Path) -> list[tuple[int, TrafficPlan, Path]]:
+def _meets(repeat: Repeat, rules: Rules) -> bool:
+    """The one level of a level run meets the limits on its own windows."""
+    level = judge_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules.limits, rules.windows)
+    return bool(level) and level[0].meets
+
+
+def level_runs(
+    plan: TrafficPlan, rules: Rules, out_dir: Path, order: list[int] | None = None
+) -> list[tuple[int, TrafficPlan, Path]]:
     """(level index, plan, folder) of each load run of one repeat: the whole plan, or in precision mode (and more
-    than one level) each level alone, so that each can end as soon as it is known (metrics/stopping.py)."""
-    if rules.stop.known_within is None or len(plan.levels) == 1:
+    than one level) each level alone, so that each can end as soon as it is known (metrics/stopping.py); `order`:
+    those levels only, in that order."""
+    if order is None and (rules.stop.known_within is None or len(plan.levels) == 1):
         return [(0, plan, out_dir)]
     return [
-        (index, TrafficPlan((level,), plan.arrival, plan.seed), out_dir / f"level-{index + 1}")
-        for index, level in enumerate(plan.levels)
+        (index, TrafficPlan((plan.levels[index],), plan.arrival, plan.seed), out_dir / f"level-{index + 1}")
+        for index in (order if order is not None else range(len(plan.levels)))
     ]
 
 
@@ -323,6 +355,7 @@ def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
             stable=sum(w.stable for w in windows),
         ),
         stop_limits=rules.stop_limits,
+        from_top_stop=repeats[0].from_top_stop,
     )
 
 

@@ -72,6 +72,8 @@ class Measured:
     flags: tuple[str, ...] = ()
     windows: WindowCount = field(default_factory=WindowCount)
     stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
+    from_top_stop: float | None = None  # from the top down (until_known.from_top): the load of the level the walk
+    # stopped at, which met the limits it was measured with; the levels below it were not measured
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ class Headline(Figures, Measured):
             repeats_breached=int(data.get("repeats_breached") or 0),
             stability=Stability.from_dict(data.get("stability")),
             stop_limits=Limits.from_dict(data.get("stop_limits")),
+            from_top_stop=data.get("from_top_stop"),
         )
 
 

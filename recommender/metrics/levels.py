@@ -239,16 +239,29 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
     notes = []
     at = f"at load {level.load:g}"
     if chosen is None:
+        lowest_run = "the lowest measured" if measured.from_top_stop is not None else "the lowest"
         notes.append(
             f"no load level meets {limits.percentile} <= {limits.threshold_ms:g} ms and error rate <= "
-            f"{limits.max_error_rate:.1%}: {at} (the lowest) {level.why_not}"
+            f"{limits.max_error_rate:.1%}: {at} ({lowest_run}) {level.why_not}"
         )
+        if measured.from_top_stop is not None:
+            notes.append(from_top_note(measured.from_top_stop))
     if level.breached:
         notes.append(f"{level.breached} of {level.repeats} repeats breached {at} on their own")
     if not level.stability.stable:
         notes.append(f"unstable {at}: {level.stability.reason}")
     note = stop_note(measured, limits)
     return notes + ([note] if note else [])
+
+
+def from_top_note(load: float) -> str:
+    """A run measured from the top down stopped at a level that met the limits it was measured with; under stricter
+    ones that level breaches, and the levels below it, which could now be the answer, were never measured."""
+    return (
+        f"measured from the top down (traffic.until_known.from_top): the walk stopped at load {load:g}, which met the "
+        "limits it was measured with, so the levels below it were not measured; to rank at these limits, set them "
+        "in the experiment file (or from_top: false) and run it with --fresh"
+    )
 
 
 def stop_note(measured: Measured, limits: Limits) -> str | None:

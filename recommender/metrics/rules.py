@@ -55,6 +55,7 @@ class StopRules:
     flat_tolerance: float = 0.05
     known_within: float | None = None  # measure until known: a level ends at this relative half-width
     known_min_windows: int = 4  # the fewest windows a level is judged on
+    from_top: bool = False  # levels from the highest down, stopping at the first that meets the limits
 
     @classmethod
     def from_spec(cls, spec: ExperimentSpec) -> StopRules:
@@ -67,6 +68,7 @@ class StopRules:
             stop.flat_tolerance,
             known.relative_half_width if known else None,
             known.min_windows if known else 4,
+            known.from_top if known else False,
         )
 
     @property

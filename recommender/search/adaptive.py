@@ -25,6 +25,7 @@ candidates probed follow.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from recommender.metrics.headline import Headline
 from recommender.search.plan import planned_total
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
-from recommender.search.structure import cannot_win
+from recommender.search.structure import Climb, cannot_win, same_as
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
 
@@ -47,7 +48,10 @@ class AdaptiveSearch:
     ) -> None:
         self.search, self.clock, self.started = spec.search, clock, clock()
         self.sampler = Sampler(spec) if spec.variants.ranged_axes() else None
-        self.pending = deque(() if self.sampler else candidates)
+        self.climb = Climb(candidates, spec.search.unimodal) if not self.sampler and spec.search.unimodal else None
+        self.pending = deque(() if self.sampler or self.climb else candidates)
+        self.candidates = [] if self.sampler else list(candidates)
+        self.known: dict[str, float] = {}  # key -> probe IPM for the climb (0: met no level or cannot win)
         self.total = planned_total(spec, len(candidates))  # candidates it may probe
         self.keep = keep_count(self.total, self.search.racing.eta)
         self.probing = True  # the first rung; then the full measurements, best probe first
@@ -71,7 +75,7 @@ class AdaptiveSearch:
         """Right after a probe, on its deployment: its full measurement when it is the last probe and the best one
         (it would be judged first anyway), else None (judged after every probe)."""
         self.probes[work.candidate.key] = (work.candidate, headline)
-        if self.sampler is not None or self.pending or self._budget_spent() is not None:
+        if self._more_to_probe(work.candidate.key, headline.max_invocations) or self._budget_spent() is not None:
             return None
         best = self._best_unjudged()
         if best is None or best[0].key != work.candidate.key:
@@ -82,6 +86,10 @@ class AdaptiveSearch:
         key = work.candidate.key
         if work.stage == "probe":
             self.probed.add(key)
+            ipm = result.headline.max_invocations if result.headline is not None else None
+            self.known[key] = ipm or 0.0
+            if self.climb is not None:
+                self.climb.probed.add(key)
             if self.sampler is not None:
                 self.sampler.tell(work.candidate, _max_invocations(result))
             if result.headline is not None and result.status in (RunStatus.OK, RunStatus.PRUNED):
@@ -94,15 +102,22 @@ class AdaptiveSearch:
     def _next_probe(self) -> Work | None:
         stop = self._budget_spent()
         if stop:
-            self.queue.extend(Work(c, "skip", reason=stop) for c in self.pending)  # recorded under BUDGET_SKIP
+            self.queue.extend(Work(c, "skip", reason=stop) for c in self._unasked())  # recorded under BUDGET_SKIP
             self.pending.clear()
+            self.climb, self.candidates = None, []
             return self.queue.popleft() if self.queue else None
-        candidate = self.sampler.ask() if self.sampler else (self.pending.popleft() if self.pending else None)
+        candidate = self._next_candidate()
         if candidate is None:
-            return None
+            if self.climb is not None:  # every slice's climb has stopped: the rest were not on the way
+                self.queue.extend(Work(c, "prune", reason=self.climb.unreached(c, self.known)) for c in self._unasked())
+                self.candidates = []
+            return self.queue.popleft() if self.queue else None
         probed = [(c, h.max_invocations) for c, h in self.probes.values()]
-        why = cannot_win(candidate, probed, self.search.unimodal, self.search.racing.margin, self._leader_low())
+        twin = same_as(candidate, probed)
+        why = twin[0] if twin else None
+        why = why or cannot_win(candidate, probed, self.search.unimodal, self.search.racing.margin, self._leader_low())
         if why is not None:  # never deployed: stored as pruned with the reason
+            self.known[candidate.key] = (twin[1] or 0.0) if twin else 0.0
             if self.sampler is not None:
                 self.sampler.tell(candidate, None)
             return Work(candidate, "prune", reason=why)
@@ -113,6 +128,27 @@ class AdaptiveSearch:
             seconds=self.search.racing.probe_seconds,
             capacity_first=True,
         )
+
+    def _next_candidate(self) -> Candidate | None:
+        if self.sampler is not None:
+            return self.sampler.ask()
+        if self.climb is not None:
+            return self.climb.next(self.known)
+        return self.pending.popleft() if self.pending else None
+
+    def _unasked(self) -> list[Candidate]:
+        """Candidates of the grid not handed out yet (neither probed nor ruled on)."""
+        return list(self.pending) or [
+            c for c in self.candidates if c.key not in self.known and c.key not in self.probed
+        ]
+
+    def _more_to_probe(self, key: str, ipm: float | None) -> bool:
+        """Whether a candidate may still be probed once this probe is told (a dry run of the climb)."""
+        if self.sampler is not None:
+            return True
+        if self.climb is None:
+            return bool(self.pending)
+        return copy.deepcopy(self.climb).next(self.known | {key: ipm or 0.0}) is not None
 
     def _next_judged(self) -> Work | None:
         """The best probe not yet judged: its full measurement (on a deployment of its own) or its prune."""

@@ -7,7 +7,8 @@ found) when its probe could still contain the best:
 
   1. some load level met the limits, and
   2. its upper bound, widened by `margin` (a probe's interval rests on a few windows of one brief run), is not
-     below the leader's lower bound, and
+     below the leader's lower bound, and it is above the highest upper bound measured in full (a probe that cannot
+     reach past a full measurement's interval could at most tie it: the pick, best or tied, would not change), and
   3. successive halving: fewer than ceil(n / eta) candidates were measured in full so far, OR its probe separates
      above every candidate measured in full (its MaxInvocations narrowed by `margin` is above each one's upper
      bound): a candidate shown better than all measured ones is measured in full whatever the cap. One that cannot
@@ -66,6 +67,12 @@ def judge(probe: Entrant, full: list[Entrant], margin: float, keep: int) -> tupl
             f"lower bound {leader.low:,.0f} of the leader {leader.name}"
         )
     top = max(leaders, key=lambda e: e.high(0.0))
+    if probe.high(margin) <= top.high(0.0):
+        return False, (
+            f"probe {_bounds(probe)} could at most tie {top.name}: its upper bound +{margin:.0%} "
+            f"({probe.high(margin):,.0f}) is within that full measurement's interval ({_bounds(top)}), so measuring "
+            "it in full could not change which candidate is best or tied with the best"
+        )
     if probe.max_invocations / (1 + margin) > top.high(0.0):
         return (
             True,

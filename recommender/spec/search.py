@@ -114,7 +114,8 @@ class SearchSpec(Strict):
         default_factory=lambda: list(UNIMODAL_AXES),
         description="Adaptive only: axes along which throughput rises to one peak and then falls; a candidate past a "
         "clear fall on such an axis (two probes falling by more than the racing margin) is pruned without being "
-        "probed (search/structure.py). [] probes every candidate.",
+        "probed (search/structure.py). [] turns this rule off (a candidate that is the same server as a probed "
+        "one, differing only in max batch size without dynamic batching, is still not deployed again).",
     )
 
     @model_validator(mode="before")

@@ -160,6 +160,21 @@ class UntilKnown(Strict):
     min_windows: int = Field(
         4, ge=2, le=1000, description="The fewest steady-state windows a level is judged on before it may end."
     )
+    from_top: bool = Field(
+        False,
+        description="Levels run from the highest load down, and the first repeat stops at the first level that meets "
+        "the limits: MaxInvocations is the highest level within them, so no level below can change it. The other "
+        "repeats measure that level only. The levels below are not measured (no latency curve under it); a stricter "
+        "threshold that the level breaches says so when re-ranked.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_from_top_off(self, handler: Any) -> dict[str, Any]:
+        """`from_top` off is the protocol stored before it existed: left out, so those measurement keys stay valid."""
+        data = handler(self)
+        if not data.get("from_top"):
+            data.pop("from_top", None)
+        return data
 
 
 class TrafficSpec(Strict):

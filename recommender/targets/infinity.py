@@ -27,7 +27,7 @@ from recommender.targets import infinity_venv
 from recommender.targets.leftovers import PID_FILE, ServerRecord, stop_leftovers
 from recommender.targets.local import LOG_TAIL_LINES, LOOPBACK, free_loopback_ports
 from recommender.targets.openai_endpoint import OpenAIEndpoint
-from recommender.targets.server_process import log_tail, process_tree, start_in_session
+from recommender.targets.server_process import log_tail, process_tree, signal_group, start_in_session, wait_gone
 
 SERVED_NAME = "minilm"  # the model name requests carry
 PROCESS_NAMES = frozenset({infinity_venv.BINARY, "python", "python3"})  # leftovers of a killed job's server
@@ -82,12 +82,12 @@ class InfinityDeployment(OpenAIEndpoint):
         if process is None:
             return
         members = [psutil.Process(pid) for pid in self._pids_of(process.pid)]
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_timeout)
-        _signal_group(process.pid, signal.SIGKILL)
+        signal_group(process.pid, signal.SIGKILL)
         process.wait()
-        psutil.wait_procs(members, timeout=5.0)
+        wait_gone(members, timeout=5.0)
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
 
     @staticmethod
@@ -170,8 +170,3 @@ def command(binary: Path, config: Mapping[str, Any], port: int) -> list[str]:
         "--port",
         str(port),
     ]
-
-
-def _signal_group(group: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signum)

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,14 @@ from recommender.targets import triton_binary
 from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
-from recommender.targets.server_process import log_tail, process_tree, start_in_session
+from recommender.targets.server_process import (
+    is_alive,
+    log_tail,
+    process_tree,
+    signal_group,
+    start_in_session,
+    wait_gone,
+)
 
 LOOPBACK = "127.0.0.1"
 CLOSED_APIS = "model-repository,shared-memory,trace,logging"  # the APIs that change the server; none is called
@@ -214,17 +220,17 @@ class LocalDeployment(Deployment):
             return
         session = process.pid
         members = _session_members(session, self._descendants(process.pid))
-        _signal_group(session, signal.SIGTERM)
+        signal_group(session, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_timeout)
         # the stubs hold nothing to save once the server is gone (they would notice its death ~1 s later and exit
         # without finalizing): stopped at once; their /dev/shm regions are removed below
         _, alive = psutil.wait_procs(members, timeout=0)
-        _signal_group(session, signal.SIGKILL)
+        signal_group(session, signal.SIGKILL)
         for leftover in alive:
             _kill(leftover)
         process.wait()
-        _wait_gone(alive, timeout=5.0)
+        wait_gone(alive, timeout=5.0)
         remove_shared_memory(self.shm_prefix)
         _verify_stopped(session, members)
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
@@ -259,33 +265,13 @@ def _session_of(pid: int) -> int | None:
         return None
 
 
-def _signal_group(group: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signum)
-
-
 def _kill(proc: psutil.Process) -> None:
     with contextlib.suppress(psutil.NoSuchProcess):
         proc.kill()
 
 
-def _is_alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(procs: list[psutil.Process], timeout: float, poll: float = 0.02) -> None:
-    """Until none of `procs` runs. A killed stub is a zombie until init reaps it, which can take seconds (1 to 2 s
-    on this host), though it holds nothing any more: gone, as `_verify_stopped` counts it."""
-    deadline = time.monotonic() + timeout
-    while any(_is_alive(proc) for proc in procs) and time.monotonic() < deadline:
-        time.sleep(poll)
-
-
 def _verify_stopped(session: int, members: list[psutil.Process]) -> None:
-    leftovers = [proc.pid for proc in _session_members(session, members) if _is_alive(proc)]
+    leftovers = [proc.pid for proc in _session_members(session, members) if is_alive(proc)]
     if leftovers:
         raise TargetError(
             f"tritonserver processes still running after teardown: {leftovers}",

@@ -4,7 +4,10 @@ What differs per server (command, readiness, how it is stopped and what it leave
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
+import time
 from collections import deque
 from pathlib import Path
 
@@ -47,3 +50,25 @@ def log_tail(path: Path | None, lines: int) -> str:
             return "".join(deque(log, maxlen=lines))
     except OSError:
         return ""
+
+
+def signal_group(group: int, signum: int) -> None:
+    """Send `signum` to a process group; a group already gone (or not ours) is left alone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def is_alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie (a killed process holds nothing once it is a zombie)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(procs: list[psutil.Process], timeout: float, poll: float = 0.02) -> None:
+    """Until none of `procs` runs. A killed process is a zombie until init reaps it, which can take seconds (1 to 2 s
+    on this host), though it holds nothing any more: counted as gone (psutil.wait_procs would wait for the reaping)."""
+    deadline = time.monotonic() + timeout
+    while any(is_alive(proc) for proc in procs) and time.monotonic() < deadline:
+        time.sleep(poll)

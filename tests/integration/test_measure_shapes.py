@@ -167,3 +167,44 @@ def test_a_level_not_known_by_its_planned_end_is_flagged(deployment, tmp_path: P
     assert [w.index for _, w in m.windows] == [0, 1, 2, 3, 4]  # every planned window ran
     [flag] = [f for f in m.headline.flags if f.startswith("precision not reached")]
     assert "asked +-0%" in flag
+
+
+def test_from_top_measures_only_the_top_level_when_it_meets(deployment, tmp_path: Path) -> None:
+    m = measure(
+        deployment,
+        spec_with(
+            {
+                "concurrency": {"users": [1, 2, 4], "duration_seconds": 5},
+                "window_seconds": 1,
+                "repeats": 3,
+                "until_known": {"relative_half_width": 1.0, "min_windows": 3, "from_top": True},
+            }
+        ),
+        BODIES,
+        tmp_path,
+    )
+    ran = sorted(str(p.parent.relative_to(tmp_path)) for p in tmp_path.glob("repeat-*/level-*/load.npz"))
+    assert ran == ["repeat-1/level-3", "repeat-2/level-3", "repeat-3/level-3"]  # 4 users met: nothing below ran
+    assert {w.phase_index for _, w in m.windows} == {2} and {r for r, _ in m.windows} == {0, 1, 2}
+    h = m.headline
+    assert h.level_load == 4 and h.max_invocations > 0 and h.repeats == 3 and h.ipm_interval.counts == "repeats"
+    assert h.from_top_stop == 4
+
+
+def test_from_top_walks_down_past_a_breach(deployment, tmp_path: Path) -> None:
+    # 64 users on the 2-core host queue for tens of ms; 1 user waits ~1 ms: a 10 ms threshold splits them
+    spec = spec_with(
+        {
+            "concurrency": {"users": [1, 64], "duration_seconds": 5},
+            "window_seconds": 1,
+            "repeats": 3,
+            "until_known": {"relative_half_width": 1.0, "min_windows": 3, "from_top": True},
+        }
+    )
+    spec = spec.model_copy(update={"latency_threshold": spec.latency_threshold.model_copy(update={"ms": 10})})
+    m = measure(deployment, spec, BODIES, tmp_path)
+    ran = sorted(str(p.parent.relative_to(tmp_path)) for p in tmp_path.glob("repeat-*/level-*/load.npz"))
+    assert ran == ["repeat-1/level-1", "repeat-1/level-2", "repeat-2/level-1", "repeat-3/level-1"]
+    h = m.headline
+    assert h.level_load == 1 and h.max_invocations > 0 and h.repeats == 3
+    assert h.from_top_stop is None  # the walk reached the lowest level: nothing left unmeasured

@@ -90,3 +90,14 @@ def test_a_replay_is_decided_by_its_seed(stored):
     _, make = next(iter(replay.strategies(grid, 3, None).items()))
     first = [replay.simulate(*make()[:1], replay.Replay(grid, seed, None), make()[1]).seconds for seed in (3, 3)]
     assert first[0] == first[1]
+
+
+def test_the_stored_100_candidate_grid_replays_from_the_checkout(capsys):
+    """The grid docs/benchmarks.md "Replay" reports ships with the checkout (xz): its figures can be replayed."""
+    root = Path(__file__).resolve().parents[2]
+    stored, spec = root / "benchmarks/data/grid100.db.xz", root / "benchmarks/replay_grid100.yaml"
+    code = replay.main(["--db", str(stored), "--spec", str(spec), "--seeds", "3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 2,464 s" in out
+    assert "best pt-db-ig1-mbs16@0us 577,780 IPM" in out
+    assert "adaptive: pick same as or tied with the best in 3 of 3 seeds" in out

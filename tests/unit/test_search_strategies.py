@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from recommender.candidates import CandidateResult, expand_candidates
@@ -11,7 +13,7 @@ from recommender.metrics.intervals import Interval
 from recommender.search import strategy_for
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
-from recommender.search.structure import cannot_win
+from recommender.search.structure import cannot_win, same_as
 from recommender.spec import ExperimentSpec
 
 
@@ -130,7 +132,7 @@ def drive(strategy, figures) -> list[tuple[str, str]]:
 
 
 def test_adaptive_probes_everything_then_measures_in_full_best_probe_first_only_what_could_lead():
-    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3}, unimodal=[])  # no climb: every candidate probed
     candidates = expand_candidates(spec)  # ig1-mbs4, ig1-mbs8, ig2-mbs4, ig2-mbs8, ig3-mbs4, ig3-mbs8
     asked = drive(strategy_for(spec, candidates), lambda c: 100.0 * c.instance_group_count + c.max_batch_size)
     stages = [stage for stage, _ in asked]
@@ -161,7 +163,7 @@ def test_a_later_better_probe_is_measured_first_and_the_field_below_it_is_not():
 
 
 def test_adaptive_prunes_with_the_reason_and_caps_the_full_measurements():
-    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3})
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 3}, unimodal=[])
     candidates = expand_candidates(spec)
     best_first = {c.key: 1000.0 - 10 * i for i, c in enumerate(candidates)}  # within 10 % of the leader, none above
     strategy = strategy_for(spec, candidates)
@@ -416,3 +418,83 @@ def test_probes_ask_for_the_highest_level_first():
     spec = adaptive_spec()
     work = strategy_for(spec, expand_candidates(spec)).ask()
     assert (work.stage, work.capacity_first) == ("probe", True)
+
+
+def test_without_dynamic_batching_max_batch_size_changes_nothing_that_runs():
+    spec = structure_spec(unimodal=[])
+    spec = spec.model_copy(
+        update={
+            "variants": spec.variants.model_copy(update={"dynamic_batching": [False, True], "max_batch_sizes": [1, 8]})
+        }
+    )
+    by_name = {c.name: c for c in expand_candidates(spec)}
+    nodb1, nodb8, db1, db8 = (
+        by_name[n] for n in ("pt-nodb-ig1-mbs1", "pt-nodb-ig1-mbs8", "pt-db-ig1-mbs1", "pt-db-ig1-mbs8")
+    )
+    said = same_as(nodb8, [(nodb1, 900.0)])
+    assert said is not None and "serves exactly as pt-nodb-ig1-mbs1 (probed)" in said[0] and said[1] == 900.0
+    assert same_as(nodb8, [(db1, 900.0), (by_name["pt-nodb-ig2-mbs1"], 900.0)]) is None  # batching or count differ
+    assert same_as(db8, [(db1, 900.0)]) is None  # the dynamic batcher forms batches up to max batch size
+    assert same_as(nodb1, []) is None
+    trt = dataclasses.replace(nodb8, optimization="trt")  # an engine built for its max batch size
+    assert same_as(trt, [(dataclasses.replace(nodb1, optimization="trt"), 900.0)]) is None
+    asked = drive(strategy_for(spec, expand_candidates(spec)), lambda c: 100.0 * c.instance_group_count)
+    pruned = [name for stage, name in asked if stage == "prune"]
+    assert {"pt-nodb-ig1-mbs8", "pt-nodb-ig2-mbs8"} <= set(pruned)  # never deployed
+    assert "pt-nodb-ig1-mbs8" not in [name for stage, name in asked if stage == "probe"]
+
+
+def climb_spec(**search) -> ExperimentSpec:
+    variants = {
+        "instance_group_counts": [1, 2, 3, 4, 5],
+        "max_batch_sizes": [1, 2, 4, 8, 16],
+        "dynamic_batching": [{"max_queue_delay_microseconds": 0}, {"max_queue_delay_microseconds": 100}],
+    }
+    return ExperimentSpec.model_validate(
+        {
+            "name": "c",
+            "search": {"strategy": "adaptive", **search},
+            "variants": variants,
+            "traffic": {"concurrency": {"users": [1, 4], "duration_seconds": 10}},
+        }
+    )
+
+
+def hill(c) -> float:
+    """One peak per slice at 2 instances and max batch size 8 (the 100 us slice 20 % lower), falling away from it."""
+    ranks = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
+    height = 1000.0 - 150 * abs(c.instance_group_count - 2) - 120 * abs(ranks[c.max_batch_size] - 3)
+    return height * (0.8 if c.dynamic_batching.max_queue_delay_microseconds else 1.0)
+
+
+def test_the_climb_finds_each_slices_peak_after_probing_a_fraction_of_it():
+    spec = climb_spec()
+    candidates = expand_candidates(spec)
+    asked = drive(strategy_for(spec, candidates), hill)
+    probed = [name for stage, name in asked if stage == "probe"]
+    assert probed[0] == "pt-db-ig3-mbs4"  # the first slice starts in the middle of both axes
+    assert probed.count("pt-db-ig2-mbs8") == 2 and len(probed) < len(candidates) / 2  # each slice's peak
+    first_slice = probed.index("pt-db-ig2-mbs8")
+    second_start = first_slice + 1 + probed[first_slice + 1 :].index("pt-db-ig2-mbs8")
+    assert second_start == len(probed) - 5  # the next slice starts at the best point: 1 probe and its 4 neighbours
+    finals = [name for stage, name in asked if stage in ("final", "full on the same deployment")]
+    assert finals == ["pt-db-ig2-mbs8"]  # the peak of the higher slice; the other could at most tie it
+    strategy = strategy_for(spec, candidates)
+    reasons = {}
+    while (work := strategy.ask()) is not None:
+        if work.stage == "prune" and "climb" in (work.reason or ""):
+            reasons[work.candidate.key] = work.reason
+        strategy.tell(work, result(work.candidate, hill(work.candidate), repeats=work.repeats))
+    assert len(reasons) == len(candidates) - len(probed)  # every candidate is accounted for, none silently
+    [far] = [
+        c for c in candidates if c.name == "pt-db-ig5-mbs1" and not c.dynamic_batching.max_queue_delay_microseconds
+    ]
+    said = reasons[far.key]
+    assert "instance count and max batch size (taken as unimodal)" in said
+    assert "stopped at pt-db-ig2-mbs8 (1,000 IPM), where no neighbour was higher" in said
+
+
+def test_without_unimodal_axes_there_is_no_climb():
+    spec = climb_spec(unimodal=[])
+    asked = drive(strategy_for(spec, expand_candidates(spec)), hill)
+    assert len([1 for stage, _ in asked if stage == "probe"]) == 50  # every candidate probed

@@ -4,14 +4,20 @@ joined on one clock."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 import yaml
 
 from recommender.errors import SpecError
 from recommender.load.result import LoadResult
-from recommender.measurement.repeats import ends_plan, join_results
+from recommender.load.shapes import compile_traffic
+from recommender.measurement.repeats import ends_plan, from_top_order, join_results, level_runs
+from recommender.metrics.headline import Headline, Measured
 from recommender.metrics.intervals import Interval, t_quantile, t_quantile_95
+from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.limits import Limits
 from recommender.metrics.precision import relative_half_width, repeat_spread
 from recommender.metrics.records import RequestLog, Timeline
@@ -146,3 +152,53 @@ def test_until_known_is_on_by_default_where_levels_hold_their_load() -> None:
     ramp = {"phases": [{"initial_users": 1, "spawn_rate": 6, "duration_seconds": 10}]}
     assert known({"traffic": ramp, "search": "adaptive"}) is None  # a ramp cannot end when known
     assert known({"traffic": concurrency | {"until_known": {"relative_half_width": 0.1}}}) == 0.1
+
+
+def test_from_top_is_off_by_default_and_keeps_stored_keys() -> None:
+    levels = {"concurrency": {"users": [1, 4, 2], "duration_seconds": 30}}
+    plain = ExperimentSpec.model_validate(spec_with(levels | {"until_known": True}))
+    assert "from_top" not in plain.traffic.model_dump()["until_known"]  # off: the key stored before it existed
+    assert Rules.from_spec(plain).stop.from_top is False
+    top = ExperimentSpec.model_validate(spec_with(levels | {"until_known": {"from_top": True}}))
+    assert top.traffic.model_dump()["until_known"]["from_top"] is True  # on: a protocol of its own
+    rules = Rules.from_spec(top)
+    assert rules.stop.from_top and Rules.from_json(rules.to_json()) == rules
+    plan = compile_traffic(top.traffic)
+    assert from_top_order(plan, rules) == [1, 2, 0]  # by load, the highest first (4, 2, 1 users)
+    assert from_top_order(plan, Rules.from_spec(plain)) is None
+    old = json.loads(rules.to_json())
+    del old["stop"]["from_top"]  # rules written before the setting existed read back as off
+    assert Rules.from_json(json.dumps(old)).stop.from_top is False
+
+
+def test_level_runs_follow_the_order_given(tmp_path) -> None:
+    spec = ExperimentSpec.model_validate(
+        spec_with({"concurrency": {"users": [1, 2, 4], "duration_seconds": 30}, "until_known": {"from_top": True}})
+    )
+    plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    runs = level_runs(plan, rules, tmp_path, [2, 1, 0])
+    assert [(i, p.levels[0].load, f.name) for i, p, f in runs] == [
+        (2, 4, "level-3"),
+        (1, 2, "level-2"),
+        (0, 1, "level-1"),
+    ]
+    assert [(i, p.levels[0].load) for i, p, _ in level_runs(plan, rules, tmp_path, [1])] == [(1, 2)]
+
+
+def test_a_stricter_threshold_on_a_run_measured_from_the_top_says_what_was_not_measured() -> None:
+    # the walk stopped at 4 users (p95 300 ms met 500 ms); the levels below were never measured
+    records = [WindowRecord.of(0, w) for w in level([1200, 1210, 1190, 1205], [300, 310, 290, 305], phase=2)]
+    records = [dataclasses.replace(r, load=4.0) for r in records]
+    measured = Measured(repeats=1, requests=400, from_top_stop=4.0)
+    met = decide(records, measured, Limits("p95", 500, 0.01))
+    assert met.headline.max_invocations == pytest.approx(1201.25) and not any(
+        "top down" in n for n in met.headline.notes
+    )
+    stricter = decide(records, measured, Limits("p95", 200, 0.01)).headline
+    assert stricter.max_invocations is None
+    assert any("at load 4 (the lowest measured)" in n for n in stricter.notes)
+    [note] = [n for n in stricter.notes if "from the top down" in n]
+    assert "stopped at load 4" in note and "levels below it were not measured" in note and "--fresh" in note
+    assert Headline.from_dict(stricter.to_dict()).from_top_stop == 4.0
+    walked_down = decide(records, Measured(repeats=1, requests=400), Limits("p95", 200, 0.01)).headline
+    assert not any("from the top down" in n for n in walked_down.notes)  # no walk: nothing left unmeasured

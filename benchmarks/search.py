@@ -7,9 +7,10 @@
     python benchmarks/search.py --quick    # smoke test: 2 candidates, concurrency 1 4, 1 run of each
 
 The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
-each candidate with a short load search (each tried level `probe_seconds` long, 1 repeat), then, best probe first,
-measures in full only those whose probe could still be the best (racing.judge: at most ceil(12 / 3) = 4, plus any
-probe that separates above them).
+the candidates its climb along instance count and max batch size reaches (search/structure.py; a candidate that is
+the same server as one probed is not deployed again) with a short load search (each tried level `probe_seconds`
+long, 1 repeat), then, best probe first, measures in full only those whose probe could still change the pick
+(racing.judge: at most ceil(12 / 3) = 4, plus any probe that separates above them).
 
 Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real
 tritonserver, real Locust), the two strategies alternating. The model is exported once before any timing. Per run

@@ -145,7 +145,7 @@ def _stopped(row: TableRow, _: Context) -> str:
         return "-"
     if h.stop_reason:
         return StopReason.parse(h.stop_reason).label
-    return f"met at load {h.from_top_stop:g} (from the top)" if h.from_top_stop is not None else "end of traffic"
+    return f"from the top down to load {h.from_top_stop:g}" if h.from_top_stop is not None else "end of traffic"
 
 
 def _server_split(row: TableRow, _: Context) -> str:

@@ -188,3 +188,11 @@ def test_the_highest_priority_numbers_are_dropped_first(width: int) -> None:
     assert dropped and {label for label, p in priority.items() if p == 1} <= kept
     assert max(priority[label] for label in kept if label in priority) <= min(priority[label] for label in dropped)
     assert "unstable because" in dropped  # priority 6: the first to go
+
+
+def test_a_run_measured_from_the_top_says_where_its_walk_stopped() -> None:
+    top = result("alpha", 1000, (950, 1050))
+    top = replace(top, headline=replace(top.headline, from_top_stop=4.0))
+    text = rendered([top, result("bravo", 900, (850, 950))], 200, terminal=False)
+    assert "stopped from the top down to load 4" in text[: text.index("#2 ")]
+    assert "stopped end of traffic" in text[text.index("#2 ") :]

@@ -1,7 +1,9 @@
-"""Adaptive search in two rungs of successive halving: a brief load search (probe) on every candidate, or on those
-the sampler proposes for numeric ranges; then, best probe first, the full measurement of those whose probe could
-still be the best, each judged at its turn against the candidates measured in full so far (racing.judge: the
-incumbent rule with successive halving's cap). The others are pruned, keeping their probe's figures and the reason.
+"""Adaptive search in two rungs of successive halving: a brief load search (probe) on the candidates the climb along
+the grid's unimodal axes reaches (search/structure.py `Climb`; every candidate with `search.unimodal: []`), or on
+those the sampler proposes for numeric ranges; then, best probe first, the full measurement of those whose probe
+could still change the pick, each judged at its turn against the candidates measured in full so far (racing.judge:
+the incumbent rule with successive halving's cap). The others are pruned, keeping their probe's figures (if any) and
+the reason.
 
 Why the probes come first: judged the moment it was probed (the search before), a candidate was measured in full
 whenever it was within reach of the leader found so far, so the cap filled with whatever came first in the grid's
@@ -10,8 +12,9 @@ s, where Model Analyzer's quick search took 209 s). Ranked first, the best probe
 its lower bound is pruned without a full measurement. A full measurement then deploys the candidate again (the tiny
 model: about 4 s of the ~31 s it costs); the last probe, when it is the best, keeps its deployment (`follow`).
 
-Do not probe what cannot win: a candidate past a fall along a unimodal axis of the grid, whose bound from that fall is
-below the leader's lower bound, is pruned without a deployment, with the reason (search/structure.py). Until a full
+Do not probe what cannot win: a candidate no climb reached, one past a fall along a unimodal axis of the grid whose
+bound from that fall is below the leader's lower bound, and one that is the same server as a probed candidate are
+pruned without a deployment, with the reason (search/structure.py). Until a full
 measurement exists the leader's lower bound is the best probe less the racing margin (a probe has no interval). A
 probe tries the plan's highest load first (capacity first: the most the candidate serves within the limits, what
 racing judges) and only searches lower when that level breaches.

@@ -65,7 +65,7 @@ def plan(
         console.print(cost_table(spec, per_target))
         console.print(
             f"estimated duration: {minutes:.0f} min ({estimate.candidates} candidates, deploy and teardown "
-            f"included{_parallel_note(spec)})",
+            f"included{_parallel_note(spec)}{_known_note(spec)})",
             highlight=False,
         )
         console.print(
@@ -113,6 +113,15 @@ def _parallel_note(spec: ExperimentSpec) -> str:
     if spec.max_parallel == 1:
         return ", one at a time"
     return f", up to {spec.max_parallel} at once where the target allows (local CPU: one at a time)"
+
+
+def _known_note(spec: ExperimentSpec) -> str:
+    """Measured until known, every level's planned duration is the most it takes: the estimate is an upper bound."""
+    known = spec.traffic.known
+    if known is None:
+        return ""
+    below = "; from the top, the levels below the first that meets the limits are not run" if known.from_top else ""
+    return f"; measured until known: at most this, each level ends once known{below}"
 
 
 def _target_json(spec: ExperimentSpec, index: int, estimate: CostEstimate) -> dict:

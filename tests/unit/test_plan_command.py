@@ -147,3 +147,21 @@ def test_validate_and_run_say_what_the_search_will_measure(tmp_path, document, e
     done = CliRunner().invoke(build_app(), ["validate", str(path)], env={"COLUMNS": "300"})
     assert done.exit_code == 0, done.output
     assert expected in done.output
+
+
+@pytest.mark.parametrize(
+    "until_known, says",
+    [
+        (False, None),
+        (True, "measured until known: at most this, each level ends once known)"),
+        ({"from_top": True}, "from the top, the levels below the first that meets the limits are not run)"),
+    ],
+)
+def test_an_estimate_measured_until_known_says_it_is_the_most_it_takes(tmp_path, until_known, says) -> None:
+    path = tmp_path / "plan.json"
+    traffic = SHAPES["concurrency"] | {"until_known": until_known}
+    path.write_text(json.dumps({"name": "p", "traffic": traffic}))
+    done = CliRunner().invoke(build_app(), ["plan", str(path)], env={"COLUMNS": "300"})
+    assert done.exit_code == 0, done.output
+    line = next(line for line in done.output.splitlines() if line.startswith("estimated duration"))
+    assert ("measured until known" not in line) if says is None else (says in line)

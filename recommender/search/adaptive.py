@@ -112,7 +112,11 @@ class AdaptiveSearch:
         candidate = self._next_candidate()
         if candidate is None:
             if self.climb is not None:  # every slice's climb has stopped: the rest were not on the way
-                self.queue.extend(Work(c, "prune", reason=self.climb.unreached(c, self.known)) for c in self._unasked())
+                probed = [(c, h.max_invocations) for c, h in self.probes.values()]
+                for left in self._unasked():
+                    twin = same_as(left, probed)  # the same server as a probed one says more than "not reached"
+                    why = twin[0] if twin else self.climb.unreached(left, self.known)
+                    self.queue.append(Work(left, "prune", reason=why))
                 self.candidates = []
             return self.queue.popleft() if self.queue else None
         probed = [(c, h.max_invocations) for c, h in self.probes.values()]

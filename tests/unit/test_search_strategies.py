@@ -442,6 +442,16 @@ def test_without_dynamic_batching_max_batch_size_changes_nothing_that_runs():
     pruned = [name for stage, name in asked if stage == "prune"]
     assert {"pt-nodb-ig1-mbs8", "pt-nodb-ig2-mbs8"} <= set(pruned)  # never deployed
     assert "pt-nodb-ig1-mbs8" not in [name for stage, name in asked if stage == "probe"]
+    climbing = climb_spec()  # the climb's leftovers that are the same server as a probed one say so
+    climbing = climbing.model_copy(
+        update={"variants": climbing.variants.model_copy(update={"dynamic_batching": [False]})}
+    )
+    strategy, reasons = strategy_for(climbing, expand_candidates(climbing)), {}
+    while (work := strategy.ask()) is not None:
+        reasons[work.candidate.name] = work.reason or ""
+        strategy.tell(work, result(work.candidate, 1000.0 - 100 * abs(work.candidate.instance_group_count - 2)))
+    assert all("serves exactly as" in reasons[f"pt-nodb-ig{n}-mbs16"] for n in range(1, 5))  # ig 1 to 4 probed
+    assert "the climb in its slice stopped at pt-nodb-ig2-mbs4" in reasons["pt-nodb-ig5-mbs16"]  # ig5 never was
 
 
 def climb_spec(**search) -> ExperimentSpec:

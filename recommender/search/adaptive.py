@@ -115,8 +115,8 @@ class AdaptiveSearch:
                 probed = [(c, h.max_invocations) for c, h in self.probes.values()]
                 for left in self._unasked():
                     twin = same_as(left, probed)  # the same server as a probed one says more than "not reached"
-                    why = twin[0] if twin else self.climb.unreached(left, self.known)
-                    self.queue.append(Work(left, "prune", reason=why))
+                    reason = twin[0] if twin else self.climb.unreached(left, self.known)
+                    self.queue.append(Work(left, "prune", reason=reason))
                 self.candidates = []
             return self.queue.popleft() if self.queue else None
         probed = [(c, h.max_invocations) for c, h in self.probes.values()]

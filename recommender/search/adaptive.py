@@ -110,16 +110,15 @@ class AdaptiveSearch:
             self.climb, self.candidates = None, []
             return self.queue.popleft() if self.queue else None
         candidate = self._next_candidate()
+        probed = [(c, h.max_invocations) for c, h in self.probes.values()]
         if candidate is None:
             if self.climb is not None:  # every slice's climb has stopped: the rest were not on the way
-                probed = [(c, h.max_invocations) for c, h in self.probes.values()]
                 for left in self._unasked():
                     twin = same_as(left, probed)  # the same server as a probed one says more than "not reached"
                     reason = twin[0] if twin else self.climb.unreached(left, self.known)
                     self.queue.append(Work(left, "prune", reason=reason))
                 self.candidates = []
             return self.queue.popleft() if self.queue else None
-        probed = [(c, h.max_invocations) for c, h in self.probes.values()]
         twin = same_as(candidate, probed)
         why = twin[0] if twin else None
         why = why or cannot_win(candidate, probed, self.search.unimodal, self.search.racing.margin, self._leader_low())

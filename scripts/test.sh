@@ -7,7 +7,7 @@ python3 -m pip install --quiet --disable-pip-version-check -e ".[test,postgres,o
 bash scripts/install_system_packages.sh   # chromium (dashboard browser test), wrk (generator benchmark), postgresql
 bash scripts/tool_venvs.sh                # tools with their own pins, each in .venvs/NAME: MLflow's server, Infinity, AIPerf
 # Static gates first: lint, formatting and types (mypy reads its files from pyproject.toml).
-python3 -m ruff check recommender dashboard tests benchmarks containers
-python3 -m ruff format --check recommender dashboard tests benchmarks containers
+python3 -m ruff check recommender dashboard tests benchmarks containers scripts
+python3 -m ruff format --check recommender dashboard tests benchmarks containers scripts
 python3 -m mypy
 python3 -m pytest "$@"

@@ -15,7 +15,8 @@ bare GPU machine with the repository copied onto it. It checks, printing each fi
   6. with --serve REPO (needs the nvidia-pytriton wheel too): the wheel's tritonserver, started the way the local
      target starts it (targets/triton_binary.py: its backend folder, environment and stub; the GPU by UUID), serves
      REPO's model "model" (input_ids and attention_mask, INT64): 50 requests answered with finite embeddings, and
-     NVML lists the server's backend stubs among the GPU's compute processes.
+     NVML lists the server's backend stubs among the GPU's compute processes. The wheel's backend stub needs numpy 1
+     (with numpy 2 every request fails: "output tensor shape does not match size of output").
 """
 
 from __future__ import annotations

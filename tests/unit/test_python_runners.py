@@ -238,3 +238,43 @@ def test_a_shape_tensorrt_refuses_is_an_error_naming_the_input_and_shape(
     (response,) = served_engine(monkeypatch, tmp_path, FakeTensorRT(refused=("input_ids",))).execute([request()])
     assert "ValueError: TensorRT refused input 'input_ids' of shape (2, 3)" in response.error.message
     assert response.outputs == {}
+
+
+def test_a_torchscript_traced_on_the_cpu_is_pointed_at_the_gpu_it_serves_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On an H200 every request to a KIND_GPU `pt` instance failed (docs/gpu.md): the trace of transformers' BERT
+    holds `device=cpu` constants that map_location does not move. The runner rewrites them for its device; here the
+    rewrite is checked on the graph (no GPU to run it on), and the CPU path is left as it was."""
+    torch = pytest.importorskip("torch")
+    from recommender.modelrepo.export import export_model
+    from recommender.spec.model import BertArchitecture, ModelSpec
+
+    spec = ModelSpec(source="bert", architecture=BertArchitecture(layers=1, hidden=32, heads=2, intermediate=64))
+    artifact = export_model(spec, "pt", 16, "tiny", tmp_path)
+    module = torch.jit.load(str(artifact.path))
+
+    def devices(loaded: Any) -> list[str]:
+        found = []
+        for sub in loaded.modules():
+            with contextlib.suppress(RuntimeError):  # a container without forward
+                found += [
+                    n.s("value")
+                    for n in sub.graph.findAllNodes("prim::Constant")
+                    if n.output().type().kind() == "DeviceObjType"
+                ]
+        return found
+
+    assert "cpu" in devices(module)  # the defect's cause: the trace recorded the CPU
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake_pb_utils())
+    loader = importlib.util.spec_from_file_location("served_model", TEMPLATE)
+    assert loader is not None and loader.loader is not None
+    template = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(template)
+    ids = torch.randint(1000, 2000, (1, 16))
+    before = module(ids, torch.ones_like(ids))
+    assert template.retarget_device_constants(module, "cpu") == 0
+    assert torch.equal(module(ids, torch.ones_like(ids)), before)
+    assert template.retarget_device_constants(module, "cuda:0") >= 1
+    assert "cpu" not in devices(module) and "cuda:0" in devices(module)
+    assert template.retarget_device_constants(module, "cuda:0") == 0

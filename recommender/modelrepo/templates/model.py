@@ -38,6 +38,8 @@ class TorchScriptRunner:
         torch.set_num_threads(threads)
         self._device = torch.device(device)
         self._module = torch.jit.load(path, map_location=self._device).eval()
+        if self._device.type != "cpu":
+            retarget_device_constants(self._module, str(self._device))
 
     def __call__(self, inputs, output_names):
         torch = self._torch
@@ -49,6 +51,26 @@ class TorchScriptRunner:
         elif not isinstance(result, (tuple, list)):
             result = [result]
         return [tensor.detach().cpu().numpy() for tensor in result]
+
+
+def retarget_device_constants(module, device):
+    """Point the CPU device constants of a traced module at `device`; returns how many were changed.
+
+    The export traces on the CPU, and a trace records the device of every tensor the model made as a constant
+    (transformers' attention masks: `torch.arange(..., device=cpu)`, `attention_mask.to(cpu)`). `map_location` moves
+    the weights, not those constants, so on a GPU every request failed with "Expected all tensors to be on the same
+    device" (docs/gpu.md). Done once, before the first call (the graphs are compiled on first use)."""
+    changed = 0
+    for submodule in module.modules():
+        try:
+            graph = submodule.graph
+        except RuntimeError:  # a container without forward (a ModuleList)
+            continue
+        for node in graph.findAllNodes("prim::Constant"):
+            if node.output().type().kind() == "DeviceObjType" and node.s("value") == "cpu" != device:
+                node.s_("value", device)
+                changed += 1
+    return changed
 
 
 class OnnxRunner:

@@ -83,6 +83,8 @@ def test_adaptive_replays_find_the_best_without_deploying_past_the_fall(stored):
     assert now.pruned_unprobed == 2 and now.deployed == 6 + 1 and now.full == 1
     assert before.pruned_unprobed == 0 and before.deployed == 8 + 1 and before.full == 1
     assert now.seconds < before.seconds and now.seconds < grid.seconds  # the grid stored 1 repeat, finals run 3
+    # one full measurement, the last thing deployed: the first full measurement is the pick, at the search's end
+    assert now.first is not None and now.first[0] == now.pick and now.first[1] == pytest.approx(now.seconds)
 
 
 def test_a_replay_is_decided_by_its_seed(stored):
@@ -101,3 +103,4 @@ def test_the_stored_100_candidate_grid_replays_from_the_checkout(capsys):
     assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 2,464 s" in out
     assert "best pt-db-ig1-mbs16@0us 577,780 IPM" in out
     assert "adaptive: pick same as or tied with the best in 3 of 3 seeds" in out
+    assert "within 10 % in " in out and "adaptive: its first full measurement was same as or tied" in out

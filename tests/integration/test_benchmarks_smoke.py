@@ -23,7 +23,7 @@ def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py", "search.py"])
+@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py", "search.py", "deploy_cost.py"])
 def test_help_describes_the_benchmark(name: str) -> None:
     done = run_script(name, "--help", timeout=60)
     assert done.returncode == 0, done.stderr
@@ -89,3 +89,17 @@ def test_search_quick_races_and_prints_ratio_and_pick_verdicts(tmp_path: Path) -
         done.stdout,
         re.M,
     )
+
+
+def test_deploy_cost_quick_times_a_cold_start_against_a_load_on_a_running_server() -> None:
+    """The real tritonserver, both ways, one round: the three figures and the ratio printed (not a figure check)."""
+    done = run_script("deploy_cost.py", "--quick", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = r"cold \d+\.\d\d s, server \d+\.\d\d s, load \d+\.\d\d s"
+    assert re.search(rf"^round 1, pt-db-ig1-mbs16@0: {figures}$", done.stdout, re.M), done.stdout
+    assert re.search(r"a warm server would leave load / cold = \d+\.\d\d of a deployment", done.stdout)
+
+
+def test_deploy_cost_names_an_unknown_candidate_and_exits_2() -> None:
+    done = run_script("deploy_cost.py", "--candidates", "pt-db-ig9-mbs3@7", timeout=60)
+    assert done.returncode == 2 and "no candidate pt-db-ig9-mbs3@7" in done.stderr and "Traceback" not in done.stderr

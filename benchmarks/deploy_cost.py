@@ -22,7 +22,9 @@ target keeps the repository API closed (targets/local.py); this benchmark opens 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -32,6 +34,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -40,6 +44,8 @@ from recommender.candidates import Candidate, expand_candidates  # noqa: E402
 from recommender.errors import TargetError  # noqa: E402
 from recommender.modelrepo.repository import candidate_repository  # noqa: E402
 from recommender.spec import load_spec  # noqa: E402
+from recommender.targets.leftovers import remove_shared_memory  # noqa: E402
+from recommender.targets.server_process import process_tree, signal_group, start_in_session, wait_gone  # noqa: E402
 from recommender.targets.triton_binary import (  # noqa: E402
     preflight,
     prepare_backend_directory,
@@ -61,11 +67,13 @@ def free_port() -> int:
 
 
 class Server:
-    """One loopback tritonserver in a session of its own, stopped (and waited for) on exit."""
+    """One loopback tritonserver, leader of a session of its own that dies with this process (the local target's
+    helpers, targets/server_process.py); on exit the whole session is stopped as the local target stops it: SIGTERM,
+    then SIGKILL for what is left (a stub still starting), its /dev/shm regions removed."""
 
     def __init__(self, binary: Path, backends: Path, env: dict[str, str], repository: Path, mode: str, log: Path):
         http, metrics = free_port(), free_port()
-        self.base = f"http://127.0.0.1:{http}"
+        self.base, self.shm_prefix = f"http://127.0.0.1:{http}", f"recommender_deploy_cost_{http}_"
         command = [
             str(binary),
             f"--model-repository={repository}",
@@ -76,12 +84,10 @@ class Server:
             "--allow-grpc=false",
             "--metrics-address=127.0.0.1",
             f"--metrics-port={metrics}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             "--exit-timeout-secs=5",
         ]
-        with log.open("a") as out:
-            self.process = subprocess.Popen(
-                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        self.process = start_in_session(command, env, log.parent, log)
 
     def wait_for(self, path: str, started: float) -> float:
         """Seconds from `started` until GET `path` answers 200 (the server exiting or READY_S passing fails)."""
@@ -104,13 +110,18 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        session = self.process.pid
+        members = []
+        for pid in process_tree(self.process)[1:]:  # the backend stubs
+            with contextlib.suppress(psutil.NoSuchProcess):
+                members.append(psutil.Process(pid))
+        signal_group(session, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        signal_group(session, signal.SIGKILL)
+        self.process.wait()
+        wait_gone(members, timeout=5.0)
+        remove_shared_memory(self.shm_prefix)
 
 
 def median(values: list[float]) -> str:

@@ -26,7 +26,7 @@ from recommender.spec import DynamicBatching
 from recommender.targets import triton_binary
 from recommender.targets.triton_client import TritonClient
 from tests.integration.conftest import export_onnx, pooling_module
-from tests.multihost.lab import Lab, address, leftovers, why_unavailable
+from tests.multihost.lab import PREFIX, Lab, address, leftovers, why_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ["a", "b", "c", "d1", "d2", "e"]
@@ -109,7 +109,7 @@ def start_triton(lab: Lab, host: str, repository: Path, run_dir: Path) -> Server
         "--allow-grpc=false",
         f"--metrics-address={address(host)}",
         f"--metrics-port={METRICS_PORT}",
-        f"--backend-config=python,shm-region-prefix-name=rmh_{host}_",
+        f"--backend-config=python,shm-region-prefix-name={PREFIX}_{host}_",
     ]
     with open(run_dir / "server.log", "ab") as log:
         lab.popen(host, command, env=triton_binary.server_environment(install), stdout=log, stderr=log)

@@ -179,6 +179,8 @@ def sweep() -> None:
         time.sleep(0.1)
     for name in names:
         ip("netns", "del", name, check=False)
+    for region in shm_regions():  # a killed backend stub cannot unlink its regions
+        region.unlink(missing_ok=True)
     links = ip("-o", "link", "show", check=False).stdout.splitlines()
     for line in links:
         device = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
@@ -186,12 +188,18 @@ def sweep() -> None:
             ip("link", "del", device, check=False)
 
 
+def shm_regions() -> list[Path]:
+    """The Python backend's /dev/shm regions of the tier's servers (named `PREFIX_host_`: conftest.start_triton)."""
+    return sorted(Path("/dev/shm").glob(f"{PREFIX}_*"))
+
+
 def leftovers() -> list[str]:
-    """What of the tier is still there (namespaces and links named with PREFIX): empty after `remove`/`sweep`."""
+    """What of the tier is still there (namespaces, links and /dev/shm regions named with PREFIX): empty after
+    `remove`/`sweep`."""
     spaces = [n.split()[0] for n in ip("netns", "list", check=False).stdout.splitlines() if n.startswith(PREFIX)]
     links = [
         line.split(":")[1].strip().split("@")[0]
         for line in ip("-o", "link", "show", check=False).stdout.splitlines()
         if ":" in line and line.split(":")[1].strip().startswith(PREFIX)
     ]
-    return spaces + links
+    return spaces + links + [str(region) for region in shm_regions()]

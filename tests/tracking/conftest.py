@@ -3,6 +3,7 @@ by scripts/tool_venvs.sh), started on loopback with a SQLite backend and a local
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import urllib.request
@@ -40,7 +41,10 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         str(folder / "artifacts"),
     ]
     log = (folder / "server.log").open("w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # no job execution (genai evaluation, scorers): the export needs tracking only, and its job queue lives in a
+    # folder of /dev/shm that MLflow leaves behind when it stops
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -22,19 +22,13 @@ target keeps the repository API closed (targets/local.py); this benchmark opens 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
-
-import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,10 +39,16 @@ from recommender.errors import TargetError  # noqa: E402
 from recommender.modelrepo.repository import candidate_repository  # noqa: E402
 from recommender.spec import load_spec  # noqa: E402
 from recommender.targets.leftovers import remove_shared_memory  # noqa: E402
-from recommender.targets.server_process import process_tree, signal_group, start_in_session, wait_gone  # noqa: E402
+from recommender.targets.server_process import (  # noqa: E402
+    LOOPBACK,
+    free_loopback_ports,
+    start_in_session,
+    stop_session,
+)
 from recommender.targets.triton_binary import (  # noqa: E402
     preflight,
     prepare_backend_directory,
+    server_command,
     server_environment,
 )
 
@@ -60,33 +60,25 @@ def label(candidate: Candidate) -> str:
     return candidate.name + (f"@{batching.max_queue_delay_microseconds}" if batching else "")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Server:
     """One loopback tritonserver, leader of a session of its own that dies with this process (the local target's
     helpers, targets/server_process.py); on exit the whole session is stopped as the local target stops it: SIGTERM,
     then SIGKILL for what is left (a stub still starting), its /dev/shm regions removed."""
 
     def __init__(self, binary: Path, backends: Path, env: dict[str, str], repository: Path, mode: str, log: Path):
-        http, metrics = free_port(), free_port()
-        self.base, self.shm_prefix = f"http://127.0.0.1:{http}", f"recommender_deploy_cost_{http}_"
-        command = [
-            str(binary),
-            f"--model-repository={repository}",
-            f"--backend-directory={backends}",
-            f"--model-control-mode={mode}",
-            "--http-address=127.0.0.1",
-            f"--http-port={http}",
-            "--allow-grpc=false",
-            "--metrics-address=127.0.0.1",
-            f"--metrics-port={metrics}",
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-            "--exit-timeout-secs=5",
-        ]
+        http, metrics = free_loopback_ports(2)
+        self.base, self.shm_prefix = f"http://{LOOPBACK}:{http}", f"recommender_deploy_cost_{http}_"
+        command = server_command(
+            binary,
+            repository,
+            backends,
+            address=LOOPBACK,
+            http_port=http,
+            metrics_port=metrics,
+            model_control=mode,
+            shm_prefix=self.shm_prefix,
+            exit_timeout_secs=5,
+        )
         self.process = start_in_session(command, env, log.parent, log)
 
     def wait_for(self, path: str, started: float) -> float:
@@ -110,17 +102,7 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        session = self.process.pid
-        members = []
-        for pid in process_tree(self.process)[1:]:  # the backend stubs
-            with contextlib.suppress(psutil.NoSuchProcess):
-                members.append(psutil.Process(pid))
-        signal_group(session, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        signal_group(session, signal.SIGKILL)
-        self.process.wait()
-        wait_gone(members, timeout=5.0)
+        stop_session(self.process, stop_timeout=10)  # and its backend stubs
         remove_shared_memory(self.shm_prefix)
 
 

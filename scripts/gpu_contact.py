@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -132,26 +131,34 @@ def serve(repository: Path, gpu: Any) -> list[str]:
     import psutil
     import pynvml
 
-    from recommender.targets.triton_binary import preflight, prepare_backend_directory, server_environment
+    from recommender.targets.server_process import (
+        LOOPBACK,
+        free_loopback_ports,
+        start_in_session,
+        stop_session,
+    )
+    from recommender.targets.triton_binary import (
+        preflight,
+        prepare_backend_directory,
+        server_command,
+        server_environment,
+    )
 
     install = preflight()
     run_dir = Path(tempfile.mkdtemp(prefix="gpu-serve-"))
     backends = prepare_backend_directory(install, run_dir)
-    http, metrics = _free_ports(2)
+    http, metrics = free_loopback_ports(2)
     env = {**server_environment(install), **cuda_environment((gpu,))}
-    command = [
-        str(install.binary),
-        f"--model-repository={repository.resolve()}",
-        f"--backend-directory={backends}",
-        "--model-control-mode=none",
-        "--http-address=127.0.0.1",
-        f"--http-port={http}",
-        "--allow-grpc=false",
-        f"--metrics-port={metrics}",
-        "--exit-timeout-secs=0",
-    ]
-    log = (run_dir / "server.log").open("w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    command = server_command(
+        install.binary,
+        repository.resolve(),
+        backends,
+        address=LOOPBACK,
+        http_port=http,
+        metrics_port=metrics,
+        exit_timeout_secs=0,
+    )
+    server = start_in_session(command, env, run_dir, run_dir / "server.log")
     base, failures = f"http://127.0.0.1:{http}", []
     try:
         started = time.monotonic()
@@ -203,22 +210,8 @@ def serve(repository: Path, gpu: Any) -> list[str]:
         gpu_lines = [line for line in lines.splitlines() if line.startswith("nv_gpu_")]
         print(f"   Triton's own GPU metrics: {gpu_lines[:4] or 'none (this build has none)'}")
     finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+        stop_session(server, stop_timeout=10)  # and its backend stubs
     return failures
-
-
-def _free_ports(count: int) -> list[int]:
-    """Free loopback ports (targets/local.py has the same, but imports what a bare GPU machine lacks)."""
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 if __name__ == "__main__":

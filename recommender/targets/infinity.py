@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import threading
 from collections.abc import Mapping
@@ -25,9 +24,16 @@ from recommender.hardware import Gpu
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.targets import infinity_venv
 from recommender.targets.leftovers import PID_FILE, ServerRecord, stop_leftovers
-from recommender.targets.local import LOG_TAIL_LINES, LOOPBACK, free_loopback_ports
+from recommender.targets.local import LOG_TAIL_LINES
 from recommender.targets.openai_endpoint import OpenAIEndpoint
-from recommender.targets.server_process import log_tail, process_tree, signal_group, start_in_session, wait_gone
+from recommender.targets.server_process import (
+    LOOPBACK,
+    free_loopback_ports,
+    log_tail,
+    process_tree,
+    start_in_session,
+    stop_session,
+)
 
 SERVED_NAME = "minilm"  # the model name requests carry
 PROCESS_NAMES = frozenset({infinity_venv.BINARY, "python", "python3"})  # leftovers of a killed job's server
@@ -81,21 +87,8 @@ class InfinityDeployment(OpenAIEndpoint):
         process, self._process = self._process, None
         if process is None:
             return
-        members = [psutil.Process(pid) for pid in self._pids_of(process.pid)]
-        signal_group(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=self.stop_timeout)
-        signal_group(process.pid, signal.SIGKILL)
-        process.wait()
-        wait_gone(members, timeout=5.0)
+        stop_session(process, self.stop_timeout)  # and every process below it
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
-
-    @staticmethod
-    def _pids_of(pid: int) -> list[int]:
-        try:
-            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
 
 
 @dataclass

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Mapping
@@ -34,15 +32,16 @@ from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import PID_FILE, ServerRecord, remove_shared_memory, stop_leftovers
 from recommender.targets.server_process import (
+    LOOPBACK,
+    descendants,
+    free_loopback_ports,
     is_alive,
     log_tail,
     process_tree,
-    signal_group,
     start_in_session,
-    wait_gone,
+    stop_session,
 )
 
-LOOPBACK = "127.0.0.1"
 CLOSED_APIS = "model-repository,shared-memory,trace,logging"  # the APIs that change the server; none is called
 CLOSED_HEADER = "x-recommender-closed"
 CLOSED_VALUE = "closed\nnever"  # a line feed: no HTTP header value can equal it, so the closed APIs answer nobody
@@ -121,18 +120,6 @@ def prepare_run_directory(install: triton_binary.TritonInstallation, run_dir: Pa
         ) from error
 
 
-def free_loopback_ports(count: int) -> tuple[int, ...]:
-    """`count` distinct free TCP ports on 127.0.0.1, chosen by the OS (bind to port 0)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((LOOPBACK, 0))
-        return tuple(sock.getsockname()[1] for sock in sockets)
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 @dataclass
 class LocalDeployment(Deployment):
     """A running tritonserver (own session / process group) serving one model. Leaving `with` tears it down."""
@@ -164,21 +151,17 @@ class LocalDeployment(Deployment):
     def command(self, binary: Path, backend_directory: Path, exit_timeout_secs: int) -> list[str]:
         """The tritonserver command line: no model control API, loopback only, no gRPC, the admin APIs closed."""
         http, _, metrics = self.ports
-        restriction = f"{CLOSED_APIS}:{CLOSED_HEADER}={CLOSED_VALUE}"
-        return [
-            str(binary),
-            f"--model-repository={self.repository}",
-            f"--backend-directory={backend_directory}",
-            "--model-control-mode=none",
-            f"--http-address={LOOPBACK}",
-            f"--http-port={http}",
-            "--allow-grpc=false",
-            f"--metrics-address={LOOPBACK}",
-            f"--metrics-port={metrics}",
-            f"--http-restricted-api={restriction}",
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-            f"--exit-timeout-secs={exit_timeout_secs}",
-        ]
+        return triton_binary.server_command(
+            binary,
+            self.repository,
+            backend_directory,
+            address=LOOPBACK,
+            http_port=http,
+            metrics_port=metrics,
+            restricted_api=f"{CLOSED_APIS}:{CLOSED_HEADER}={CLOSED_VALUE}",
+            shm_prefix=self.shm_prefix,
+            exit_timeout_secs=exit_timeout_secs,
+        )
 
     def launch(self, command: list[str], env: dict[str, str]) -> None:
         """Start the server process in its own session, its output appended to server.log; it dies with this
@@ -219,27 +202,13 @@ class LocalDeployment(Deployment):
         if process is None:
             return
         session = process.pid
-        members = _session_members(session, self._descendants(process.pid))
-        signal_group(session, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=self.stop_timeout)
         # the stubs hold nothing to save once the server is gone (they would notice its death ~1 s later and exit
-        # without finalizing): stopped at once; their /dev/shm regions are removed below
-        _, alive = psutil.wait_procs(members, timeout=0)
-        signal_group(session, signal.SIGKILL)
-        for leftover in alive:
-            _kill(leftover)
-        process.wait()
-        wait_gone(alive, timeout=5.0)
+        # without finalizing): stopped at once after the server; their /dev/shm regions are removed below
+        members = _session_members(session, descendants(process.pid))
+        stop_session(process, self.stop_timeout, members)
         remove_shared_memory(self.shm_prefix)
         _verify_stopped(session, members)
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
-
-    def _descendants(self, pid: int) -> list[psutil.Process]:
-        try:
-            return psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
 
 
 def _last_error(log: str, model_name: str) -> str:
@@ -263,11 +232,6 @@ def _session_of(pid: int) -> int | None:
         return os.getsid(pid)
     except OSError:
         return None
-
-
-def _kill(proc: psutil.Process) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        proc.kill()
 
 
 def _verify_stopped(session: int, members: list[psutil.Process]) -> None:

@@ -1,11 +1,14 @@
-"""A server process this platform starts on this host (tritonserver, infinity_emb): started in a session of its own
-with its output appended to a log, dying with this process (lifeline.py); its process tree; the tail of its log.
-What differs per server (command, readiness, how it is stopped and what it leaves) stays in its deployment."""
+"""A server process this platform starts on this host (tritonserver, infinity_emb): free loopback ports for it;
+started in a session of its own with its output appended to a log, dying with this process (lifeline.py); its process
+tree; the tail of its log; stopped by session (SIGTERM, then SIGKILL for what is left). What differs per server
+(command, readiness, which processes belong to it and what it leaves) stays in its deployment."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
 import subprocess
 import time
 from collections import deque
@@ -14,6 +17,20 @@ from pathlib import Path
 import psutil
 
 from recommender.targets.lifeline import die_with_parent
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_loopback_ports(count: int) -> tuple[int, ...]:
+    """`count` distinct free TCP ports on 127.0.0.1, chosen by the OS (bind to port 0)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def start_in_session(command: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
@@ -72,3 +89,30 @@ def wait_gone(procs: list[psutil.Process], timeout: float, poll: float = 0.02) -
     deadline = time.monotonic() + timeout
     while any(is_alive(proc) for proc in procs) and time.monotonic() < deadline:
         time.sleep(poll)
+
+
+def stop_session(process: subprocess.Popen, stop_timeout: float, members: list[psutil.Process] | None = None) -> None:
+    """Stop a server started by `start_in_session`: SIGTERM its session, wait up to `stop_timeout` for it, then
+    SIGKILL the session and each of `members` (its other processes, e.g. backend stubs; default: its descendants
+    now) still running, and wait until they are gone (a zombie counts as gone)."""
+    session = process.pid
+    if members is None:
+        members = descendants(process.pid)
+    signal_group(session, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=stop_timeout)
+    _, alive = psutil.wait_procs(members, timeout=0)
+    signal_group(session, signal.SIGKILL)
+    for leftover in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            leftover.kill()
+    process.wait()
+    wait_gone(alive, timeout=5.0)
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below `pid` ([] once it is gone)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []

@@ -138,3 +138,40 @@ def server_environment(install: TritonInstallation, base: dict[str, str] | None 
 def _join_paths(first: list[str], existing: str | None) -> str:
     parts = [*first, *(existing.split(os.pathsep) if existing else [])]
     return os.pathsep.join(dict.fromkeys(part for part in parts if part))
+
+
+def server_command(
+    binary: Path,
+    repository: Path,
+    backend_directory: Path,
+    *,
+    address: str,
+    http_port: int,
+    metrics_port: int,
+    model_control: str = "none",
+    restricted_api: str | None = None,
+    shm_prefix: str | None = None,
+    exit_timeout_secs: int | None = None,
+) -> list[str]:
+    """A tritonserver command line: HTTP and metrics on `address`, gRPC off; `model_control` "none" (the model loaded
+    at start, nothing loads or unloads one) or "explicit" (the model-repository API loads them: benchmarks only);
+    `restricted_api` as --http-restricted-api takes it; `shm_prefix` names the Python backend's /dev/shm regions
+    (so the ones a killed stub leaves can be found)."""
+    command = [
+        str(binary),
+        f"--model-repository={repository}",
+        f"--backend-directory={backend_directory}",
+        f"--model-control-mode={model_control}",
+        f"--http-address={address}",
+        f"--http-port={http_port}",
+        "--allow-grpc=false",
+        f"--metrics-address={address}",
+        f"--metrics-port={metrics_port}",
+    ]
+    if restricted_api is not None:
+        command.append(f"--http-restricted-api={restricted_api}")
+    if shm_prefix is not None:
+        command.append(f"--backend-config=python,shm-region-prefix-name={shm_prefix}")
+    if exit_timeout_secs is not None:
+        command.append(f"--exit-timeout-secs={exit_timeout_secs}")
+    return command

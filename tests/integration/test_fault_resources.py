@@ -24,7 +24,8 @@ from recommender.modelrepo.export import export_model
 from recommender.spec import load_spec
 from recommender.store.results import ResultStore
 from recommender.targets import triton_binary
-from recommender.targets.local import LOOPBACK, LocalDeployment, free_loopback_ports, prepare_run_directory
+from recommender.targets.local import LocalDeployment, prepare_run_directory
+from recommender.targets.server_process import LOOPBACK, free_loopback_ports
 from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under, start_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -15,8 +15,9 @@ import pytest
 
 from recommender.errors import TargetError
 from recommender.hardware import Gpu
-from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LOOPBACK, LocalDeployment
+from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE, LocalDeployment
 from recommender.targets.registry import get_target
+from recommender.targets.server_process import LOOPBACK
 from recommender.targets.triton_binary import libpython_path
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from recommender.targets import triton_binary
-from recommender.targets.local import free_loopback_ports
+from recommender.targets.server_process import free_loopback_ports
 from tests.processes import stop_group
 
 pytestmark = pytest.mark.integration

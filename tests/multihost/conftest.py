@@ -99,18 +99,15 @@ def start_triton(lab: Lab, host: str, repository: Path, run_dir: Path) -> Server
     """tritonserver inside `host`, HTTP and metrics on the host's address; returns once the model is ready."""
     install = triton_binary.preflight()
     backends = triton_binary.prepare_backend_directory(install, run_dir)
-    command = [
-        str(install.binary),
-        f"--model-repository={repository}",
-        f"--backend-directory={backends}",
-        "--model-control-mode=none",
-        f"--http-address={address(host)}",
-        f"--http-port={TRITON_PORT}",
-        "--allow-grpc=false",
-        f"--metrics-address={address(host)}",
-        f"--metrics-port={METRICS_PORT}",
-        f"--backend-config=python,shm-region-prefix-name={PREFIX}_{host}_",
-    ]
+    command = triton_binary.server_command(
+        install.binary,
+        repository,
+        backends,
+        address=address(host),
+        http_port=TRITON_PORT,
+        metrics_port=METRICS_PORT,
+        shm_prefix=f"{PREFIX}_{host}_",
+    )
     with open(run_dir / "server.log", "ab") as log:
         lab.popen(host, command, env=triton_binary.server_environment(install), stdout=log, stderr=log)
     client = TritonClient(f"http://{address(host)}:{TRITON_PORT}", "model")

@@ -11,8 +11,9 @@ import pytest
 
 from recommender.errors import TargetError
 from recommender.targets import triton_binary
-from recommender.targets.local import LocalTarget, free_loopback_ports
+from recommender.targets.local import LocalTarget
 from recommender.targets.registry import TARGETS, get_target
+from recommender.targets.server_process import free_loopback_ports
 from recommender.targets.triton_binary import STUB_NAME, TritonInstallation, python_version
 
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from recommender.candidates import Candidate, CandidateResult, RunStatus, expand_candidates  # noqa: E402
 from recommender.load.shapes import compile_traffic  # noqa: E402
-from recommender.measurement.load_search import LoadSearch  # noqa: E402
+from recommender.measurement.load_search import LoadSearch, probe_length  # noqa: E402
 from recommender.metrics.headline import Headline, Measured  # noqa: E402
 from recommender.metrics.intervals import tied  # noqa: E402
 from recommender.metrics.levels import WindowRecord, decide, judge_levels  # noqa: E402
@@ -151,7 +151,7 @@ class Replay:
     def probe(self, stored: Stored, work: Work) -> tuple[Headline, float]:
         """The load search of a probe on drawn windows (the real LoadSearch), and its seconds."""
         rules, loads = self.grid.rules, self.grid.loads
-        seconds = work.seconds or self.probe_seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
+        seconds = probe_length(rules.windows, work.seconds or self.probe_seconds)
         search, records, spent = LoadSearch(len(loads), work.knee_tolerance, work.capacity_first), [], 0.0
         while (index := search.ask()) is not None:
             level_s = min(seconds, self.grid.level_s[loads[index]])
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, type=Path, help="the grid's experiment file (search: grid)")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--final-repeats", type=int, default=3)
-    parser.add_argument("--probe-seconds", type=float, default=None, help="default: warm-up + 2 windows")
+    parser.add_argument("--probe-seconds", type=float, default=None, help="default: the product's (warm-up + 1 window)")
     parser.add_argument("--eta", type=int, default=3, help="racing's successive-halving eta (default 3)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)

@@ -6,6 +6,7 @@ deployment (measurement.measure_once), judged by the same windows, stability and
     LoadSearch(count, knee, capacity_first).ask() -> level index | None;  .tell(index, meets, ipm)
     LoadSearch(...).found -> the highest meeting index
     search_load(...) -> Measurement        # every level run stored as one run: level k is phase k, repeat 0
+    probe_length(windows, seconds) -> s    # each level a probe tries: the set length, else warm-up + 1 window
     measure_level(...) -> Measurement      # the final measurement: `repeats` load runs at the found level only
     measure_work(work, ...) -> Measurement # what a search strategy's Work asks for (the job calls this)
 """
@@ -30,7 +31,7 @@ from recommender.measurement.repeats import (
     summarize_repeats,
 )
 from recommender.metrics.levels import WindowRecord, decide, judge_levels
-from recommender.metrics.rules import Rules
+from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.summary import per_second_series
 from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
@@ -105,8 +106,7 @@ def search_load(
     never ended early for precision: a probe is brief by design); `capacity_first`: the highest level first."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     rules = dataclasses.replace(rules, stop=dataclasses.replace(rules.stop, known_within=None))
-    probe_s = seconds or rules.windows.warmup_s + 2 * rules.windows.window_s
-    levels = [shortened(level, probe_s) for level in levels_by_load(plan)]
+    levels = [shortened(level, probe_length(rules.windows, seconds)) for level in levels_by_load(plan)]
     search, runs = LoadSearch(len(levels), knee_tolerance, capacity_first), []
     while (index := search.ask()) is not None:
         one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
@@ -115,6 +115,14 @@ def search_load(
         search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
         runs.append((index, repeat))
     return combine_levels(runs, rules)
+
+
+def probe_length(windows: WindowRules, seconds: float | None = None) -> float:
+    """Seconds of each level a probe tries: `seconds` when the experiment sets `search.racing.probe_seconds`, else
+    the warm-up and one window. A probe is one run, so its figure is a point either way (no interval: racing widens
+    it by its margin); a second window would only average that point, at one window more per level tried
+    (docs/design.md "Search": why one window)."""
+    return seconds or windows.warmup_s + windows.window_s
 
 
 def shortened(level: PlanLevel, seconds: float) -> PlanLevel:

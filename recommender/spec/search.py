@@ -73,7 +73,8 @@ class Racing(Strict):
         None,
         gt=0,
         description="Length of each load level the probe tries (1 repeat); "
-        "default: warm-up + 2 windows, never longer than the traffic plan's level.",
+        "default: warm-up + 1 window (a probe's figure is a point either way), never longer than the traffic "
+        "plan's level.",
     )
     margin: float = Field(
         0.1,

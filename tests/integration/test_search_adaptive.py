@@ -71,6 +71,8 @@ def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_re
     assert [d.endswith("-final") for _, _, _, d in runs] == [False, False, True]
     # capacity first: the highest level (2 users) met the limits, so it is the only level the probe ran
     assert {w.load for w in store.window_records(probes[0].run_id)} == {2.0}
+    # the probe's default length: warm-up + one window (1 s + 1 s here), so one steady window
+    assert len(store.window_records(probes[0].run_id)) == 1
 
     assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, (
         slow

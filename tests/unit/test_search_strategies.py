@@ -7,9 +7,11 @@ import dataclasses
 import pytest
 
 from recommender.candidates import CandidateResult, expand_candidates
-from recommender.measurement.load_search import LoadSearch
+from recommender.load.shapes import PlanLevel
+from recommender.measurement.load_search import LoadSearch, probe_length, shortened
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.rules import Rules, WindowRules
 from recommender.search import strategy_for
 from recommender.search.racing import Entrant, judge, keep_count
 from recommender.search.sampler import Sampler
@@ -37,6 +39,17 @@ def run_search(meets_up_to: int, ipms: list[float], knee: float = 0.05) -> tuple
 def test_load_search_steps_up_then_bisects(meets_up_to, expected_tried, found):
     ipms = [100.0 * (i + 1) for i in range(8)]
     assert run_search(meets_up_to, ipms) == (expected_tried, found)
+
+
+def test_a_probe_level_is_the_warm_up_and_one_window_unless_the_experiment_sets_its_length():
+    windows = WindowRules(warmup_s=2.0, window_s=3.0)
+    assert probe_length(windows) == 5.0  # a point either way: racing widens it by its margin
+    assert probe_length(windows, 4.0) == 4.0  # search.racing.probe_seconds
+    level = PlanLevel(initial_users=4, spawn_rate=0.0, duration_seconds=30.0)  # 4 users from the start
+    assert shortened(level, probe_length(windows)).duration_seconds == 5.0
+    assert shortened(level, 60.0).duration_seconds == 30.0  # never longer than the plan's level
+    spec = adaptive_spec()  # the spec's own window settings, as the job reads them
+    assert probe_length(Rules.from_spec(spec).windows) == spec.traffic.warmup_seconds + spec.traffic.window_seconds
 
 
 def test_load_search_stops_at_the_knee():

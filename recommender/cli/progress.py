@@ -43,6 +43,7 @@ class ProgressReporter:
         )
         self.overall: TaskID | None = None
         self.current: TaskID | None = None
+        self.current_key: str | None = None  # the candidate the load bar belongs to
         self.counted: set[str] = set()  # candidate keys the overall bar has counted
 
     def __enter__(self) -> ProgressReporter:
@@ -60,6 +61,7 @@ class ProgressReporter:
         if self.current is not None:
             self.progress.remove_task(self.current)
         self.current = self.progress.add_task(f"  {candidate.name}", total=int(load_seconds), detail="")
+        self.current_key = candidate.key
 
     def stage(self, candidate: Candidate, text: str) -> None:
         if self.current is not None:
@@ -76,7 +78,9 @@ class ProgressReporter:
         note = " (stored, not measured again)" if reused else ""
         why = f": {reason}" if reason else ""
         self.progress.console.print(f"[{style}]{status:>8}[/] {candidate.name}{note}{why}", highlight=False)
-        if self.current is not None:
+        # only its own bar: adaptive search prunes other candidates (never deployed, or probed earlier) after the
+        # last one started, and their status must not land on its bar
+        if self.current is not None and candidate.key == self.current_key:
             self.progress.update(self.current, completed=self.progress.tasks[-1].total, detail=status)
         # adaptive search: a probe's candidate is pruned after it, counted once
         if self.overall is not None and candidate.key not in self.counted:

@@ -423,7 +423,8 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
             f"measured on {pricing.measured_on}, priced as {pricing.instance_type}: the cost figures assume "
             f"{pricing.instance_type} serves as fast as the measured hardware"
         )
-    unstable = sorted(_unstable_text(r) for r in results if _unstable(r))
+    # a pruned candidate is not ranked, and its probe is too short for the stability rule by design
+    unstable = sorted(_unstable_text(r) for r in results if _unstable(r) and r.status != RunStatus.PRUNED)
     if unstable:
         notes.append(
             f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'

@@ -198,6 +198,15 @@ def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
     assert any(note.startswith("unstable at the load level decided on") and note.endswith(": A") for note in rec.notes)
 
 
+def test_a_pruned_candidates_probe_is_not_reported_unstable_in_the_notes() -> None:
+    """Adaptive search: a probe is one window or two, always too few for the stability rule; the pruned candidate is
+    not ranked, so the note about the decision's stability does not name it."""
+    probe = dataclasses.replace(result("P", 300, 40, stable=False), status="pruned", reason="pruned by racing: below")
+    rec = recommend([result("A", 540, 38, stable=False), result("B", 400, 30), probe], spec(), [fixed_catalog()])
+    notes = [note for note in rec.notes if note.startswith("unstable at the load level decided on")]
+    assert len(notes) == 1 and notes[0].endswith(": A")
+
+
 def test_pricing_sources() -> None:
     catalog = [fixed_catalog()]
     assert resolve_pricing(spec().target, catalog).price_per_hour == 1.0

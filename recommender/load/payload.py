@@ -15,14 +15,28 @@ def _tokenizer():
     return Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
 
 
+def token_ids(text: str, max_length: int) -> list[int]:
+    """Token ids of one text (with [CLS] and [SEP]), truncated to at most `max_length`, unpadded."""
+    tokenizer = _tokenizer()
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.no_padding()
+    return list(tokenizer.encode(text).ids)
+
+
 def tokenize(text: str, sequence_length: int) -> tuple[list[int], list[int]]:
     """Token ids and attention mask of one text, truncated or padded (id 0) to exactly `sequence_length`."""
-    tokenizer = _tokenizer()
-    tokenizer.enable_truncation(max_length=sequence_length)
-    tokenizer.no_padding()
-    ids = tokenizer.encode(text).ids
+    ids = token_ids(text, sequence_length)
     pad = sequence_length - len(ids)
     return ids + [0] * pad, [1] * len(ids) + [0] * pad
+
+
+def request_token_ids(payload: PayloadSpec) -> list[list[int]]:
+    """The token ids of every request of the payload, in order, unpadded (truncated at `sequence_length`).
+
+    The one seam between where requests come from (the packaged texts, later the user's file) and how they are
+    sent (padding, batching): what sends or checks requests starts from these rows.
+    """
+    return [token_ids(text, payload.sequence_length) for text in payload.texts]
 
 
 def inference_bodies(payload: PayloadSpec) -> list[dict]:

@@ -113,7 +113,7 @@ def test_a_server_is_given_its_gpus_by_uuid_in_pci_order() -> None:
 
 
 def test_a_container_gets_exactly_its_gpus_by_uuid() -> None:
-    arguments = DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), "model", (H100[1],))
+    arguments = DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), (8000, 8002), (H100[1],))
     at = arguments.index("--gpus")
     assert arguments[at : at + 6] == [
         "--gpus",
@@ -123,7 +123,7 @@ def test_a_container_gets_exactly_its_gpus_by_uuid() -> None:
         "--env",
         "CUDA_VISIBLE_DEVICES=GPU-bbbb",
     ]
-    assert "--gpus" not in DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), "model", ())
+    assert "--gpus" not in DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), (8000, 8002), ())
 
 
 @pytest.fixture

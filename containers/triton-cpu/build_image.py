@@ -9,8 +9,9 @@
 
 The image is cached by version: its tag names the wheel's version and a key over everything that goes in (the
 Dockerfile, this script, the suite, the package versions), and `docker save` keeps it in the cache folder
-(RECOMMENDER_IMAGE_CACHE, default ~/.cache/recommender/images), so a second build on a fresh engine is a
-`docker load`. Needs root (debootstrap) and the docker CLI pointed at a running engine (DOCKER_HOST).
+(RECOMMENDER_IMAGE_CACHE, default ~/.cache/recommender/images; only the current version is kept), so a second build
+on a fresh engine is a `docker load`. Needs root (debootstrap) and the docker CLI pointed at a running engine
+(DOCKER_HOST).
 
     python3 containers/triton-cpu/build_image.py   # prints the tag
 """
@@ -118,6 +119,9 @@ def ensure_image(log=print) -> str:
     partial = saved.with_suffix(".partial")
     checked("docker save", docker("save", "--output", str(partial), tag))
     partial.replace(saved)  # whole or absent: a killed save never passes for the cache
+    for stale in saved.parent.glob(f"{REPOSITORY}-*"):  # other versions' images: the cache keeps the current one
+        if stale != saved:
+            stale.unlink()
     return tag
 
 

@@ -133,9 +133,7 @@ def two_gpu_host(tmp_path, monkeypatch) -> Path:
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(gpus))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
-    docker = install_fake_docker(tmp_path / "bin", monkeypatch)
-    (docker / "port.out").write_text("127.0.0.1:9\n")
-    return docker
+    return install_fake_docker(tmp_path / "bin", monkeypatch)
 
 
 def run_docker_job(tmp_path: Path, gpus: str | None) -> Path:

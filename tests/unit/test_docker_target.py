@@ -5,6 +5,7 @@ a failed start removes its container, cleanup by label, and only a dead job's co
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from recommender.targets.docker import (
     BACKENDS_LABEL,
     DockerTarget,
     abandoned_containers,
+    docker,
     labelled_containers,
     owner_label,
     remove_containers,
@@ -108,6 +110,15 @@ def test_a_deploy_first_removes_what_a_killed_job_left(fake, repository, tmp_pat
 def test_the_images_label_says_whether_it_serves_native_backends(fake, labels, native) -> None:
     (fake / "image.out").write_text(json.dumps(labels))
     assert DockerTarget(image="any:tag").native_backends is native
+
+
+def test_the_docker_cli_runs_in_its_own_session(fake) -> None:
+    """A terminal's Ctrl-C reaches the job's whole process group: a `docker run` or `docker rm` in that group would be
+    cut short, leaving a container the teardown may not see; in its own session the command finishes, then the job's
+    teardown removes the container."""
+    docker("version")
+    (session,) = (fake / "sessions.log").read_text().split()
+    assert int(session) != os.getsid(0)
 
 
 def test_a_cpu_run_starts_its_container_without_gpus(fake, repository, tmp_path) -> None:

@@ -46,7 +46,7 @@ from recommender.targets.base import built
 from recommender.targets.deployment import Deployment
 from recommender.targets.leftovers import process_is_gone
 from recommender.targets.local import CLOSED_APIS, CLOSED_HEADER, CLOSED_VALUE
-from recommender.targets.server_process import LOOPBACK, free_loopback_ports
+from recommender.targets.server_process import LOOPBACK, descendants, free_loopback_ports
 from recommender.targets.triton_binary import server_command
 
 DEFAULT_IMAGE = "recommender-triton:24.10"
@@ -133,6 +133,20 @@ class DockerDeployment(Deployment):
             raise TargetError(
                 f"container {self.container} exited before {self.model_name!r} was ready", hint=self.failure_hint()
             )
+
+    def server_pids(self) -> list[int]:
+        """The container's tritonserver and its backend stubs, as this host sees them (the engine runs here, and a
+        container's processes are host processes; an engine elsewhere has none here): what the server's CPU figures
+        sample, what the isolation pins to the server's cores and what `watched` finds dead after a crash. [] when it
+        is not running."""
+        inspected = docker("inspect", "--format", "{{.State.Pid}}", self.container)
+        pid = int(inspected.stdout.strip()) if inspected.stdout.strip().isdigit() else 0
+        try:
+            if pid <= 0 or psutil.Process(pid).name() != "tritonserver":  # another host's engine (DOCKER_HOST): none
+                return []
+        except psutil.Error:
+            return []
+        return [pid, *(process.pid for process in descendants(pid))]
 
     def _stop(self) -> None:
         """Save the container log next to the run, then remove the container."""

@@ -45,18 +45,19 @@ def experiment(workdir: Path, name: str, image: str, seconds: int) -> Path:
     return path
 
 
+def job_env() -> dict[str, str]:
+    """This checkout first on the path (not an installed recommender), and the engine's DOCKER_HOST (in os.environ)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "COLUMNS": "250", "PYTHONPATH": path}
+
+
 def start_job(path: Path) -> subprocess.Popen:
     """`recommender run FILE` in its own session (as a shell starts a foreground job), its output in FILE.log."""
-    env = {
-        **os.environ,
-        "COLUMNS": "250",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
     with path.with_suffix(".log").open("w") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "recommender", "run", path.name],
             cwd=path.parent,
-            env=env,
+            env=job_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -104,10 +105,25 @@ def finished(job: subprocess.Popen, path: Path) -> int:
         raise AssertionError(f"the job did not end within {EXIT_TIMEOUT_S:.0f} s:\n{output(path)}") from None
 
 
-def test_the_images_labels_are_read(engine, cpu_image) -> None:
+def recommender(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", *args],
+        cwd=workdir,
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_images_labels_are_read(engine, cpu_image, tmp_path) -> None:
     versions = image_versions(cpu_image)
-    assert versions.triton == f"nvidia-pytriton-{importlib.metadata.version('nvidia-pytriton')}"
-    assert versions.tensorrt == "none" and versions.native is False  # the Python backend only: the runner serves
+    triton = f"nvidia-pytriton-{importlib.metadata.version('nvidia-pytriton')}"
+    assert (versions.triton, versions.tensorrt) == (triton, "none")
+    assert versions.native is False  # the Python backend only: the job writes the runner's repositories
+    doctor = recommender(tmp_path, "doctor", experiment(tmp_path, "labels", cpu_image, seconds=4).name)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"image {cpu_image} versions: Triton {triton}, TensorRT none" in doctor.stdout
 
 
 def test_a_killed_jobs_container_is_removed_by_the_next_run_which_serves_its_candidate_ok(
@@ -122,6 +138,8 @@ def test_a_killed_jobs_container_is_removed_by_the_next_run_which_serves_its_can
     os.kill(job.pid, signal.SIGKILL)
     job.wait()
     assert [line.split()[0] for line in engine.containers()] == [container]  # nothing could remove it
+    listed = recommender(tmp_path, "cleanup", "--older-than", "0s", "--dry-run")  # the labels, as the engine says them
+    assert f"would delete container {container}" in listed.stdout, listed.stdout + listed.stderr
 
     path = experiment(tmp_path / "next", "next", cpu_image, seconds=4)
     code = finished(start_job(path), path)

@@ -7,34 +7,22 @@ cannot be made here (no debootstrap)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.docker.builder import image_builder
 from tests.docker.engine import Engine, why_unavailable
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/docker/" in str(item.fspath):
             item.add_marker(pytest.mark.docker)
-
-
-def image_builder() -> ModuleType:
-    """containers/triton-cpu/build_image.py (a script in a folder that is no package)."""
-    spec = importlib.util.spec_from_file_location("build_image", ROOT / "containers" / "triton-cpu" / "build_image.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

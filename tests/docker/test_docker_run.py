@@ -20,7 +20,7 @@ import pytest
 
 from recommender.store.results import ResultStore
 from recommender.targets.docker import image_versions
-from tests.docker.conftest import ROOT
+from tests.docker.builder import ROOT
 from tests.docker.engine import Engine
 from tests.fixtures_text import TINY_BERT_YAML
 

@@ -1,6 +1,6 @@
-"""A fake `docker` executable for the process boundary (there is no Docker engine on the test hosts): it appends each
-call's arguments to calls.log and answers from canned replies, one file per subcommand (ps.out, port.out, image.out
-for `image inspect`, info.out; run.rc and ps.rc make those fail)."""
+"""A fake `docker` executable for the process boundary of the unit tier (the docker tier, tests/docker, runs a real
+engine): it appends each call's arguments to calls.log and its session id to sessions.log, and answers from canned
+replies, one file per subcommand (ps.out, image.out for `image inspect`, info.out; run.rc and ps.rc make those fail)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 SCRIPT = """#!/bin/sh
 dir=$(dirname "$0")
 echo "$*" >> "$dir/calls.log"
+cut -d' ' -f6 /proc/$$/stat >> "$dir/sessions.log"
 case "$1" in
   run) if [ -f "$dir/run.rc" ]; then
          echo "docker: Error response from daemon: port is already allocated." >&2; exit $(cat "$dir/run.rc")
@@ -17,7 +18,6 @@ case "$1" in
        echo 0123456789abcdef ;;
   ps) [ -f "$dir/ps.rc" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1; }
       cat "$dir/ps.out" 2>/dev/null ;;
-  port) cat "$dir/port.out" ;;
   inspect) echo true ;;
   version) echo 27.0.0 ;;
   image) cat "$dir/image.out" 2>/dev/null ;;

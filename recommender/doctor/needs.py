@@ -61,9 +61,11 @@ def _target_checks(spec: ExperimentSpec | None, target: TargetSpec, label: str, 
     if target_class.deploys:
         optimizations = spec.variants.optimizations if spec else OPTIMIZATIONS
         image_here = target.kind != "docker" or checks[1].passed  # its image is on a Docker engine that answers
-        image = serving_image(target) if "trt" in optimizations and image_here else None
+        image = serving_image(target) if image_here else None
+        # the docker image says which backends it serves (its labels); the NGC image's native ones when it cannot
+        native = image.native if image is not None else target.kind == "docker" or target_class.native_backends
         for optimization in optimizations:
-            check = engine_check(optimization, serving, target_class.native_backends, target.kind, image)
+            check = engine_check(optimization, serving, native, target.kind, image)
             checks.append(check.needed_if(spec is not None or optimization in QUICKSTART))
     return checks
 

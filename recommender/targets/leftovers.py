@@ -78,6 +78,18 @@ def _server_and_stubs(record: ServerRecord, process_names: frozenset[str]) -> li
     return found
 
 
+def process_is_gone(pid: int, started: float) -> bool:
+    """Whether the process `pid` that started at `started` (psutil's create_time) has ended: its pid is free, a zombie,
+    or another process's (one started at another time)."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE or not _same_start(process.create_time(), started)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False  # another user's process: it is not gone
+
+
 def _same_start(started: float | None, recorded: float) -> bool:
     return started is not None and abs(started - recorded) < START_TIME_TOLERANCE_S
 

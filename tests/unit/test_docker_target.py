@@ -1,15 +1,30 @@
-"""The docker target's least exposure, against a fake `docker` executable (no engine here): labelled containers
-published on loopback only, no model control API, a failed start removes its container, cleanup by label."""
+"""The docker target's least exposure, against a fake `docker` executable (the docker tier, tests/docker, runs it on a
+real engine): labelled containers on the host's network with HTTP and metrics on loopback only, no model control API,
+a failed start removes its container, cleanup by label, and only a dead job's containers are swept."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 from recommender.errors import TargetError
-from recommender.targets.docker import DockerTarget, labelled_containers, remove_containers
+from recommender.targets.docker import (
+    BACKENDS_LABEL,
+    DockerTarget,
+    abandoned_containers,
+    docker,
+    labelled_containers,
+    owner_label,
+    remove_containers,
+)
 from tests.fake_docker import calls, install_fake_docker
 
 
@@ -24,28 +39,27 @@ def repository(tmp_path) -> Path:
     return tmp_path / "repo"
 
 
-def test_run_arguments_label_the_run_publish_on_loopback_and_allow_no_model_control() -> None:
-    arguments = DockerTarget(run_id="r1", gpus=None).run_arguments("recommender-ab", Path("/repo"), "model")
-    assert arguments[arguments.index("--label") + 1] == "recommender.run-id=r1"
-    assert arguments[arguments.index("--publish") + 1] == "127.0.0.1::8000"
-    assert "--model-control-mode=none" in arguments and "--allow-grpc=false" in arguments
-    assert not any(arg.startswith("--load-model") for arg in arguments)
+def test_run_arguments_bind_loopback_on_the_host_network_label_the_run_and_allow_no_model_control() -> None:
+    arguments = DockerTarget(run_id="r1", gpus=None).run_arguments("recommender-ab", Path("/repo"), (8000, 8002))
+    labels = [arguments[i + 1] for i, arg in enumerate(arguments) if arg == "--label"]
+    assert labels == ["recommender.run-id=r1", f"recommender.owner={owner_label()}"]
+    assert arguments[arguments.index("--network") + 1] == "host" and "--publish" not in arguments
+    server = arguments[arguments.index(DockerTarget().image) + 1 :]
+    assert server[0] == "tritonserver"
+    for argument in ("--http-address=127.0.0.1", "--http-port=8000", "--metrics-address=127.0.0.1"):
+        assert argument in server
+    assert "--metrics-port=8002" in server and "--allow-grpc=false" in server
+    assert "--model-control-mode=none" in server and not any(arg.startswith("--load-model") for arg in server)
+    assert any(arg.startswith("--http-restricted-api=model-repository,") for arg in server)
 
 
 def test_a_failed_docker_run_removes_its_container(fake, repository, tmp_path) -> None:
     (fake / "run.rc").write_text("125")
     with pytest.raises(TargetError, match=r"docker run failed: .*port is already allocated"):
         DockerTarget(run_id="r1").deploy(repository, "model", tmp_path / "run")
-    run, *rest = calls(fake)
+    run = next(call for call in calls(fake) if call.startswith("run "))
     name = run.split("--name ")[1].split()[0]
-    assert f"rm --force {name}" in rest
-
-
-def test_a_port_published_beyond_loopback_is_refused_and_the_container_removed(fake, repository, tmp_path) -> None:
-    (fake / "port.out").write_text("0.0.0.0:32768\n[::]:32768\n")
-    with pytest.raises(TargetError, match=r"publishes port 8000 beyond loopback: 0.0.0.0:32768"):
-        DockerTarget(run_id="r1").deploy(repository, "model", tmp_path / "run")
-    assert any(call.startswith("rm --force recommender-") for call in calls(fake))
+    assert f"rm --force {name}" in calls(fake)[calls(fake).index(run) :]
 
 
 def test_cleanup_removes_labelled_containers_of_the_run_or_older_than(fake) -> None:
@@ -61,8 +75,53 @@ def test_cleanup_removes_labelled_containers_of_the_run_or_older_than(fake) -> N
     ]
 
 
+def finished_process_owner() -> str:
+    """The owner label of a job that has ended (a real process, run and reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = psutil.Process(child.pid).create_time()
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}:{started:.3f}"
+
+
+def test_only_the_containers_of_a_job_gone_from_this_host_are_abandoned(fake) -> None:
+    alive = psutil.Process()
+    reused_pid = f"{socket.gethostname()}:{alive.pid}:{alive.create_time() - 100:.3f}"  # the pid, another process
+    (fake / "ps.out").write_text(
+        f"recommender-dead\t{finished_process_owner()}\n"
+        f"recommender-reused\t{reused_pid}\n"
+        f"recommender-running\t{owner_label()}\n"
+        f"recommender-elsewhere\tanother-host:1:1.000\n"
+        f"recommender-odd\t{socket.gethostname()}:x:y\n"
+    )
+    assert abandoned_containers() == ["recommender-dead", "recommender-reused"]
+
+
+def test_a_deploy_first_removes_what_a_killed_job_left(fake, repository, tmp_path) -> None:
+    (fake / "ps.out").write_text(f"recommender-dead\t{finished_process_owner()}\nrecommender-mine\t{owner_label()}\n")
+    (fake / "run.rc").write_text("125")
+    with pytest.raises(TargetError):
+        DockerTarget(run_id="r1").deploy(repository, "model", tmp_path / "run")
+    done = calls(fake)
+    assert done.index("rm --force recommender-dead") < next(i for i, c in enumerate(done) if c.startswith("run "))
+    assert not any("recommender-mine" in call for call in done if call.startswith("rm "))
+
+
+@pytest.mark.parametrize(("labels", "native"), [({}, True), ({BACKENDS_LABEL: "python"}, False)])
+def test_the_images_label_says_whether_it_serves_native_backends(fake, labels, native) -> None:
+    (fake / "image.out").write_text(json.dumps(labels))
+    assert DockerTarget(image="any:tag").native_backends is native
+
+
+def test_the_docker_cli_runs_in_its_own_session(fake) -> None:
+    """A terminal's Ctrl-C reaches the job's whole process group: a `docker run` or `docker rm` in that group would be
+    cut short, leaving a container the teardown may not see; in its own session the command finishes, then the job's
+    teardown removes the container."""
+    docker("version")
+    (session,) = (fake / "sessions.log").read_text().split()
+    assert int(session) != os.getsid(0)
+
+
 def test_a_cpu_run_starts_its_container_without_gpus(fake, repository, tmp_path) -> None:
-    (fake / "port.out").write_text("127.0.0.1:32768\n")
     with pytest.raises(TargetError):  # the fake engine serves no HTTP: readiness fails; the `docker run` is what counts
         DockerTarget(run_id="r1", gpus="all", accelerator="cpu", ready_timeout=0.5).deploy(
             repository, "model", tmp_path / "run"

@@ -125,6 +125,18 @@ def test_docker_the_nvidia_runtime_and_the_images_versions(tmp_path, monkeypatch
     assert code == 0 or "fix: install the NVIDIA Container Toolkit" in done.output
 
 
+def test_an_image_labelled_python_backend_is_checked_for_the_python_runner(tmp_path, monkeypatch, no_gpu, db) -> None:
+    """containers/triton-cpu's image (org.recommender.backends=python) serves the Python-backend runner: its onnx
+    engine is ONNX Runtime in the runner, not a native backend."""
+    fake = install_fake_docker(tmp_path / "bin", monkeypatch)
+    (fake / "image.out").write_text(json.dumps({**IMAGE_LABELS, "org.recommender.backends": "python"}))
+    done = doctor(
+        str(spec_file(tmp_path, {"kind": "docker", "accelerator": "cpu", "gpus": None}, ("onnx",))), "--db", db
+    )
+    (onnx,) = lines(done.output, "ok      onnx engine (docker): ")
+    assert onnx.startswith("ok      onnx engine (docker): onnxruntime "), onnx
+
+
 def test_an_image_without_the_version_labels_says_so_and_refuses_trt(tmp_path, monkeypatch, db) -> None:
     """An image not built from containers/triton (no labels): its versions are said missing, and a trt candidate,
     whose engine would be built with this host's TensorRT, is refused with the command that rebuilds the image."""

@@ -113,7 +113,7 @@ def test_a_server_is_given_its_gpus_by_uuid_in_pci_order() -> None:
 
 
 def test_a_container_gets_exactly_its_gpus_by_uuid() -> None:
-    arguments = DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), "model", (H100[1],))
+    arguments = DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), (8000, 8002), (H100[1],))
     at = arguments.index("--gpus")
     assert arguments[at : at + 6] == [
         "--gpus",
@@ -123,7 +123,7 @@ def test_a_container_gets_exactly_its_gpus_by_uuid() -> None:
         "--env",
         "CUDA_VISIBLE_DEVICES=GPU-bbbb",
     ]
-    assert "--gpus" not in DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), "model", ())
+    assert "--gpus" not in DockerTarget(run_id="r1").run_arguments("recommender-ab", Path("/repo"), (8000, 8002), ())
 
 
 @pytest.fixture
@@ -133,9 +133,7 @@ def two_gpu_host(tmp_path, monkeypatch) -> Path:
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(gpus))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
-    docker = install_fake_docker(tmp_path / "bin", monkeypatch)
-    (docker / "port.out").write_text("127.0.0.1:9\n")
-    return docker
+    return install_fake_docker(tmp_path / "bin", monkeypatch)
 
 
 def run_docker_job(tmp_path: Path, gpus: str | None) -> Path:

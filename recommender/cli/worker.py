@@ -2,7 +2,9 @@
 
 The run's experiment says how many remote workers to wait for (`traffic.remote_workers`) and where its master listens
 (`traffic.master_bind`, `traffic.master_port`). The worker needs no experiment file: the master sends it the model,
-the traffic plan, the headers, the request bodies and the target's URL over Locust's own message channel.
+the traffic plan, the request bodies and the target's URL over Locust's own message channel. An endpoint's API key
+never crosses that channel (plain text, unauthenticated): the master names the variable (`target.api_key_env`) and
+the worker reads the key from its own environment, so export it on the worker's host first.
 """
 
 from __future__ import annotations

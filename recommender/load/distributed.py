@@ -3,9 +3,11 @@
 Loaded ONLY by Locust child processes (through locustfile.py); never import it from the main process.
 
 - Settings: a worker reads no local files. On connecting it says hello (a Locust custom message); the master answers
-  with the run's settings (config.ChildConfig.to_message: model, plan, headers, request bodies) and the worker builds
-  its run from them. The target's URL reaches it in Locust's own spawn message (--host). So a worker on another host,
-  started with `recommender worker --master HOST:PORT`, runs the same way as a local one.
+  with the run's settings (config.ChildConfig.to_message: model, plan, request bodies, the name of the API key's
+  variable) and the worker builds its run from them, the key read from its own environment (the channel is plain
+  text and anyone who reaches the master's port may join: no key crosses it). A worker without that variable says
+  so in one line and leaves the run. The target's URL reaches it in Locust's own spawn message (--host). So a
+  worker on another host, started with `recommender worker --master HOST:PORT`, runs the same way as a local one.
 - Clock: then each worker pings the master `CLOCK_PINGS` times (Locust custom messages) and keeps the ping with
   the shortest round trip: offset = (sent + received) / 2 - master's time (NTP's rule; error <= round trip / 2). The
   worker reports its offset and round trip; the master stores them with the run. On one host both read the same
@@ -32,6 +34,7 @@ from typing import Any
 import gevent
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from recommender.errors import InputError
 from recommender.load.config import ChildConfig
 
 CLOCK_PINGS = 5
@@ -192,9 +195,20 @@ class WorkerLink:
         self.flush(final=True)
 
     def _on_config(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
-        if self.run is None:
+        if self.run is not None:
+            return
+        try:
             self.run = self.build(ChildConfig.from_message(msg.data), msg.data["bodies"])
-            self.run.worker = self
+        except InputError as error:  # this host lacks what the run needs (the API key's variable): leave the run
+            logging.getLogger(__name__).error("this worker leaves the run: %s; %s", error.message, error.hint)
+            gevent.spawn(self._leave)
+            return
+        self.run.worker = self
+
+    def _leave(self) -> None:
+        """Tell the master this worker quits (Locust's own message), then stop this process."""
+        self.runner.send_message("quit", None)
+        self.runner.quit()
 
     def _on_pong(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.pongs.append((msg.data["sent_ns"], time.monotonic_ns(), msg.data["master_ns"]))

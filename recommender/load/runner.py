@@ -64,7 +64,7 @@ class LoadRequest:
     bodies: Sequence[Mapping[str, object]]  # request bodies (KServe v2, or OpenAI embeddings), sent in turn
     phases: Sequence[PhaseLike] | TrafficPlan  # SageMaker phases, or any shape compiled by shapes.compile_traffic
     out_dir: Path
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold an API key: never printed
+    api_key_env: str = ""  # the variable holding the endpoint's API key: each load process reads it from its own env
     timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
@@ -198,7 +198,7 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         plan=request.plan,
         result_path=request.out_dir / "load.npz",
         progress_path=request.out_dir / "progress.json",
-        headers=dict(request.headers),
+        api_key_env=request.api_key_env,
         rules=request.rules,
         path=request.path,
         answer_key=request.answer_key,

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from recommender.credentials import open_url
 from recommender.errors import TargetError, TargetUnreachable
 from recommender.targets.deployment import Deployment
 from recommender.targets.triton_client import reason_of, server_message
@@ -33,7 +34,8 @@ class OpenAIEndpoint(Deployment):
     model_name: str
     prefix: str = ""  # the part of the URL path the routes sit under (/v1), kept apart for the load's path
     timeout_s: float = 10.0
-    # sent with every request, the load's included (an API key: `Authorization: Bearer ...`); never printed (repr)
+    # sent with every request of this process (an API key: `Authorization: Bearer ...`); never printed (repr). The
+    # load's processes read the key themselves from `api_key_env` (Deployment): it never crosses Locust's channel
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     host: str = field(init=False)
 
@@ -106,7 +108,7 @@ class OpenAIEndpoint(Deployment):
             method=method,
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with open_url(request, timeout_s) as response:  # its key never follows a redirect off this origin
                 text = response.read()
         except urllib.error.HTTPError as error:
             message = server_message(error.read())[:500]

@@ -38,6 +38,10 @@ KEY_TAG = "recommender.key"
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's per-request limits of log-batch
 _PARAM_CHARS = 6000  # MLflow's limit on a param value
 USERNAME, PASSWORD, TOKEN = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"
+AUTH_HINT = (
+    f"a tracking server that asks for credentials takes MLflow's own: export {USERNAME} and {PASSWORD} (basic auth) "
+    f"or {TOKEN} (a bearer token)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class MlflowClient:
             said = error.read()[:500].decode(errors="replace")
             raise TrackingError(
                 f"MLflow at {self.uri} refused {method} {path}: HTTP {error.code} {said}",
-                hint="check the tracking URI and the server's log",
+                hint=AUTH_HINT if error.code in (401, 403) else "check the tracking URI and the server's log",
             ) from error
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)

@@ -4,11 +4,12 @@ two loopback HTTP servers on different ports (the `scripted` server), the first 
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 
-from recommender.errors import TargetError, TrackingError
+from recommender.errors import InputError, TargetError, TrackingError
 from recommender.load.generators import free_port
 from recommender.redaction import redact
 from recommender.targets.openai_endpoint import OpenAIEndpoint
@@ -24,6 +25,7 @@ from recommender.tracking.mlflow import MlflowClient
         ("header Basic dXNlcjpzM2NyZXQ=", "dXNlcjpzM2NyZXQ=", "Basic ***"),
         ("https://h/x?X-Amz-Signature=f00ba4&part=1&api_key=k-9", "f00ba4", "?X-Amz-Signature=***&part=1&api_key=***"),
         ("mail a@b.com at http://host:80/a@b", "", "mail a@b.com at http://host:80/a@b"),  # no user part: unchanged
+        ("set a token (basic authentication) or a Bearer token", "", "(basic authentication) or a Bearer token"),
     ],
 )
 def test_redact_hides_the_credential_and_keeps_the_rest(text: str, hidden: str, kept: str) -> None:
@@ -93,3 +95,35 @@ def test_mlflow_credentials_do_not_follow_a_redirect_to_another_port(scripted, m
     )
     assert MlflowClient(here).call("GET", "experiments/search") == {}
     assert seen_there == [None]
+
+
+@pytest.mark.parametrize(
+    ("env", "uri_user", "sent"),
+    [
+        ({"MLFLOW_TRACKING_TOKEN": "tok-123456789"}, "", "Bearer tok-123456789"),
+        (
+            {"MLFLOW_TRACKING_USERNAME": "u", "MLFLOW_TRACKING_PASSWORD": "p", "MLFLOW_TRACKING_TOKEN": "t"},
+            "",
+            "Basic dTpw",
+        ),
+        ({}, "uri-user:uri-pw@", "Basic " + base64.b64encode(b"uri-user:uri-pw").decode()),
+        ({}, "", None),
+    ],
+)
+def test_mlflow_sends_the_credentials_mlflows_own_client_would(scripted, monkeypatch, env, uri_user, sent) -> None:
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen: list[str | None] = []
+    url = scripted({"/api/2.0/mlflow/experiments/search": recording(seen, b"{}")})
+    MlflowClient(url.replace("http://", f"http://{uri_user}")).call("GET", "experiments/search")
+    assert seen == [sent]
+
+
+def test_an_mlflow_username_without_its_password_is_one_line_naming_both(monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "u")
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    with pytest.raises(InputError) as caught:
+        MlflowClient("http://127.0.0.1:9")
+    assert "MLFLOW_TRACKING_PASSWORD" in caught.value.message and caught.value.exit_code == 2

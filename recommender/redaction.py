@@ -2,6 +2,7 @@
 through (errors.py) and every URL the platform prints, logs or stores passes through.
 
     redact("MLflow at http://user:s3cret@host cannot be reached") -> "MLflow at http://user:***@host cannot be reached"
+    redact_document(spec_json)  -> the same document, every string redacted (the experiment as the store keeps it)
 
 What it hides: the password in a URL's user part (a user alone, which may be a token, is hidden whole), the value of
 an `Authorization` scheme (`Bearer ...`, `Basic ...`, `Token ...`: 8 or more token characters that are not a
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -40,6 +42,17 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     text = _USERINFO.sub(_userinfo, text)
     text = _AUTH_SCHEME.sub(_scheme_value, text)
     return _QUERY.sub(lambda m: f"{m['name']}{MASK}", text)
+
+
+def redact_document(value: Any) -> Any:
+    """Every string in a JSON-like document (dicts, lists) redacted; other values as they are."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_document(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact_document(item) for item in value]
+    return value
 
 
 def environment_secrets() -> set[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from recommender.credentials import open_url
 from recommender.errors import TargetError, TargetUnreachable
+from recommender.redaction import redact
 from recommender.targets.deployment import Deployment
 from recommender.targets.triton_client import reason_of, server_message
 from recommender.targets.wire import Wire, embeddings_of, openai
@@ -111,7 +112,7 @@ class OpenAIEndpoint(Deployment):
             with open_url(request, timeout_s) as response:  # its key never follows a redirect off this origin
                 text = response.read()
         except urllib.error.HTTPError as error:
-            message = server_message(error.read())[:500]
+            message = redact(server_message(error.read())[:500], self._keys())  # a server may echo the key it got
             refused = f" ({KEY_REFUSED})" if error.code in (401, 403) else ""
             raise TargetError(
                 f"{what} at {self.endpoint} failed with HTTP {error.code}: {message}{refused}", hint=self.failure_hint()
@@ -124,9 +125,14 @@ class OpenAIEndpoint(Deployment):
             return json.loads(text) if text.strip() else {}
         except ValueError:
             raise TargetError(
-                f"{what} at {self.endpoint} did not answer JSON: {text[:200].decode(errors='replace')!r}",
+                f"{what} at {self.endpoint} did not answer JSON: "
+                f"{redact(text[:200].decode(errors='replace'), self._keys())!r}",
                 hint=self.failure_hint(),
             ) from None
+
+    def _keys(self) -> list[str]:
+        """The credentials this endpoint sends (each header's value, and a bearer's key alone)."""
+        return [part for value in self.headers.values() for part in (value, value.partition(" ")[2]) if part]
 
     def _stop(self) -> None:
         """Nothing to stop: the endpoint is not ours (a server this platform starts stops in its subclass)."""

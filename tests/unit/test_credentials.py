@@ -12,6 +12,8 @@ import pytest
 from recommender.errors import InputError, TargetError, TrackingError
 from recommender.load.generators import free_port
 from recommender.redaction import redact
+from recommender.spec import ExperimentSpec
+from recommender.store.results import ResultStore
 from recommender.targets.openai_endpoint import OpenAIEndpoint
 from recommender.tracking.mlflow import MlflowClient
 
@@ -127,3 +129,29 @@ def test_an_mlflow_username_without_its_password_is_one_line_naming_both(monkeyp
     with pytest.raises(InputError) as caught:
         MlflowClient("http://127.0.0.1:9")
     assert "MLFLOW_TRACKING_PASSWORD" in caught.value.message and caught.value.exit_code == 2
+
+
+def test_a_key_the_server_echoes_in_its_refusal_is_not_repeated(scripted) -> None:
+    echo = (401, json.dumps({"error": "invalid api key sk-echoed-back-42"}).encode())
+    url = scripted({"/v1/embeddings": echo})
+    endpoint = OpenAIEndpoint(f"{url}/v1", "m", "/v1", headers={"Authorization": "Bearer sk-echoed-back-42"})
+    with pytest.raises(TargetError) as caught:
+        endpoint.probe({"model": "m", "input": ["a"]})
+    assert "HTTP 401" in caught.value.message and "sk-echoed-back-42" not in caught.value.message
+
+
+def test_the_stored_experiment_keeps_no_password_of_its_urls(tmp_path) -> None:
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "stored",
+            "target": {"kind": "remote", "endpoint": "http://ops:pw-endpoint-77@127.0.0.1:8000"},
+            "tracking": {"mlflow": "http://ops:pw-tracking-88@127.0.0.1:5000"},
+        }
+    )
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    store.save_experiment(spec)
+    stored = json.dumps(store.experiment("stored").spec)
+    assert "http://ops:***@127.0.0.1:5000" in stored and "http://ops:***@127.0.0.1:8000" in stored
+    store.engine.dispose()
+    for path in tmp_path.iterdir():
+        assert b"pw-endpoint-77" not in path.read_bytes() and b"pw-tracking-88" not in path.read_bytes()

@@ -119,3 +119,18 @@ def test_the_worker_command_exits_2_with_the_fix_on_a_bad_master(capsys: pytest.
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "--master '127.0.0.1:99999' is not HOST:PORT" in err and "hint:" in err
+
+
+def test_run_warns_in_one_line_of_a_master_bound_beyond_loopback(tmp_path: Path, capsys) -> None:
+    from recommender.cli import main
+
+    spec = tmp_path / "open.yaml"
+    spec.write_text(
+        "name: open\ntarget: {kind: remote, url: 'http://127.0.0.1:9'}\n"
+        "traffic: {remote_workers: 1, master_bind: 0.0.0.0, phases: [{initial_users: 1, duration_seconds: 1}]}\n"
+    )
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(spec), "--dry-run"])
+    assert done.value.code in (0, None)
+    warning = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "0.0.0.0 is not loopback" in warning[0] and "unauthenticated" in warning[0]

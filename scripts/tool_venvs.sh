@@ -16,16 +16,16 @@ declare -A TOOLS=(
 declare -A CHECKS=(  # the command that answers when the tool is installed
   [mlflow]="python -m mlflow.server.auth --help"  # the basic-auth app imports (mlflow[auth]'s Flask-WTF is there)
   [aiperf]="aiperf --version"
-  [infinity]="infinity_emb --help"
 )
 for name in "${@:-${!TOOLS[@]}}"; do
   venv=".venvs/$name"
-  if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then
+  if [[ "${TOOLS[$name]}" == recommender.* ]]; then
+    # recommender's own installer: made only when its completion marker is missing (an install cut short, or one
+    # made before the marker existed, is finished by pip), at once otherwise
+    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}" >/dev/null
     continue
   fi
-  if [[ "${TOOLS[$name]}" == recommender.* ]]; then
-    echo "tool_venvs: making $venv with ${TOOLS[$name]}"
-    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}"
+  if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then
     continue
   fi
   echo "tool_venvs: installing ${TOOLS[$name]} into $venv"

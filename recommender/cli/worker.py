@@ -15,7 +15,8 @@ import socket
 import typer
 from rich.console import Console
 
-from recommender.errors import UsageError
+from recommender.errors import InputError, UsageError
+from recommender.load.config import WORKER_LEFT_EXIT
 from recommender.load.generators import LOCUST_MASTER_PORT
 from recommender.load.runner import run_worker
 
@@ -53,6 +54,11 @@ def worker(
     for number in itertools.count(1):
         console.print(f"worker: waiting for the master at {host}:{port} (run {number})", highlight=False)
         code = run_worker(host, port)
+        if code == WORKER_LEFT_EXIT:  # every later run would need the same: stop here
+            raise InputError(
+                f"worker: left the run of the master at {host}:{port}: this host lacks what the run needs (said above)",
+                hint="export the variable the line above names (target.api_key_env), then start the worker again",
+            )
         console.print(f"worker: run {number} ended (Locust worker exit {code})", highlight=False)
         if runs and number >= runs:
             raise typer.Exit(code)

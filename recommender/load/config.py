@@ -20,6 +20,10 @@ from recommender.load.shapes import TrafficPlan
 from recommender.metrics.rules import Rules
 
 _PREFIX = "RECOMMENDER_LOAD_"
+# a worker that cannot take part (its host lacks the API key's variable) leaves the run and exits with this code, and
+# the master ends the run with it too, its log saying why after WORKER_LEFT_LINE
+WORKER_LEFT_EXIT = 3
+WORKER_LEFT_LINE = "a load worker left the run:"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ and a worker joining as a remote host's does, `recommender worker`, with the key
 real loopback OpenAI endpoint that takes the key (tests/keyed_endpoint.py). The key is in the run's environment
 only, under a variable named unlike a secret (redaction does not hide it by name): after the run, the SQLite store,
 the logs and every file under the run folders are searched for it, byte by byte, and so is what the commands
-printed. A worker whose host lacks the variable gets no key from the master: it says so and leaves the run."""
+printed. A worker whose host lacks the variable gets no key from the master: it says so and leaves, and the run
+ends with its reason."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from recommender.errors import LoadError
 from recommender.load.generators import MasterSettings, free_port
 from recommender.load.runner import LoadRequest, run_load
 from recommender.spec.traffic import Phase
@@ -88,13 +90,16 @@ def test_a_worker_without_the_keys_variable_gets_no_key_and_says_so_in_one_line(
                 answer_key="data",
                 api_key_env=VARIABLE,
             )
-            result = run_load(request)  # the local worker drives the run; the keyless one left it
+            with pytest.raises(LoadError) as ended:  # the run cannot be the one planned: it ends with the reason
+                run_load(request)
     finally:
         os.environ.pop(VARIABLE)
     said = worker_said.read()
     assert f"names {VARIABLE}, which is not set in this load process's environment" in said, said
-    assert "this worker leaves the run" in said
-    assert result.requests.failures == 0 and counts["served"] > 0 and counts["refused"] == 0, counts
+    assert "this worker leaves the run" in said and "error: worker: left the run of the master" in said  # exit 2
+    assert ended.value.message.startswith("a load worker left the run: target.api_key_env names " + VARIABLE)
+    assert "\n" not in ended.value.message and KEY not in said + ended.value.message
+    assert counts["refused"] == 0, counts  # no request without the key reached the endpoint
 
 
 RECOMMENDER = [sys.executable, "-m", "recommender"]

@@ -1,8 +1,12 @@
-"""One exception tree for the whole package; only the CLI turns these into messages and exit codes."""
+"""One exception tree for the whole package; only the CLI turns these into messages and exit codes. Every message,
+problem and hint is redacted when the error is made (redaction.redact): a credential in a URL or a header never
+reaches the terminal, a log or the store (a failed run's reason)."""
 
 from __future__ import annotations
 
 import signal
+
+from recommender.redaction import redact
 
 
 class RecommenderError(Exception):
@@ -11,9 +15,10 @@ class RecommenderError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, hint: str | None = None) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else redact(hint)
 
 
 class InputError(RecommenderError):
@@ -35,7 +40,7 @@ class SpecError(InputError):
 
     def __init__(self, message: str, problems: list[str] | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint)
-        self.problems = problems or []
+        self.problems = [redact(problem) for problem in problems or []]
 
 
 class BuildError(RecommenderError):

@@ -6,25 +6,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A TOOLS=(
-  [mlflow]="mlflow==3.17.2"  # the tracking server the MLflow export is tested against (tests/tracking/conftest.py)
+  # the tracking server the MLflow export is tested against (tests/tracking/conftest.py), with its basic-auth app
+  [mlflow]="mlflow[auth]==3.17.2"
   [aiperf]="aiperf==0.13.0"  # the benchmark client whose record format import/export aiperf reads and writes
   # the Infinity embedding server (target.kind: infinity): made by recommender's own installer, the one a run uses
   # on first use (recommender/targets/infinity_venv.py holds its pins), here in .venvs/infinity for the tests
   [infinity]="recommender.targets.infinity_venv"
 )
 declare -A CHECKS=(  # the command that answers when the tool is installed
-  [mlflow]="mlflow --version"
+  [mlflow]="python -m mlflow.server.auth --help"  # the basic-auth app imports (mlflow[auth]'s Flask-WTF is there)
   [aiperf]="aiperf --version"
-  [infinity]="infinity_emb --help"
 )
 for name in "${@:-${!TOOLS[@]}}"; do
   venv=".venvs/$name"
-  if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then
+  if [[ "${TOOLS[$name]}" == recommender.* ]]; then
+    # recommender's own installer: made only when its completion marker is missing (an install cut short, or one
+    # made before the marker existed, is finished by pip), at once otherwise
+    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}" >/dev/null
     continue
   fi
-  if [[ "${TOOLS[$name]}" == recommender.* ]]; then
-    echo "tool_venvs: making $venv with ${TOOLS[$name]}"
-    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}"
+  if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then
     continue
   fi
   echo "tool_venvs: installing ${TOOLS[$name]} into $venv"

@@ -16,6 +16,7 @@ from recommender.files import paths
 from recommender.files.destination import claim_folder
 from recommender.importers.aiperf import write_aiperf
 from recommender.job.imported_run import run_records
+from recommender.redaction import redact
 from recommender.report.deliverable import Deliverable, ExportOptions, chosen, write_deliverable
 from recommender.review import recommend_from_store
 from recommender.store.results import ResultStore
@@ -92,7 +93,9 @@ def export_command(
         exported = export_experiment(mlflow, rec, results, store.window_records, extra)
         for run in exported:
             console.print(f"  mlflow {'created' if run.created else 'updated'} {run.name}: run {run.run_id}")
-        console.print(f"[green]ok[/] {len(exported)} candidates exported to MLflow at {mlflow}", highlight=False)
+        console.print(
+            f"[green]ok[/] {len(exported)} candidates exported to MLflow at {redact(mlflow)}", highlight=False
+        )
 
 
 def _files(deliverable: Deliverable) -> dict[str, bytes]:

@@ -17,6 +17,7 @@ from recommender.cli.tables import print_decision
 from recommender.decide.recommendation import recommend
 from recommender.files import paths
 from recommender.job.pipeline import Job, JobOptions
+from recommender.load.generators import MasterSettings
 from recommender.modelrepo.model_source import describe
 from recommender.spec import load_spec
 from recommender.store.results import ExperimentStatus, ResultStore
@@ -63,6 +64,8 @@ def run(
     """
     spec = load_spec(spec_file)
     console = Console(stderr=as_json)  # with --json, stdout holds only the JSON document
+    if warning := MasterSettings.from_traffic(spec.traffic).channel_warning:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(plan_table(spec))
         return

@@ -2,7 +2,9 @@
 
 The run's experiment says how many remote workers to wait for (`traffic.remote_workers`) and where its master listens
 (`traffic.master_bind`, `traffic.master_port`). The worker needs no experiment file: the master sends it the model,
-the traffic plan, the headers, the request bodies and the target's URL over Locust's own message channel.
+the traffic plan, the request bodies and the target's URL over Locust's own message channel. An endpoint's API key
+never crosses that channel (plain text, unauthenticated): the master names the variable (`target.api_key_env`) and
+the worker reads the key from its own environment, so export it on the worker's host first.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import socket
 import typer
 from rich.console import Console
 
-from recommender.errors import UsageError
+from recommender.errors import InputError, UsageError
+from recommender.load.config import WORKER_LEFT_EXIT
 from recommender.load.generators import LOCUST_MASTER_PORT
 from recommender.load.runner import run_worker
 
@@ -51,6 +54,11 @@ def worker(
     for number in itertools.count(1):
         console.print(f"worker: waiting for the master at {host}:{port} (run {number})", highlight=False)
         code = run_worker(host, port)
+        if code == WORKER_LEFT_EXIT:  # every later run would need the same: stop here
+            raise InputError(
+                f"worker: left the run of the master at {host}:{port}: this host lacks what the run needs (said above)",
+                hint="export the variable the line above names (target.api_key_env), then start the worker again",
+            )
         console.print(f"worker: run {number} ended (Locust worker exit {code})", highlight=False)
         if runs and number >= runs:
             raise typer.Exit(code)

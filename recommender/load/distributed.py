@@ -3,9 +3,12 @@
 Loaded ONLY by Locust child processes (through locustfile.py); never import it from the main process.
 
 - Settings: a worker reads no local files. On connecting it says hello (a Locust custom message); the master answers
-  with the run's settings (config.ChildConfig.to_message: model, plan, headers, request bodies) and the worker builds
-  its run from them. The target's URL reaches it in Locust's own spawn message (--host). So a worker on another host,
-  started with `recommender worker --master HOST:PORT`, runs the same way as a local one.
+  with the run's settings (config.ChildConfig.to_message: model, plan, request bodies, the name of the API key's
+  variable) and the worker builds its run from them, the key read from its own environment (the channel is plain
+  text and anyone who reaches the master's port may join: no key crosses it). A worker without that variable says
+  so in one line and leaves the run (exit WORKER_LEFT_EXIT); the master ends the run with that reason. The
+  target's URL reaches it in Locust's own spawn message (--host). So a worker on another host, started with
+  `recommender worker --master HOST:PORT`, runs the same way as a local one.
 - Clock: then each worker pings the master `CLOCK_PINGS` times (Locust custom messages) and keeps the ping with
   the shortest round trip: offset = (sent + received) / 2 - master's time (NTP's rule; error <= round trip / 2). The
   worker reports its offset and round trip; the master stores them with the run. On one host both read the same
@@ -32,15 +35,16 @@ from typing import Any
 import gevent
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from recommender.load.config import ChildConfig
+from recommender.errors import InputError
+from recommender.load.config import WORKER_LEFT_EXIT, WORKER_LEFT_LINE, ChildConfig
 
 CLOCK_PINGS = 5
 CLOCK_WAIT_S = 10.0
 CONFIG_WAIT_S = 30.0
 FLUSH_S = 1.0
 FINAL_WAIT_S = 5.0
-_HELLO, _CONFIG, _PING, _PONG, _CLOCK, _START, _ROWS, _FINAL = (
-    f"recommender_{name}" for name in ("hello", "config", "ping", "pong", "clock", "start", "rows", "final")
+_HELLO, _CONFIG, _PING, _PONG, _CLOCK, _START, _ROWS, _FINAL, _LEFT = (
+    f"recommender_{name}" for name in ("hello", "config", "ping", "pong", "clock", "start", "rows", "final", "left")
 )
 
 
@@ -63,12 +67,20 @@ class MasterLink:
         runner.register_message(_PING, self._on_ping)
         runner.register_message(_CLOCK, self._on_clock)
         runner.register_message(_ROWS, self._on_rows)
+        runner.register_message(_LEFT, self._on_left)
 
     def _on_hello(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.runner.send_message(_CONFIG, self.run.config.to_message(), msg.node_id)
 
     def _on_ping(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.runner.send_message(_PONG, {"sent_ns": msg.data["sent_ns"], "master_ns": time.monotonic_ns()}, msg.node_id)
+
+    def _on_left(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
+        """A worker that cannot take part (its host lacks the API key's variable) left: the run cannot be the one
+        planned, so it ends here, with the worker's reason as the line the parent reports (runner.py)."""
+        logging.getLogger(__name__).error("%s %s", WORKER_LEFT_LINE, msg.data["reason"])
+        environment.process_exit_code = WORKER_LEFT_EXIT
+        gevent.spawn(self.runner.quit)
 
     def _on_clock(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.clocks[msg.node_id] = msg.data
@@ -192,9 +204,23 @@ class WorkerLink:
         self.flush(final=True)
 
     def _on_config(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
-        if self.run is None:
+        if self.run is not None:
+            return
+        try:
             self.run = self.build(ChildConfig.from_message(msg.data), msg.data["bodies"])
-            self.run.worker = self
+        except InputError as error:  # this host lacks what the run needs (the API key's variable): leave the run
+            logging.getLogger(__name__).error("this worker leaves the run: %s; %s", error.message, error.hint)
+            gevent.spawn(self._leave, error.message)
+            return
+        self.run.worker = self
+
+    def _leave(self, reason: str) -> None:
+        """Tell the master why this worker leaves (recorded with the run) and that it quits (Locust's own message),
+        then stop this process."""
+        self.runner.send_message(_LEFT, {"reason": reason})
+        self.runner.send_message("quit", None)
+        self.runner.environment.process_exit_code = WORKER_LEFT_EXIT  # `recommender worker` stops serving runs
+        self.runner.quit()
 
     def _on_pong(self, environment: Any, msg: Any, **_kwargs: Any) -> None:
         self.pongs.append((msg.data["sent_ns"], time.monotonic_ns(), msg.data["master_ns"]))

@@ -9,6 +9,7 @@ master hands its users to the remaining workers, and the level is flagged (metri
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import signal
@@ -45,6 +46,18 @@ class MasterSettings:
     @classmethod
     def from_traffic(cls, traffic: Any) -> MasterSettings:
         return cls(traffic.master_bind, traffic.master_port, traffic.remote_workers, traffic.worker_wait_seconds)
+
+    @property
+    def channel_warning(self) -> str | None:
+        """One line for a bind beyond loopback: Locust's master-worker channel is unauthenticated plain text."""
+        if ipaddress.ip_address(self.bind).is_loopback:
+            return None
+        return (
+            f"traffic.master_bind {self.bind} is not loopback: Locust's master-worker channel is unauthenticated and "
+            "plain text, so anyone who reaches that port can join the run and read its request bodies (never an API "
+            "key: each worker reads target.api_key_env from its own environment); bind to an address only your "
+            "workers reach"
+        )
 
     @property
     def local_host(self) -> str:

@@ -79,7 +79,7 @@ class LoadRun:
         self.bodies = bodies
         self.path = config.path or kserve.infer_path(config.model_name)
         self.marker = f'"{config.answer_key}"'.encode()
-        self.headers = {"Content-Type": "application/json", **config.headers}
+        self.headers = config.request_headers()  # the API key from this process's own environment, if any
         self.plan = config.plan
         self.total_s = config.plan.duration
         self.recorder = RequestRecorder()

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from recommender.errors import LoadError
-from recommender.load.config import ChildConfig
+from recommender.load.config import WORKER_LEFT_LINE, ChildConfig
 from recommender.load.generators import (
     GeneratorProcesses,
     MasterSettings,
@@ -64,7 +64,7 @@ class LoadRequest:
     bodies: Sequence[Mapping[str, object]]  # request bodies (KServe v2, or OpenAI embeddings), sent in turn
     phases: Sequence[PhaseLike] | TrafficPlan  # SageMaker phases, or any shape compiled by shapes.compile_traffic
     out_dir: Path
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold an API key: never printed
+    api_key_env: str = ""  # the variable holding the endpoint's API key: each load process reads it from its own env
     timeout_slack_s: float = 30.0  # allowed on top of the phases for start-up and shutdown
     rules: Rules | None = None  # steady-state windows and stop conditions judged by the child; None: no early stop
     workers: int = 1  # 1: one Locust process; N > 1: Locust's distributed mode, one master and N workers on this host
@@ -102,6 +102,7 @@ def run_load(request: LoadRequest, progress: Callable[[LoadProgress], None] | No
     except BaseException:
         processes.kill()
         raise
+    _check_no_worker_left(processes.master.returncode, request.out_dir)
     _check_workers_joined(processes.master.returncode, request, address)
     result = _collect(processes.master.returncode, config, request.out_dir)
     return _with_losses(result, processes.lost)
@@ -133,6 +134,18 @@ def _check_workers_joined(returncode: int, request: LoadRequest, address: str) -
             if remote
             else f"see {request.out_dir / 'locust-worker-1.stderr.log'}"
         ),
+    )
+
+
+def _check_no_worker_left(returncode: int, out_dir: Path) -> None:
+    """The master ended the run because a worker could not take part (distributed.py; exit WORKER_LEFT_EXIT, or 1
+    when it was still waiting for workers to join): say the worker's reason."""
+    lines = [line for line in _stderr_tail(out_dir).splitlines() if WORKER_LEFT_LINE in line] if returncode else []
+    if not lines:
+        return
+    raise LoadError(
+        lines[-1][lines[-1].index(WORKER_LEFT_LINE) :],
+        hint="export the variable target.api_key_env names on every load worker's host before `recommender worker`",
     )
 
 
@@ -198,7 +211,7 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         plan=request.plan,
         result_path=request.out_dir / "load.npz",
         progress_path=request.out_dir / "progress.json",
-        headers=dict(request.headers),
+        api_key_env=request.api_key_env,
         rules=request.rules,
         path=request.path,
         answer_key=request.answer_key,

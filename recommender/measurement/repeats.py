@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,7 +48,7 @@ class Deployed(Protocol):
     model_name: str
     metrics_url: str | None
     gpu_uuids: tuple[str, ...]
-    headers: Mapping[str, str]  # sent with every request (an OpenAI endpoint's API key)
+    api_key_env: str | None  # the variable holding an OpenAI endpoint's API key (each load process reads it)
 
     @property
     def load_url(self) -> str: ...  # what the load generator is pointed at (HTTP base URL or sagemaker://...)
@@ -185,7 +185,7 @@ def measure_once(
                 master=master,
                 path=deployment.wire.path(deployment.model_name),
                 answer_key=deployment.wire.answer_key,
-                headers=deployment.headers,
+                api_key_env=deployment.api_key_env or "",
             )
             runs.append((index, part, run_load(request, progress=progress)))
             if walk:  # a breach (a limit's stop included) goes one level down; a level that meets ends the walk

@@ -19,6 +19,7 @@ from recommender.metrics.levels import WindowRecord
 from recommender.metrics.server_figures import SERVER_FIGURES
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import PhaseSummary, WindowStats
+from recommender.redaction import redact_document
 from recommender.spec import ExperimentSpec
 from recommender.store.database import explain, open_engine
 from recommender.store.lease import Lease, live_holder
@@ -85,10 +86,11 @@ class ResultStore:
 
         def work(session: Session) -> int:
             row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
+            document = redact_document(spec.model_dump(mode="json"))  # a URL's password is not kept
             if row is None:
-                row = Experiment(name=spec.name, spec=spec.model_dump(mode="json"))
+                row = Experiment(name=spec.name, spec=document)
                 session.add(row)
-            row.spec, row.status, row.updated_at = spec.model_dump(mode="json"), status, utcnow()
+            row.spec, row.status, row.updated_at = document, status, utcnow()
             session.flush()
             return row.id
 

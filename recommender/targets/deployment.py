@@ -42,7 +42,8 @@ class Deployment:
     metrics_url: str | None = None  # Prometheus /metrics, when the target has one
     log_path: Path | None = None  # the server log, kept in the run directory
     gpu_uuids: tuple[str, ...] = ()  # the GPUs its model runs on (NVML UUIDs); () where none of this host's does
-    headers: Mapping[str, str] = MappingProxyType({})  # sent with every request (an OpenAI endpoint's API key)
+    headers: Mapping[str, str] = MappingProxyType({})  # sent with this process's requests (an OpenAI endpoint's key)
+    api_key_env: str | None = None  # the variable holding that key: the load's processes read it from their own env
 
     def __post_init__(self) -> None:  # subclasses are dataclasses; one adding its own __post_init__ calls this
         self._teardown_lock = threading.Lock()

@@ -3,18 +3,24 @@ torch, transformers, optimum) never touch recommender's environment.
 
     server_binary(say) -> <venv>/bin/infinity_emb     (created once, with a progress line; a lock keeps two jobs apart)
 
+Half-made is never taken as made: the virtualenv counts as installed only once its completion marker (MARKER, the
+requirements it was made with) exists, written after pip succeeded; an install cut short (a killed job, a full disk)
+leaves a binary and no marker, and the next use installs again (pip finishes what is missing). The ONNX export
+beside the model is written to a staging file and renamed last, under a lock (two jobs export one at a time).
+
 Where: $RECOMMENDER_INFINITY_VENV, else ~/.cache/recommender/venvs/infinity-emb-<version> (`scripts/tool_venvs.sh
 infinity` makes .venvs/infinity for the test tier, which points the variable there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from recommender.errors import TargetError
@@ -32,6 +38,7 @@ REQUIREMENTS = (  # the same pins as scripts/tool_venvs.sh
 REQUIREMENT = " ".join(REQUIREMENTS)
 ENVIRONMENT = "RECOMMENDER_INFINITY_VENV"
 BINARY = "infinity_emb"
+MARKER = ".recommender-installed"  # written last by _install: holds REQUIREMENT
 
 
 def venv_dir() -> Path:
@@ -45,14 +52,30 @@ def server_binary(say: Callable[[str], None] = lambda line: print(line, file=sys
     """The `infinity_emb` command, installing its virtualenv first when it is not there (minutes, once)."""
     folder = venv_dir()
     binary = folder / "bin" / BINARY
-    if binary.exists():
+    if installed(folder):
         return binary
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second job waits for the first one's install
-        if not binary.exists():
+    with _locked(folder):  # a second job waits for the first one's install
+        if not installed(folder):
             _install(folder, say)
     return binary
+
+
+def installed(folder: Path) -> bool:
+    """The virtualenv was made to the end with today's requirements: its marker says so (the binary alone does not:
+    pip writes it before the install is over)."""
+    try:
+        return (folder / MARKER).read_text(encoding="utf-8") == REQUIREMENT
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder`'s making (a file beside it), held until the block ends."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _install(folder: Path, say: Callable[[str], None]) -> None:
@@ -70,6 +93,7 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
                     f"installing {REQUIREMENT} into {folder} failed: {tail.strip().splitlines()[-1] if tail else ''}",
                     hint=f"see {log}; set {ENVIRONMENT} to a virtualenv where `pip install {REQUIREMENT}` worked",
                 )
+    (folder / MARKER).write_text(REQUIREMENT, encoding="utf-8")  # last: the install is whole
     say(f"infinity: installed into {folder}")
 
 
@@ -77,10 +101,18 @@ def onnx_model_folder(model_dir: Path) -> Path:
     """The model folder with an ONNX export of its encoder beside its files, for Infinity's optimum engine (which
     reads *.onnx from the folder and pools itself): the packaged files linked, model.onnx exported once (seconds) by
     recommender's own torch with the exporter the Triton ONNX candidates use (the venv's optimum 1.24 cannot export
-    with its torch), last_hidden_state out."""
+    with its torch), last_hidden_state out. Two jobs export one at a time (a lock): the second finds the first's."""
     folder = venv_dir() / "models" / f"{model_dir.name}-onnx"
     if (folder / "model.onnx").exists():
         return folder
+    with _locked(folder):
+        if not (folder / "model.onnx").exists():
+            _export_onnx(model_dir, folder)
+    return folder
+
+
+def _export_onnx(model_dir: Path, folder: Path) -> None:
+    """The packaged files linked into `folder`, and model.onnx exported to a staging file, renamed last."""
     folder.mkdir(parents=True, exist_ok=True)
     for item in model_dir.iterdir():
         link = folder / item.name
@@ -100,7 +132,6 @@ def onnx_model_folder(model_dir: Path) -> Path:
             hint=(done.stderr or done.stdout)[-1500:],
         )
     staging.rename(folder / "model.onnx")
-    return folder
 
 
 _EXPORT = """

@@ -14,7 +14,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from recommender.credentials import open_url
 from recommender.errors import TargetError, TargetUnreachable
+from recommender.redaction import redact
 from recommender.targets.deployment import Deployment
 from recommender.targets.triton_client import reason_of, server_message
 from recommender.targets.wire import Wire, embeddings_of, openai
@@ -33,7 +35,8 @@ class OpenAIEndpoint(Deployment):
     model_name: str
     prefix: str = ""  # the part of the URL path the routes sit under (/v1), kept apart for the load's path
     timeout_s: float = 10.0
-    # sent with every request, the load's included (an API key: `Authorization: Bearer ...`); never printed (repr)
+    # sent with every request of this process (an API key: `Authorization: Bearer ...`); never printed (repr). The
+    # load's processes read the key themselves from `api_key_env` (Deployment): it never crosses Locust's channel
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     host: str = field(init=False)
 
@@ -106,10 +109,10 @@ class OpenAIEndpoint(Deployment):
             method=method,
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with open_url(request, timeout_s) as response:  # its key never follows a redirect off this origin
                 text = response.read()
         except urllib.error.HTTPError as error:
-            message = server_message(error.read())[:500]
+            message = redact(server_message(error.read())[:500], self._keys())  # a server may echo the key it got
             refused = f" ({KEY_REFUSED})" if error.code in (401, 403) else ""
             raise TargetError(
                 f"{what} at {self.endpoint} failed with HTTP {error.code}: {message}{refused}", hint=self.failure_hint()
@@ -122,9 +125,14 @@ class OpenAIEndpoint(Deployment):
             return json.loads(text) if text.strip() else {}
         except ValueError:
             raise TargetError(
-                f"{what} at {self.endpoint} did not answer JSON: {text[:200].decode(errors='replace')!r}",
+                f"{what} at {self.endpoint} did not answer JSON: "
+                f"{redact(text[:200].decode(errors='replace'), self._keys())!r}",
                 hint=self.failure_hint(),
             ) from None
+
+    def _keys(self) -> list[str]:
+        """The credentials this endpoint sends (each header's value, and a bearer's key alone)."""
+        return [part for value in self.headers.values() for part in (value, value.partition(" ")[2]) if part]
 
     def _stop(self) -> None:
         """Nothing to stop: the endpoint is not ours (a server this platform starts stops in its subclass)."""

@@ -8,7 +8,6 @@ that `api_key_env` names sent as a bearer token (read from the environment at pr
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from recommender.errors import InputError, TargetError, TargetUnreachable
+from recommender.credentials import api_key, bearer
+from recommender.errors import TargetError, TargetUnreachable
 from recommender.hardware import Gpu
 from recommender.targets import kserve
 from recommender.targets.aws import AwsClients, aws_call
@@ -138,7 +138,8 @@ class RemoteTarget:
             raise TargetError(f"an openai endpoint needs an http(s):// url and a model, not {self.endpoint!r}")
         endpoint = OpenAIEndpoint(self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"))
         if self.api_key_env:
-            endpoint.headers = {"Authorization": f"Bearer {api_key(self.api_key_env)}"}
+            endpoint.headers = bearer(api_key(self.api_key_env))
+            endpoint.api_key_env = self.api_key_env
         return endpoint
 
     def _is_sagemaker(self) -> bool:
@@ -156,16 +157,3 @@ class RemoteTarget:
         found = aws_call(f"DescribeEndpoint {name}", clients.client("sagemaker").describe_endpoint, EndpointName=name)
         if found["EndpointStatus"] != "InService":
             raise TargetError(f"SageMaker endpoint {name} is {found['EndpointStatus']}, not InService")
-
-
-def api_key(variable: str) -> str:
-    """The API key in environment variable `variable`; InputError (exit 2) naming the field and the fix when it is
-    unset or empty."""
-    key = os.environ.get(variable, "").strip()
-    if not key:
-        raise InputError(
-            f"target.api_key_env names {variable}, which is not set in this environment (or is empty)",
-            hint=f"export {variable}=<the endpoint's API key> before `recommender run`, or remove target.api_key_env "
-            "for an endpoint that takes no key",
-        )
-    return key

@@ -12,12 +12,18 @@ place in time order). All are logged at the run's end time, so a second export w
 MLflow keeps once. Tags: the experiment, the target, the status and, for an excluded candidate, why. Artifacts (the
 report, the deliverable) are uploaded through the server's artifact proxy (`mlflow server` serves artifacts by
 default), overwriting what an earlier export put there.
+
+Authentication is MLflow's own: MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (basic auth, e.g. `mlflow server
+--app-name basic-auth`), else MLFLOW_TRACKING_TOKEN (a bearer token), else a user:password@ in the URI, in MLflow's
+client's order. The credential goes in the Authorization header of each call, never to another origin on a redirect
+(credentials.open_url), and never into a message (the URI is kept and shown without its user part).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,11 +31,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from recommender.errors import TrackingError
+from recommender.credentials import basic, bearer, open_url, without_userinfo
+from recommender.errors import InputError, TrackingError
 
 KEY_TAG = "recommender.key"
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's per-request limits of log-batch
 _PARAM_CHARS = 6000  # MLflow's limit on a param value
+USERNAME, PASSWORD, TOKEN = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"
+AUTH_HINT = (
+    f"a tracking server that asks for credentials takes MLflow's own: export {USERNAME} and {PASSWORD} (basic auth) "
+    f"or {TOKEN} (a bearer token)"
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,9 @@ class MlflowClient:
                 f"MLflow tracking URI {uri!r} is not an http(s) address",
                 hint="give the tracking server's address, e.g. --mlflow http://127.0.0.1:5000",
             )
-        self.uri, self.timeout_s = uri.rstrip("/"), timeout_s
+        plain, user, password = without_userinfo(uri.rstrip("/"))
+        self.uri, self.timeout_s = plain, timeout_s
+        self.auth = authorization(user, password)
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()
@@ -73,14 +87,16 @@ class MlflowClient:
     def _send(self, method: str, path: str, data: bytes | None, content_type: str) -> bytes:
         request = urllib.request.Request(self.uri + path, data=data, method=method)
         request.add_header("Content-Type", content_type)
+        for name, value in self.auth.items():
+            request.add_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+            with open_url(request, self.timeout_s) as answer:
                 return answer.read()
         except urllib.error.HTTPError as error:
             said = error.read()[:500].decode(errors="replace")
             raise TrackingError(
                 f"MLflow at {self.uri} refused {method} {path}: HTTP {error.code} {said}",
-                hint="check the tracking URI and the server's log",
+                hint=AUTH_HINT if error.code in (401, 403) else "check the tracking URI and the server's log",
             ) from error
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -136,6 +152,26 @@ class MlflowClient:
     def finish(self, run_id: str, end_ms: int, failed: bool) -> None:
         body = {"run_id": run_id, "status": "FAILED" if failed else "FINISHED", "end_time": end_ms}
         self.call("POST", "runs/update", body)
+
+
+def authorization(uri_user: str | None, uri_password: str | None) -> dict[str, str]:
+    """The Authorization header MLflow's own client would send: basic auth from MLFLOW_TRACKING_USERNAME and
+    MLFLOW_TRACKING_PASSWORD, else the bearer MLFLOW_TRACKING_TOKEN, else basic auth from the URI's user:password@;
+    {} for none. A username without its password (or the reverse) is an InputError naming both variables."""
+    user, password, token = (os.environ.get(name, "") for name in (USERNAME, PASSWORD, TOKEN))
+    if bool(user) != bool(password):
+        given, missing = (USERNAME, PASSWORD) if user else (PASSWORD, USERNAME)
+        raise InputError(
+            f"{given} is set but {missing} is not: MLflow's basic auth needs both",
+            hint=f"export {missing} as well, or unset {given} (MLFLOW_TRACKING_TOKEN for a bearer token)",
+        )
+    if user:
+        return basic(user, password)
+    if token:
+        return bearer(token)
+    if uri_user is not None:
+        return basic(uri_user, uri_password or "")
+    return {}
 
 
 def export_to_mlflow(

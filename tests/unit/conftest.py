@@ -10,7 +10,7 @@ import pytest
 
 from recommender.load.null_endpoint import NullEndpoint
 
-Answer = tuple[int, bytes]
+Answer = tuple[int, bytes] | tuple[int, bytes, Mapping[str, str]]  # status, body and any headers (a redirect's)
 Route = Answer | Callable[[Mapping[str, str]], Answer]  # a fixed answer, or one chosen from the request's headers
 
 
@@ -26,8 +26,10 @@ class Scripted(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         route = self.server.routes.get(self.path, (404, b'{"error": "not found"}'))
-        status, body = route(self.headers) if callable(route) else route
+        status, body, *extra = route(self.headers) if callable(route) else route
         self.send_response(status)
+        for name, value in (extra[0] if extra else {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

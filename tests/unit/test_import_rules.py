@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = {"errors", "vocabulary", "files", "hardware", "install"}  # shared by every step above them
+SHARED = {"errors", "redaction", "credentials", "vocabulary", "files", "hardware", "install"}  # shared by every step
 
 # package (or root module) -> what it may import: a package, or "package.module" for one module of it
 ALLOWED: dict[str, set[str]] = {
-    "errors": set(),
+    "redaction": set(),
+    "errors": {"redaction"},
+    "credentials": {"errors"},
     "vocabulary": set(),
     "install": set(),
     "files": {"errors"},
@@ -45,7 +47,16 @@ ALLOWED: dict[str, set[str]] = {
 TYPE_ONLY = {"metrics": {"spec"}}
 # the Locust child: what `load/locustfile.py` may pull in, module by module (its gevent world stays small)
 CHILD_PACKAGES = ("load", "metrics", "spec", "files")  # with every module in them
-CHILD_MODULES = {"errors", "vocabulary", "modelrepo", "modelrepo.model_source", "targets", "targets.kserve"}
+CHILD_MODULES = {
+    "errors",
+    "redaction",
+    "credentials",
+    "vocabulary",
+    "modelrepo",
+    "modelrepo.model_source",
+    "targets",
+    "targets.kserve",
+}
 CHILD_MODULES |= {"targets.lifeline", "targets.invoke_target"}
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from http.client import HTTPException
 
 import gevent
+import numpy as np
 import psutil
 from geventhttpclient import HTTPClient
 from locust import FastHttpUser, LoadTestShape, User, constant, events, task
@@ -97,6 +98,7 @@ class LoadRun:
         self.greenlets: list[gevent.Greenlet] = []
         self.finished = False
         self.stop_reason: StopReason | None = None
+        self.sends = config.plan.sends()  # open loop: read before the clock starts (a trace's file takes a moment)
         self.schedule_ns: list[int] = []
         self.send_indices: list[int] | None = None  # a trace's payload index per send (None: bodies in turn)
         self.next_send = 0
@@ -138,8 +140,8 @@ class LoadRun:
 
     def _schedule(self) -> None:
         """Open loop: the send times on this clock (monotonic ns) and, for a trace, each send's payload index."""
-        times, indices = self.plan.sends()
-        self.schedule_ns = [self._t0() + int(t * 1e9) for t in times]
+        times, indices = self.sends
+        self.schedule_ns = (self._t0() + (times * 1e9).astype(np.int64)).tolist()
         self.send_indices = None if indices is None else indices.tolist()
 
     def take_send(self) -> tuple[int, int | None] | None:

@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -192,7 +193,8 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
         tr, trace = traffic.trace, read_trace(traffic.trace.file)
         duration = trace.duration(tr.speedup)
         level = PlanLevel(tr.max_concurrency, 0, duration, len(trace) / duration)
-        return TrafficPlan((level,), "trace", trace=str(tr.file), speedup=tr.speedup)
+        # absolute: the load child runs in its own folder
+        return TrafficPlan((level,), "trace", trace=str(Path(tr.file).resolve()), speedup=tr.speedup)
     assert traffic.phases is not None  # TrafficSpec fills in the default phase when no shape is given
     return TrafficPlan(tuple(PlanLevel(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 

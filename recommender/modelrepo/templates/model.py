@@ -27,6 +27,11 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+# nvidia-pytriton 0.7.0's stub reads an output array through the numpy 1 C API it was built with: under numpy 2 it
+# reads the wrong size ("output tensor shape does not match size of output", every request). Under numpy 2 an output
+# goes to the stub by DLPack instead; numpy 1's DLPack capsule is one the stub refuses, so numpy 1 keeps the array.
+_OUTPUT_BY_DLPACK = int(np.__version__.split(".")[0]) >= 2
+
 
 class TorchScriptRunner:
     """A TorchScript module on CPU (or on the instance's GPU for KIND_GPU)."""
@@ -255,10 +260,14 @@ class TritonPythonModel:
             return
         offsets = np.cumsum([0, *sizes])
         for (index, _), start, stop in zip(members, offsets[:-1], offsets[1:], strict=False):
-            tensors = [
-                pb_utils.Tensor(name, out[start:stop]) for name, out in zip(self.output_names, outputs, strict=False)
-            ]
+            tensors = [_output(name, out[start:stop]) for name, out in zip(self.output_names, outputs, strict=False)]
             yield index, pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def _output(name, array):
+    if _OUTPUT_BY_DLPACK:
+        return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array))
+    return pb_utils.Tensor(name, array)
 
 
 def _device(args):

@@ -4,7 +4,8 @@
 #   scripts/gpu_run.sh                  # install the wheels beside this script, run the study on KIND_GPU, rank it
 #   scripts/gpu_run.sh --cpu-dry-run    # the same path on the CPU (accelerator cpu), a tiny model, short levels
 #
-# Options: --wheels DIR   the wheels to install (default: scripts/wheels, beside this script; at most 64 MiB in all)
+# Options: --wheels DIR   the wheels to install (default: scripts/wheels, beside this script; at most 64 MiB in all:
+#                         nvidia-pytriton only fits as a one-Python copy, scripts/slim_wheel.py)
 #          --work DIR     where the experiment, the store (.recommender/), the table and the report go (default: new)
 #
 # What it does, in order (exit 2 at the first step that cannot go on, with one line saying what to fix):
@@ -49,7 +50,7 @@ if [ ${#wheels[@]} -gt 0 ]; then
   bytes=$(du -cb "${wheels[@]}" | tail -1 | cut -f1)
   if [ "$bytes" -gt "$MAX_WHEEL_BYTES" ]; then
     echo "gpu_run.sh: $WHEELS holds $((bytes / 1048576)) MiB of wheels, over the 64 MiB limit: keep only the" \
-      "wheels this host lacks (step 2 names them)" >&2
+      "wheels this host lacks (step 2 names them), nvidia-pytriton as scripts/slim_wheel.py's copy" >&2
     exit 2
   fi
   say "installing ${#wheels[@]} wheels ($((bytes / 1048576)) MiB) from $WHEELS, offline"

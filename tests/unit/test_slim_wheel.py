@@ -4,6 +4,7 @@ a kept file names, transitively; drops the rest; RECORD lists what the copy hold
 from __future__ import annotations
 
 import importlib.util
+import re
 import stat
 import zipfile
 from pathlib import Path
@@ -49,7 +50,7 @@ def write_wheel(folder: Path) -> Path:
 
 
 def test_the_copy_keeps_one_python_and_the_libraries_it_needs(tmp_path: Path) -> None:
-    copy = slim_wheel().slim(write_wheel(tmp_path), "3.12", tmp_path / "out")
+    copy = slim_wheel().slim(write_wheel(tmp_path), tmp_path / "out", "3.12")
     with zipfile.ZipFile(copy) as archive:
         names = set(archive.namelist())
         record = archive.read(f"{DIST}RECORD").decode()
@@ -70,6 +71,19 @@ def test_the_copy_keeps_one_python_and_the_libraries_it_needs(tmp_path: Path) ->
 
 def test_a_python_the_wheel_has_no_stub_for_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"has no Python-backend stub for Python 3\.7"):
-        slim_wheel().slim(write_wheel(tmp_path), "3.7", tmp_path / "out")
+        slim_wheel().slim(write_wheel(tmp_path), tmp_path / "out", "3.7")
     with pytest.raises(SystemExit, match="would write over the wheel itself"):
-        slim_wheel().slim(write_wheel(tmp_path), "3.12", tmp_path)
+        slim_wheel().slim(write_wheel(tmp_path), tmp_path, "3.12")
+
+
+def test_drop_removes_the_members_it_names_from_any_wheel(tmp_path: Path) -> None:
+    copy = slim_wheel().slim(write_wheel(tmp_path), tmp_path / "out", drop=("*/libpython3-*", "*/3.1?/*"))
+    with zipfile.ZipFile(copy) as archive:
+        names = set(archive.namelist())
+    assert names == set(MEMBERS) - {
+        "nvidia_pytriton.libs/libpython3-9a9a.13.so.1.0",
+        f"{STUBS}3.12/triton_python_backend_stub",
+        f"{STUBS}3.13/triton_python_backend_stub",
+    } | {f"{DIST}RECORD"}
+    with pytest.raises(SystemExit, match=re.escape("no member matches --drop '*.safetensors'")):
+        slim_wheel().slim(write_wheel(tmp_path), tmp_path / "out2", drop=("*.safetensors",))

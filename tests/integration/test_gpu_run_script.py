@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,14 @@ def gpu_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_cpu_dry_run_measures_and_ranks_the_four_pt_variants(tmp_path: Path) -> None:
-    done = gpu_run("--cpu-dry-run", "--work", str(tmp_path), "--wheels", str(tmp_path / "no-wheels"))
+    """With one wheel beside it (a stand-in: this host has the run's packages) it installs it offline into its site,
+    then runs the whole path."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    probe_wheel(wheels)
+    done = gpu_run("--cpu-dry-run", "--work", str(tmp_path), "--wheels", str(wheels))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "installing 1 wheels" in done.stdout and (tmp_path / "site" / "gpu_run_probe.py").exists()
     spec = yaml.safe_load((tmp_path / "gpu-run.yaml").read_text())
     assert spec["target"]["accelerator"] == "cpu" and spec["variants"]["optimizations"] == ["pt"]
     lengths = sorted(len(text.split()) for text in spec["payload"]["texts"])
@@ -37,6 +44,20 @@ def test_the_cpu_dry_run_measures_and_ranks_the_four_pt_variants(tmp_path: Path)
     report = (tmp_path / "report.md").read_text()
     assert all(name in report for name in PT_VARIANTS)
     assert (tmp_path / ".recommender" / "results.db").exists()
+
+
+def probe_wheel(folder: Path) -> Path:
+    wheel = folder / "gpu_run_probe-1.0-py3-none-any.whl"
+    members = {
+        "gpu_run_probe.py": "VALUE = 1\n",
+        "gpu_run_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: gpu-run-probe\nVersion: 1.0\n",
+        "gpu_run_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in [*members, "gpu_run_probe-1.0.dist-info/RECORD"])
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**members, "gpu_run_probe-1.0.dist-info/RECORD": record}.items():
+            archive.writestr(name, text)
+    return wheel
 
 
 def test_wheels_over_the_budget_are_refused_before_anything_is_installed(tmp_path: Path) -> None:

@@ -181,3 +181,11 @@ def test_specs_without_the_new_fields_keep_their_reuse_key() -> None:
     )
     dump = spec.traffic.model_dump(mode="json")
     assert "trace" not in dump and "cv" not in dump["rate"]
+
+
+def test_every_trace_and_open_loop_field_is_described() -> None:
+    from recommender.spec import Rate, Trace
+
+    for model in (Trace, Rate):
+        assert all(field.description for field in model.model_fields.values()), model.__name__
+    assert {"max_concurrency", "late_ms", "max_late_share"} <= set(Trace.model_fields)  # the rate shape's accounting

@@ -2,7 +2,8 @@
 
     protocol_fingerprint(spec) -> 16 hex digits; a stored run is reused only under the same key (docs/design.md "Reuse")
 
-In the key: the traffic (shapes, warm-up, windows, repeats, stop conditions, the number of windows they look at),
+In the key: the traffic (shapes (a trace by the sha256 of its file), warm-up, windows, repeats, stop conditions, the
+number of windows they look at),
 the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,
 image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
 the load client (its user class and geventhttpclient's version), the hardware of a target serving on this host (CPU
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from recommender.hardware import Hardware
@@ -83,6 +85,8 @@ def protocol_document(
     """What the key is a hash of, as plain data."""
     traffic = spec.traffic.model_dump(mode="json")
     traffic["stability"] = {k: v for k, v in traffic["stability"].items() if k not in DECISION_ONLY_STABILITY}
+    if spec.traffic.trace is not None:  # a trace by its content, not where it lies: an edited trace is measured again
+        traffic["trace"]["file"] = hashlib.sha256(Path(spec.traffic.trace.file).read_bytes()).hexdigest()
     return {
         "traffic": traffic,
         "payload": {"texts": spec.payload.texts, "sequence_length": spec.payload.sequence_length},

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from http.client import HTTPException
 
 import gevent
+import numpy as np
 import psutil
 from geventhttpclient import HTTPClient
 from locust import FastHttpUser, LoadTestShape, User, constant, events, task
@@ -55,13 +56,21 @@ _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before a
 _TIMEOUT_S = 60.0  # connect and read timeouts of RawInferenceUser (FastHttpUser's defaults)
 
 
-def _cycle_bodies(text: str, source: str) -> Iterator[bytes]:
-    """The request bodies (JSON text: one body or a list of them), serialised once, sent in turn."""
-    payload = json.loads(text)
-    bodies = payload if isinstance(payload, list) else [payload]
-    if not bodies:
-        raise ValueError(f"{source} holds an empty list of request bodies")
-    return itertools.cycle([json.dumps(body).encode() for body in bodies])
+class Bodies:
+    """The request bodies (JSON text: one body or a list of them), serialised once: sent in turn (`next`), or by
+    payload index (a trace's `at`)."""
+
+    def __init__(self, text: str, source: str) -> None:
+        payload = json.loads(text)
+        bodies = payload if isinstance(payload, list) else [payload]
+        if not bodies:
+            raise ValueError(f"{source} holds an empty list of request bodies")
+        self.serialised = [json.dumps(body).encode() for body in bodies]
+        self.turn: Iterator[bytes] = itertools.cycle(self.serialised)
+
+    def next(self, index: int | None = None) -> bytes:
+        """The body of payload index `index`; None: the next in turn."""
+        return next(self.turn) if index is None else self.serialised[index]
 
 
 def _is_inference(status: int, content: bytes, marker: bytes) -> bool:
@@ -73,7 +82,7 @@ def _is_inference(status: int, content: bytes, marker: bytes) -> bool:
 class LoadRun:
     """State of one run in the child: clock, bodies, recorder, sampler. Attached to the Locust environment."""
 
-    def __init__(self, config: ChildConfig, bodies: Iterator[bytes], environment: Environment) -> None:
+    def __init__(self, config: ChildConfig, bodies: Bodies, environment: Environment) -> None:
         self.config = config
         self.environment = environment
         self.bodies = bodies
@@ -89,7 +98,9 @@ class LoadRun:
         self.greenlets: list[gevent.Greenlet] = []
         self.finished = False
         self.stop_reason: StopReason | None = None
+        self.sends = config.plan.sends()  # open loop: read before the clock starts (a trace's file takes a moment)
         self.schedule_ns: list[int] = []
+        self.send_indices: list[int] | None = None  # a trace's payload index per send (None: bodies in turn)
         self.next_send = 0
         self.send_step = 1  # distributed open loop: this worker takes every `send_step`-th scheduled send
         self.pool_ready = False
@@ -109,7 +120,7 @@ class LoadRun:
     def begin(self, t0_ns: int, index: int, count: int) -> None:
         """A worker: the master's start time on this clock; open loop: this worker's share of the schedule."""
         self.t0_ns, self.started_at = t0_ns, time.time() - (time.monotonic_ns() - t0_ns) / 1e9
-        self.schedule_ns = [t0_ns + int(t * 1e9) for t in self.plan.schedule()]
+        self._schedule()
         self.next_send, self.send_step = index, count
         self.process.cpu_percent(None)
 
@@ -119,7 +130,7 @@ class LoadRun:
         if self.master is not None:
             self.master.wait_for_clocks()
         self.t0_ns, self.started_at = time.monotonic_ns(), time.time()
-        self.schedule_ns = [self.t0_ns + int(t * 1e9) for t in self.plan.schedule()]
+        self._schedule()
         self.process.cpu_percent(None)  # prime: the next call measures from here
         if self.master is not None:
             self.master.start(self.t0_ns)
@@ -127,12 +138,20 @@ class LoadRun:
         if self.config.rules is not None:
             self.greenlets.append(gevent.spawn(self._judge_windows))
 
-    def take_send(self) -> int | None:
-        """Open loop: the next scheduled send time (monotonic ns), or None when the schedule is used up."""
+    def _schedule(self) -> None:
+        """Open loop: the send times on this clock (monotonic ns) and, for a trace, each send's payload index."""
+        times, indices = self.sends
+        self.schedule_ns = (self._t0() + (times * 1e9).astype(np.int64)).tolist()
+        self.send_indices = None if indices is None else indices.tolist()
+
+    def take_send(self) -> tuple[int, int | None] | None:
+        """Open loop: the next scheduled send time (monotonic ns) and its payload index (None: the next body in
+        turn), or None when the schedule is used up."""
         if self.next_send >= len(self.schedule_ns):
             return None
+        k = self.next_send
         self.next_send += self.send_step
-        return self.schedule_ns[self.next_send - self.send_step]
+        return self.schedule_ns[k], None if self.send_indices is None else self.send_indices[k]
 
     def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         """Open loop: latency from the scheduled send, lateness of the real send."""
@@ -223,7 +242,7 @@ def _attach_run(environment: Environment, **_kwargs: object) -> None:
         WorkerLink(lambda config, bodies: _worker_run(environment, config, bodies)).attach(environment.runner)
         return
     config = ChildConfig.from_env(os.environ)
-    bodies = _cycle_bodies(config.payload_path.read_text(encoding="utf-8"), str(config.payload_path))
+    bodies = Bodies(config.payload_path.read_text(encoding="utf-8"), str(config.payload_path))
     run = LoadRun(config, bodies, environment)
     keep_run(environment, run)
     options = environment.parsed_options
@@ -231,7 +250,7 @@ def _attach_run(environment: Environment, **_kwargs: object) -> None:
 
 
 def _worker_run(environment: Environment, config: ChildConfig, bodies: str) -> LoadRun:
-    run = LoadRun(config, _cycle_bodies(bodies, "the master's request bodies"), environment)
+    run = LoadRun(config, Bodies(bodies, "the master's request bodies"), environment)
     keep_run(environment, run)
     return run
 
@@ -270,41 +289,42 @@ class _Inference(User):
             return
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
-        ok, done_ns = self._post()
+        ok, done_ns = self._post(self.load_run.bodies.next())
         self.load_run.record(sent_ns, done_ns, ok, users)
 
     def _send_scheduled(self) -> None:
         run = self.load_run
-        scheduled_ns = run.take_send()
-        if scheduled_ns is None:
+        send = run.take_send()
+        if send is None:
             gevent.sleep(_IDLE_S)
             return
+        scheduled_ns, index = send
+        body = run.bodies.next(index)
         _sleep_until(scheduled_ns)
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
-        ok, done_ns = self._post()
+        ok, done_ns = self._post(body)
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
 
-    def _post(self) -> tuple[bool, int]:
+    def _post(self, body: bytes) -> tuple[bool, int]:
         run = self.load_run
         run.in_flight += 1
         try:
-            return self._send(run)
+            return self._send(run, body)
         except gevent.GreenletExit:
             run.cut += 1  # sent, maybe answered by the server, never logged: counted so the totals reconcile
             raise
         finally:
             run.in_flight -= 1
 
-    def _send(self, run: LoadRun) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
         raise NotImplementedError
 
 
 class InferenceUser(_Inference, FastHttpUser):
     """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
 
-    def _send(self, run: LoadRun) -> tuple[bool, int]:
-        body = next(run.bodies)
+    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
         # locust annotates `data` as str | dict, but FastHttpSession sends bytes as they are (geventhttpclient)
         with self.client.post(
             run.path,
@@ -332,9 +352,9 @@ class RawInferenceUser(_Inference):
     def on_stop(self) -> None:
         self.http.close()
 
-    def _send(self, run: LoadRun) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
         try:
-            response = self.http.post(run.path, body=next(run.bodies), headers=run.headers)
+            response = self.http.post(run.path, body=body, headers=run.headers)
             content = response.read()
         except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
             return False, time.monotonic_ns()

@@ -61,7 +61,7 @@ class SageMakerUser(User):
                 EndpointName=self.target.endpoint_name,
                 ContentType=CONTENT_TYPE,
                 Accept=CONTENT_TYPE,
-                Body=next(run.bodies),
+                Body=run.bodies.next(),
             )
             content = answer["Body"].read()
         except Exception as error:  # a botocore ClientError, a timeout: the request failed, the user goes on

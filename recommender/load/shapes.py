@@ -3,8 +3,9 @@
 A phase starts at `initial_users` and adds `spawn_rate / 60` users per second for
 `duration_seconds`; phases run one after another. The load generator asks `users_at`
 on every tick, so the user count follows the clock instead of a blocking ramp.
-Every shape of the spec (phases, stairs, concurrency, rate) compiles to a `TrafficPlan` of such
-levels (`compile_traffic`); the open-loop `rate` shape adds an arrival schedule.
+Every shape of the spec (phases, stairs, concurrency, rate, trace) compiles to a `TrafficPlan` of such
+levels (`compile_traffic`); the open-loop shapes add an arrival schedule: `rate` one of constant, Poisson or gamma
+gaps, `trace` the replay of a trace file's timestamps (files/trace.py).
 No Locust import here: the parent process uses these functions too.
 """
 
@@ -13,10 +14,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+from recommender.files.trace import read_trace
 
 if TYPE_CHECKING:
     from recommender.spec import TrafficSpec
@@ -100,8 +104,11 @@ class TrafficPlan:
     """What the generator runs: levels one after another; open loop adds an arrival schedule."""
 
     levels: tuple[PlanLevel, ...]
-    arrival: str | None = None  # None: closed loop; constant | poisson: open loop
+    arrival: str | None = None  # None: closed loop; constant | poisson | gamma | trace: open loop
     seed: int = 0
+    cv: float | None = None  # gamma: the coefficient of variation of the gaps
+    trace: str | None = None  # trace: the trace file (absolute), replayed at `speedup`
+    speedup: float = 1.0
 
     @property
     def open_loop(self) -> bool:
@@ -118,11 +125,25 @@ class TrafficPlan:
         """Closed loop: users at t; open loop: the sender pool size while the schedule runs."""
         return users_at(self.levels, t_seconds)
 
+    def with_levels(self, levels: tuple[PlanLevel, ...]) -> TrafficPlan:
+        """The same arrivals over other levels (one level of the plan run on its own)."""
+        return replace(self, levels=levels)
+
     def schedule(self) -> np.ndarray:
         """Scheduled send times (s from the start), ascending; empty for closed loop."""
+        return self.sends()[0]
+
+    def sends(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Scheduled send times (s from the start, ascending) and the payload index of each send (None: the
+        payload's requests in turn); no sends for closed loop. A trace is read from its file here (in the load child
+        too: the plan carries its path, not its rows)."""
         if self.arrival is None:  # closed loop
-            return np.empty(0)
-        return arrival_schedule(
+            return np.empty(0), None
+        if self.arrival == "trace":
+            assert self.trace is not None  # compile_traffic sets it for a trace
+            trace = read_trace(self.trace)
+            return trace.replay_times(self.speedup), trace.indices
+        times = arrival_schedule(
             [
                 (start, end, level.rate)
                 for level, (start, end) in zip(self.levels, self.windows(), strict=False)
@@ -130,21 +151,32 @@ class TrafficPlan:
             ],
             self.arrival,
             self.seed,
+            self.cv,
         )
+        return times, None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"levels": [asdict(level) for level in self.levels], "arrival": self.arrival, "seed": self.seed}
-        )
+        return json.dumps({"levels": [asdict(level) for level in self.levels]} | _open_loop_fields(self))
 
     @classmethod
     def from_json(cls, text: str) -> TrafficPlan:
         data = json.loads(text)
-        return cls(tuple(PlanLevel(**level) for level in data["levels"]), data["arrival"], data["seed"])
+        levels = tuple(PlanLevel(**level) for level in data.pop("levels"))
+        return cls(levels, **data)
+
+
+def _open_loop_fields(plan: TrafficPlan) -> dict[str, object]:
+    fields: dict[str, object] = {"arrival": plan.arrival, "seed": plan.seed}
+    if plan.cv is not None:
+        fields["cv"] = plan.cv
+    if plan.trace is not None:
+        fields |= {"trace": plan.trace, "speedup": plan.speedup}
+    return fields
 
 
 def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
-    """The spec's traffic shape (phases, stairs, concurrency or rate) as a plan of levels."""
+    """The spec's traffic shape (phases, stairs, concurrency, rate or trace) as a plan of levels; a trace is one level
+    at its mean rate, as long as its replay (files/trace.py `Trace.duration`)."""
     if traffic.stairs is not None:
         s = traffic.stairs
         return TrafficPlan(
@@ -156,7 +188,13 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
     if traffic.rate is not None:
         r = traffic.rate
         levels = tuple(PlanLevel(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
-        return TrafficPlan(levels, r.arrival, r.seed)
+        return TrafficPlan(levels, r.arrival, r.seed, r.cv)
+    if traffic.trace is not None:
+        tr, trace = traffic.trace, read_trace(traffic.trace.file)
+        duration = trace.duration(tr.speedup)
+        level = PlanLevel(tr.max_concurrency, 0, duration, len(trace) / duration)
+        # absolute: the load child runs in its own folder
+        return TrafficPlan((level,), "trace", trace=str(Path(tr.file).resolve()), speedup=tr.speedup)
     assert traffic.phases is not None  # TrafficSpec fills in the default phase when no shape is given
     return TrafficPlan(tuple(PlanLevel(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 
@@ -167,8 +205,12 @@ def traffic_seconds(traffic: TrafficSpec) -> float:
     return compile_traffic(traffic).duration * traffic.repeats
 
 
-def arrival_schedule(levels: Sequence[tuple[float, float, float]], arrival: str, seed: int = 0) -> np.ndarray:
-    """Send times for (start, end, rate) levels: evenly spaced (constant) or exponential gaps (poisson, seeded)."""
+def arrival_schedule(
+    levels: Sequence[tuple[float, float, float]], arrival: str, seed: int = 0, cv: float | None = None
+) -> np.ndarray:
+    """Send times for (start, end, rate) levels: evenly spaced (constant), exponential gaps (poisson, seeded) or gamma
+    gaps of mean 1 / rate and coefficient of variation `cv` (gamma, seeded: shape 1 / cv^2; cv 1 is Poisson's, above
+    1 burstier, below 1 more regular)."""
     rng = np.random.default_rng(seed)
     parts = []
     for start, end, rate in levels:
@@ -178,6 +220,19 @@ def arrival_schedule(levels: Sequence[tuple[float, float, float]], arrival: str,
             gaps = rng.exponential(1.0 / rate, size=int((end - start) * rate * 2 + 50))
             times = start + np.cumsum(gaps)
             parts.append(times[times < end])
+        elif arrival == "gamma" and cv is not None:
+            parts.append(_gamma_times(rng, cv, start, end, rate))
         else:
-            raise ValueError(f"unknown arrival {arrival!r} (constant or poisson)")
+            raise ValueError(f"unknown arrival {arrival!r} (constant, poisson, or gamma with its cv)")
     return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _gamma_times(rng: np.random.Generator, cv: float, start: float, end: float, rate: float) -> np.ndarray:
+    """Send times from `start` by gamma gaps (mean 1 / rate, coefficient of variation cv) until `end`, drawn in
+    blocks until they reach it: bursty gaps can fall short of twice the mean count."""
+    shape = 1.0 / cv**2
+    block = int((end - start) * rate * 2 + 50)
+    times = start + np.cumsum(rng.gamma(shape, 1.0 / (rate * shape), size=block))
+    while times[-1] < end:
+        times = np.concatenate([times, times[-1] + np.cumsum(rng.gamma(shape, 1.0 / (rate * shape), size=block))])
+    return times[times < end]

@@ -109,7 +109,7 @@ def search_load(
     levels = [shortened(level, probe_length(rules.windows, seconds)) for level in levels_by_load(plan)]
     search, runs = LoadSearch(len(levels), knee_tolerance, capacity_first), []
     while (index := search.ask()) is not None:
-        one = TrafficPlan((levels[index],), plan.arrival, plan.seed)
+        one = plan.with_levels((levels[index],))
         repeat = measure_once(deployment, one, rules, bodies, out_dir / f"level-{index + 1}", progress)
         level = judge_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules.limits, rules.windows)
         search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
@@ -157,7 +157,7 @@ def measure_level(
     mode each ends once known, and the repeats end once known over repeats."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     level = next(v for v in plan.levels if v.load == load)
-    one = TrafficPlan((level,), plan.arrival, plan.seed)
+    one = plan.with_levels((level,))
     runs: list[Repeat] = []
     for number in range(repeats):
         runs.append(measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{number + 1}", progress))

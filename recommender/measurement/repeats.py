@@ -230,7 +230,7 @@ def level_runs(
     if order is None and (rules.stop.known_within is None or len(plan.levels) == 1):
         return [(0, plan, out_dir)]
     return [
-        (index, TrafficPlan((plan.levels[index],), plan.arrival, plan.seed), out_dir / f"level-{index + 1}")
+        (index, plan.with_levels((plan.levels[index],)), out_dir / f"level-{index + 1}")
         for index in (order if order is not None else range(len(plan.levels)))
     ]
 

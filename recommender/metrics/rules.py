@@ -33,14 +33,14 @@ class WindowRules:
 
     @classmethod
     def from_spec(cls, spec: ExperimentSpec) -> WindowRules:
-        t, rate = spec.traffic, spec.traffic.rate
+        t, open_loop = spec.traffic, spec.traffic.open_loop
         return cls(
             t.warmup_seconds,
             t.window_seconds,
             t.stability.windows,
             t.stability.tolerance,
-            rate.late_ms if rate else 1.0,
-            rate.max_late_share if rate else 0.01,
+            open_loop.late_ms if open_loop else 1.0,
+            open_loop.max_late_share if open_loop else 0.01,
         )
 
 

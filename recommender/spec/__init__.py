@@ -11,7 +11,17 @@ from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.loader import describe_errors, json_schema, load_spec
 from recommender.spec.model import DEFAULT_TEXTS, BertArchitecture, ModelSpec, PayloadSpec
 from recommender.spec.target import TargetKind, TargetSpec, target_label
-from recommender.spec.traffic import SHAPES, Concurrency, Phase, Rate, StabilityRule, Stairs, Stopping, TrafficSpec
+from recommender.spec.traffic import (
+    SHAPES,
+    Concurrency,
+    Phase,
+    Rate,
+    StabilityRule,
+    Stairs,
+    Stopping,
+    Trace,
+    TrafficSpec,
+)
 from recommender.spec.variants import DynamicBatching, DynamicBatchingChoice, VariantGrid
 
 __all__ = [
@@ -42,6 +52,7 @@ __all__ = [
     "Strict",
     "TargetKind",
     "TargetSpec",
+    "Trace",
     "TrafficSpec",
     "VariantGrid",
     "describe_errors",

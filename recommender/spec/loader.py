@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from recommender.errors import SpecError
 from recommender.files.document import check_binary, load_yaml
+from recommender.files.trace import check_replayable, read_trace
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.model import ModelSpec
 
@@ -40,6 +41,8 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         )
     if spec.model.path is not None:
         _check_model_file(spec.model, spec.model.path, path)
+    if spec.traffic.trace is not None:
+        spec = _with_replayable_trace(spec, path)
     correctness = spec.correctness
     outputs = correctness.reference_outputs if correctness != "off" else None
     if correctness != "off" and outputs is not None and not outputs.is_absolute():
@@ -66,6 +69,24 @@ def _check_model_file(model: ModelSpec, model_path: Path, spec_path: Path) -> No
         raise SpecError(
             f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"], hint=exc.hint
         ) from None
+
+
+def _with_replayable_trace(spec: ExperimentSpec, spec_path: Path) -> ExperimentSpec:
+    """The trace file resolved against the experiment file's folder, read and checked now: a trace that cannot be
+    replayed is refused before anything is stored (files/trace.py names the file and the line)."""
+    trace = spec.traffic.trace
+    assert trace is not None  # called for a trace only
+    if not trace.file.is_absolute():
+        trace = trace.model_copy(update={"file": (spec_path.parent / trace.file).resolve()})
+        spec = spec.model_copy(update={"traffic": spec.traffic.model_copy(update={"trace": trace})})
+    try:
+        requests = len(spec.payload.texts)  # the payload's requests, as request_token_ids gives them: one per text
+        check_replayable(read_trace(trace.file, SpecError), trace.file, trace.speedup, requests, SpecError)
+    except SpecError as exc:
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file", [f"{spec_path}: traffic.trace.file: {exc.message}"], exc.hint
+        ) from None
+    return spec
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:

@@ -4,10 +4,12 @@ repeats."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
+from recommender.files.trace import MAX_RATE
 from recommender.spec.base import Strict
 
 
@@ -40,17 +42,9 @@ class Concurrency(Strict):
     duration_seconds: float = Field(..., gt=0, le=7200, description="How long each level lasts, in seconds.")
 
 
-class Rate(Strict):
-    """Open loop: requests are sent on a schedule whatever the server does; latency is timed from the SCHEDULED send."""
+class OpenLoop(Strict):
+    """What every open-loop shape shares: the sender pool and when a send counts as late."""
 
-    requests_per_second: Annotated[float, Field(gt=0, le=100000)] | list[Annotated[float, Field(gt=0, le=100000)]] = (
-        Field(..., description="Arrival rate, or a list of rates run one after another (one level each).")
-    )
-    arrival: Literal["constant", "poisson"] = Field(
-        "constant", description="constant: evenly spaced sends; poisson: exponential gaps."
-    )
-    seed: int = Field(0, ge=0, description="Random seed of the Poisson schedule (same seed, same schedule).")
-    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each rate level lasts, in seconds.")
     max_concurrency: int = Field(
         64,
         ge=1,
@@ -69,6 +63,47 @@ class Rate(Strict):
         "generator or the server could not keep to the schedule).",
     )
 
+
+_RequestsPerSecond = Annotated[float, Field(gt=0, le=MAX_RATE)]  # MAX_RATE: the generator's ceiling
+
+
+class Rate(OpenLoop):
+    """Open loop: requests are sent on a schedule whatever the server does; latency is timed from the SCHEDULED send."""
+
+    requests_per_second: _RequestsPerSecond | list[_RequestsPerSecond] = Field(
+        ..., description="Arrival rate, or a list of rates run one after another (one level each)."
+    )
+    arrival: Literal["constant", "poisson", "gamma"] = Field(
+        "constant",
+        description="constant: evenly spaced sends; poisson: exponential gaps; gamma: gamma gaps whose coefficient of "
+        "variation is `cv` (bursty arrivals above 1, Poisson at 1).",
+    )
+    cv: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="gamma only (and required there): the coefficient of variation of the gaps between sends, "
+        "their standard deviation over their mean (constant: 0, Poisson: 1; 2 to 4: bursty).",
+    )
+    seed: int = Field(0, ge=0, description="Random seed of the Poisson or gamma schedule (same seed, same schedule).")
+    duration_seconds: float = Field(..., gt=0, le=7200, description="How long each rate level lasts, in seconds.")
+
+    @model_validator(mode="after")
+    def _cv_with_gamma(self) -> Rate:
+        if self.arrival == "gamma" and self.cv is None:
+            raise ValueError("arrival gamma needs `cv`, the coefficient of variation of its gaps (e.g. cv: 2)")
+        if self.arrival != "gamma" and self.cv is not None:
+            raise ValueError(f"cv applies to arrival gamma only; arrival {self.arrival} has its own (drop cv)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_cv_unset(self, handler: Any) -> dict[str, Any]:
+        """No `cv` (constant, poisson) is the rate stored before gamma existed: left out, so those keys stay valid."""
+        data = handler(self)
+        if data.get("cv") is None:
+            data.pop("cv", None)
+        return data
+
     @property
     def rates(self) -> list[float]:
         return (
@@ -81,6 +116,20 @@ class Rate(Strict):
         if isinstance(value, list) and not value:
             raise ValueError("give at least one rate")
         return value
+
+
+class Trace(OpenLoop):
+    """Open loop: the requests of a trace file replayed at their timestamps (files/trace.py says the format), sped up
+    by `speedup`; latency is timed from the scheduled send, as for `rate`."""
+
+    file: Path = Field(
+        ...,
+        description="Request timestamps in seconds, one request a line, each optionally followed by `,INDEX`: the "
+        "request's index into the payload's requests (relative paths: from the experiment file's folder).",
+    )
+    speedup: float = Field(
+        1.0, gt=0, le=1000, description="Replay this many times faster than recorded (0.5: twice as slow)."
+    )
 
 
 class StabilityRule(Strict):
@@ -186,7 +235,8 @@ class TrafficSpec(Strict):
     )
     stairs: Stairs | None = Field(None, description="SageMaker STAIRS: more users at every step.")
     concurrency: Concurrency | None = Field(None, description="Fixed user counts, one level each.")
-    rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant or Poisson).")
+    rate: Rate | None = Field(None, description="Open-loop arrivals at fixed rates (constant, Poisson or gamma).")
+    trace: Trace | None = Field(None, description="Open-loop replay of a trace file's request timestamps.")
     warmup_seconds: float = Field(
         5, ge=0, description="Excluded from the measured windows at the start of each phase (capped at half the phase)."
     )
@@ -278,12 +328,22 @@ class TrafficSpec(Strict):
             object.__setattr__(self, "until_known", UntilKnown())
         if isinstance(self.until_known, UntilKnown) and not self.rampless:
             raise ValueError(self._ramps())
+        if self.trace is not None and self.remote_workers:
+            raise ValueError(
+                "trace: a trace is replayed by this host's generator processes (they read the trace file); "
+                "set remote_workers to 0"
+            )
         return self
 
     @property
     def rampless(self) -> bool:
         """Every level holds its load from start to end (no stairs, no phase with spawn_rate > 0)."""
         return self.shape != "stairs" and not any(p.spawn_rate for p in self.phases or ())
+
+    @property
+    def open_loop(self) -> OpenLoop | None:
+        """The open-loop settings (rate or trace; None: closed loop)."""
+        return self.rate or self.trace
 
     @property
     def known(self) -> UntilKnown | None:
@@ -309,6 +369,7 @@ class TrafficSpec(Strict):
             ("master_port", None),
             ("worker_wait_seconds", 60),
             ("until_known", None),
+            ("trace", None),
         ):
             if data.get(name, default) == default:
                 data.pop(name, None)
@@ -318,8 +379,8 @@ class TrafficSpec(Strict):
 
     @property
     def shape(self) -> str:
-        """Which shape this traffic uses: phases | stairs | concurrency | rate."""
+        """Which shape this traffic uses: phases | stairs | concurrency | rate | trace."""
         return next(name for name in SHAPES if getattr(self, name) is not None)
 
 
-SHAPES = ("phases", "stairs", "concurrency", "rate")
+SHAPES = ("phases", "stairs", "concurrency", "rate", "trace")

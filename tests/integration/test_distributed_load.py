@@ -10,14 +10,16 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
 from recommender.load.runner import LoadRequest, LoadResult, run_load
+from recommender.load.shapes import compile_traffic
 from recommender.measurement.repeats import summarize_load
 from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.triton_stats import stats_delta
-from recommender.spec import Phase
+from recommender.spec import Phase, TrafficSpec
 from recommender.targets.registry import get_target
 
 pytestmark = pytest.mark.integration
@@ -87,6 +89,20 @@ def test_two_workers_records_are_merged_exactly_on_one_clock(deployment, tmp_pat
         result.requests.t_s.min() >= 0 and result.requests.t_s.max() < 5.5
     )  # the shape ticks once a second: the stop can come ~1 s late
     assert result.timeline.cpu_max_percent is not None and result.workers == 2
+
+
+def test_a_trace_is_shared_between_two_workers_and_merged_at_its_times(deployment, tmp_path: Path) -> None:
+    """Each worker reads the trace file and takes every other send: the merged log holds every line once, at its
+    time, with the late-send accounting of a single process."""
+    stamps = np.round(np.cumsum(np.random.default_rng(2).exponential(0.04, size=80)), 6)  # ~25 requests/s, ~3 s
+    trace = tmp_path / "trace.txt"
+    trace.write_text("".join(f"{t:.6f}\n" for t in stamps))
+    plan = compile_traffic(TrafficSpec(trace={"file": str(trace), "max_concurrency": 4}))
+    result = run_load(LoadRequest(deployment.load_url, "model", [BODY], plan, tmp_path / "run", workers=2))
+    log = result.requests
+    assert np.sort(log.t_s) == pytest.approx(stamps - stamps[0], abs=1e-6)
+    assert log.failures == 0 and log.late_us is not None and log.late_us.min() >= 0
+    assert sorted(entry["requests"] for entry in result.generators) == [40, 40]
 
 
 def test_requests_in_flight_when_the_plan_ends_are_logged_not_cut(deployment, tmp_path: Path) -> None:

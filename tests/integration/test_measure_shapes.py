@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recommender.candidates import Candidate
@@ -102,6 +103,41 @@ def test_open_loop_rate_keeps_its_schedule(deployment, tmp_path: Path) -> None:
         assert abs(sent - w.load * (w.stats.end_s - w.stats.start_s)) <= 2, (w.load, sent)
         assert w.late_share is not None and 0 <= w.late_share <= 1
     assert all(w.stats.latency_ms["p50"] > 0 for w in windows)
+
+
+def test_a_trace_is_replayed_at_its_times_with_its_payload_indices(deployment, tmp_path: Path) -> None:
+    """A short irregular trace, replayed twice as fast: every request is scheduled at its line's time (latency timed
+    from there), goes out at it within the late-send accounting, and carries the body its payload index names (index
+    1 is a body the server refuses: exactly those requests fail)."""
+    rng = np.random.default_rng(5)
+    gaps = 0.002 + rng.gamma(0.25, 0.312, size=60)  # bursty gaps, mean 80 ms: 60 requests in ~4.8 s
+    stamps = np.round(1_700_000_000 + np.cumsum(gaps), 6)
+    indices = (np.arange(60) % 3 == 2).astype(int)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("".join(f"{t:.6f},{k}\n" for t, k in zip(stamps, indices, strict=True)))
+    refused = {"inputs": [{"name": "no_such_input", "shape": [1, 1], "datatype": "INT64", "data": [1]}]}
+    spec = spec_with(
+        {
+            "trace": {"file": str(trace), "speedup": 2, "max_concurrency": 8, "late_ms": 5},
+            "stopping": {"error_rate": False},  # a third of the requests fail on purpose
+        }
+    )
+    m = measure(deployment, spec, [BODIES[0], refused], tmp_path)
+    log = LoadResult.from_npz(tmp_path / "load.npz").requests
+    order = np.argsort(log.t_s, kind="stable")
+    replay = (stamps - stamps[0]) / 2
+    assert log.t_s[order] == pytest.approx(replay, abs=1e-6)  # scheduled at the trace's times, every one sent
+    assert log.late_us is not None and log.late_us.min() >= 0
+    assert np.median(log.late_us) < 5000  # most went out within late_ms of their time (a busy host: not all)
+    # which request failed follows its payload index: index 0 is answered, index 1 refused
+    assert np.array_equal(log.ok[order], indices == 0)
+    windows = [w for _, w in m.windows]
+    assert windows and all(w.late_share is not None for w in windows)
+    done = log.t_s + log.latency_us / 1e6
+    for w in windows:  # the window's late share: of the requests completed in it, those sent later than late_ms
+        inside = (done >= w.stats.start_s) & (done < w.stats.end_s)
+        assert w.late_share == pytest.approx(np.mean(log.late_us[inside] > 5000) if inside.any() else 0.0)
+    assert windows[0].load == pytest.approx(60 / (replay[-1] + replay[-1] / 59))  # the trace's mean rate
 
 
 def test_repeats_give_an_interval(deployment, tmp_path: Path) -> None:

@@ -34,9 +34,23 @@ def fake_pb_utils() -> ModuleType:
             self.name, self.array = name, array
 
         def as_numpy(self) -> np.ndarray:
+            module.by_dlpack.append(f"as_numpy {self.name}")  # type: ignore[attr-defined]
             return self.array
 
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            module.by_dlpack.append(f"__dlpack__ {self.name}")  # type: ignore[attr-defined]
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self) -> Any:
+            return self.array.__dlpack_device__()
+
+        @classmethod
+        def from_dlpack(cls, name: str, source: Any) -> Tensor:
+            module.by_dlpack.append(f"from_dlpack {name}")  # type: ignore[attr-defined]
+            return cls(name, np.from_dlpack(source))
+
     module.Tensor = Tensor  # type: ignore[attr-defined]
+    module.by_dlpack = []  # type: ignore[attr-defined]  # how each tensor crossed: as_numpy, __dlpack__, from_dlpack
     module.InferenceResponse = lambda output_tensors, error=None: SimpleNamespace(  # type: ignore[attr-defined]
         outputs={t.name: t.array for t in output_tensors}, error=error
     )
@@ -105,6 +119,27 @@ def test_a_model_declaring_attention_mask_first_gets_each_input_by_name(
     (response,) = model.execute([request()])
     assert response.error is None
     np.testing.assert_array_equal(response.outputs["embedding"], EXPECTED)
+
+
+@pytest.mark.parametrize(
+    ("numpy_version", "crossings"),
+    [
+        ("1.26.4", ["as_numpy input_ids", "as_numpy attention_mask"]),
+        ("2.2.6", ["__dlpack__ input_ids", "__dlpack__ attention_mask", "from_dlpack embedding"]),
+    ],
+)
+def test_tensors_cross_to_the_stub_by_dlpack_under_numpy_2_only(
+    monkeypatch: pytest.MonkeyPatch, mask_first_onnx: Path, numpy_version: str, crossings: list[str]
+) -> None:
+    """The stub of nvidia-pytriton 0.7.0 misreads numpy 2 arrays (outputs: every request failed; inputs: wrong values)
+    and refuses numpy 1's DLPack capsule: each numpy gets the one path the stub reads (both checked on the real stub,
+    docs/gpu.md "One prepared run")."""
+    monkeypatch.setattr(np, "__version__", numpy_version)
+    model = served(monkeypatch, mask_first_onnx, "model.onnx", "onnx")
+    (response,) = model.execute([request()])
+    assert response.error is None
+    np.testing.assert_array_equal(response.outputs["embedding"], EXPECTED)
+    assert sys.modules["triton_python_backend_utils"].by_dlpack == crossings
 
 
 def test_a_gpu_instance_without_the_cuda_provider_refuses_to_start(

@@ -27,6 +27,12 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+# nvidia-pytriton 0.7.0's stub moves arrays through the numpy 1 C API it was built with: under numpy 2 it misreads
+# them (outputs: "output tensor shape does not match size of output", every request; inputs: wrong values). Under
+# numpy 2 inputs and outputs go through DLPack instead; numpy 1's DLPack capsule is one the stub refuses, so numpy 1
+# keeps the arrays.
+_BY_DLPACK = int(np.__version__.split(".")[0]) >= 2
+
 
 class TorchScriptRunner:
     """A TorchScript module on CPU (or on the instance's GPU for KIND_GPU)."""
@@ -235,7 +241,7 @@ class TritonPythonModel:
         tensor = pb_utils.get_input_tensor_by_name(request, name)
         if tensor is None:
             raise ValueError(f"request has no input {name!r}")
-        return tensor.as_numpy()
+        return np.from_dlpack(tensor) if _BY_DLPACK else tensor.as_numpy()
 
     def _run_group(self, members):
         """Run the requests of one shape group as one batch; yield (request index, response)."""
@@ -255,10 +261,14 @@ class TritonPythonModel:
             return
         offsets = np.cumsum([0, *sizes])
         for (index, _), start, stop in zip(members, offsets[:-1], offsets[1:], strict=False):
-            tensors = [
-                pb_utils.Tensor(name, out[start:stop]) for name, out in zip(self.output_names, outputs, strict=False)
-            ]
+            tensors = [_output(name, out[start:stop]) for name, out in zip(self.output_names, outputs, strict=False)]
             yield index, pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def _output(name, array):
+    if _BY_DLPACK:
+        return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array))
+    return pb_utils.Tensor(name, array)
 
 
 def _device(args):

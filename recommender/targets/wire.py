@@ -123,6 +123,8 @@ def _kserve_problem(answer: Any, rows: int) -> str | None:
         if data is not None and (not isinstance(data, list) or len(data) != math.prod(shape)):
             found = f"{len(data)} values" if isinstance(data, list) else _quoted(data)
             return f"output {name!r} has shape {shape} and {found}, not {math.prod(shape)} values"
+        if data is not None and output.get("datatype") != "BYTES" and not all(map(_is_number, data)):
+            return f"output {name!r} holds values that are not numbers ({_quoted(data)})"
     return None
 
 

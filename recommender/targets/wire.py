@@ -22,6 +22,7 @@ from typing import Any
 from recommender.targets import kserve
 
 OPENAI = "openai"
+_NUMBER_TYPES = {int, float}  # what json.loads makes of a JSON number
 EMBEDDINGS = "/embeddings"
 
 
@@ -56,6 +57,11 @@ def openai_body(model: str, texts: Sequence[str]) -> dict[str, Any]:
 
 def embeddings_of(answer: Any, rows: int) -> list[list[float]]:
     """The embeddings of an OpenAI answer in input order; ValueError saying what is wrong with the answer."""
+    return [[float(x) for x in vector] for vector in _vectors(answer, rows)]
+
+
+def _vectors(answer: Any, rows: int) -> list[list]:
+    """An OpenAI answer's embedding lists in input order, checked: `rows` of them, numbers, one width."""
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list) or len(data) != rows:
         found = f"{len(data)} rows" if isinstance(data, list) else f"no `data` list ({_quoted(answer)})"
@@ -63,12 +69,12 @@ def embeddings_of(answer: Any, rows: int) -> list[list[float]]:
     if not all(isinstance(item, dict) for item in data):
         raise ValueError(f"a row of `data` is not an object ({_quoted(data)})")
     vectors = [item.get("embedding") for item in _in_input_order(data)]
-    if not all(isinstance(v, list) and v and all(_is_number(x) for x in v) for v in vectors):
+    if not all(isinstance(v, list) and v and _numbers(v) for v in vectors):
         raise ValueError("a row of `data` has no `embedding` list of numbers (base64 answers are not read)")
     widths = sorted({len(v) for v in vectors})  # type: ignore[arg-type]
     if len(widths) > 1:
         raise ValueError(f"the rows of `data` are ragged: embeddings of {', '.join(map(str, widths))} numbers")
-    return [[float(x) for x in v] for v in vectors]  # type: ignore[union-attr]
+    return vectors  # type: ignore[return-value]
 
 
 def _in_input_order(data: list[dict]) -> list[dict]:
@@ -101,7 +107,7 @@ def answer_problem(answer_key: str, content: bytes, rows: int) -> str | None:
         return f"the answer is not JSON ({_quoted(content.decode('utf-8', 'replace'))})"
     if answer_key == "data":
         try:
-            embeddings_of(answer, rows)
+            _vectors(answer, rows)
         except ValueError as error:
             return str(error)
         return None
@@ -123,13 +129,14 @@ def _kserve_problem(answer: Any, rows: int) -> str | None:
         if data is not None and (not isinstance(data, list) or len(data) != math.prod(shape)):
             found = f"{len(data)} values" if isinstance(data, list) else _quoted(data)
             return f"output {name!r} has shape {shape} and {found}, not {math.prod(shape)} values"
-        if data is not None and output.get("datatype") != "BYTES" and not all(map(_is_number, data)):
+        if data is not None and output.get("datatype") != "BYTES" and not _numbers(data):
             return f"output {name!r} holds values that are not numbers ({_quoted(data)})"
     return None
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _numbers(values: list) -> bool:
+    """Every value a JSON number (not a bool): by the set of their types, a few us for thousands of values."""
+    return set(map(type, values)) <= _NUMBER_TYPES
 
 
 def _is_count(value: Any) -> bool:

@@ -188,7 +188,7 @@ READERS = [
 ]
 
 VALUES = {  # a value of each kind, from plain to hostile
-    TEXT: st.sampled_from(["", "x", "two", "\u2028", "a" * 300]),
+    TEXT: st.sampled_from(["", "x", "two", "[/x]", "\u2028", "a" * 300]),  # [/x]: Rich markup, were it read so
     NUMBER: st.sampled_from([0.5, -1.5, 1.5e300]),  # written with a dot: YAML 1.1 reads 1e+300 as text
     INT: st.sampled_from([0, -1, 10**30]),
     LIST: st.lists(st.integers(), max_size=3),

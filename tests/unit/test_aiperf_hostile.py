@@ -107,6 +107,7 @@ CASES = [  # (case, damage, what the one line says)
     ("concurrency-two", config(first_phase("concurrency", "two")), "concurrency is 'two', not a whole number"),
     ("concurrency-huge", config(first_phase("concurrency", 10**30)), "concurrency is 10000"),
     ("concurrency-float", config(first_phase("concurrency", 2.5)), "concurrency is 2.5, not a whole number"),
+    ("concurrency-markup", config(first_phase("concurrency", "[/x]")), "concurrency is '[/x]', not a whole number"),
     ("rate-run", config(first_phase("type", "poisson")), "found 'poisson'); an open-loop (rate) run is not imported"),
     (
         "chat-endpoint",

@@ -36,9 +36,9 @@ def sagemaker_job(
     imported = import_job(read_job(job_file))
     path = write_experiment(imported, experiment_path(imported, out, force), force)
     console = Console()
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {escape(str(path))}", highlight=False)
     for note in imported.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)  # quotes the job: text, not markup
     if not imported.notes:
         console.print("everything in the job was mapped", highlight=False)
 

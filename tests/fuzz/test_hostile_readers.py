@@ -301,6 +301,42 @@ def test_mutated(reader: Reader, capsys: pytest.CaptureFixture[str]) -> None:
     case()
 
 
+HOSTILE_TEXT = st.sampled_from(["[/x]", "[bold]x", "\x1b[31mred", "\u2028", "line\nbreak", "a" * 300, ""])
+
+
+@pytest.mark.parametrize("reader", READERS, ids=[r.name for r in READERS])
+def test_hostile_text(reader: Reader, capsys: pytest.CaptureFixture[str]) -> None:
+    """Any text in the file (a name, a source, a note's subject) set to markup, escapes or breaks: read as it is
+    (exit 0, whatever is printed) or refused in one line (exit 2); never a traceback."""
+
+    @SETTINGS
+    @given(st.data())
+    def case(data: st.DataObject) -> None:
+        holder, folder = seeded(reader)
+        with holder:
+            path = folder / reader.target
+            document = json.loads(path.read_text().split("\n")[2] if reader.json_lines else path.read_text())
+            field = data.draw(st.sampled_from(_text_leaves(document)))
+            _set(path, f"3.{field}" if reader.json_lines else field, data.draw(HOSTILE_TEXT), reader.json_lines)
+            refused(reader, folder, capsys, exit_0_allowed=True)
+
+    case()
+
+
+def _text_leaves(document: Any, prefix: str = "") -> list[str]:
+    """The dotted paths (a dot inside a name written `\\.`) of every text value in a JSON document."""
+    if isinstance(document, str):
+        return [prefix]
+    if not isinstance(document, dict | list):
+        return []
+    items = document.items() if isinstance(document, dict) else enumerate(document)
+    return [
+        leaf
+        for key, value in items
+        for leaf in _text_leaves(value, f"{prefix}.{str(key).replace('.', chr(92) + '.')}".lstrip("."))
+    ]
+
+
 def _close(kind: str, kinds: tuple[str, ...]) -> bool:
     """Kinds a reader may fairly take for one another: an int where a number goes (and a number such as 2.0 where
     an int goes is a kind the drawn values avoid: NUMBER's are never whole)."""

@@ -6,7 +6,9 @@ asserts exit 2, exactly one `error:` line naming the file, no traceback and noth
 - truncated: the file cut short anywhere (inside a JSON Lines record for a record log): never valid;
 - re-typed: a field the reader requires, set to a value of a type it never takes;
 - mutated: bytes flipped, inserted or deleted anywhere; such a file may stay valid, so the outcome is exit 0 (the
-  file was read as it is) or exit 2 with the same one-line, nothing-stored guarantees; never another exit code.
+  file was read as it is) or exit 2 with the same one-line, nothing-stored guarantees; never another exit code;
+- hostile text: any text value set to Rich markup (`[/x]`), a terminal escape or a line break: exit 0 or 2 likewise
+  (what a command prints from a user's file is text, never markup).
 A reader added later (a payload file, a trace file) is one more entry in READERS. Deterministic (derandomize) and
 bounded: EXAMPLES examples per reader and strategy.
 """

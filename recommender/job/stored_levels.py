@@ -49,8 +49,8 @@ def stored_levels(store: ResultStore, spec: ExperimentSpec, run_id: int | None) 
             f"run {run_id} of {spec.name!r}: no per-request records (load.npz) under {run_dir}",
             hint="its folder was removed (`recommender cleanup`?); run the experiment again to measure it",
         )
-    warmup_s, window_s = Rules.from_spec(spec).windows.warmup_s, Rules.from_spec(spec).windows.window_s
-    levels = [level for path in files for level in _levels(path, _plan(path, spec), warmup_s, window_s)]
+    windows = Rules.from_spec(spec).windows
+    levels = [level for path in files for level in _levels(path, _plan(path, spec), windows.warmup_s, windows.window_s)]
     return sorted(levels, key=lambda level: (level.load.value, level.repeat, str(level.source)))
 
 

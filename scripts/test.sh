@@ -11,4 +11,6 @@ bash scripts/tool_venvs.sh                # tools with their own pins, each in .
 python3 -m ruff check recommender dashboard tests benchmarks containers scripts
 python3 -m ruff format --check recommender dashboard tests benchmarks containers scripts
 python3 -m mypy
+# Every tier under tests/ (pyproject's testpaths), the hostile-input tier included (tests/fuzz, marker `hostile`:
+# hypothesis, derandomized, under a minute); `bash scripts/test.sh -m hostile` runs that tier alone.
 python3 -m pytest "$@"

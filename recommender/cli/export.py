@@ -1,5 +1,5 @@
 """`recommender export EXPERIMENT --out DIR`: the chosen configuration as a deployable Triton repository;
-`--format aiperf --out DIR`: its run's per-request records in AIPerf's format;
+`--format aiperf --out DIR`: its run's per-request records in AIPerf's format, one folder per level and repeat;
 `--mlflow URI`: every candidate as an MLflow run (with the report, and the deliverable when --out is given)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from recommender.errors import UsageError
 from recommender.files import paths
 from recommender.files.destination import claim_folder
 from recommender.importers.aiperf import write_aiperf
-from recommender.job.imported_run import run_records
+from recommender.job.stored_levels import StoredLevel, stored_levels
 from recommender.redaction import redact
 from recommender.report.deliverable import Deliverable, ExportOptions, chosen, write_deliverable
 from recommender.review import recommend_from_store
@@ -47,7 +47,8 @@ def export_command(
         ExportFormat.DELIVERABLE,
         "--format",
         help="deliverable: a deployable Triton repository; aiperf: the candidate's per-request records as AIPerf "
-        "0.13.0 writes them (profile_export.jsonl, profile_export_aiperf.json).",
+        "0.13.0 writes them (profile_export.jsonl, profile_export_aiperf.json), one folder per level and repeat "
+        "with the load it offered (concurrency or rate), warm-up left out, numbered by load.",
     ),
     position: int = typer.Option(1, "--rank", min=1, help="Which ranked candidate to export (1 = the recommendation)."),
     db: str = options.DB,
@@ -71,17 +72,22 @@ def export_command(
     if out is not None and format_ is ExportFormat.AIPERF:
         picked = chosen(rec, position)
         run_id = next(r.run_id for r in results if r.key == picked.candidate.key)
-        result = run_records(store, experiment, run_id)
+        levels = stored_levels(store, spec, run_id)
         claim_folder(out, force)
-        users = int(result.requests.users.max()) if len(result.requests) else 1
-        files = write_aiperf(
-            out, result.requests, result.started_at, picked.candidate.name, spec.target.endpoint or "", users
-        )
         console.print(
-            f"[green]ok[/] {picked.candidate.name} (rank {picked.rank}): {len(result.requests)} request records "
-            f"in AIPerf's format: {', '.join(str(f) for f in files)}",
+            f"[green]ok[/] {picked.candidate.name} (rank {picked.rank}): one AIPerf folder per level and repeat "
+            f"(warm-up left out), by load, in {out}",
             highlight=False,
         )
+        for number, level in enumerate(levels, start=1):
+            folder = out / _folder_name(number, level)
+            write_aiperf(
+                folder, level.records, level.started_at, picked.candidate.name, spec.target.endpoint or "", level.load
+            )
+            console.print(
+                f"  {folder.name}: {level.load.label}, repeat {level.repeat}: {len(level.records)} requests",
+                highlight=False,
+            )
     elif out is not None:
         options = ExportOptions(
             out_dir=out, position=position, cache_dir=cache_dir, image=image, endpoint_name=endpoint_name, force=force
@@ -96,6 +102,11 @@ def export_command(
         console.print(
             f"[green]ok[/] {len(exported)} candidates exported to MLflow at {redact(mlflow)}", highlight=False
         )
+
+
+def _folder_name(number: int, level: StoredLevel) -> str:
+    """`01-concurrency-2-repeat-1`, `02-rate-12.5-repeat-1`: numbered in load order, so a listing is in that order."""
+    return f"{number:02d}-{level.load.kind}-{level.load.value:g}-repeat-{level.repeat}"
 
 
 def _files(deliverable: Deliverable) -> dict[str, bytes]:

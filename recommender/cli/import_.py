@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from recommender.cli import options
 from recommender.files import paths
@@ -35,9 +36,9 @@ def sagemaker_job(
     imported = import_job(read_job(job_file))
     path = write_experiment(imported, experiment_path(imported, out, force), force)
     console = Console()
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {escape(str(path))}", highlight=False)
     for note in imported.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)  # quotes the job: text, not markup
     if not imported.notes:
         console.print("everything in the job was mapped", highlight=False)
 
@@ -81,12 +82,14 @@ def aiperf(
     imported = store_aiperf(ResultStore.open(db), run, folder, settings)
     console = Console()
     if imported.run_id is None:
-        console.print(f"{folder} is stored already as {imported.experiment}; nothing stored", highlight=False)
+        console.print(
+            f"{escape(str(folder))} is stored already as {escape(imported.experiment)}; nothing stored", highlight=False
+        )
         return
-    console.print(
-        f"[green]ok[/] {imported.requests} requests (AIPerf {run.aiperf_version}, concurrency {run.concurrency}) "
-        f"stored as experiment {imported.experiment}, run {imported.run_id}: `recommender report "
-        f"{imported.experiment}`",
+    console.print(  # the version and the names come from the user's files and options: text, not Rich markup
+        f"[green]ok[/] {imported.requests} requests (AIPerf {escape(run.aiperf_version)}, concurrency "
+        f"{run.concurrency}) stored as experiment {escape(imported.experiment)}, run {imported.run_id}: "
+        f"`recommender report {escape(imported.experiment)}`",
         highlight=False,
     )
 

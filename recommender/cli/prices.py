@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from recommender.decide.prices import load_catalog, refresh_prices
 
@@ -17,7 +18,7 @@ prices_app = typer.Typer(help="Show or refresh the SageMaker hosting price catal
 def show_prices() -> None:
     """Print the catalog in use: region, source, retrieval date, and each type's price and hardware."""
     catalog = load_catalog()
-    table = Table(title=f"SageMaker real-time hosting, on-demand, {catalog.region} ({catalog.currency}/hour)")
+    table = Table(title=Text(f"SageMaker real-time hosting, on-demand, {catalog.region} ({catalog.currency}/hour)"))
     for column in ("instance type", "USD/hour", "vCPUs", "memory GiB", "GPUs", "GPU memory GiB", "accelerator"):
         table.add_column(
             column,
@@ -25,15 +26,15 @@ def show_prices() -> None:
             no_wrap=column == "instance type",
         )
     for name, item in sorted(catalog.instances.items(), key=lambda kv: (kv[1].usd_per_hour, kv[0])):
-        table.add_row(
-            name,
+        table.add_row(  # the names and figures come from the catalog file: text, not Rich markup
+            Text(name),
             f"{item.usd_per_hour:g}",
-            *(_cell(v) for v in (item.vcpus, item.memory_gib, item.gpus, item.gpu_memory_gib, item.accelerator)),
+            *(Text(_cell(v)) for v in (item.vcpus, item.memory_gib, item.gpus, item.gpu_memory_gib, item.accelerator)),
         )
     console = Console()
     console.print(table)
-    console.print(f"source: {catalog.source}", highlight=False, soft_wrap=True)
-    console.print(f"retrieved: {catalog.retrieved}   file: {catalog.path}", highlight=False)
+    console.print(f"source: {catalog.source}", highlight=False, soft_wrap=True, markup=False)
+    console.print(f"retrieved: {catalog.retrieved}   file: {catalog.path}", highlight=False, markup=False)
 
 
 def _cell(value: object) -> str:

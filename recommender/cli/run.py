@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from recommender.candidates import CandidateResult, RunStatus
 from recommender.cli import options
@@ -70,7 +71,8 @@ def run(
         console.print(plan_table(spec))
         return
     store = ResultStore.open(db)
-    console.print(f"[bold]{spec.name}[/]: {describe(spec.model)}; {summary(spec)}", highlight=False)
+    described = escape(f"{describe(spec.model)}; {summary(spec)}")  # the file's text, not Rich markup
+    console.print(f"[bold]{escape(spec.name)}[/]: {described}", highlight=False)
     if wait and (holder := store.lease_holder(spec.name)):
         console.print(f"waiting for the job measuring {spec.name}: {holder}", highlight=False, soft_wrap=True)
     started = time.monotonic()

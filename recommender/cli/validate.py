@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from recommender.cli import options
 from recommender.cli.plan import summary
@@ -15,7 +16,8 @@ from recommender.spec import load_spec
 def validate(file: Path = options.SPEC_FILE) -> None:
     """Check an experiment file. Exit 0 when valid; exit 2 with `file: field.path: message` lines when not."""
     spec = load_spec(file)
-    Console().print(f"[green]ok[/] {file}: experiment [bold]{spec.name}[/], {summary(spec)}", highlight=False)
+    said = f"{escape(str(file))}: experiment [bold]{escape(spec.name)}[/], {escape(summary(spec))}"  # the file's text
+    Console().print(f"[green]ok[/] {said}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

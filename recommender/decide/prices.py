@@ -92,11 +92,11 @@ def _catalog_from_document(document: Any, path: Path) -> Catalog:
             for name, fields in document["instances"].items()
         }
         return Catalog(
-            region=document["region"],
-            source=document["source"],
+            region=_text(document, "region"),
+            source=_text(document, "source"),
             retrieved=str(document["retrieved"]),
             instances=instances,
-            currency=document.get("currency", "USD"),
+            currency=_text(document, "currency", "USD"),
             path=path,
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -105,6 +105,14 @@ def _catalog_from_document(document: Any, path: Path) -> Catalog:
             hint="it needs region, source, retrieved and instances.<type>.usd_per_hour; "
             "`recommender prices refresh` rewrites it, deleting it brings back the packaged prices",
         ) from exc
+
+
+def _text(document: dict[str, Any], field: str, default: str | None = None) -> str:
+    """A catalog's text field (region, source, currency): a region that is not text would match no instance."""
+    value = document[field] if default is None else document.get(field, default)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{field} must be text, not {value!r}")
+    return value
 
 
 def _priced(item: InstancePrice) -> InstancePrice:

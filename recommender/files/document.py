@@ -6,6 +6,8 @@ valid YAML/JSON, nested too deep, an alias bomb), the caller gets its own `Input
 file, the reason and a hint; never a traceback. Limits:
 
 - MAX_BYTES (10 MiB): a document is read up to this size; real experiment, job and price files are a few KiB.
+  A record log (JSON Lines, one line per request: AIPerf's profile_export.jsonl) is read up to MAX_RECORDS_BYTES
+  (1 GiB), each line held to the limits below.
 - MAX_DEPTH (64 levels) and MAX_VALUES (1,000,000 values after YAML aliases are expanded): a document past
   either is refused before anything walks it (PyYAML's composer and every validator recurse; a few aliases
   can stand for billions of values).
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,14 +29,17 @@ from recommender.errors import InputError
 MAX_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
-_SIZE_TEXT = "10 MiB"
+MAX_RECORDS_BYTES = 1024 * 1024 * 1024  # a record log (one JSON line per request, ~1.5 KB each): ~700,000 requests
 
 
-def read_text(path: str | Path, kind: str, error: type[InputError] = InputError) -> str:
-    """The file's text (UTF-8, a leading BOM dropped); `kind` names it in messages ("experiment file")."""
+def read_text(
+    path: str | Path, kind: str, error: type[InputError] = InputError, limit: int = MAX_BYTES, hint: str | None = None
+) -> str:
+    """The file's text (UTF-8, a leading BOM dropped); `kind` names it in messages ("experiment file"); `limit`: its
+    size cap (a record log's is MAX_RECORDS_BYTES), `hint` what to do about a file over it."""
     path = Path(path)
     with _open(path, kind, error) as handle:
-        data = _read_capped(handle, path, kind, error)
+        data = _read_capped(handle, path, kind, error, limit, hint)
     if b"\x00" in data:
         raise error(
             f"{path}: is binary (it holds NUL bytes), not {_a(kind)}",
@@ -67,17 +73,32 @@ def load_yaml(path: str | Path, kind: str, error: type[InputError] = InputError)
 def load_json(path: str | Path, kind: str, error: type[InputError] = InputError) -> Any:
     """The file parsed as JSON, within MAX_DEPTH and MAX_VALUES."""
     path = Path(path)
-    text = read_text(path, kind, error)
+    return _parsed_json(read_text(path, kind, error), path, error)
+
+
+def load_json_lines(path: str | Path, kind: str, error: type[InputError] = InputError) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON Lines record log (one record per request), each line
+    held to what load_json holds a file to; the file within MAX_RECORDS_BYTES."""
+    path = Path(path)
+    text = read_text(path, kind, error, MAX_RECORDS_BYTES, "A record log is about 1.5 KB a request.")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield number, _parsed_json(line, path, error, number)
+
+
+def _parsed_json(text: str, path: Path, error: type[InputError], line: int | None = None) -> Any:
+    """`text` parsed as JSON, within MAX_DEPTH and MAX_VALUES; `line`: the file's line that `text` is."""
+    where = f"line {line}, " if line is not None else ""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(
-            f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})",
+            f"{path}: {where or f'line {exc.lineno}, '}column {exc.colno}: not valid JSON ({exc.msg})",
             hint="Check the brackets, commas and quotes around that line.",
         ) from None
     except RecursionError:
-        raise _too_deep(path, error) from None
-    return _checked_shape(document, path, error)
+        raise _too_deep(path, error, where.replace(", ", ": ")) from None
+    return _checked_shape(document, path, error, where.replace(", ", ": "))
 
 
 def check_binary(path: str | Path, kind: str, error: type[InputError], magic: bytes, looks_like: str) -> Path:
@@ -117,18 +138,29 @@ def _open(path: Path, kind: str, error: type[InputError]) -> BinaryIO:
         raise _unreadable(path, exc, error) from None
 
 
-def _read_capped(handle: BinaryIO, path: Path, kind: str, error: type[InputError]) -> bytes:
+def _read_capped(
+    handle: BinaryIO,
+    path: Path,
+    kind: str,
+    error: type[InputError],
+    limit: int = MAX_BYTES,
+    hint: str | None = None,
+) -> bytes:
     size = os.fstat(handle.fileno()).st_size
     try:
-        data = handle.read(MAX_BYTES + 1) if size <= MAX_BYTES else b""
+        data = handle.read(limit + 1) if size <= limit else b""
     except OSError as exc:
         raise _unreadable(path, exc, error) from None
-    if size > MAX_BYTES or len(data) > MAX_BYTES:
+    if size > limit or len(data) > limit:
         raise error(
-            f"{path}: is {max(size, len(data)):,} bytes, over the {_SIZE_TEXT} limit for {_a(kind)}",
-            hint=f"{_a(kind).capitalize()} is a few KiB; is this the right file?",
+            f"{path}: is {max(size, len(data)):,} bytes, over the {_mib(limit)} limit for {_a(kind)}",
+            hint=hint or f"{_a(kind).capitalize()} is a few KiB; is this the right file?",
         )
     return data
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB" if size >= 1024 * 1024 else f"{size / 1024:g} KiB"
 
 
 def _a(kind: str) -> str:
@@ -173,7 +205,7 @@ def _where(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
 
 
-def _checked_shape(document: Any, path: Path, error: type[InputError]) -> Any:
+def _checked_shape(document: Any, path: Path, error: type[InputError], where: str = "") -> Any:
     """Walk the document once, without recursion, counting values as a validator would see them (aliases
     expanded); refuse it past MAX_DEPTH (a self-referring alias never ends) or MAX_VALUES (an alias bomb)."""
     pending, seen = [(document, 1)], 0
@@ -181,10 +213,10 @@ def _checked_shape(document: Any, path: Path, error: type[InputError]) -> Any:
         value, depth = pending.pop()
         seen += 1
         if depth > MAX_DEPTH:
-            raise _too_deep(path, error)
+            raise _too_deep(path, error, where)
         if seen > MAX_VALUES:
             raise error(
-                f"{path}: holds more than {MAX_VALUES:,} values (counting what YAML aliases repeat)",
+                f"{path}: {where}holds more than {MAX_VALUES:,} values (counting what YAML aliases repeat)",
                 hint="Repeated YAML aliases (&anchor / *alias) multiply a document's size; write it out plainly.",
             )
         children = (

@@ -1,19 +1,24 @@
 """AIPerf's record format, both ways: an AIPerf artifact folder read into a request log, a request log written as one.
 
     read_aiperf(folder) -> AiperfRun        profile_export.jsonl (one record per request) + profile_export_aiperf.json
-    write_aiperf(folder, run) -> [paths]    the same two files, as AIPerf 0.13.0 writes them for an embeddings run
+    write_aiperf(folder, records, ..., load) -> [paths]    the same two files for one load run at one Load, as
+                                                         AIPerf 0.13.0 writes them for an embeddings run
 
 Read: each profiling record's request_start_ns (send time) and request_latency (ms, as AIPerf times it: from the send
 to the last byte; request_end_ns - request_start_ns for a failed request, which has none), a record with an `error`
-or cancelled is a failure; the aggregate JSON gives the version, the
-model, the URL, the concurrency and the duration. Only closed-loop (concurrency) runs map onto a load level here.
-Written: what recommender knows per request (send time, latency, success) in AIPerf's fields; token counts are not
+or cancelled is a failure; the aggregate JSON gives the version, the model, the URL, the concurrency and the
+duration. Only closed-loop (concurrency) runs of an embeddings endpoint map onto a stored run here; anything else (a
+rate run, a chat endpoint) is refused by name. Both files are read through the hardened reader (files/document.py)
+and every field is checked for its type and range: a hostile file is one line naming the field, exit 2.
+Written: what recommender knows per request (send time, latency, success) in AIPerf's fields, and the load the run
+offered (a concurrency, or a rate on a constant or Poisson schedule) as its profiling phase; token counts are not
 known per request and are left out, output_sequence_length is 0 (an embeddings run has no output tokens).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from recommender.errors import InputError
+from recommender.files.document import load_json, load_json_lines
 from recommender.metrics.records import RequestLog
 
 RECORDS_FILE = "profile_export.jsonl"
@@ -31,6 +37,12 @@ AIPERF_VERSION = "0.13.0"
 PROFILING = "profiling"  # the benchmark phase whose records are measured (warm-up records are not)
 STAT_PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)  # the percentiles AIPerf's aggregate gives per metric
 FAILED = {"type": "RequestError", "message": "the request failed (recommender keeps no error text)"}
+CONCURRENCY, RATE = "concurrency", "rate"
+ENDPOINT_TYPES = ("embeddings",)  # AIPerf endpoint types a stored run can be (a later issue adds generative ones)
+MAX_CONCURRENCY = 10_000  # the most users recommender's traffic takes (spec/traffic.py)
+MAX_NS = 2**62  # a clock reading past this (the year 2116) is not one: the int64 arrays hold any two summed
+MAX_LATENCY_NS = 86_400 * 10**9  # a latency of more than a day is not one
+_SCALE = {"ns": 1, "us": 1_000, "ms": 1_000_000, "sec": 1_000_000_000, "s": 1_000_000_000}
 _FIX_RECORDS = f"write the folder with aiperf=={AIPERF_VERSION} (`aiperf profile ... --artifact-dir DIR`)"
 
 
@@ -50,121 +62,214 @@ class AiperfRun:
     aggregate: dict[str, Any]  # the aggregate JSON as AIPerf wrote it ({} for a run recommender writes)
 
 
+@dataclass(frozen=True)
+class Load:
+    """What one exported load run offered: `concurrency` users (closed loop), or `rate` requests per second sent on
+    a `constant` or `poisson` schedule (open loop); AIPerf's profiling phase says the same."""
+
+    kind: str  # CONCURRENCY or RATE
+    value: float
+    arrival: str = "constant"  # open loop: AIPerf's phase type (constant | poisson)
+
+    def phase(self) -> dict[str, Any]:
+        if self.kind == CONCURRENCY:
+            return {"name": PROFILING, "kind": PROFILING, "type": CONCURRENCY, "concurrency": int(self.value)}
+        return {"name": PROFILING, "kind": PROFILING, "type": self.arrival, "rate": self.value}
+
+    @property
+    def label(self) -> str:
+        """`concurrency 4`, `rate 12.5/s`."""
+        return f"concurrency {int(self.value)}" if self.kind == CONCURRENCY else f"rate {self.value:g}/s"
+
+
 def read_aiperf(folder: Path) -> AiperfRun:
     """The run in an AIPerf artifact folder; InputError (exit 2) naming the file, the line or field and the fix."""
-    aggregate = _aggregate(folder / AGGREGATE_FILE)
-    phase = _profiling_phase(aggregate, folder / AGGREGATE_FILE)
+    path = folder / AGGREGATE_FILE
+    aggregate = _aggregate(path)
+    config = _object(aggregate["input_config"], "input_config", path)
+    concurrency = _profiling_concurrency(config, path)
+    endpoint = _object(config.get("endpoint", {}), "input_config.endpoint", path)
+    endpoint_type = _endpoint_type(endpoint, path)
     start_ns, latency_ns, ok = _records(folder / RECORDS_FILE)
     order = np.argsort(start_ns, kind="stable")
     start_ns, latency_ns, ok = start_ns[order], latency_ns[order], ok[order]
     first = int(start_ns[0])
-    concurrency = int(phase["concurrency"])
     records = RequestLog(
         t_s=(start_ns - first) / 1e9,
         latency_us=np.rint(latency_ns / 1e3),
         ok=ok,
         users=np.full(len(start_ns), concurrency),
     )
-    endpoint = aggregate["input_config"].get("endpoint", {})
     return AiperfRun(
         records=records,
         started_at=first / 1e9,
         duration_s=float(np.max(start_ns + latency_ns) - first) / 1e9,
         concurrency=concurrency,
-        model=", ".join(m.get("name", "?") for m in aggregate["input_config"].get("models", {}).get("items", [])),
-        url=(endpoint.get("urls") or [""])[0],
-        endpoint_path=endpoint.get("path") or "",
-        endpoint_type=endpoint.get("type") or "",
+        model=_models(config, path),
+        url=_url(endpoint, path),
+        endpoint_path=_text(endpoint.get("path") or "", "input_config.endpoint.path", path),
+        endpoint_type=endpoint_type,
         aiperf_version=str(aggregate.get("aiperf_version")),
         aggregate=aggregate,
     )
 
 
 def _aggregate(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file: not an AIPerf artifact folder", hint=_FIX_RECORDS)
-    try:
-        aggregate = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not readable JSON ({exc})", hint=_FIX_RECORDS) from exc
+    aggregate = load_json(path, "AIPerf aggregate file")
     version = aggregate.get("schema_version") if isinstance(aggregate, dict) else None
     if version != SCHEMA_VERSION:
+        written_by = str(aggregate.get("aiperf_version"))[:40] if version else "?"
         raise InputError(
-            f"{path}: schema_version {version!r} (AIPerf {aggregate.get('aiperf_version') if version else '?'}); "
+            f"{path}: schema_version {_shown(version)} (AIPerf {written_by}); "
             f"this reads schema {SCHEMA_VERSION} (AIPerf {AIPERF_VERSION})",
             hint=f"profile again with aiperf=={AIPERF_VERSION} (`bash scripts/tool_venvs.sh aiperf`)",
         )
-    if not isinstance(aggregate.get("input_config"), dict):
+    if "input_config" not in aggregate:
         raise InputError(f"{path}: field input_config missing", hint=_FIX_RECORDS)
     return aggregate
 
 
-def _profiling_phase(aggregate: dict[str, Any], path: Path) -> dict[str, Any]:
-    phases = [p for p in aggregate["input_config"].get("phases", []) if p.get("kind") == PROFILING]
-    if len(phases) != 1 or phases[0].get("type") != "concurrency" or not phases[0].get("concurrency"):
-        kinds = ", ".join(f"{p.get('type')}" for p in phases) or "none"
+def _profiling_concurrency(config: dict[str, Any], path: Path) -> int:
+    """The concurrency of the one profiling phase; a rate phase (open loop) or anything else refused by name."""
+    phases = config.get("phases", [])
+    if not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases):
         raise InputError(
-            f"{path}: input_config.phases: one profiling phase of type concurrency is needed (found {kinds})",
+            f"{path}: field input_config.phases is {_shown(phases)}, not a list of phase objects", hint=_FIX_RECORDS
+        )
+    profiling = [p for p in phases if p.get("kind") == PROFILING]
+    if len(profiling) != 1 or profiling[0].get("type") != CONCURRENCY:
+        kinds = ", ".join(_shown(p.get("type")) for p in profiling) or "none"
+        raise InputError(
+            f"{path}: input_config.phases: one profiling phase of type concurrency is needed (found {kinds}); "
+            "an open-loop (rate) run is not imported",
             hint="profile with `aiperf profile --concurrency N --request-count M` (a closed-loop run)",
         )
-    return phases[0]
+    concurrency = profiling[0].get("concurrency")
+    if not _is_int(concurrency) or not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise InputError(
+            f"{path}: field input_config.phases[profiling].concurrency is {_shown(concurrency)}, not a whole number "
+            f"of users from 1 to {MAX_CONCURRENCY}",
+            hint=_FIX_RECORDS,
+        )
+    return int(concurrency)
+
+
+def _endpoint_type(endpoint: dict[str, Any], path: Path) -> str:
+    """The endpoint type, refused by name unless it is one recommender stores (embeddings)."""
+    kind = endpoint.get("type")
+    if kind not in ENDPOINT_TYPES:
+        raise InputError(
+            f"{path}: field input_config.endpoint.type is {_shown(kind)}: recommender stores embeddings runs only "
+            f"({', '.join(ENDPOINT_TYPES)}); a generative endpoint (chat, completions) is not imported",
+            hint="import an `aiperf profile --endpoint-type embeddings` run",
+        )
+    return str(kind)
+
+
+def _models(config: dict[str, Any], path: Path) -> str:
+    items = _object(config.get("models"), "input_config.models", path).get("items")
+    if not isinstance(items, list) or not items or not all(_named(item) for item in items):
+        raise InputError(
+            f"{path}: field input_config.models.items is {_shown(items)}, not a list of {{name: MODEL}} objects",
+            hint=_FIX_RECORDS,
+        )
+    return ", ".join(item["name"] for item in items)
+
+
+def _named(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("name"), str) and bool(item["name"])
+
+
+def _url(endpoint: dict[str, Any], path: Path) -> str:
+    """The first of AIPerf's --url values (one URL as a string is that URL, as AIPerf itself reads it)."""
+    urls = endpoint.get("urls")
+    urls = [urls] if isinstance(urls, str) else urls
+    if not isinstance(urls, list) or not urls or not isinstance(urls[0], str) or not urls[0].strip():
+        raise InputError(
+            f"{path}: field input_config.endpoint.urls is {_shown(endpoint.get('urls'))}, not a list of URLs",
+            hint=_FIX_RECORDS,
+        )
+    return urls[0].strip()
 
 
 def _records(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """request_start_ns, latency (ns) and success of every profiling record."""
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file: AIPerf writes one record per request there", hint=_FIX_RECORDS)
-    rows: list[tuple[int, int, bool]] = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                row = _record(line, path, number)
-                if row is not None:
-                    rows.append(row)
+    lines = load_json_lines(path, "AIPerf record file")
+    rows = [row for number, record in lines if (row := _record(record, path, number)) is not None]
     if not rows:
         raise InputError(f"{path}: no profiling records", hint=_FIX_RECORDS)
     start, latency, ok = zip(*rows, strict=True)
     return np.array(start, dtype=np.int64), np.array(latency, dtype=np.int64), np.array(ok, dtype=bool)
 
 
-def _record(line: str, path: Path, number: int) -> tuple[int, int, bool] | None:
+def _record(record: Any, path: Path, number: int) -> tuple[int, int, bool] | None:
     """(request_start_ns, latency ns, ok) of one line; None for a record of another phase (warm-up)."""
-    try:
-        record = json.loads(line)
-        metadata = record["metadata"]
-        if metadata.get("benchmark_phase", PROFILING) != PROFILING:
-            return None
-        start, end = int(metadata["request_start_ns"]), int(metadata["request_end_ns"])
-        latency = record.get("metrics", {}).get("request_latency")
-        latency_ns = end - start if latency is None else _ns(latency)
-        failed = record.get("error") is not None or bool(metadata.get("was_cancelled"))
-    except ValueError as exc:
-        raise InputError(f"{path} line {number}: not a JSON record ({exc})", hint=_FIX_RECORDS) from exc
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InputError(f"{path} line {number}: field {_field(exc)} missing or malformed", hint=_FIX_RECORDS) from exc
-    if latency_ns < 0:
-        raise InputError(f"{path} line {number}: field metrics.request_latency is negative", hint=_FIX_RECORDS)
+    where = f"{path}: line {number}"
+    record = _object(record, "(the record)", where)
+    metadata = _object(record.get("metadata"), "metadata", where)
+    if metadata.get("benchmark_phase", PROFILING) != PROFILING:
+        return None
+    start = _time_ns(metadata.get("request_start_ns"), "metadata.request_start_ns", where)
+    end = _time_ns(metadata.get("request_end_ns"), "metadata.request_end_ns", where)
+    if end < start:
+        raise InputError(f"{where}: field metadata.request_end_ns is before request_start_ns", hint=_FIX_RECORDS)
+    latency = _object(record.get("metrics", {}), "metrics", where).get("request_latency")
+    latency_ns = end - start if latency is None else _latency_ns(latency, where)
+    failed = record.get("error") is not None or metadata.get("was_cancelled") is True
     return start, latency_ns, not failed
 
 
-def _ns(metric: dict[str, Any]) -> int:
-    scale = {"ns": 1, "us": 1_000, "ms": 1_000_000, "sec": 1_000_000_000, "s": 1_000_000_000}[metric["unit"]]
-    return round(float(metric["value"]) * scale)
+def _time_ns(value: Any, field: str, where: str | Path) -> int:
+    """A clock reading in ns since the epoch: a whole number from 0 to MAX_NS."""
+    if not _is_int(value) or not 0 <= value <= MAX_NS:
+        found = "missing" if value is None else f"is {_shown(value)}, not a time in ns (a whole number from 0 to 2**62)"
+        raise InputError(f"{where}: field {field} {found}", hint=_FIX_RECORDS)
+    return int(value)
 
 
-def _field(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        name = str(exc.args[0])
-        return name if name == "metadata" else f"metadata.{name}" if name.endswith("_ns") else name
-    return "metadata / metrics.request_latency"
+def _latency_ns(metric: Any, where: str) -> int:
+    metric = _object(metric, "metrics.request_latency", where)
+    scale, value = _SCALE.get(str(metric.get("unit"))), metric.get("value")
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if scale is None or not number or not 0 <= value * scale <= MAX_LATENCY_NS:
+        raise InputError(
+            f"{where}: field metrics.request_latency is {_shown(metric)}: a value from 0 to a day "
+            f"in {', '.join(_SCALE)} is needed",
+            hint=_FIX_RECORDS,
+        )
+    return round(value * scale)
 
 
-def write_aiperf(
-    folder: Path, records: RequestLog, started_at: float, model: str, url: str, concurrency: int
-) -> list[Path]:
-    """profile_export.jsonl and profile_export_aiperf.json for `records` (t_s from `started_at`, epoch s); the send
-    time and the latency are exact to the microsecond, the latency kept as measured (from the scheduled send for an
-    open-loop run)."""
+def _object(value: Any, field: str, where: str | Path) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: field {field} is {_shown(value)}, not an object", hint=_FIX_RECORDS)
+    return value
+
+
+def _text(value: Any, field: str, where: str | Path) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{where}: field {field} is {_shown(value)}, not a string", hint=_FIX_RECORDS)
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: its type and a short repr on one line."""
+    text = " ".join(repr(value).split())
+    return f"{text[:60]}..." if len(text) > 60 else text
+
+
+def write_aiperf(folder: Path, records: RequestLog, started_at: float, model: str, url: str, load: Load) -> list[Path]:
+    """profile_export.jsonl and profile_export_aiperf.json for `records` of one load run at `load` (t_s from
+    `started_at`, epoch s); the send time and the latency are exact to the microsecond, the latency kept as measured
+    (from the scheduled send for an open-loop run)."""
     folder.mkdir(parents=True, exist_ok=True)
     first_ns = round(started_at * 1e9)
     start_ns = first_ns + np.rint(records.t_s * 1e9).astype(np.int64)
@@ -174,7 +279,7 @@ def write_aiperf(
             record = _export_record(index, int(start_ns[index]), int(latency_ns[index]), bool(records.ok[index]))
             out.write(json.dumps(record, separators=(",", ":")) + "\n")
     end_ns = int(np.max(start_ns + latency_ns)) if len(records) else first_ns
-    aggregate = _export_aggregate(records, first_ns, end_ns, model, url, concurrency)
+    aggregate = _export_aggregate(records, first_ns, end_ns, model, url, load)
     (folder / AGGREGATE_FILE).write_text(json.dumps(aggregate, indent=2), encoding="utf-8")
     return [folder / RECORDS_FILE, folder / AGGREGATE_FILE]
 
@@ -207,7 +312,7 @@ def _export_record(index: int, start_ns: int, latency_ns: int, ok: bool) -> dict
 
 
 def _export_aggregate(
-    records: RequestLog, first_ns: int, end_ns: int, model: str, url: str, concurrency: int
+    records: RequestLog, first_ns: int, end_ns: int, model: str, url: str, load: Load
 ) -> dict[str, Any]:
     """The aggregate JSON's request figures, computed as AIPerf does (numpy linear percentiles, population std)."""
     latency_ms = records.latency_us[records.ok] / 1e3
@@ -227,7 +332,7 @@ def _export_aggregate(
         "input_config": {
             "models": {"items": [{"name": model}]},
             "endpoint": {"urls": [url], "type": "embeddings"},
-            "phases": [{"name": PROFILING, "kind": PROFILING, "type": "concurrency", "concurrency": concurrency}],
+            "phases": [load.phase()],
         },
         "error_summary": [{"error_details": FAILED, "count": records.failures}] if records.failures else [],
         "was_cancelled": False,

@@ -1,38 +1,37 @@
-"""Another tool's measurement stored as a run, and a stored run's per-request records read back for export.
+"""Another tool's measurement stored as a run (a stored run's records go back out in job/stored_levels.py).
 
     store_aiperf(store, run, folder, options) -> Imported    an AIPerf run as an experiment of one candidate
-    run_records(store, experiment, run_id) -> LoadResult       a stored run's per-request records, for `export`
 
 An imported run goes the way a measured one does: its request log is cut into steady-state windows and decided into a
-headline (measurement/repeats.py `summarize_load`, `summarize_repeats`), stored through the run ledger, so `rank`,
-`report`, `cost` and the dashboard read it like any other. Its experiment holds the AIPerf run's level (one
-concurrency level for the run's duration), its endpoint as a `remote` target with the instance type and price given,
-and the correctness gate off (AIPerf checked no outputs). The protocol key is a hash of the AIPerf files and the
-window settings: the same folder imported again stores nothing.
+headline (measurement/repeats.py `summarize_load`, `summarize_repeats`) and stored in one transaction, its records
+written first (a failed import stores nothing), so `rank`, `report`, `cost` and the dashboard read it like any other.
+Its experiment holds the AIPerf run's level (one concurrency level for the run's duration), its endpoint as a `remote`
+target with the instance type and price given, and the correctness gate off (AIPerf checked no outputs). The protocol
+key is a hash of the AIPerf files and the window settings: the same folder imported again stores nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from recommender.candidates import RunStatus, expand_candidates
-from recommender.errors import InputError, RecommenderError
+from recommender.candidates import expand_candidates
+from recommender.errors import InputError
 from recommender.importers.aiperf import AGGREGATE_FILE, RECORDS_FILE, AiperfRun
-from recommender.load.result import LoadResult
-from recommender.load.shapes import compile_traffic
+from recommender.load.result import PLAN_FILE, LoadResult
+from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.measurement.repeats import summarize_load, summarize_repeats
-from recommender.metrics.records import TIMELINE_DTYPES, Timeline, joined
+from recommender.metrics.records import TIMELINE_DTYPES, Timeline
 from recommender.metrics.rules import Rules
 from recommender.spec import ExperimentSpec
-from recommender.store.ledger import RunLedger
-from recommender.store.results import ExperimentStatus, ResultStore
+from recommender.store.results import ResultStore
 
 WINDOWS_PER_RUN = 10  # the default window length: the run's duration in this many windows, at most
 SAMPLES_PER_WINDOW = 40  # and at least this many requests a window on average (p95 needs 20 in each)
@@ -58,27 +57,54 @@ class Imported:
 
 
 def store_aiperf(store: ResultStore, run: AiperfRun, folder: Path, options: ImportOptions) -> Imported:
-    """Store `run` (read from `folder`) as experiment `options.experiment`; a second import of the same files stores
-    nothing; an experiment holding anything else is refused (InputError, nothing stored)."""
+    """Store `run` (read from `folder`) as experiment `options.experiment`, all or nothing: the records are written
+    under the run folder first (an unwritable --run-dir stores nothing), then the experiment, its candidate and the
+    run in one transaction; a second import of the same files stores nothing; an experiment holding anything else is
+    refused (InputError, nothing stored)."""
     spec = imported_spec(run, folder, options)
     candidate = expand_candidates(spec)[0]
     protocol = _protocol(folder, spec)
+    result = _load_result(run, spec)
+    plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
+    measurement = summarize_repeats([summarize_load(result, plan, rules, [], {})], rules)
+    run_dir = (
+        options.run_root / spec.name / f"{candidate.name}-{candidate.key[:8]}-{protocol.removeprefix('aiperf-')[:8]}"
+    )
     with store.lease(spec.name):
         _check_owner(store, spec)
-        experiment_id = store.save_experiment(spec, ExperimentStatus.DONE)
-        candidate_id = store.save_candidate(experiment_id, candidate)
-        if store.final_run(candidate_id, protocol) is not None:
-            return Imported(spec.name, candidate.name, None, len(run.records))
-        run_dir = options.run_root / spec.name / f"{candidate.name}-{candidate.key[:8]}"
-        result = _load_result(run, spec)
-        (run_dir / "load").mkdir(parents=True, exist_ok=True)
-        result.to_npz(run_dir / "load" / "load.npz")
-        ledger = RunLedger(store)
-        opened = ledger.start(candidate_id, protocol, run_dir, None, BACKEND)
-        plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
-        measurement = summarize_repeats([summarize_load(result, plan, rules, [], {})], rules)
-        ledger.finish(opened, RunStatus.OK, fields=measurement.store_fields())
-    return Imported(spec.name, candidate.name, opened.run_id, len(run.records))
+        written = _write_records(result, plan, run_dir / "load" / "load.npz", options.run_root)
+        try:
+            run_id = store.save_imported_run(
+                spec, candidate, protocol, str(run_dir.resolve()), BACKEND, **measurement.store_fields()
+            )
+        except BaseException:
+            if written:
+                (run_dir / "load" / "load.npz").unlink(missing_ok=True)
+            raise
+    return Imported(spec.name, candidate.name, run_id, len(run.records))
+
+
+def _write_records(result: LoadResult, plan: TrafficPlan, path: Path, root: Path) -> bool:
+    """The records as the run's load.npz (written whole, then renamed into place) with its plan beside it (PLAN_FILE,
+    as a measured run keeps it); False when that file is there
+    already (the same import: the folder is named for the protocol, the files' hash); InputError naming --run-dir when
+    it cannot be written."""
+    if path.is_file():
+        return False
+    partial = path.with_name(f"partial-{path.name}")  # numpy names a file that does not end in .npz otherwise
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_name(PLAN_FILE).write_text(plan.to_json(), encoding="utf-8")
+        result.to_npz(partial)
+        partial.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise InputError(
+            f"--run-dir {root}: cannot write {path} ({exc.strerror or exc}); nothing stored",
+            hint="give --run-dir a folder this user can write to",
+        ) from None
+    return True
 
 
 def imported_spec(run: AiperfRun, folder: Path, options: ImportOptions) -> ExperimentSpec:
@@ -113,8 +139,12 @@ def imported_spec(run: AiperfRun, folder: Path, options: ImportOptions) -> Exper
     }
     try:
         return ExperimentSpec.model_validate(document)
-    except ValueError as exc:
-        raise InputError(f"{folder}: the run does not make a valid experiment: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(
+            f"{folder}: the run does not make a valid experiment ({problems})",
+            hint="check the run's model, URL, concurrency and duration in profile_export_aiperf.json",
+        ) from None
 
 
 def _base_url(url: str, endpoint_path: str) -> str:
@@ -147,23 +177,3 @@ def _load_result(run: AiperfRun, spec: ExperimentSpec) -> LoadResult:
     empty = Timeline(**{name: np.zeros(0) for name in TIMELINE_DTYPES})
     duration = compile_traffic(spec.traffic).duration
     return LoadResult(run.records, empty, run.started_at, max(duration, run.duration_s))
-
-
-def run_records(store: ResultStore, experiment: str, run_id: int | None) -> LoadResult:
-    """A stored run's per-request records: every load run in its folder (repeats, levels) on one clock, in order."""
-    run_dir = next((r.artifacts_dir for r in store.runs(experiment) if r.id == run_id), None)
-    files = sorted(Path(run_dir).rglob("load.npz"), key=_natural) if run_dir else []
-    if not files:
-        raise RecommenderError(
-            f"run {run_id} of {experiment!r}: no per-request records (load.npz) under {run_dir}",
-            hint="its folder was removed (`recommender cleanup`?); run the experiment again to measure it",
-        )
-    results = [LoadResult.from_npz(path) for path in files]
-    offsets = np.cumsum([0.0] + [r.duration_s for r in results[:-1]])
-    records = joined([(float(o), r.requests) for o, r in zip(offsets, results, strict=True)])
-    return LoadResult(records, results[0].timeline, results[0].started_at, float(sum(r.duration_s for r in results)))
-
-
-def _natural(path: Path) -> list[Any]:
-    """repeat-2/level-10 after repeat-2/level-9."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.as_posix())]

@@ -20,6 +20,7 @@ library with gevent. Settings arrive as environment variables (see config.ChildC
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import json
@@ -46,7 +47,8 @@ from recommender.metrics.steady import Window, window_spans
 from recommender.metrics.stop_reason import StopReason
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
-from recommender.targets import kserve
+from recommender.targets import kserve, wire
+from recommender.targets.wire import rows_asked
 
 _SPAWN_RATE = 10_000  # users per second handed to Locust: large, so the count follows the clock, not a ramp
 _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second ticks
@@ -54,29 +56,32 @@ _WINDOW_GRACE_S = 0.05  # judge a window this long after it ends (requests compl
 _EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the scheduled time
 _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
 _TIMEOUT_S = 60.0  # connect and read timeouts of RawInferenceUser (FastHttpUser's defaults)
+_REASONS_LOGGED = 20  # distinct reasons for failed answers logged per run (each once); the rest are only counted
 
 
 class Bodies:
-    """The request bodies (JSON text: one body or a list of them), serialised once: sent in turn (`next`), or by
-    payload index (a trace's `at`)."""
+    """The request bodies (JSON text: one body or a list of them), serialised once, each with the rows it asks for
+    (what its answer must hold to count as good): sent in turn (`next`), or by payload index (a trace's `at`)."""
 
     def __init__(self, text: str, source: str) -> None:
         payload = json.loads(text)
         bodies = payload if isinstance(payload, list) else [payload]
         if not bodies:
             raise ValueError(f"{source} holds an empty list of request bodies")
-        self.serialised = [json.dumps(body).encode() for body in bodies]
-        self.turn: Iterator[bytes] = itertools.cycle(self.serialised)
+        self.serialised = [(json.dumps(body).encode(), rows_asked(body)) for body in bodies]
+        self.turn: Iterator[tuple[bytes, int]] = itertools.cycle(self.serialised)
 
-    def next(self, index: int | None = None) -> bytes:
-        """The body of payload index `index`; None: the next in turn."""
+    def next(self, index: int | None = None) -> tuple[bytes, int]:
+        """The body of payload index `index` and its rows; None: the next in turn."""
         return next(self.turn) if index is None else self.serialised[index]
 
 
-def _is_inference(status: int, content: bytes, marker: bytes) -> bool:
-    """HTTP 200 and a JSON object naming the answer's key (`marker`: b'"outputs"' for KServe, b'"data"' for OpenAI
-    embeddings; a byte search: parsing large outputs would load the generator)."""
-    return status == 200 and content[:1] == b"{" and marker in content
+def answer_problem(status: int, content: bytes, answer_key: str, rows: int) -> str | None:
+    """None for a good answer (HTTP 200 with the `rows` its request asked for, wire.answer_problem: parsed, not a
+    byte search, so that `{"data": []}` is no answer), else its one-line reason."""
+    if status != 200:
+        return f"HTTP {status}: {' '.join(content[:200].decode('utf-8', 'replace').split())}"
+    return wire.answer_problem(answer_key, content, rows)
 
 
 class LoadRun:
@@ -87,7 +92,7 @@ class LoadRun:
         self.environment = environment
         self.bodies = bodies
         self.path = config.path or kserve.infer_path(config.model_name)
-        self.marker = f'"{config.answer_key}"'.encode()
+        self.reasons: collections.Counter[str] = collections.Counter()  # why answers failed, each logged once
         self.headers = config.request_headers()  # the API key from this process's own environment, if any
         self.plan = config.plan
         self.total_s = config.plan.duration
@@ -186,6 +191,17 @@ class LoadRun:
     def _t0(self) -> int:
         assert self.t0_ns is not None, "the run's clock has not started"
         return self.t0_ns
+
+    def judge(self, status: int, content: bytes, rows: int) -> tuple[bool, str | None]:
+        """Whether an answer counts as good; a malformed one's reason goes to the log the first time it is seen
+        (locust.stderr.log), with how many answers failed so far."""
+        reason = answer_problem(status, content, self.config.answer_key, rows)
+        if reason is not None:
+            key = reason[:60]  # the same fault with other figures in it is one reason
+            self.reasons[key] += 1
+            if self.reasons[key] == 1 and len(self.reasons) <= _REASONS_LOGGED:
+                logging.getLogger(__name__).warning("a failed answer: %s", reason)
+        return reason is None, reason
 
     def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
         self.recorder.record((sent_ns - self._t0()) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
@@ -299,32 +315,33 @@ class _Inference(User):
             gevent.sleep(_IDLE_S)
             return
         scheduled_ns, index = send
-        body = run.bodies.next(index)
+        request = run.bodies.next(index)
         _sleep_until(scheduled_ns)
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
-        ok, done_ns = self._post(body)
+        ok, done_ns = self._post(request)
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
 
-    def _post(self, body: bytes) -> tuple[bool, int]:
+    def _post(self, request: tuple[bytes, int]) -> tuple[bool, int]:
         run = self.load_run
         run.in_flight += 1
         try:
-            return self._send(run, body)
+            return self._send(run, request)
         except gevent.GreenletExit:
             run.cut += 1  # sent, maybe answered by the server, never logged: counted so the totals reconcile
             raise
         finally:
             run.in_flight -= 1
 
-    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
         raise NotImplementedError
 
 
 class InferenceUser(_Inference, FastHttpUser):
     """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
 
-    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
+        body, rows = request
         # locust annotates `data` as str | dict, but FastHttpSession sends bytes as they are (geventhttpclient)
         with self.client.post(
             run.path,
@@ -333,9 +350,9 @@ class InferenceUser(_Inference, FastHttpUser):
             catch_response=True,
         ) as response:
             done_ns = time.monotonic_ns()
-            ok = _is_inference(response.status_code, response.content or b"", run.marker)
+            ok, reason = run.judge(response.status_code, response.content or b"", rows)
             if not ok:
-                response.failure(f"HTTP {response.status_code}: {response.error or (response.text or '')[:200]}")
+                response.failure(reason)
         return ok, done_ns
 
 
@@ -352,14 +369,15 @@ class RawInferenceUser(_Inference):
     def on_stop(self) -> None:
         self.http.close()
 
-    def _send(self, run: LoadRun, body: bytes) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
+        body, rows = request
         try:
             response = self.http.post(run.path, body=body, headers=run.headers)
             content = response.read()
         except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
             return False, time.monotonic_ns()
         done_ns = time.monotonic_ns()
-        return _is_inference(response.status_code, content, run.marker), done_ns
+        return run.judge(response.status_code, content, rows)[0], done_ns
 
 
 def _sleep_until(deadline_ns: int) -> None:

@@ -1,6 +1,7 @@
 """A minimal, fast KServe-v2-shaped HTTP server: the stand-in endpoint for load tests and generator benchmarks.
 
-It answers `POST /v2/models/<model>/infer` with a fixed JSON body holding `outputs`, and
+It answers `POST /v2/models/<model>/infer` with a fixed JSON body holding `outputs`, one row for each row the request
+asks for (the shape a good answer has: targets/wire.py `answer_problem`), and
 `GET /v2/health/ready` / `live` with 200. Options: a fixed delay per inference (ms) and a
 share of inferences answered with HTTP 500, to test failure accounting. asyncio, HTTP/1.1
 keep-alive, one event loop: cheap enough not to be the bottleneck of a 2-core host.
@@ -23,8 +24,10 @@ import sys
 from dataclasses import dataclass, field
 
 from recommender.targets import kserve
+from recommender.targets.wire import rows_asked
 
 _MAX_HEADER_BYTES = 64 * 1024
+_BODIES_KEPT = 1024  # request bodies whose rows are remembered (the load cycles through a few; more are parsed)
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 500: "Internal Server Error"}
 
 
@@ -36,17 +39,28 @@ class EndpointBehaviour:
     error_share: float = 0.0
     seed: int | None = None
     rng: random.Random = field(init=False, repr=False)
-    bodies: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
+    bodies: dict[tuple[str, int], bytes] = field(default_factory=dict, init=False, repr=False)
+    rows: dict[bytes, int] = field(default_factory=dict, init=False, repr=False)  # request body -> rows it asks for
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
-    def infer_body(self, model: str) -> bytes:
-        """The fixed KServe v2 response for `model` (built once per model name)."""
-        if model not in self.bodies:
-            output = {"name": "output__0", "datatype": "FP32", "shape": [1, 2], "data": [0.25, 0.75]}
-            self.bodies[model] = json.dumps({"model_name": model, "model_version": "1", "outputs": [output]}).encode()
-        return self.bodies[model]
+    def infer_body(self, model: str, request: bytes = b"") -> bytes:
+        """The fixed KServe v2 response for `model` and the rows `request` asks for (built once per model and
+        rows; a request body's rows are read once: the load cycles through a few bodies)."""
+        rows = self.rows.get(request)
+        if rows is None:
+            try:
+                rows = rows_asked(json.loads(request)) if request else 1
+            except ValueError:
+                rows = 1
+            if len(self.rows) < _BODIES_KEPT:
+                self.rows[request] = rows
+        if (model, rows) not in self.bodies:
+            output = {"name": "output__0", "datatype": "FP32", "shape": [rows, 2], "data": [0.25, 0.75] * rows}
+            answer = {"model_name": model, "model_version": "1", "outputs": [output]}
+            self.bodies[model, rows] = json.dumps(answer).encode()
+        return self.bodies[model, rows]
 
 
 def _response(status: int, body: bytes = b"", keep_alive: bool = True) -> bytes:
@@ -58,7 +72,7 @@ def _response(status: int, body: bytes = b"", keep_alive: bool = True) -> bytes:
     return head.encode("latin-1") + body
 
 
-async def _answer(method: str, path: str, behaviour: EndpointBehaviour) -> tuple[int, bytes]:
+async def _answer(method: str, path: str, behaviour: EndpointBehaviour, request: bytes = b"") -> tuple[int, bytes]:
     if method == "GET" and path in (kserve.HEALTH_READY, kserve.HEALTH_LIVE):
         return 200, b""
     model, action = kserve.model_route(path) or ("", "")
@@ -67,7 +81,7 @@ async def _answer(method: str, path: str, behaviour: EndpointBehaviour) -> tuple
             await asyncio.sleep(behaviour.delay_ms / 1000.0)
         if behaviour.error_share > 0 and behaviour.rng.random() < behaviour.error_share:
             return 500, b'{"error": "injected failure"}'
-        return 200, behaviour.infer_body(model)
+        return 200, behaviour.infer_body(model, request)
     return 404, b'{"error": "not found"}'
 
 
@@ -91,9 +105,9 @@ async def _serve_connection(
             if "chunked" in headers.get("transfer-encoding", ""):
                 writer.write(_response(411, keep_alive=False))
                 break
-            await reader.readexactly(int(headers.get("content-length", "0")))
+            request = await reader.readexactly(int(headers.get("content-length", "0")))
             keep_alive = headers.get("connection", "").lower() != "close"
-            status, body = await _answer(method, path, behaviour)
+            status, body = await _answer(method, path, behaviour, request)
             writer.write(_response(status, body, keep_alive))
             await writer.drain()
             if not keep_alive:

@@ -22,6 +22,8 @@ from recommender.metrics.records import (
     request_columns,
 )
 
+PLAN_FILE = "plan.json"  # beside each load.npz: the TrafficPlan that load run ran (its levels, their loads), as JSON
+
 
 @dataclass(frozen=True)
 class LoadResult:

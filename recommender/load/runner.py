@@ -34,7 +34,7 @@ from recommender.load.generators import (
     master_arguments,
     worker_arguments,
 )
-from recommender.load.result import LoadProgress, LoadResult
+from recommender.load.result import PLAN_FILE, LoadProgress, LoadResult
 from recommender.load.shapes import PhaseLike, PlanLevel, TrafficPlan
 from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules
@@ -217,6 +217,7 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         answer_key=request.answer_key,
     )
     config.payload_path.write_text(json.dumps(list(request.bodies)))
+    (request.out_dir / PLAN_FILE).write_text(request.plan.to_json())  # what `export --format aiperf` splits it by
     for stale in (config.result_path, config.progress_path):
         stale.unlink(missing_ok=True)
     return config

@@ -22,7 +22,7 @@ _MAX_CONNECTIONS = 1000  # one shared client per generator process; every user m
 
 
 class InvocationFailed(Exception):
-    """An answer without KServe v2 "outputs" (reported to Locust as the failure reason)."""
+    """An answer without the KServe v2 "outputs" its request asked for (reported to Locust as the failure reason)."""
 
 
 def _shared_client(environment, target: InvokeTarget):
@@ -34,10 +34,6 @@ def _shared_client(environment, target: InvokeTarget):
         )
         environment.sagemaker_runtime = client
     return client
-
-
-def _has_outputs(content: bytes) -> bool:
-    return content[:1] == b"{" and b'"outputs"' in content
 
 
 class SageMakerUser(User):
@@ -55,20 +51,21 @@ class SageMakerUser(User):
     def invoke(self) -> None:
         run, users = self.load_run, self.environment.runner.user_count
         content, failure = b"", None
+        body, rows = run.bodies.next()
         sent_ns = time.perf_counter_ns()
         try:
             answer = self.client.invoke_endpoint(
                 EndpointName=self.target.endpoint_name,
                 ContentType=CONTENT_TYPE,
                 Accept=CONTENT_TYPE,
-                Body=run.bodies.next(),
+                Body=body,
             )
             content = answer["Body"].read()
         except Exception as error:  # a botocore ClientError, a timeout: the request failed, the user goes on
             failure = error
         done_ns = time.perf_counter_ns()
-        if failure is None and not _has_outputs(content):
-            failure = InvocationFailed(f"answer has no outputs: {content[:200]!r}")
+        if failure is None and (reason := run.judge(200, content, rows)[1]) is not None:
+            failure = InvocationFailed(reason)
         events.request.fire(
             request_type="invoke_endpoint",
             name=self.target.endpoint_name,

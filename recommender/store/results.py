@@ -84,17 +84,7 @@ class ResultStore:
     def save_experiment(self, spec: ExperimentSpec, status: ExperimentStatus = ExperimentStatus.RUNNING) -> int:
         """Create or update the experiment row (runs a gone job left 'running' are interrupted by taking the lease)."""
 
-        def work(session: Session) -> int:
-            row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
-            document = redact_document(spec.model_dump(mode="json"))  # a URL's password is not kept
-            if row is None:
-                row = Experiment(name=spec.name, spec=document)
-                session.add(row)
-            row.spec, row.status, row.updated_at = document, status, utcnow()
-            session.flush()
-            return row.id
-
-        return self._write(work)
+        return self._write(lambda session: _experiment_row(session, spec, status).id)
 
     def set_experiment_status(self, name: str, status: ExperimentStatus) -> None:
         def work(session: Session) -> None:
@@ -105,20 +95,7 @@ class ResultStore:
         self._write(work)
 
     def save_candidate(self, experiment_id: int, candidate: Candidate) -> int:
-        def work(session: Session) -> int:
-            query = select(CandidateRow).where(
-                CandidateRow.experiment_id == experiment_id, CandidateRow.key == candidate.key
-            )
-            row = session.scalar(query)
-            if row is None:
-                row = CandidateRow(
-                    experiment_id=experiment_id, key=candidate.key, name=candidate.name, config=candidate.config()
-                )
-                session.add(row)
-                session.flush()
-            return row.id
-
-        return self._write(work)
+        return self._write(lambda session: _candidate_row(session, experiment_id, candidate).id)
 
     def final_run(self, candidate_id: int, protocol_key: str) -> Run | None:
         """The candidate's newest run under this protocol when it is ok, skipped or incorrect (so it need not be
@@ -205,15 +182,55 @@ class ResultStore:
                     hint="Another job took this experiment's lease over; it measures this candidate again.",
                 )
             run.status, run.reason, run.server_stats, run.correctness = status, reason, server_stats, correctness
-            run.headline = headline.to_dict() if headline else None
             run.budget_skipped = budget_skipped
-            run.finished_at = utcnow()
-            run.duration_s = (run.finished_at - as_utc(run.started_at)).total_seconds()
-            session.add_all(_phase_row(run_id, p) for p in phases)
-            session.add_all(_second_row(run_id, second, s) for second, s in enumerate(series))
-            session.add_all(_window_row(run_id, repeat, w) for repeat, w in windows)
+            _close_run(session, run, headline, phases, series, windows)
 
         self._write(work)
+
+    def save_imported_run(
+        self,
+        spec: ExperimentSpec,
+        candidate: Candidate,
+        protocol_key: str,
+        artifacts_dir: str,
+        backend: str,
+        headline: Headline | None = None,
+        server_stats: dict | None = None,
+        phases: Sequence[PhaseSummary] = (),
+        series: Sequence[WindowStats] = (),
+        windows: Sequence[tuple[int, Window]] = (),
+    ) -> int | None:
+        """Another tool's measurement in one transaction (all or nothing): the experiment (done), its candidate and
+        one ok run with its figures; None, and nothing written, when that run is stored already (same protocol)."""
+
+        def work(session: Session) -> int:
+            experiment = _experiment_row(session, spec, ExperimentStatus.DONE)
+            candidate_id = _candidate_row(session, experiment.id, candidate).id
+            newest = session.scalar(
+                select(Run)
+                .where(Run.candidate_id == candidate_id, Run.protocol_key == protocol_key)
+                .order_by(Run.id.desc())
+                .limit(1)
+            )
+            if newest is not None and newest.status in FINAL:
+                raise _StoredAlready  # rolls the experiment's and candidate's updates back
+            run = Run(
+                candidate_id=candidate_id,
+                protocol_key=protocol_key,
+                status=RunStatus.OK,
+                artifacts_dir=artifacts_dir,
+                backend=backend,
+                server_stats=server_stats,
+            )
+            session.add(run)
+            session.flush()
+            _close_run(session, run, headline, phases, series, windows)
+            return run.id
+
+        try:
+            return self._write(work)
+        except _StoredAlready:
+            return None
 
     def prune(self, candidate_id: int, protocol_key: str, reason: str) -> None:
         """Adaptive search took the candidate out of the race: its latest run under the protocol becomes `pruned`
@@ -337,6 +354,52 @@ class ResultStore:
                 select(Run).join(CandidateRow).join(Experiment).where(Experiment.name == experiment).order_by(Run.id)
             )
             yield from session.scalars(query)
+
+
+class _StoredAlready(Exception):
+    """save_imported_run: the run is stored already; nothing is written."""
+
+
+def _experiment_row(session: Session, spec: ExperimentSpec, status: ExperimentStatus) -> Experiment:
+    """The experiment's row, created or updated to `spec` and `status`."""
+    row = session.scalar(select(Experiment).where(Experiment.name == spec.name))
+    document = redact_document(spec.model_dump(mode="json"))  # a URL's password is not kept
+    if row is None:
+        row = Experiment(name=spec.name, spec=document)
+        session.add(row)
+    row.spec, row.status, row.updated_at = document, status, utcnow()
+    session.flush()
+    return row
+
+
+def _candidate_row(session: Session, experiment_id: int, candidate: Candidate) -> CandidateRow:
+    """The candidate's row in the experiment, created when new."""
+    query = select(CandidateRow).where(CandidateRow.experiment_id == experiment_id, CandidateRow.key == candidate.key)
+    row = session.scalar(query)
+    if row is None:
+        row = CandidateRow(
+            experiment_id=experiment_id, key=candidate.key, name=candidate.name, config=candidate.config()
+        )
+        session.add(row)
+        session.flush()
+    return row
+
+
+def _close_run(
+    session: Session,
+    run: Run,
+    headline: Headline | None,
+    phases: Sequence[PhaseSummary],
+    series: Sequence[WindowStats],
+    windows: Sequence[tuple[int, Window]],
+) -> None:
+    """A run's end and figures: its headline, phase summaries, per-second series and steady-state windows."""
+    run.headline = headline.to_dict() if headline else None
+    run.finished_at = utcnow()
+    run.duration_s = (run.finished_at - as_utc(run.started_at or run.finished_at)).total_seconds()
+    session.add_all(_phase_row(run.id, p) for p in phases)
+    session.add_all(_second_row(run.id, second, s) for second, s in enumerate(series))
+    session.add_all(_window_row(run.id, repeat, w) for repeat, w in windows)
 
 
 def _result(row: CandidateRow, protocol_key: str | Collection[str] | None) -> CandidateResult:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from recommender.errors import TargetError, TargetUnreachable
 from recommender.targets import kserve
+from recommender.targets.wire import KSERVE, answer_problem, rows_asked
 
 DEFAULT_HINT = "Check that the server is running at that address and serves the model (its log says why not)."
 
@@ -78,7 +79,8 @@ class TritonClient:
         )
 
     def infer(self, body: dict, timeout_s: float = 120.0) -> dict:
-        """POST one KServe v2 JSON request as it is; the server's JSON answer, which must hold `outputs`.
+        """POST one KServe v2 JSON request as it is; the server's JSON answer, which must hold `outputs` with the rows
+        the request asked for (wire.answer_problem).
 
         A raw POST rather than tritonclient's `infer`: the probe sends exactly the bytes the load generator will
         send (JSON tensors, no binary extension, which the null endpoint and other KServe servers need not speak),
@@ -91,11 +93,11 @@ class TritonClient:
             headers={"Content-Type": "application/json", **self.headers},
         )
         with self._failures(what), urllib.request.urlopen(request, timeout=timeout_s) as response:
-            answer = json.loads(response.read())
-        if not isinstance(answer, dict) or not answer.get("outputs"):
-            raise TargetError(
-                f"{what} at {self.endpoint}: the answer has no outputs: {str(answer)[:300]}", hint=self._hint()
-            )
+            content = response.read()
+            answer = json.loads(content)
+        problem = answer_problem(KSERVE.answer_key, content, rows_asked(body))
+        if problem is not None:  # checked as the load checks every answer: the rows asked for, numbers, one line
+            raise TargetError(f"{what} at {self.endpoint}: the answer is malformed: {problem}", hint=self._hint())
         return answer
 
     def _request(self, what: str, request: Callable[[Any], Any]) -> Any:

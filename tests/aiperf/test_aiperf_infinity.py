@@ -74,6 +74,8 @@ def test_a_real_aiperf_run_is_imported_ranked_reported_and_exported(
     # exported in AIPerf's format, read back by AIPerf's own record model
     exported = tmp_path / "exported"
     assert cli("export", "infinity", "--format", "aiperf", "--out", str(exported), "--db", db) == 0
+    assert [folder.name for folder in exported.iterdir()] == [f"01-concurrency-{CONCURRENCY}-repeat-1"]
+    exported = exported / f"01-concurrency-{CONCURRENCY}-repeat-1"  # one level, one repeat: one AIPerf folder
     python = aiperf_binary.parent / "python"
     check = (
         "import sys\nfrom aiperf.common.models.record_models import MetricRecordInfo\n"

@@ -148,6 +148,7 @@ def test_a_price_catalog_named_by_path_is_a_catalog_error(tmp_path, case, make, 
             "usd_per_hour must be a number >= 0",
         ),
         ("region: x\nsource: s\nretrieved: d\ninstances: [1, 2]\n", "price catalog is malformed"),
+        ("region: 5\nsource: s\nretrieved: d\ninstances: {}\n", "region must be text, not 5"),
     ],
 )
 def test_a_malformed_catalog_names_what_is_wrong(capsys, tmp_path, document, reason) -> None:

@@ -255,3 +255,19 @@ def test_an_output_folder_with_other_files_is_refused_without_force(tmp_path: Pa
     forced = runner.invoke(build_app(), ["import", "sagemaker-job", str(source), "--out", str(out), "--force"])
     assert forced.exit_code == 0, forced.output
     assert (out / "mine.yaml").read_text() == "name: mine\n" and (out / f"{DEFAULT_JOB['JobName']}.yaml").exists()
+
+
+def test_a_note_quoting_the_job_is_printed_as_text_not_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from recommender.cli import main
+
+    request = json.loads(EXAMPLE.read_text())
+    ranges = request["InputConfig"]["EndpointConfigurations"][0]["EnvironmentParameterRanges"]
+    ranges["CategoricalParameterRanges"][0]["Name"] = "[/x]"  # a name a note quotes, Rich markup were it read so
+    (tmp_path / "job.json").write_text(json.dumps(request))
+    monkeypatch.setenv("COLUMNS", "500")
+    with pytest.raises(SystemExit) as done:
+        main(["import", "sagemaker-job", str(tmp_path / "job.json"), "--out", str(tmp_path / "out.yaml")])
+    assert done.value.code in (0, None)
+    assert "[/x]" in capsys.readouterr().out

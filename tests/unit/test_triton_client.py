@@ -57,7 +57,21 @@ def test_statistics_send_the_restricted_api_token(scripted) -> None:
             r"a test inference of model 'm' at .* failed with HTTP 500: Failed to process the request\(s\)",
         ),
         ((503, b"upstream unavailable"), "infer", "failed with HTTP 503: upstream unavailable"),
-        ((200, b'{"model_name": "m", "outputs": []}'), "infer", "the answer has no outputs"),
+        (
+            (200, b'{"model_name": "m", "outputs": []}'),
+            "infer",
+            "the answer is malformed: expected `outputs` with 1 rows",
+        ),
+        (
+            (200, b'{"outputs": [{"name": "e", "shape": [1, 2], "datatype": "FP32", "data": ["x", 1]}]}'),
+            "infer",
+            r"the answer is malformed: output 'e' holds values that are not numbers \(\['x', 1\]\)",
+        ),
+        (
+            (200, b'{"outputs": [{"name": "e", "shape": [2, 2], "datatype": "FP32", "data": [1, 2, 3, 4]}]}'),
+            "infer",
+            r"output 'e' has 2 rows \(shape \[2, 2\]\), the request asked for 1",
+        ),
         ((200, b"<html>not json</html>"), "infer", "gave an answer that cannot be read"),
         (
             (502, b"Bad Gateway from the proxy"),

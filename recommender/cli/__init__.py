@@ -9,6 +9,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from recommender.errors import Interrupted, RecommenderError, SpecError
 
@@ -66,12 +67,13 @@ def build_app() -> typer.Typer:
 def report_error(error: RecommenderError, console: Console | None = None) -> int:
     """Print a RecommenderError the way users read it: message, problems, hint. Returns the exit code."""
     console = console or Console(stderr=True)
-    console.print(f"[bold red]error:[/] {error.message}", highlight=False)
+    # a message quotes the user's files (paths, lines, column names): printed as text, never read as Rich markup
+    console.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False)
     if isinstance(error, SpecError):
         for line in error.problems:
             console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if error.hint:
-        console.print(f"[yellow]hint:[/] {error.hint}", highlight=False)
+        console.print(f"[yellow]hint:[/] {escape(error.hint)}", highlight=False)
     return error.exit_code
 
 

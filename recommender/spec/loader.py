@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from recommender.errors import SpecError
+from recommender.errors import InputError, SpecError
 from recommender.files.document import check_binary, load_yaml
+from recommender.files.payload_file import PayloadRequest, read_payload_file
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.model import ModelSpec
 
@@ -40,6 +41,11 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         )
     if spec.model.path is not None:
         _check_model_file(spec.model, spec.model.path, path)
+    if spec.payload.file is not None and not spec.payload.file.is_absolute():
+        payload = spec.payload.model_copy(update={"file": (path.parent / spec.payload.file).resolve()})
+        spec = spec.model_copy(update={"payload": payload})
+    if spec.payload.file is not None:
+        _check_payload_file(spec, path)
     correctness = spec.correctness
     outputs = correctness.reference_outputs if correctness != "off" else None
     if correctness != "off" and outputs is not None and not outputs.is_absolute():
@@ -66,6 +72,61 @@ def _check_model_file(model: ModelSpec, model_path: Path, spec_path: Path) -> No
         raise SpecError(
             f"{spec_path} is not a valid experiment file", [f"{spec_path}: model.path: {exc.message}"], hint=exc.hint
         ) from None
+
+
+# the vocabulary of the packaged tokenizer (bert-uncased), which a minilm model and a default bert architecture share
+TOKENIZER_VOCAB = 30522
+
+
+def _check_payload_file(spec: ExperimentSpec, spec_path: Path) -> None:
+    """The payload file read as the run will read it: every refusal is the file's line and its fix (exit 2)."""
+    payload = spec.payload
+    assert payload.file is not None
+    try:
+        requests = read_payload_file(payload.file, payload.format, payload.column)
+        _check_requests(spec, requests)
+    except InputError as exc:
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file", [f"{spec_path}: payload.file: {exc.message}"], hint=exc.hint
+        ) from None
+
+
+def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> None:
+    payload = spec.payload
+    if payload.sample is not None and payload.sample > len(requests):
+        raise InputError(
+            f"{payload.file}: holds {len(requests):,} requests, fewer than payload.sample ({payload.sample:,})",
+            hint=f"Set payload.sample to at most {len(requests):,}, or leave it out to send every request.",
+        )
+    ids = [(request.where, request.input_ids) for request in requests if request.input_ids is not None]
+    if not ids:
+        return
+    texts_only = sorted({target.stack for target in spec.all_targets} - {"triton"})
+    if texts_only:
+        raise InputError(
+            f"{ids[0][0]}: is token ids, but {', '.join(texts_only)} tokenizes the texts itself",
+            hint='Give that stack a payload of texts ({"text": ...}); token ids go to Triton targets only.',
+        )
+    where, longest = max(ids, key=lambda row: len(row[1]))
+    if len(longest) > payload.sequence_length:
+        raise InputError(
+            f"{where}: holds {len(longest)} token ids, more than payload.sequence_length ({payload.sequence_length})",
+            hint=f"Raise payload.sequence_length to {len(longest)} (at most 512), or shorten that request.",
+        )
+    vocab = _vocabulary(spec.model)
+    where, highest = max(ids, key=lambda row: max(row[1]))
+    if vocab is not None and max(highest) >= vocab:
+        raise InputError(
+            f"{where}: holds the token id {max(highest)}, outside the model's vocabulary (0 to {vocab - 1})",
+            hint="Tokenize with the model's tokenizer (bert-uncased), or give the texts instead.",
+        )
+
+
+def _vocabulary(model: ModelSpec) -> int | None:
+    """The model's vocabulary size where the spec knows it (your own model file's is not read)."""
+    if model.source == "bert" and model.architecture is not None:
+        return model.architecture.vocab_size
+    return TOKENIZER_VOCAB if model.source == "minilm" else None
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:

@@ -40,6 +40,21 @@ class PayloadLengths:
     max_tokens: int
     histogram: tuple[LengthBin, ...]
 
+    def describe(self) -> str:
+        """'2,000 requests from queries.jsonl; input tokens per request: 5 to 112, median 14, mean 19.3 (...).'"""
+        return (
+            f"{self.requests:,} requests from {self.source}; input tokens per request: {self.min_tokens} to "
+            f"{self.max_tokens}, median {self.median_tokens:g}, mean {self.mean_tokens:,.1f} "
+            f"(fingerprint {self.fingerprint})."
+        )
+
+    def histogram_rows(self) -> tuple[tuple[str, int, str], ...]:
+        """The histogram as shown: input tokens ('5-11'), requests, share of the requests ('12%')."""
+        return tuple(
+            (f"{b.low}" if b.low == b.high else f"{b.low}-{b.high}", b.requests, f"{b.requests / self.requests:.0%}")
+            for b in self.histogram
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "fingerprint": self.fingerprint,
@@ -96,8 +111,9 @@ def input_tokens_per_second(invocations_per_minute: float | None, mean_tokens: f
     return invocations_per_minute / 60 * mean_tokens
 
 
-def cost_per_million_tokens(cost_per_inference: float | None, mean_tokens: float | None) -> float | None:
-    """USD per million input tokens: cost per inference / mean input tokens per request x 1,000,000."""
-    if cost_per_inference is None or not mean_tokens:
+def cost_per_million_tokens(cost_per_million_inferences: float | None, mean_tokens: float | None) -> float | None:
+    """USD per million input tokens: cost per inference / mean input tokens per request x 1,000,000, that is the cost
+    per million inferences / the mean input tokens per request."""
+    if cost_per_million_inferences is None or not mean_tokens:
         return None
-    return cost_per_inference / mean_tokens * 1_000_000
+    return cost_per_million_inferences / mean_tokens

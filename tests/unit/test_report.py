@@ -142,8 +142,8 @@ def test_html_escapes_every_user_string(page: Page, report: Report) -> None:
     assert FAILED_REASON in excluded["onnx-nodb-ig2-mbs8"][-1]
 
 
-def test_html_is_self_contained_with_two_inline_svg_charts(page: Page) -> None:
-    assert page.tags.count("svg") == 2
+def test_html_is_self_contained_with_three_inline_svg_charts(page: Page) -> None:
+    assert page.tags.count("svg") == 3  # the frontier, the costs and the payload's token lengths
     assert page.references == []  # no script, stylesheet or image is fetched
     assert "link" not in page.tags and "script" not in page.tags
     assert "style" in page.tags
@@ -153,6 +153,14 @@ def test_html_charts_show_frontier_threshold_and_costs(report: Report) -> None:
     html = render_html(report)
     assert 'class="frontier"' in html and 'class="threshold"' in html and "threshold 500 ms" in html
     assert html.count('class="bar"') == 4  # one bar per ranked (priced) configuration
+
+
+def test_the_payload_s_token_lengths_are_shown_as_a_histogram(report: Report) -> None:
+    html, markdown = render_html(report), render_markdown(report)
+    assert html.count('class="length"') == len(report.payload.histogram) == 16  # one bar per range, empty ones too
+    assert "<title>9-12 tokens: 10 requests (25%)</title>" in html
+    assert "40 requests from queries.jsonl; input tokens per request: 9 to 70, median 14, mean 20.0" in markdown
+    assert "| 13-16 | 15 | 38% | ████████████████████ |" in markdown  # the most requests: the longest bar
 
 
 def test_frontier_keeps_points_nothing_beats_on_both_axes() -> None:

@@ -159,7 +159,7 @@ def _token_ids(value: Any, where: str) -> tuple[int, ...]:
 
 
 def _kserve_request(inputs: list[dict], where: str) -> PayloadRequest:
-    tensors = {tensor.get("name"): tensor for tensor in inputs}
+    tensors = {str(tensor.get("name")): tensor for tensor in inputs}
     ids_tensor = tensors.get("input_ids")
     if ids_tensor is None:
         raise _not_a_request(where, f"a KServe v2 body without an input_ids tensor ({', '.join(map(str, tensors))})")
@@ -172,8 +172,13 @@ def _kserve_request(inputs: list[dict], where: str) -> PayloadRequest:
     ids = _token_ids(_flat(ids_tensor.get("data")), where)
     mask = tensors.get("attention_mask")
     if mask is not None:
-        kept = sum(1 for value in _flat(mask.get("data")) if value)
-        ids = ids[: kept or len(ids)]
+        values = _flat(mask.get("data"))
+        if not isinstance(values, list) or not all(value in (0, 1) for value in values):
+            raise InputError(
+                f"{where}: the KServe v2 body's attention_mask is not a list of 0 and 1",
+                hint="Send the mask the model takes (1 for a token, 0 for padding), or leave it out.",
+            )
+        ids = ids[: sum(values) or len(ids)]
     return PayloadRequest(where, input_ids=ids)
 
 

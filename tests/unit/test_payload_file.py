@@ -256,6 +256,22 @@ REFUSED = [
         "",
         "line 1: `inputs` holds 2 texts; a request here is one text",
     ),
+    (
+        "bad mask",
+        "q.jsonl",
+        lambda p: p.write_text(
+            json.dumps({"inputs": [{"name": "input_ids", "data": [1]}, {"name": "attention_mask", "data": 7}]})
+        ),
+        "",
+        "line 1: the KServe v2 body's attention_mask is not a list of 0 and 1",
+    ),
+    (
+        "odd tensor name",
+        "q.jsonl",
+        lambda p: p.write_text(json.dumps({"inputs": [{"name": ["x"]}]})),
+        "",
+        "line 1: is a KServe v2 body without an input_ids tensor",
+    ),
     ("markup", "q.csv", lambda p: p.write_text("[/x]\n1\n"), "", "has no column `text` (it has [/x])"),
 ]
 

@@ -13,6 +13,7 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level, WindowRecord, judge_levels
 from recommender.metrics.limits import Limits
+from recommender.metrics.payload_lengths import PayloadLengths
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
@@ -243,3 +244,17 @@ def windows_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.Dat
 
 def history_table(points: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(points)
+
+
+def payload_frame(payload: PayloadLengths) -> pd.DataFrame:
+    """The payload's token-length histogram, a row per range: its bounds (`to` exclusive, for the bars), its label,
+    requests and share."""
+    return pd.DataFrame(
+        {
+            "from": [b.low for b in payload.histogram],
+            "to": [b.high + 1 for b in payload.histogram],
+            "input tokens": [tokens for tokens, _, _ in payload.histogram_rows()],
+            "requests": [b.requests for b in payload.histogram],
+            "share": [b.requests / payload.requests for b in payload.histogram],
+        }
+    )

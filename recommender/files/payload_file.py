@@ -230,30 +230,40 @@ def _body_request(data: bytes, where: str, name: str = "", content_type: str = "
 
 
 def _csv_requests(path: Path, lines: list[tuple[int, str]], column: str) -> list[PayloadRequest]:
+    """One request a record under the header; a quoted text may span lines, and a record is named by its first."""
     numbers = [number for number, _ in lines]
+    reader = csv.reader((line + "\n" for _, line in lines), strict=True)
     try:
-        rows = list(csv.reader(line for _, line in lines))
+        header = [name.strip() for name in next(reader)]
+        records = []
+        first = reader.line_num  # lines consumed so far: the next record starts on the line after
+        for row in reader:
+            records.append((numbers[first], row))
+            first = reader.line_num
     except csv.Error as exc:
-        raise InputError(f"{path}: not valid CSV ({exc})", hint="Check the quotes on that row.") from None
-    header = [name.strip() for name in rows[0]]
+        raise InputError(
+            f"{path}: line {numbers[min(reader.line_num, len(numbers)) - 1]}: not valid CSV ({exc})",
+            hint="Check the quotes on that row (a text holding commas or quotes is quoted, its quotes doubled).",
+        ) from None
     if column not in header:
         raise InputError(
             f"{path}: line {numbers[0]}: the header has no column `{column}` (it has {', '.join(header) or 'none'})",
             hint="Set payload.column to the column holding the texts (the first row is the header).",
         )
-    index = header.index(column)
-    if len(rows) < 2:
+    if not records:
         raise InputError(f"{path}: holds a header and no requests", hint="Add one request a row under the header.")
-    requests = []
-    for number, row in zip(numbers[1:], rows[1:], strict=False):
-        where = f"{path}: line {number}"
-        if index >= len(row):
-            raise InputError(
-                f"{where}: has {len(row)} columns; `{column}` is column {index + 1}",
-                hint="Give every row the header's columns (quote a text that holds commas).",
-            )
-        requests.append(PayloadRequest(where, text=_one_text(row[index], column, where)))
-    return requests
+    index = header.index(column)
+    return [_csv_request(path, number, row, column, index) for number, row in records]
+
+
+def _csv_request(path: Path, number: int, row: list[str], column: str, index: int) -> PayloadRequest:
+    where = f"{path}: line {number}"
+    if index >= len(row):
+        raise InputError(
+            f"{where}: has {len(row)} columns; `{column}` is column {index + 1}",
+            hint="Give every row the header's columns (quote a text that holds commas).",
+        )
+    return PayloadRequest(where, text=_one_text(row[index], column, where))
 
 
 def _not_a_request(where: str, found: str) -> InputError:

@@ -82,6 +82,17 @@ def test_csv_reads_the_named_column(tmp_path):
     assert rows_of(tmp_path, "  file: q.csv\n  column: query\n") == texts_rows(TEXTS[:2])
 
 
+def test_a_quoted_csv_text_may_span_lines_and_the_next_row_keeps_its_line_number(tmp_path, capsys):
+    (tmp_path / "q.csv").write_text('id,text\n1,"two\nlines, quoted"\n2,plain\n3\n')
+    code, err = validate(capsys, experiment(tmp_path, "  file: q.csv\n"))
+    assert code == 2 and "q.csv: line 5: has 1 columns" in err
+    (tmp_path / "q.csv").write_text('id,text\n1,"two\nlines, quoted"\n2,plain\n')
+    assert [r.text for r in payload_requests(load_spec(experiment(tmp_path, "  file: q.csv\n")).payload)] == [
+        "two\nlines, quoted",
+        "plain",
+    ]
+
+
 def test_sagemaker_data_capture_json_base64_and_csv_inputs(tmp_path):
     records = [
         capture_record(json.dumps({"inputs": TEXTS[0]})),
@@ -236,6 +247,7 @@ REFUSED = [
         "line 1: holds the token id 30522, outside the model's vocabulary (0 to 30521)",
     ),
     ("no column", "q.csv", lambda p: p.write_text("id,query\n1,a\n"), "", "line 1: the header has no column `text`"),
+    ("open quote", "q.csv", lambda p: p.write_text('id,text\n1,"never closed\n'), "", "line 2: not valid CSV"),
     ("short row", "q.csv", lambda p: p.write_text("id,text\n1,a\n2\n"), "", "q.csv: line 3: has 1 columns"),
     ("sample", "q.txt", lambda p: p.write_text("a\nb\n"), "  sample: 3\n", "holds 2 requests, fewer than"),
     ("suffix", "q.dat", lambda p: p.write_text("a\n"), "", "q.dat: cannot tell a payload file's format"),

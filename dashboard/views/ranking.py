@@ -81,6 +81,8 @@ def card(rec: Recommendation) -> None:
             (f"{rec.percentile} latency at MaxInvocations", number(c.model_latency_ms, 1, "ms")),
             ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
         ]
+        if c.input_tokens_per_second is not None:  # the run recorded its payload (migration 0008)
+            metrics.append(("Input tokens per instance", number(c.input_tokens_per_second, 0, "/s")))
         for column, (label, value) in zip(st.columns(len(metrics)), metrics, strict=False):
             column.metric(label, value)
         st.caption(

@@ -260,3 +260,13 @@ def test_each_interval_is_labelled_with_its_own_n() -> None:
     assert "95 % interval 36.5 to 39.5 ms, n=4 windows" in facts["model latency (p95)"]
     (first, *_) = rec.to_document()["ranked"]  # `--json`
     assert first["interval"].startswith("n=6 windows") and first["latency_interval_n"].startswith("n=4 windows")
+
+
+def test_the_json_document_holds_the_payload_and_the_token_figures(tmp_path: Path) -> None:
+    store, _, _ = seed_study(f"sqlite:///{tmp_path / 'results.db'}")
+    rec, _, _ = recommend_from_store(store, "seed-study", [fixed_catalog()])
+    document = rec.to_document()
+    assert document["payload"]["mean_tokens"] == 20.0 and document["payload"]["source"] == "queries.jsonl"
+    winner = document["ranked"][0]
+    assert winner["input_tokens_per_second"] == pytest.approx(winner["invocations_per_minute"] / 60 * 20.0)
+    assert winner["cost_per_million_tokens"] == pytest.approx(winner["cost_per_million"] / 20.0)

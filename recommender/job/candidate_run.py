@@ -22,7 +22,7 @@ from recommender.correctness.gate import Incorrect, check_outputs, judged_alike,
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
-from recommender.load.payload_source import request_texts
+from recommender.load.payload import request_texts
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.stage_times import StageClock
@@ -232,7 +232,7 @@ class CandidateRun:
 
     def _bodies(self, deployment) -> list[dict]:
         """The request bodies in the deployment's format: the job's KServe bodies, or one text per request for a
-        server that tokenizes (the OpenAI embeddings API)."""
+        server that tokenizes (the OpenAI embeddings API): the same requests decoded from the same token ids."""
         wire = deployment.wire
         if not wire.takes_text:
             return self.context.bodies

@@ -45,6 +45,13 @@ def request_token_ids(payload: PayloadSpec) -> list[list[int]]:
     ]
 
 
+def request_texts(payload: PayloadSpec) -> list[str]:
+    """Every request as text, decoded from its token ids (for a server that tokenizes itself: it is sent the same
+    tokens, truncated where Triton's requests are, re-tokenizing to the same ids)."""
+    tokenizer = _tokenizer()
+    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in request_token_ids(payload)]
+
+
 def inference_bodies(payload: PayloadSpec) -> list[dict]:
     """One KServe v2 inference request body (batch of 1) per sample text."""
     return [_body(*tokenize(text, payload.sequence_length)) for text in payload.texts]

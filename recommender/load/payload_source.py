@@ -2,7 +2,6 @@
 (`payload.file`, read by files/payload_file.py), sampled with `payload.sample` and `payload.seed`.
 
     payload_requests(payload) -> the requests, in the order requests cycle through them
-    request_texts(payload)    -> their texts, for a server that tokenizes (token ids have none: an InputError)
     payload_fingerprint(payload) -> 16 hex digits of what the requests are (not where they were read from)
 
 The loader (spec/loader.py) already read the file once and refused what is wrong; reading it again here refuses the
@@ -52,18 +51,6 @@ def sample_requests(requests: Sequence[PayloadRequest], size: int | None, seed: 
         return list(requests)
     picked = sorted(random.Random(seed).sample(range(len(requests)), size))
     return [requests[i] for i in picked]
-
-
-def request_texts(payload: PayloadSpec) -> list[str]:
-    """The text of every request, for a server that tokenizes itself (OpenAI embeddings, Infinity)."""
-    requests = payload_requests(payload)
-    for request in requests:
-        if request.text is None:
-            raise InputError(
-                f"{request.where}: is token ids, but this serving stack tokenizes the texts itself",
-                hint='Give that stack a payload of texts ({"text": ...}); token ids go to Triton targets only.',
-            )
-    return [request.text for request in requests if request.text is not None]
 
 
 def payload_fingerprint(payload: PayloadSpec) -> str:

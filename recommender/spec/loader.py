@@ -76,6 +76,7 @@ def _check_model_file(model: ModelSpec, model_path: Path, spec_path: Path) -> No
 
 # the vocabulary of the packaged tokenizer (bert-uncased), which a minilm model and a default bert architecture share
 TOKENIZER_VOCAB = 30522
+MAX_POSITIONS = 512  # the packaged encoders' position embeddings: the most tokens a request can carry
 
 
 def _check_payload_file(spec: ExperimentSpec, spec_path: Path) -> None:
@@ -101,17 +102,13 @@ def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> Non
     ids = [(request.where, request.input_ids) for request in requests if request.input_ids is not None]
     if not ids:
         return
-    texts_only = sorted({target.stack for target in spec.all_targets} - {"triton"})
-    if texts_only:
-        raise InputError(
-            f"{ids[0][0]}: is token ids, but {', '.join(texts_only)} tokenizes the texts itself",
-            hint='Give that stack a payload of texts ({"text": ...}); token ids go to Triton targets only.',
-        )
     where, longest = max(ids, key=lambda row: len(row[1]))
-    if len(longest) > payload.sequence_length:
+    limit = payload.sequence_length or MAX_POSITIONS
+    if len(longest) > limit:
         raise InputError(
-            f"{where}: holds {len(longest)} token ids, more than payload.sequence_length ({payload.sequence_length})",
-            hint=f"Raise payload.sequence_length to {len(longest)} (at most 512), or shorten that request.",
+            f"{where}: holds {len(longest)} token ids, more than the {limit} a request carries "
+            "(payload.sequence_length)",
+            hint=f"Raise payload.sequence_length to {len(longest)} (at most {MAX_POSITIONS}), or shorten that request.",
         )
     vocab = _vocabulary(spec.model)
     where, highest = max(ids, key=lambda row: max(row[1]))

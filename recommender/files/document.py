@@ -209,10 +209,6 @@ def _line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1024 * 1024):g} MiB" if size >= 1024 * 1024 else f"{size / 1024:g} KiB"
-
-
 def load_yaml(path: str | Path, kind: str, error: type[InputError] = InputError) -> Any:
     """The file parsed as one YAML document (safe tags only), within MAX_DEPTH and MAX_VALUES."""
     path = Path(path)
@@ -301,6 +297,10 @@ def _read_capped(
             hint=hint or f"{_a(kind).capitalize()} is a few KiB; is this the right file?",
         )
     return data
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB" if size >= 1024 * 1024 else f"{size / 1024:g} KiB"
 
 
 def _a(kind: str) -> str:

@@ -172,7 +172,7 @@ def test_the_reuse_key_follows_the_requests_not_the_path(tmp_path):
 
 def test_the_packaged_texts_keep_the_key_they_always_had():
     payload = PayloadSpec()
-    assert payload_document(payload) == {"texts": list(payload.texts), "sequence_length": 128}
+    assert payload_document(payload) == {"texts": list(payload.texts), "sequence_length": payload.sequence_length}
 
 
 def test_what_a_run_stores_of_its_payload(tmp_path):
@@ -241,7 +241,7 @@ REFUSED = [
         "ids too long",
         "q.jsonl",
         lambda p: p.write_text(json.dumps({"input_ids": [101] * 200}) + "\n"),
-        "",
+        "  sequence_length: 128\n",
         "line 1: holds 200 token ids, more than the 128 a request carries (payload.sequence_length)",
     ),
     (

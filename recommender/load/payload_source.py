@@ -26,10 +26,12 @@ def payload_requests(payload: PayloadSpec) -> tuple[PayloadRequest, ...]:
     """Every request of the payload, in order: the file's rows (sampled) when `payload.file` is set, else the texts."""
     if payload.file is None:
         return tuple(PayloadRequest(f"payload.texts[{i}]", text=text) for i, text in enumerate(payload.texts))
-    stat = Path(payload.file).stat()  # a file changed since it was last read is read again
-    return _file_requests(
-        str(payload.file), payload.format, payload.column, payload.sample, payload.seed, stat.st_mtime_ns, stat.st_size
-    )
+    try:
+        stat = Path(payload.file).stat()  # a file changed since it was last read is read again
+        version = (stat.st_mtime_ns, stat.st_size)
+    except OSError:  # gone or unreadable since `validate`: the reader says so in one line (errors are not cached)
+        version = (-1, -1)
+    return _file_requests(str(payload.file), payload.format, payload.column, payload.sample, payload.seed, *version)
 
 
 @lru_cache(maxsize=4)

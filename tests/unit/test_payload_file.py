@@ -170,6 +170,15 @@ def test_the_reuse_key_follows_the_requests_not_the_path(tmp_path):
     assert protocol_document(load_spec(experiment(tmp_path, f"  file: {moved}\n")), VERSIONS)["payload"] != key
 
 
+def test_a_file_gone_since_validate_is_one_line_at_run_time_not_a_traceback(tmp_path):
+    path = numbered(tmp_path, 3)
+    payload = load_spec(experiment(tmp_path, "  file: q.txt\n")).payload
+    assert len(request_token_ids(payload)) == 3
+    path.unlink()
+    with pytest.raises(InputError, match=r"q\.txt: no such payload file"):
+        request_token_ids(payload)
+
+
 def test_the_packaged_texts_keep_the_key_they_always_had():
     payload = PayloadSpec()
     assert payload_document(payload) == {"texts": list(payload.texts), "sequence_length": payload.sequence_length}

@@ -126,21 +126,30 @@ def read_members(
 
 
 def _folder_members(path: Path, kind: str, error: type[InputError], caps: Caps) -> list[tuple[str, bytes]]:
-    members, total = [], 0
-    for member in sorted(path.rglob("*")):
-        name = str(member.relative_to(path))
-        if member.is_symlink() or not (member.is_file() or member.is_dir()):
-            raise error(
-                f"{path}: {name}: is a link or a special file, not a request body",
-                hint=f"Put only the request bodies (regular files) in the {kind}.",
-            )
-        if member.is_dir() or name.startswith(".") or "/." in name:
-            continue
-        with _open(member, kind, error) as handle:
-            data = _read_capped(handle, member, kind, error, caps.line_bytes, "One file is one request body.")
-        total += len(data)
-        members.append((name, data))
-        _check_members(path, kind, error, caps, len(members), total)
+    """Walked in name order and stopped at the caps as it goes (a folder as big as a disk is refused, not listed);
+    hidden entries (a leading dot) are skipped, links refused, subfolders entered."""
+    members: list[tuple[str, bytes]] = []
+    total = seen = 0
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        for name in [*subfolders, *sorted(files)]:
+            seen += 1
+            if seen > caps.records:
+                raise _too_many(path, kind, error, caps, "")
+            member = Path(folder) / name
+            relative = str(member.relative_to(path))
+            if member.is_symlink() or not (member.is_file() or member.is_dir()):
+                raise error(
+                    f"{path}: {relative}: is a link or a special file, not a request body",
+                    hint=f"Put only the request bodies (regular files) in the {kind}.",
+                )
+            if member.is_dir() or name.startswith("."):
+                continue
+            with _open(member, kind, error) as handle:
+                data = _read_capped(handle, member, kind, error, caps.line_bytes, "One file is one request body.")
+            total += len(data)
+            members.append((relative, data))
+            _check_members(path, kind, error, caps, len(members), total)
     return members
 
 

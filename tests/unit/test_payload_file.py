@@ -348,3 +348,22 @@ def test_a_message_quoting_the_users_file_is_printed_as_text_not_as_markup():
     out = io.StringIO()
     code = report_error(InputError("q.csv: line 1: no column `text` (it has [/x])", hint="see [/y]"), Console(file=out))
     assert code == 2 and "(it has [/x])" in out.getvalue() and "see [/y]" in out.getvalue()
+
+
+def test_a_folder_is_walked_in_name_order_and_refused_at_the_cap_as_it_goes(tmp_path):
+    from recommender.files.document import read_members
+
+    folder = tmp_path / "bodies"
+    (folder / "b").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    for name in ("z.txt", "a.txt", "b/c.txt", ".git/ignored", ".hidden"):
+        (folder / name).write_text(name)
+    assert [name for name, _ in read_members(folder, "payload file")] == ["a.txt", "b/c.txt", "z.txt"]
+    with pytest.raises(InputError, match="holds more than 2 requests"):
+        read_members(folder, "payload file", caps=Caps(records=2))
+    deep = tmp_path / "deep"
+    for name in ("one", "two", "three"):
+        (deep / name).mkdir(parents=True)
+    (deep / "body.txt").write_text("a request")
+    with pytest.raises(InputError, match="holds more than 2 requests"):  # entries count as walked: a folder as big
+        read_members(deep, "payload file", caps=Caps(records=2))  # as a disk is refused before it is listed whole

@@ -18,6 +18,7 @@ file, the reason and a hint; never a traceback. Limits:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -157,19 +158,22 @@ def _archive_members(path: Path, kind: str, error: type[InputError], caps: Caps)
     members: list[tuple[str, bytes]] = []
     total = 0
     with _open(path, kind, error) as handle:
-        try:
-            with tarfile.open(fileobj=handle, mode="r:*") as archive:
-                for info in archive:
-                    data = _archive_member(archive, info, path, kind, error, caps)
-                    if data is not None:
-                        total += len(data)
-                        members.append((info.name.removeprefix("./"), data))
-                        _check_members(path, kind, error, caps, len(members), total)
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-            raise error(
-                f"{path}: is neither a folder nor a readable .tar.gz / .tar archive ({exc})",
-                hint="Give a folder of request bodies or a .tar.gz of them (`tar czf payload.tar.gz -C folder .`).",
-            ) from None
+        packed = _read_capped(handle, path, kind, error, caps.bytes, _SAMPLE_HINT)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:*") as archive:
+            for seen, info in enumerate(archive, start=1):
+                if seen > caps.records:  # folders and links count as they are read: the walk stops at the cap
+                    raise _too_many(path, kind, error, caps, "")
+                data = _archive_member(archive, info, path, kind, error, caps)
+                if data is not None:
+                    total += len(data)
+                    members.append((info.name.removeprefix("./"), data))
+                    _check_members(path, kind, error, caps, len(members), total)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise error(
+            f"{path}: is neither a folder nor a readable .tar.gz / .tar archive ({exc})",
+            hint="Give a folder of request bodies or a .tar.gz of them (`tar czf payload.tar.gz -C folder .`).",
+        ) from None
     return members
 
 

@@ -367,3 +367,22 @@ def test_a_folder_is_walked_in_name_order_and_refused_at_the_cap_as_it_goes(tmp_
     (deep / "body.txt").write_text("a request")
     with pytest.raises(InputError, match="holds more than 2 requests"):  # entries count as walked: a folder as big
         read_members(deep, "payload file", caps=Caps(records=2))  # as a disk is refused before it is listed whole
+
+
+def test_an_archive_is_capped_by_its_own_bytes_and_by_the_entries_read(tmp_path):
+    from recommender.files.document import read_members
+
+    path = tmp_path / "p.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name in ("one", "two", "three"):
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.DIRTYPE
+            archive.addfile(info)
+        body = tarfile.TarInfo("body.txt")
+        body.size = 9
+        archive.addfile(body, io.BytesIO(b"a request"))
+    assert read_members(path, "payload file") == [("body.txt", b"a request")]
+    with pytest.raises(InputError, match="holds more than 2 requests"):
+        read_members(path, "payload file", caps=Caps(records=2))
+    with pytest.raises(InputError, match=r"is [0-9,]+ bytes, over the .* limit for a payload file"):
+        read_members(path, "payload file", caps=Caps(bytes=100))

@@ -12,8 +12,9 @@ file, the reason and a hint; never a traceback. Limits:
   can stand for billions of values).
 - A file of records (`read_lines`: a payload of requests, one a line) may be up to `Caps.bytes` (64 MiB by default),
   with at most `Caps.records` records and `Caps.line_bytes` per line; a folder or archive of files (`read_members`)
-  as many members, each up to `Caps.line_bytes`, all together up to `Caps.bytes` (counted as they are unpacked, so a
-  compressed bomb stops at the cap). An over-long or undecodable line is named by its number, a member by its name.
+  as many entries (counted as they are walked, folders too), each file up to `Caps.line_bytes`, all together up to
+  `Caps.bytes` (counted as they are unpacked, so a compressed bomb stops at the cap; an archive's own bytes are held
+  to it too). An over-long or undecodable line is named by its number, a member by its name.
 """
 
 from __future__ import annotations

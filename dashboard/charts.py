@@ -133,3 +133,18 @@ def history(points: pd.DataFrame, value: str, title: str) -> alt.Chart:
         )
         .properties(height=300)
     )
+
+
+def token_lengths(frame: pd.DataFrame) -> alt.Chart:
+    """The payload's token-length histogram: requests per range of input tokens (frames.payload_frame)."""
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("from:Q", bin="binned", title="input tokens per request (the request's own, no padding)"),
+            x2="to:Q",
+            y=alt.Y("requests:Q", title="requests"),
+            tooltip=["input tokens", "requests", alt.Tooltip("share:Q", format=".0%")],
+        )
+        .properties(height=240)
+    )

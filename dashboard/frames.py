@@ -13,10 +13,19 @@ from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import Level, WindowRecord, judge_levels
 from recommender.metrics.limits import Limits
+from recommender.metrics.payload_lengths import PayloadLengths, input_tokens_per_second
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.server_figures import SERVER_PARTS
 from recommender.metrics.stability import describe
-from recommender.report.columns import AVG_BATCH_SIZE, ERROR_RATE, INVOCATIONS, MAX_INVOCATIONS, MODEL_LATENCY, Metric
+from recommender.report.columns import (
+    AVG_BATCH_SIZE,
+    ERROR_RATE,
+    INPUT_TOKENS,
+    INVOCATIONS,
+    MAX_INVOCATIONS,
+    MODEL_LATENCY,
+    Metric,
+)
 from recommender.store.results import ExperimentInfo
 from recommender.vocabulary import PERCENTILE_NAMES
 
@@ -101,6 +110,7 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         columns[r.name] = {
             "status": r.status,
             **headline_figures(r.headline),
+            **token_figures(r),
             AVG_BATCH_SIZE.frame: s.avg_batch_size,
             "executions": s.execution_count,
             **{f"server {part} us": s.avg_us.get(part) for part in SERVER_PARTS},
@@ -108,6 +118,14 @@ def metrics_table(results: list[CandidateResult]) -> pd.DataFrame:
         }
     frame = pd.DataFrame(columns)
     return frame.dropna(how="all").map(text_cell)  # one column mixes figures and words: show all as text
+
+
+def token_figures(r: CandidateResult) -> dict[str, Any]:
+    """Input tokens per request (the payload's mean) and per second at MaxInvocations (None: not recorded)."""
+    payload = PayloadLengths.from_dict(r.payload)
+    mean = payload.mean_tokens if payload is not None else None
+    ipm = r.headline.max_invocations if r.headline is not None else None
+    return {"input tokens per request": mean, INPUT_TOKENS.frame: input_tokens_per_second(ipm, mean)}
 
 
 def headline_figures(h: Headline | None) -> dict[str, Any]:
@@ -243,3 +261,17 @@ def windows_frame(result: CandidateResult, rows: list[dict[str, Any]]) -> pd.Dat
 
 def history_table(points: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(points)
+
+
+def payload_frame(payload: PayloadLengths) -> pd.DataFrame:
+    """The payload's token-length histogram, a row per range: its bounds (`to` exclusive, for the bars), its label,
+    requests and share."""
+    return pd.DataFrame(
+        {
+            "from": [b.low for b in payload.histogram],
+            "to": [b.high + 1 for b in payload.histogram],
+            "input tokens": [tokens for tokens, _, _ in payload.histogram_rows()],
+            "requests": [b.requests for b in payload.histogram],
+            "share": [b.requests / payload.requests for b in payload.histogram],
+        }
+    )

@@ -119,6 +119,7 @@ class CandidateResult:
     backend: str | None = None  # what served it, e.g. python:onnxruntime or onnxruntime_onnx
     correctness: dict[str, Any] | None = None  # the correctness gate's stored figures (correctness/gate.py Correctness)
     budget_skipped: bool = False  # the budget refused or stopped it (migration 0007): a raised budget measures it
+    payload: dict[str, Any] | None = None  # what it was sent (metrics/payload_lengths.py); None before migration 0008
 
     @property
     def server(self) -> ServerStats:

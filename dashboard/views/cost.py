@@ -14,7 +14,7 @@ from dashboard.selection import decision_in_view
 from dashboard.text import escape, show_error, show_table
 from recommender.decide.recommendation import Recommendation
 from recommender.errors import RecommenderError
-from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE
+from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, COST_PER_MILLION_TOKENS, FLEET_SIZE
 
 FLEET_COST = f"fleet {COST_PER_HOUR.frame}"  # the fleet that serves the target load
 FLEET = f"{FLEET_SIZE.short} for target"
@@ -30,6 +30,7 @@ def cost_rows(rec: Recommendation) -> list[dict]:
             FLEET: r.initial_instance_count,
             FLEET_COST: r.cost_per_hour,
             COST_PER_MILLION.frame: r.cost_per_million,
+            COST_PER_MILLION_TOKENS.frame: r.cost_per_million_tokens,
             "recommended": r.recommended,
         }
         for r in decision.report(rec).rows
@@ -69,6 +70,8 @@ def main() -> None:
         st.info("Nothing to price: no candidate is within the limits, or no instance type is picked.")
         return
     st.caption(f"Target load {settings.target_ipm:,.0f} invocations per minute.")
+    if frame[COST_PER_MILLION_TOKENS.frame].isna().all():  # runs stored before their payload was (migration 0008)
+        frame = frame.drop(columns=COST_PER_MILLION_TOKENS.frame)
     show_table(frame, hide_index=True)
     left, right = st.columns(2)
     left.altair_chart(charts.bars(frame, COST_PER_MILLION.frame, "cost per million inferences (USD)"), width="stretch")

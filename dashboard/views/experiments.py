@@ -6,10 +6,11 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from dashboard import frames, source
+from dashboard import charts, frames, source
 from dashboard.selection import running_notice, selected
 from dashboard.text import escape, metric_column, no_experiments, seconds_column, show_table
 from recommender.candidates import CandidateResult, RunStatus
+from recommender.decide.recommendation import payload_of
 from recommender.metrics.stage_times import time_spent
 from recommender.report.columns import ERROR_RATE
 
@@ -47,6 +48,7 @@ def detail() -> None:
         show_table(frames.candidates_table(results), hide_index=True, column_config=CANDIDATE_COLUMNS)
     else:
         st.info("No candidates stored for this experiment yet.")
+    payload_sent(results)
     time_went(results)
     for r in results:
         if r.status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and r.reason:
@@ -54,6 +56,17 @@ def detail() -> None:
                 st.code(r.reason, language=None, wrap_lines=True)
     with st.expander("Experiment file (as stored)"):
         st.code(yaml.safe_dump(info.spec, sort_keys=False), language="yaml")
+
+
+def payload_sent(results: list[CandidateResult]) -> None:
+    """What the runs were sent: where the requests came from and their token-length histogram (runs stored before
+    migration 0008 recorded no payload)."""
+    payload = payload_of(results)
+    if payload is None:
+        return
+    st.subheader("Payload")
+    st.caption(escape(payload.describe()))
+    st.altair_chart(charts.token_lengths(frames.payload_frame(payload)), width="stretch")
 
 
 def time_went(results: list[CandidateResult]) -> None:

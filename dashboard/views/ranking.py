@@ -11,7 +11,9 @@ from recommender.decide.recommendation import Recommendation
 from recommender.report.columns import (
     COST_PER_HOUR,
     COST_PER_MILLION,
+    COST_PER_MILLION_TOKENS,
     FLEET_SIZE,
+    INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
 )
@@ -26,6 +28,8 @@ COLUMNS = {
     "fleet_size_at_point": metric_column(FLEET_SIZE, f"{FLEET_SIZE.short} at the point estimate"),
     COST_PER_HOUR.field: metric_column(COST_PER_HOUR, f"fleet {COST_PER_HOUR.frame}"),
     COST_PER_MILLION.field: metric_column(COST_PER_MILLION),
+    INPUT_TOKENS.field: metric_column(INPUT_TOKENS),
+    COST_PER_MILLION_TOKENS.field: metric_column(COST_PER_MILLION_TOKENS),
     "score": st.column_config.NumberColumn("score", format="%.3f"),
     "instance_type": st.column_config.TextColumn("instance type"),
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
@@ -38,11 +42,13 @@ ORDER = (
     "status",
     "invocations_per_minute",
     "interval",
+    "input_tokens_per_second",
     "model_latency_ms",
     "initial_instance_count",
     "fleet_size_at_point",
     "cost_per_hour",
     "cost_per_million",
+    "cost_per_million_tokens",
     "score",
     "notes",
     "excluded_reasons",
@@ -75,6 +81,8 @@ def card(rec: Recommendation) -> None:
             (f"{rec.percentile} latency at MaxInvocations", number(c.model_latency_ms, 1, "ms")),
             ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
         ]
+        if c.input_tokens_per_second is not None:  # the run recorded its payload (migration 0008)
+            metrics.append(("Input tokens per instance", number(c.input_tokens_per_second, 0, "/s")))
         for column, (label, value) in zip(st.columns(len(metrics)), metrics, strict=False):
             column.metric(label, value)
         st.caption(

@@ -19,12 +19,15 @@ from recommender.decide.comparison import Outcome
 from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.headline import Headline, ServerStats
+from recommender.metrics.payload_lengths import cost_per_million_tokens
 from recommender.metrics.stop_reason import StopReason
 from recommender.report.columns import (
     AVG_BATCH_SIZE,
     COMPUTE_TIME,
     COST_PER_MILLION,
+    COST_PER_MILLION_TOKENS,
     ERROR_RATE,
+    INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
     QUEUE_TIME,
@@ -175,6 +178,18 @@ def _cost(row: TableRow, _: Context) -> str:
     )
 
 
+def _tokens(row: TableRow, _: Context) -> str:
+    """Input tokens per second at MaxInvocations (ranked), '-' when excluded or the payload was not recorded."""
+    return INPUT_TOKENS.format(row.entry.input_tokens_per_second) if row.ranked else "-"
+
+
+def _cost_per_tokens(row: TableRow, _: Context) -> str:
+    if row.ranked is None or row.entry.mean_input_tokens is None:
+        return "-"
+    value = cost_per_million_tokens(row.ranked.cost_per_million, row.entry.mean_input_tokens)
+    return "unpriced" if value is None else COST_PER_MILLION_TOKENS.with_unit(value)
+
+
 def _pareto(row: TableRow, _: Context) -> str:
     return "yes" if row.ranked and row.ranked.pareto else "-"
 
@@ -204,10 +219,12 @@ COLUMNS = (  # in reading order; the number is the priority (1 always shown, hig
     TableColumn("rank", 1, _rank),
     TableColumn("configuration", 1, lambda row, _: row.entry.name),
     TableColumn(MAX_INVOCATIONS.short, 1, _max_invocations),
+    TableColumn(INPUT_TOKENS.short, 2, _tokens),
     TableColumn(MODEL_LATENCY.short, 1, _latency),
     TableColumn("verdict", 1, _verdict, wraps=True),
     TableColumn("score", 2, _score),
     TableColumn(COST_PER_MILLION.short, 2, _cost),
+    TableColumn(COST_PER_MILLION_TOKENS.short, 3, _cost_per_tokens),
     TableColumn("± over", 3, _interval_n),
     TableColumn("{p} over requests", 4, _samples),
     TableColumn("breached", 3, _breached),

@@ -43,6 +43,7 @@ from recommender.decide.cost import cost_per_million
 from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
 from recommender.metrics.limits import Limits
+from recommender.metrics.payload_lengths import input_tokens_per_second
 from recommender.spec.decision import DEFAULT_IMPORTANCE
 
 Bounds = tuple[float, float]
@@ -81,6 +82,12 @@ class RankInput:
     gpu: str | None = None  # GPU figures at MaxInvocations or "no GPU (why)" (hardware.describe_gpu); None: unknown
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
     budget_skipped: bool = False  # the budget refused or stopped it (CandidateResult.budget_skipped)
+    mean_input_tokens: float | None = None  # the payload's mean input tokens per request (None: not recorded)
+
+    @property
+    def input_tokens_per_second(self) -> float | None:
+        """Input tokens per second at MaxInvocations (metrics/payload_lengths.py)."""
+        return input_tokens_per_second(self.invocations_per_minute, self.mean_input_tokens)
 
     @property
     def ipm(self) -> float:

@@ -34,6 +34,7 @@ from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
+from recommender.metrics.payload_lengths import PayloadLengths, cost_per_million_tokens
 from recommender.metrics.stage_times import time_spent
 from recommender.spec import ExperimentSpec, TargetSpec, target_label
 
@@ -93,6 +94,7 @@ class Recommendation:
     unstable: frozenset[str] = frozenset()  # keys of candidates whose headline says stable: false
     candidate_pricing: Mapping[str, Pricing] = field(default_factory=dict)  # by key: each candidate's target's pricing
     time_spent: Mapping[str, float] = field(default_factory=dict)  # seconds per stage over the stored runs
+    payload: PayloadLengths | None = None  # what the runs were sent (the newest run's record; None: not recorded)
 
     def pricing_of(self, key: str) -> Pricing:
         """A candidate's pricing (its target's; `pricing`, the winner's, when not known)."""
@@ -125,6 +127,7 @@ class Recommendation:
             "tie_notice": self.tie_notice,
             "justification": self.justification,
             "notes": list(self.notes),
+            "payload": self.payload.to_dict() if self.payload else None,
             "ranked": [_ranked_document(r, self.fleets[r.candidate.key]) for r in self.ranking.ranked],
             "excluded": [
                 {
@@ -158,6 +161,8 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
         "latency_ms": c.model_latency_ms,
         "error_rate": c.error_rate,
         "cost_per_million": r.cost_per_million,
+        "input_tokens_per_second": c.input_tokens_per_second,
+        "cost_per_million_tokens": cost_per_million_tokens(r.cost_per_million, c.mean_input_tokens),
         "initial_instance_count": fleet.fleet_size,
         "initial_instance_count_at_point": fleet.fleet_size_at_point,
         "sized_on": fleet.sized_on,
@@ -260,8 +265,14 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
         gpu=describe_gpu(result.server_stats),
         correctness=describe_correctness(result.correctness),
         budget_skipped=result.budget_skipped,
+        mean_input_tokens=_mean_tokens(result.payload),
         **(_figures(h, percentile) if h is not None else {}),
     )
+
+
+def _mean_tokens(payload: dict[str, Any] | None) -> float | None:
+    lengths = PayloadLengths.from_dict(payload)
+    return lengths.mean_tokens if lengths is not None else None
 
 
 def _figures(h: Headline, percentile: str) -> dict[str, Any]:
@@ -350,8 +361,17 @@ def recommend(
         unstable=frozenset(r.key for r in results if _unstable(r)),
         candidate_pricing=pricing_of,
         time_spent=time_spent(r.server.stages for r in results),
+        payload=payload_of(results),
     )
     return _with_justification(draft)
+
+
+def payload_of(results: Iterable[CandidateResult]) -> PayloadLengths | None:
+    """The payload the experiment's runs were sent: the newest run's record (the runs of one measurement protocol
+    share the payload: its fingerprint is in the key); None when no run recorded one (stored before migration 0008)."""
+    recorded = [r for r in results if r.payload and r.run_id is not None]
+    newest = max(recorded, key=lambda r: r.run_id or 0, default=None)
+    return PayloadLengths.from_dict(newest.payload) if newest is not None else None
 
 
 def sizing_ipm(candidate: RankInput) -> float:

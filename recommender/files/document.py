@@ -1,5 +1,6 @@
 """A user's document: the one reader for every file a user names (experiment YAML, job request JSON, price
-YAML, a file holding a database URL) and the checks for a binary file they name (a model file).
+YAML, a file holding a database URL, a payload file of requests and the folder or .tar.gz of request bodies) and
+the checks for a binary file they name (a model file).
 
 Whatever the file is (missing, a directory, a device, unreadable, over the size cap, binary, not UTF-8, not
 valid YAML/JSON, nested too deep, an alias bomb), the caller gets its own `InputError` subclass naming the
@@ -11,14 +12,23 @@ file, the reason and a hint; never a traceback. Limits:
 - MAX_DEPTH (64 levels) and MAX_VALUES (1,000,000 values after YAML aliases are expanded): a document past
   either is refused before anything walks it (PyYAML's composer and every validator recurse; a few aliases
   can stand for billions of values).
+- A file of records (`read_lines`: a payload of requests, one a line) may be up to `Caps.bytes` (64 MiB by default),
+  with at most `Caps.records` records and `Caps.line_bytes` per line; a folder or archive of files (`read_members`)
+  as many entries (counted as they are walked, folders too), each file up to `Caps.line_bytes`, all together up to
+  `Caps.bytes` (counted as they are unpacked, so a compressed bomb stops at the cap; an archive's own bytes are held
+  to it too). An over-long or undecodable line is named by its number, a member by its name.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
+import tarfile
+import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -30,6 +40,19 @@ MAX_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 MAX_RECORDS_BYTES = 1024 * 1024 * 1024  # a record log (one JSON line per request, ~1.5 KB each): ~700,000 requests
+_SAMPLE_HINT = "Keep a sample of the file (a few thousand requests describe the traffic)."
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The limits of a file of records (or a folder or archive of them): its bytes, its records, one record's bytes."""
+
+    bytes: int = 64 * 1024 * 1024
+    records: int = 100_000
+    line_bytes: int = 1024 * 1024
+
+    def describe_bytes(self) -> str:
+        return _mib(self.bytes)
 
 
 def read_text(
@@ -40,18 +63,171 @@ def read_text(
     path = Path(path)
     with _open(path, kind, error) as handle:
         data = _read_capped(handle, path, kind, error, limit, hint)
+    return decode_text(data, str(path), kind, error)
+
+
+def decode_text(data: bytes, where: str, kind: str, error: type[InputError] = InputError) -> str:
+    """`data` as UTF-8 text (a leading BOM dropped); `where` names it in messages (a path, or a path and a member),
+    an undecodable byte by its line and offset."""
     if b"\x00" in data:
+        nul = data.index(b"\x00")
         raise error(
-            f"{path}: is binary (it holds NUL bytes), not {_a(kind)}",
+            f"{where}: line {_line_of(data, nul)}: is binary (it holds NUL bytes), not {_a(kind)}",
             hint=f"{_a(kind).capitalize()} is UTF-8 text; is this the right file?",
         )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(
-            f"{path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            f"{where}: line {_line_of(data, exc.start)}: is not UTF-8 text "
+            f"(byte 0x{data[exc.start]:02x} at offset {exc.start})",
             hint="Save the file as UTF-8 (most editors offer this in 'Save as').",
         ) from None
+
+
+def read_lines(
+    path: str | Path, kind: str, error: type[InputError] = InputError, caps: Caps = Caps()
+) -> list[tuple[int, str]]:
+    """The file's non-blank lines with their numbers (from 1), within `caps`: the file's size, the count of
+    non-blank lines, one line's bytes. An empty file (or one of blank lines only) is refused."""
+    path = Path(path)
+    with _open(path, kind, error) as handle:
+        data = _read_capped(handle, path, kind, error, caps.bytes, _SAMPLE_HINT)
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if len(raw) > caps.line_bytes:
+            raise error(
+                f"{path}: line {number}: is {len(raw):,} bytes, over the {_mib(caps.line_bytes)} limit for one line "
+                f"of {_a(kind)}",
+                hint="One request is one line; is a line break missing, or is this the right file?",
+            )
+        if raw.strip():
+            lines.append((number, raw))
+            if len(lines) > caps.records:
+                raise _too_many(path, kind, error, caps, f"line {number}: ")
+    if not lines:
+        raise _empty(path, kind, error)
+    text = decode_text(data, str(path), kind, error)  # undecodable bytes named by their line
+    split = text.split("\n")
+    return [(number, split[number - 1].rstrip("\r")) for number, _ in lines]
+
+
+def read_members(
+    path: str | Path, kind: str, error: type[InputError] = InputError, caps: Caps = Caps()
+) -> list[tuple[str, bytes]]:
+    """The regular files of a folder (not recursing into subfolders' links) or of a .tar.gz / .tgz / .tar archive,
+    as (name, bytes) sorted by name, within `caps`: their count, one member's bytes, all members' bytes together
+    (counted as they are unpacked). Nothing is extracted to disk; links and devices are refused by name."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise error(
+            f"{path}: no such {kind}", hint=f"Check the path; a relative path starts from {Path.cwd()}."
+        ) from None
+    except OSError as exc:
+        raise _unreadable(path, exc, error) from None
+    read = _folder_members if stat.S_ISDIR(mode) else _archive_members
+    members = read(path, kind, error, caps)
+    if not members:
+        raise _empty(path, kind, error)
+    return sorted(members)
+
+
+def _folder_members(path: Path, kind: str, error: type[InputError], caps: Caps) -> list[tuple[str, bytes]]:
+    """Walked in name order and stopped at the caps as it goes (a folder as big as a disk is refused, not listed);
+    hidden entries (a leading dot) are skipped, links refused, subfolders entered."""
+    members: list[tuple[str, bytes]] = []
+    total = seen = 0
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        for name in [*subfolders, *sorted(files)]:
+            seen += 1
+            if seen > caps.records:
+                raise _too_many(path, kind, error, caps, "")
+            member = Path(folder) / name
+            relative = str(member.relative_to(path))
+            if member.is_symlink() or not (member.is_file() or member.is_dir()):
+                raise error(
+                    f"{path}: {relative}: is a link or a special file, not a request body",
+                    hint=f"Put only the request bodies (regular files) in the {kind}.",
+                )
+            if member.is_dir() or name.startswith("."):
+                continue
+            with _open(member, kind, error) as handle:
+                data = _read_capped(handle, member, kind, error, caps.line_bytes, "One file is one request body.")
+            total += len(data)
+            members.append((relative, data))
+            _check_members(path, kind, error, caps, len(members), total)
+    return members
+
+
+def _archive_members(path: Path, kind: str, error: type[InputError], caps: Caps) -> list[tuple[str, bytes]]:
+    members: list[tuple[str, bytes]] = []
+    total = 0
+    with _open(path, kind, error) as handle:
+        packed = _read_capped(handle, path, kind, error, caps.bytes, _SAMPLE_HINT)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:*") as archive:
+            for seen, info in enumerate(archive, start=1):
+                if seen > caps.records:  # folders and links count as they are read: the walk stops at the cap
+                    raise _too_many(path, kind, error, caps, "")
+                data = _archive_member(archive, info, path, kind, error, caps)
+                if data is not None:
+                    total += len(data)
+                    members.append((info.name.removeprefix("./"), data))
+                    _check_members(path, kind, error, caps, len(members), total)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise error(
+            f"{path}: is neither a folder nor a readable .tar.gz / .tar archive ({exc})",
+            hint="Give a folder of request bodies or a .tar.gz of them (`tar czf payload.tar.gz -C folder .`).",
+        ) from None
+    return members
+
+
+def _archive_member(
+    archive: tarfile.TarFile, info: tarfile.TarInfo, path: Path, kind: str, error: type[InputError], caps: Caps
+) -> bytes | None:
+    name = info.name.removeprefix("./")
+    if info.isdir() or not name or name.startswith(".") or "/." in name:
+        return None
+    if not info.isfile():
+        raise error(
+            f"{path}: {name}: is a link or a special file, not a request body",
+            hint=f"Put only the request bodies (regular files) in the {kind}.",
+        )
+    if info.size > caps.line_bytes:
+        raise error(
+            f"{path}: {name}: is {info.size:,} bytes, over the {_mib(caps.line_bytes)} limit for one request body",
+            hint="One file is one request body; is this the right archive?",
+        )
+    source = archive.extractfile(info)
+    return source.read(caps.line_bytes + 1) if source is not None else b""
+
+
+def _check_members(path: Path, kind: str, error: type[InputError], caps: Caps, count: int, total: int) -> None:
+    if count > caps.records:
+        raise _too_many(path, kind, error, caps, "")
+    if total > caps.bytes:
+        raise error(
+            f"{path}: its request bodies are over {caps.describe_bytes()} together, the limit for {_a(kind)}",
+            hint="Keep a sample of the bodies (a few thousand requests describe the traffic).",
+        )
+
+
+def _too_many(path: Path, kind: str, error: type[InputError], caps: Caps, where: str) -> InputError:
+    return error(
+        f"{path}: {where}holds more than {caps.records:,} requests, the limit for {_a(kind)}",
+        hint=_SAMPLE_HINT,
+    )
+
+
+def _empty(path: Path, kind: str, error: type[InputError]) -> InputError:
+    return error(f"{path}: is empty: {_a(kind)} holds at least one request", hint="Is this the right file?")
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
 
 
 def load_yaml(path: str | Path, kind: str, error: type[InputError] = InputError) -> Any:

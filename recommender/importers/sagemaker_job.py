@@ -278,7 +278,12 @@ _IGNORED = (
     ),
     (
         ("InputConfig", "ContainerConfig"),
-        "ContainerConfig (framework, sample payload, MIME types) is not used; set `payload` instead.",
+        "ContainerConfig (framework, MIME types) is not used; the requests are `payload`'s.",
+    ),
+    (
+        ("InputConfig", "ContainerConfig", "PayloadConfig", "SamplePayloadUrl"),
+        "the sample payload {} is not fetched: copy it here (`aws s3 cp`) and set `payload.file` to the .tar.gz "
+        '(README "Your own payload").',
     ),
     (("InputConfig", "VpcConfig"), "VpcConfig is ignored."),
     (("InputConfig", "VolumeKmsKeyId"), "VolumeKmsKeyId is ignored."),

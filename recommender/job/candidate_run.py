@@ -22,6 +22,7 @@ from recommender.correctness.gate import Incorrect, check_outputs, judged_alike,
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
+from recommender.load.payload import request_texts
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.stage_times import StageClock
@@ -126,7 +127,7 @@ class CandidateRun:
         )
         backend = serving_backend(candidate.optimization, placement.native_backends) if placement.deploys else None
         opened = context.ledger.start(
-            self.candidate_id, placement.protocol, run_dir, placement.serving.to_dict(), backend
+            self.candidate_id, placement.protocol, run_dir, placement.serving.to_dict(), backend, context.payload
         )
         refusal = work.reason if work.stage == "skip" else self._refusal()
         if refusal is not None:  # recorded, not final: a raised budget measures it on the next run
@@ -231,11 +232,11 @@ class CandidateRun:
 
     def _bodies(self, deployment) -> list[dict]:
         """The request bodies in the deployment's format: the job's KServe bodies, or one text per request for a
-        server that tokenizes (the OpenAI embeddings API)."""
+        server that tokenizes (the OpenAI embeddings API): the same requests decoded from the same token ids."""
         wire = deployment.wire
         if not wire.takes_text:
             return self.context.bodies
-        return [openai_body(deployment.model_name, [text]) for text in self.context.spec.payload.texts]
+        return [openai_body(deployment.model_name, [text]) for text in request_texts(self.context.spec.payload)]
 
     def _load(self, deployment, work: Work, run_dir: Path, bodies: list[dict]) -> dict:
         context, candidate = self.context, self.item.candidate

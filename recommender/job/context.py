@@ -113,3 +113,4 @@ class RunContext:
     experiment_id: int
     export_lock: threading.Lock  # exports (and their imports of torch/transformers) run one at a time
     tracker: Tracker  # tracking.mlflow: the experiment sent after each candidate
+    payload: dict | None = None  # what every run stores of the payload (job/protocol.stored_payload)

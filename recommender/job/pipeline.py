@@ -24,7 +24,7 @@ from recommender.doctor.host import serving_image
 from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
-from recommender.job.protocol import protocol_fingerprint
+from recommender.job.protocol import protocol_fingerprint, stored_payload
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.job.tracking import Tracker
 from recommender.load.payload import inference_bodies
@@ -83,6 +83,7 @@ class Job:
             record=lambda usd: self.store.add_spend(self.spec.name, usd),
         )
         run_id = new_run_id()
+        payload = stored_payload(self.spec.payload).to_dict()  # the user's file read (and refused) before any store
         placements = tuple(self._place(i, t, run_id) for i, t in enumerate(self.spec.all_targets))
         experiment_id = self.store.save_experiment(self.spec)
         return RunContext(
@@ -99,6 +100,7 @@ class Job:
             experiment_id=experiment_id,
             export_lock=threading.Lock(),
             tracker=Tracker(self.spec.tracking.mlflow, self.store, self.spec.name),
+            payload=payload,
         )
 
     def _place(self, index: int, spec: TargetSpec, run_id: str) -> Placement:

@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from recommender.hardware import Hardware
+from recommender.load.payload import request_token_ids
+from recommender.load.payload_source import payload_fingerprint
 from recommender.load.runner import DEFAULT_CLIENT, HTTP_CLIENTS
+from recommender.metrics.payload_lengths import PayloadLengths, payload_lengths
 from recommender.modelrepo.model_source import installed_version, model_content
 from recommender.modelrepo.tensorrt_engine import tensorrt_version
-from recommender.spec import ExperimentSpec, TargetSpec
+from recommender.spec import DEFAULT_TEXTS, ExperimentSpec, PayloadSpec, TargetSpec
 
 # target fields that identify where and on what a candidate is measured (the rest: pricing, budget, credentials)
 TARGET_IDENTITY = (
@@ -89,12 +92,34 @@ def protocol_document(
         traffic["trace"]["file"] = hashlib.sha256(Path(spec.traffic.trace.file).read_bytes()).hexdigest()
     return {
         "traffic": traffic,
-        "payload": {"texts": spec.payload.texts, "sequence_length": spec.payload.sequence_length},
+        "payload": payload_document(spec.payload),
         "target": target_identity(target or spec.target),
         "model": {"spec": spec.model.model_dump(mode="json"), "content": model_content(spec.model)},
         "versions": dict(versions),
         "load_client": HTTP_CLIENTS[DEFAULT_CLIENT],  # the user class: the clients differ 2.3x per core
     }
+
+
+def payload_document(payload: PayloadSpec) -> dict[str, Any]:
+    """The payload as the key sees it: the texts, or a file's requests by their fingerprint (not the file's path: a
+    moved file resumes; a changed one, or another sample, is measured again). Texts keep the key they always had."""
+    if payload.file is None:
+        return {"texts": payload.texts, "sequence_length": payload.sequence_length}
+    return {"requests": payload_fingerprint(payload), "sequence_length": payload.sequence_length}
+
+
+def stored_payload(payload: PayloadSpec) -> PayloadLengths:
+    """What a run stores of its payload: the fingerprint, where it came from and the requests' input tokens."""
+    lengths = [len(row) for row in request_token_ids(payload)]
+    return payload_lengths(payload_fingerprint(payload), payload_source(payload), lengths)
+
+
+def payload_source(payload: PayloadSpec) -> str:
+    """Where the requests came from, in words: 'queries.jsonl (a sample of 2,000, seed 0)', the texts."""
+    if payload.file is None:
+        return "the packaged sample texts" if tuple(payload.texts) == DEFAULT_TEXTS else "the experiment's texts"
+    sample = f" (a sample of {payload.sample:,}, seed {payload.seed})" if payload.sample else ""
+    return f"{payload.file.name}{sample}"
 
 
 def target_identity(target: TargetSpec) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from recommender.load.payload_source import payload_requests
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.spec import PayloadSpec
 
@@ -33,10 +34,22 @@ def tokenize(text: str, sequence_length: int) -> tuple[list[int], list[int]]:
 def request_token_ids(payload: PayloadSpec) -> list[list[int]]:
     """The token ids of every request of the payload, in order, unpadded (truncated at `sequence_length`).
 
-    The one seam between where requests come from (the packaged texts, later the user's file) and how they are
-    sent (padding, batching): what sends or checks requests starts from these rows.
+    The one seam between where requests come from (the texts, or the user's file: load/payload_source.py) and how
+    they are sent (padding, batching): what sends or checks requests starts from these rows. A request the user gave
+    as token ids is sent as given (the loader refused rows longer than `sequence_length`).
     """
-    return [token_ids(text, payload.sequence_length) for text in payload.texts]
+    length = payload.sequence_length
+    return [
+        list(request.input_ids) if request.input_ids is not None else token_ids(request.text or "", length)
+        for request in payload_requests(payload)
+    ]
+
+
+def request_texts(payload: PayloadSpec) -> list[str]:
+    """Every request as text, decoded from its token ids (for a server that tokenizes itself: it is sent the same
+    tokens, truncated where Triton's requests are, re-tokenizing to the same ids)."""
+    tokenizer = _tokenizer()
+    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in request_token_ids(payload)]
 
 
 def inference_bodies(payload: PayloadSpec) -> list[dict]:

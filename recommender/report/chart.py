@@ -3,7 +3,8 @@
 - the throughput-latency frontier: every measured candidate at (invocations per minute per instance,
   latency at the percentile), the threshold as a dashed line, and the frontier of candidates that no
   other beats on both throughput and latency;
-- cost per million inferences by configuration (ranked candidates; a plain message when unpriced).
+- cost per million inferences by configuration (ranked candidates; a plain message when unpriced);
+- the payload's token-length histogram (requests per range of input tokens).
 
 Every text drawn is escaped; coordinates are rounded to 0.1 px so the output is stable.
 """
@@ -199,3 +200,26 @@ def cost_chart(report: Report) -> str:
         )
         body.append(_text(left + width + 6, y + band / 2 + 4, COST_PER_MILLION.format(cost), anchor="start"))
     return _svg(title, body, height=MARGIN["top"] + band * len(priced) + 16)
+
+
+def length_chart(report: Report) -> str:
+    """The payload's token-length histogram: requests (y) per range of input tokens (x), one bar per range."""
+    title = "Requests by input tokens (the payload's own tokens, no padding)"
+    rows = report.payload.histogram_rows() if report.payload else ()
+    if not rows:
+        return _svg(title, [_text(WIDTH / 2, HEIGHT / 2, "the payload was not recorded")])
+    high = nice_ticks(max(count for _, count, _ in rows) * 1.05)[-1]
+    left, bottom = MARGIN["left"], HEIGHT - MARGIN["bottom"]
+    band = (WIDTH - left - MARGIN["right"]) / len(rows)
+    body = [_text(WIDTH / 2, 18, title), _text(WIDTH / 2, HEIGHT - 8, "input tokens per request")]
+    for index, (tokens, count, share) in enumerate(rows):
+        height = (bottom - MARGIN["top"]) * count / high
+        x = left + index * band
+        body.append(
+            f'<rect x="{_f(x + band * 0.1)}" y="{_f(bottom - height)}" width="{_f(band * 0.8)}" '
+            f'height="{_f(height)}" fill="{COLORS["ranked"]}" class="length"><title>{escape(tokens)} tokens: '
+            f"{count:,} requests ({share})</title></rect>"
+        )
+        body.append(_text(x, bottom + 14, tokens.split("-")[0], extra=' class="tick"'))  # the range's low edge
+    body.append(_text(left - 8, MARGIN["top"] + 4, f"{high:,.0f}", anchor="end", extra=' class="tick"'))
+    return _svg(title, body)

@@ -128,6 +128,28 @@ COST_PER_MILLION = Metric(
     field="cost_per_million",
     digits=4,
 )
+INPUT_TOKENS = Metric(
+    "input_tokens_per_second",
+    header="input tokens per second per instance",
+    short="tokens/s",
+    frame="input tokens/s",
+    unit="tokens/s",
+    better="higher",
+    meaning="MaxInvocations / 60 x the payload's mean input tokens per request (a request's own tokens, [CLS] and "
+    "[SEP] included, not padding)",
+    field="input_tokens_per_second",
+)
+COST_PER_MILLION_TOKENS = Metric(
+    "cost_per_million_tokens",
+    header="cost per million input tokens (USD)",
+    short="per M tokens",
+    frame="cost per million tokens (USD)",
+    unit="USD",
+    better="lower",
+    meaning="cost per inference / the payload's mean input tokens per request x 1,000,000",
+    field="cost_per_million_tokens",
+    digits=4,
+)
 FLEET_SIZE = Metric(
     "fleet_size",
     header="initial instance count",
@@ -175,10 +197,12 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
         for m in (
             MAX_INVOCATIONS,
             INVOCATIONS,
+            INPUT_TOKENS,
             MODEL_LATENCY,
             ERROR_RATE,
             COST_PER_HOUR,
             COST_PER_MILLION,
+            COST_PER_MILLION_TOKENS,
             FLEET_SIZE,
             QUEUE_TIME,
             COMPUTE_TIME,

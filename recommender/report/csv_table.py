@@ -5,7 +5,15 @@ from __future__ import annotations
 import csv
 import io
 
-from recommender.report.columns import COST_PER_HOUR, COST_PER_MILLION, FLEET_SIZE, MAX_INVOCATIONS, MODEL_LATENCY
+from recommender.report.columns import (
+    COST_PER_HOUR,
+    COST_PER_MILLION,
+    COST_PER_MILLION_TOKENS,
+    FLEET_SIZE,
+    INPUT_TOKENS,
+    MAX_INVOCATIONS,
+    MODEL_LATENCY,
+)
 from recommender.report.rows import Report, ReportRow
 
 FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' from the catalog (report/columns.py)
@@ -26,9 +34,11 @@ FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' 
     ("interval low", "ipm_low"),
     ("interval high", "ipm_high"),
     ("interval n", "interval"),
+    (INPUT_TOKENS.csv_heading("{p}"), INPUT_TOKENS.field),
     (MODEL_LATENCY.csv_heading("{p}"), MODEL_LATENCY.field),
     (COST_PER_HOUR.csv_heading("{p}"), COST_PER_HOUR.field),
     (COST_PER_MILLION.csv_heading("{p}"), COST_PER_MILLION.field),
+    (COST_PER_MILLION_TOKENS.csv_heading("{p}"), COST_PER_MILLION_TOKENS.field),
     ("score", "score"),
     ("pareto", "pareto"),
     ("tied with winner", "tied"),

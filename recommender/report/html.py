@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from recommender.report.chart import cost_chart, frontier_chart
+from recommender.report.chart import cost_chart, frontier_chart, length_chart
 from recommender.report.columns import ERROR_RATE
 from recommender.report.rows import Report, ReportColumn, ReportRow, cell, columns, excluded_columns
 
@@ -53,6 +53,7 @@ def render_html(report: Report) -> str:
         f"<p>Score weights: {escape(report.weights)}.</p>",
         "<h2>Charts</h2>",
         f'<div class="charts">{frontier_chart(report)}\n{cost_chart(report)}</div>',
+        _payload(report),
         _excluded(report),
         _time_spent(report),
         _notes(report),
@@ -112,6 +113,13 @@ def _excluded(report: Report) -> str:
     if not report.excluded:
         return ""
     return "<h2>Excluded candidates</h2>\n" + _table(excluded_columns(report.percentile), report.excluded, "excluded")
+
+
+def _payload(report: Report) -> str:
+    """What the runs were sent, in one line, and its token-length histogram as a chart."""
+    if report.payload is None:
+        return ""
+    return f"<h2>Payload</h2>\n<p>{escape(report.payload.describe())}</p>\n{length_chart(report)}"
 
 
 def _time_spent(report: Report) -> str:

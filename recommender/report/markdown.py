@@ -30,6 +30,7 @@ def render_markdown(report: Report) -> str:
         else ["No candidate is within the limits."]
     )
     parts += ["", f"Score weights: {_inline(report.weights)}.", ""]
+    parts += _payload(report)
     if report.excluded:
         parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
     parts += _not_measured(report.excluded)
@@ -63,6 +64,25 @@ def _not_measured(excluded: tuple[ReportRow, ...]) -> list[str]:
         "stopped; skipped ones were never measured.",
         "",
         *lines,
+        "",
+    ]
+
+
+def _payload(report: Report) -> list[str]:
+    """What the runs were sent: the payload in one line and its token-length histogram (a bar of █ per row)."""
+    if report.payload is None:
+        return []
+    rows = report.payload.histogram_rows()
+    most = max(count for _, count, _ in rows)
+    table = [f"| {tokens} | {count:,} | {share} | {'█' * round(20 * count / most)} |" for tokens, count, share in rows]
+    return [
+        "## Payload",
+        "",
+        _inline(report.payload.describe()),
+        "",
+        "| input tokens | requests | share | |",
+        "| ---: | ---: | ---: | --- |",
+        *table,
         "",
     ]
 

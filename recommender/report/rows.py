@@ -17,11 +17,14 @@ from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.intervals import MIN_REPEATS, WINDOW_NOISE
+from recommender.metrics.payload_lengths import PayloadLengths, cost_per_million_tokens
 from recommender.metrics.stability import RULE
 from recommender.report.columns import (
     COST_PER_HOUR,
     COST_PER_MILLION,
+    COST_PER_MILLION_TOKENS,
     FLEET_SIZE,
+    INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
     Metric,
@@ -62,6 +65,8 @@ class ReportRow:
     ipm_high: float | None = None
     interval: str | None = None  # what the interval rests on ("n=3 repeats"); None: n/a
     budget_skipped: bool = False  # the budget refused or stopped it (store flag, migration 0007)
+    input_tokens_per_second: float | None = None  # at MaxInvocations (None: the run's payload was not recorded)
+    cost_per_million_tokens: float | None = None  # cost per million inferences / mean input tokens per request
 
     @property
     def instances_text(self) -> str:
@@ -119,6 +124,7 @@ class Report:
     excluded: tuple[ReportRow, ...]
     definitions: tuple[tuple[str, str], ...] = ()  # term, meaning: how the figures are computed
     time_spent: tuple[tuple[str, float], ...] = ()  # stage, seconds over the stored runs (metrics/stage_times)
+    payload: PayloadLengths | None = None  # what the runs were sent: its token-length histogram (None: not recorded)
 
     def time_rows(self) -> tuple[tuple[str, str, str], ...]:
         """Where the experiment's time went: stage, seconds, share of the total (empty when no run kept its stages)."""
@@ -170,9 +176,11 @@ def columns(percentile: str, priced: bool) -> tuple[ReportColumn, ...]:
         metric_column(FLEET_SIZE, percentile, "instances_text", str),
         metric_column(MAX_INVOCATIONS, percentile),
         ReportColumn("95 % interval", "interval_text", str),
+        metric_column(INPUT_TOKENS, percentile),
         metric_column(MODEL_LATENCY, percentile),
         metric_column(COST_PER_HOUR, percentile, text=None if priced else unpriced),
         metric_column(COST_PER_MILLION, percentile, text=None if priced else unpriced),
+        metric_column(COST_PER_MILLION_TOKENS, percentile, text=None if priced else unpriced),
         ReportColumn("notes", "flags", ", ".join),
     )
 
@@ -184,6 +192,7 @@ def excluded_columns(percentile: str) -> tuple[ReportColumn, ...]:
         ReportColumn("status", "status", str),
         metric_column(MAX_INVOCATIONS, percentile),
         ReportColumn("95 % interval", "interval_text", str),
+        metric_column(INPUT_TOKENS, percentile),
         metric_column(MODEL_LATENCY, percentile),
         ReportColumn("reasons", "excluded_reasons", "; ".join),
     )
@@ -218,6 +227,7 @@ def build_report(rec: Recommendation) -> Report:
         excluded=excluded,
         definitions=definitions(rec.percentile),
         time_spent=tuple(rec.time_spent.items()),
+        payload=rec.payload,
     )
 
 
@@ -240,6 +250,12 @@ def definitions(percentile: str) -> tuple[tuple[str, str], ...]:
             "only where their intervals separate.",
         ),
         ("Stable", RULE),
+        (
+            "Input tokens",
+            "a request's own tokens ([CLS] and [SEP] included), not its padding. Input tokens per second = "
+            "MaxInvocations / 60 x the payload's mean input tokens per request; cost per million input tokens = "
+            "cost per inference / that mean x 1,000,000.",
+        ),
         (
             "Initial instance count",
             "ceil(target invocations per minute / MaxInvocations per instance), sized on the "
@@ -273,13 +289,14 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
             + (f"; {fleet.fleet_size_at_point} at the point estimate)" if fleet.on_interval else ")"),
         ),
         (MAX_INVOCATIONS.header, f"{MAX_INVOCATIONS.format(c.invocations_per_minute)} ({interval})"),
+        *([(INPUT_TOKENS.header, INPUT_TOKENS.with_unit(c.input_tokens_per_second))] if c.mean_input_tokens else []),
         (
             f"model latency ({rec.percentile})",
             f"{c.model_latency_ms:,.1f} ms (threshold {rec.threshold_ms:g} ms{_latency_basis(c)})",
         ),
     ]
     items.append(("correctness", c.correctness or ""))
-    items += _cost_facts(rec)
+    items += _cost_facts(rec, c.mean_input_tokens)
     if rec.scaling is not None:
         s = rec.scaling
         items.append(
@@ -302,14 +319,16 @@ def _latency_basis(c: RankInput) -> str:
     return text + (f"; over {c.samples:,} requests" if c.samples else "")
 
 
-def _cost_facts(rec: Recommendation) -> list[tuple[str, str]]:
+def _cost_facts(rec: Recommendation, mean_tokens: float | None) -> list[tuple[str, str]]:
     plan = rec.capacity
     if plan is None:
         return [("cost", f"unpriced (not free): {rec.pricing.instance_type} has no price")]
+    per_million_tokens = cost_per_million_tokens(plan.cost_per_million, mean_tokens)
     return [
         ("cost per hour", f"{plan.cost_per_hour:,.2f} USD ({rec.fleet_size} x {plan.price_per_hour:g} USD)"),
         ("cost per inference", f"{plan.cost_per_inference:.3e} USD"),
         ("cost per million inferences", f"{plan.cost_per_million:,.4f} USD"),
+        *([("cost per million input tokens", f"{per_million_tokens:,.4f} USD")] if per_million_tokens else []),
     ]
 
 
@@ -394,6 +413,8 @@ def _row(
         ipm_high=c.ipm_interval[1] if c.ipm_interval else None,
         interval=c.interval_label,
         budget_skipped=c.budget_skipped,
+        input_tokens_per_second=c.input_tokens_per_second,
+        cost_per_million_tokens=cost_per_million_tokens(per_million, c.mean_input_tokens),
     )
 
 

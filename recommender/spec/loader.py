@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from recommender.errors import SpecError
+from recommender.errors import InputError, SpecError
 from recommender.files.document import check_binary, load_yaml
+from recommender.files.payload_file import PayloadRequest, read_payload_file
 from recommender.files.trace import check_replayable, read_trace
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.model import ModelSpec
@@ -41,8 +42,14 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         )
     if spec.model.path is not None:
         _check_model_file(spec.model, spec.model.path, path)
+    requests = len(spec.payload.texts)  # the packaged texts, or the user's file's requests (counted below)
+    if spec.payload.file is not None and not spec.payload.file.is_absolute():
+        payload = spec.payload.model_copy(update={"file": (path.parent / spec.payload.file).resolve()})
+        spec = spec.model_copy(update={"payload": payload})
+    if spec.payload.file is not None:
+        requests = _check_payload_file(spec, path)
     if spec.traffic.trace is not None:
-        spec = _with_replayable_trace(spec, path)
+        spec = _with_replayable_trace(spec, path, requests)
     correctness = spec.correctness
     outputs = correctness.reference_outputs if correctness != "off" else None
     if correctness != "off" and outputs is not None and not outputs.is_absolute():
@@ -71,22 +78,76 @@ def _check_model_file(model: ModelSpec, model_path: Path, spec_path: Path) -> No
         ) from None
 
 
-def _with_replayable_trace(spec: ExperimentSpec, spec_path: Path) -> ExperimentSpec:
+def _with_replayable_trace(spec: ExperimentSpec, spec_path: Path, requests: int) -> ExperimentSpec:
     """The trace file resolved against the experiment file's folder, read and checked now: a trace that cannot be
-    replayed is refused before anything is stored (files/trace.py names the file and the line)."""
+    replayed is refused before anything is stored (files/trace.py names the file and the line); `requests`: how many
+    the payload holds (request_token_ids' rows), which a payload index must be below."""
     trace = spec.traffic.trace
     assert trace is not None  # called for a trace only
     if not trace.file.is_absolute():
         trace = trace.model_copy(update={"file": (spec_path.parent / trace.file).resolve()})
         spec = spec.model_copy(update={"traffic": spec.traffic.model_copy(update={"trace": trace})})
     try:
-        requests = len(spec.payload.texts)  # the payload's requests, as request_token_ids gives them: one per text
         check_replayable(read_trace(trace.file, SpecError), trace.file, trace.speedup, requests, SpecError)
     except SpecError as exc:
         raise SpecError(
             f"{spec_path} is not a valid experiment file", [f"{spec_path}: traffic.trace.file: {exc.message}"], exc.hint
         ) from None
     return spec
+
+
+# the vocabulary of the packaged tokenizer (bert-uncased), which a minilm model and a default bert architecture share
+TOKENIZER_VOCAB = 30522
+MAX_POSITIONS = 512  # the packaged encoders' position embeddings: the most tokens a request can carry
+
+
+def _check_payload_file(spec: ExperimentSpec, spec_path: Path) -> int:
+    """The payload file read as the run will read it: every refusal is the file's line and its fix (exit 2). Returns
+    how many requests the run sends (the sample, where one is asked for)."""
+    payload = spec.payload
+    assert payload.file is not None
+    try:
+        requests = read_payload_file(payload.file, payload.format, payload.column)
+        _check_requests(spec, requests)
+        return payload.sample or len(requests)
+    except InputError as exc:
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file", [f"{spec_path}: payload.file: {exc.message}"], hint=exc.hint
+        ) from None
+
+
+def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> None:
+    payload = spec.payload
+    if payload.sample is not None and payload.sample > len(requests):
+        raise InputError(
+            f"{payload.file}: holds {len(requests):,} requests, fewer than payload.sample ({payload.sample:,})",
+            hint=f"Set payload.sample to at most {len(requests):,}, or leave it out to send every request.",
+        )
+    ids = [(request.where, request.input_ids) for request in requests if request.input_ids is not None]
+    if not ids:
+        return
+    where, longest = max(ids, key=lambda row: len(row[1]))
+    limit = payload.sequence_length or MAX_POSITIONS
+    if len(longest) > limit:
+        raise InputError(
+            f"{where}: holds {len(longest)} token ids, more than the {limit} a request carries "
+            "(payload.sequence_length)",
+            hint=f"Raise payload.sequence_length to {len(longest)} (at most {MAX_POSITIONS}), or shorten that request.",
+        )
+    vocab = _vocabulary(spec.model)
+    where, highest = max(ids, key=lambda row: max(row[1]))
+    if vocab is not None and max(highest) >= vocab:
+        raise InputError(
+            f"{where}: holds the token id {max(highest)}, outside the model's vocabulary (0 to {vocab - 1})",
+            hint="Tokenize with the model's tokenizer (bert-uncased), or give the texts instead.",
+        )
+
+
+def _vocabulary(model: ModelSpec) -> int | None:
+    """The model's vocabulary size where the spec knows it (your own model file's is not read)."""
+    if model.source == "bert" and model.architecture is not None:
+        return model.architecture.vocab_size
+    return TOKENIZER_VOCAB if model.source == "minilm" else None
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:

@@ -56,10 +56,42 @@ DEFAULT_TEXTS = (
 )
 
 
+PAYLOAD_FORMATS = Literal["auto", "jsonl", "text", "csv", "sagemaker-capture", "sample-payloads"]
+
+
 class PayloadSpec(Strict):
-    """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length."""
+    """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length; the
+    packaged sample texts, `texts`, or the requests of the user's own `file`."""
 
     sequence_length: int = Field(128, ge=8, le=512, description="Tokens per request (padded / truncated).")
     texts: list[str] = Field(
         list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them."
     )
+    file: Path | None = Field(
+        None,
+        description="Your own requests instead of `texts` (a path relative to the experiment file): JSONL of "
+        '{"text": ...} or {"input_ids": [...]}, plain text (one request a line), CSV (the column `column`), '
+        "SageMaker data-capture JSONL, or a folder / .tar.gz of request bodies (Inference Recommender's "
+        "SamplePayloadUrl). Requests cycle through its rows in order.",
+    )
+    format: PAYLOAD_FORMATS = Field(
+        "auto",
+        description="How to read `file`: auto tells by its name (.jsonl/.json, .txt, .csv, a folder or .tar.gz).",
+    )
+    column: str | None = Field(None, min_length=1, description="The CSV column holding the texts (default: text).")
+    sample: int | None = Field(
+        None, ge=1, description="Send a seeded random sample of this many of the file's requests (in file order)."
+    )
+    seed: int = Field(0, description="The seed of `sample`: the same seed picks the same requests.")
+
+    @model_validator(mode="after")
+    def _file_or_texts(self) -> PayloadSpec:
+        # compared with the defaults, not with the keys given: a stored spec is read back with every key written out
+        if self.file is None:
+            set_ = {"format": self.format != "auto", "column": self.column, "sample": self.sample, "seed": self.seed}
+            unused = [name for name, value in set_.items() if value]
+            if unused:
+                raise ValueError(f"{', '.join(unused)} only apply to a payload `file`; set `file` or drop them")
+        elif tuple(self.texts) != DEFAULT_TEXTS:
+            raise ValueError("give either `texts` or `file`, not both (the file's requests replace the texts)")
+        return self

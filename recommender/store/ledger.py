@@ -1,6 +1,6 @@
 """The run ledger: the life of a run (start, finish, prune, promote), written by the job, read back as plain data.
 
-    ledger.start(candidate_id, protocol, run_dir, hardware, backend) -> OpenRun
+    ledger.start(candidate_id, protocol, run_dir, hardware, backend, payload) -> OpenRun
     ledger.finish(run, status, reason, ...)        closes it
     ledger.promote(probe, fields, reason, run_dir) -> OpenRun   the probe stored ok, the full measurement opened
     ledger.prune(candidate_id, protocol, reason)   adaptive search took the candidate out of the race
@@ -29,6 +29,7 @@ class OpenRun:
     run_dir: Path
     hardware: dict[str, Any] | None
     backend: str | None
+    payload: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,18 @@ class RunLedger:
     store: ResultStore
 
     def start(
-        self, candidate_id: int, protocol: str, run_dir: Path, hardware: dict | None, backend: str | None
+        self,
+        candidate_id: int,
+        protocol: str,
+        run_dir: Path,
+        hardware: dict | None,
+        backend: str | None,
+        payload: dict | None = None,
     ) -> OpenRun:
         run_id = self.store.start_run(
-            candidate_id, protocol, str(run_dir.resolve()), hardware=hardware, backend=backend
+            candidate_id, protocol, str(run_dir.resolve()), hardware=hardware, backend=backend, payload=payload
         )
-        return OpenRun(run_id, candidate_id, protocol, run_dir, hardware, backend)
+        return OpenRun(run_id, candidate_id, protocol, run_dir, hardware, backend, payload)
 
     def finish(
         self,
@@ -78,7 +85,7 @@ class RunLedger:
         """Adaptive search: the probe stays stored as an ok run of its own; the full measurement on the same
         deployment gets a new run (artifacts under `run_dir`), which is returned."""
         self.finish(probe, RunStatus.OK, reason=reason, fields=fields)
-        opened = self.start(probe.candidate_id, probe.protocol, run_dir, probe.hardware, probe.backend)
+        opened = self.start(probe.candidate_id, probe.protocol, run_dir, probe.hardware, probe.backend, probe.payload)
         return replace(opened, run_dir=run_dir)
 
     def prune(self, candidate_id: int, protocol: str, reason: str) -> None:

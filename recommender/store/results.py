@@ -138,8 +138,10 @@ class ResultStore:
         artifacts_dir: str | None,
         hardware: dict | None = None,
         backend: str | None = None,
+        payload: dict | None = None,
     ) -> int:
-        """Open a run; `hardware` is what it serves on (hardware.ServingHardware.to_dict), `backend` what serves it."""
+        """Open a run; `hardware` is what it serves on (hardware.ServingHardware.to_dict), `backend` what serves it,
+        `payload` what it is sent (metrics/payload_lengths.PayloadLengths.to_dict)."""
 
         def work(session: Session) -> int:
             run = Run(
@@ -149,6 +151,7 @@ class ResultStore:
                 artifacts_dir=artifacts_dir,
                 hardware=hardware,
                 backend=backend,
+                payload=payload,
             )
             session.add(run)
             session.flush()
@@ -431,6 +434,7 @@ def _run_result(row: CandidateRow, run: Run) -> CandidateResult:
         run.backend,
         run.correctness,
         run.budget_skipped,
+        run.payload,
     )
 
 

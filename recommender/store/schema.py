@@ -92,6 +92,8 @@ class Run(Base):
     )  # migration 0006: the gate's figures, tolerances, reference
     # migration 0007: the budget (money, time, max_candidates) refused or stopped it; a raised budget measures it again
     budget_skipped: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # migration 0008: the payload it was sent (metrics/payload_lengths.py: fingerprint, source, token-length histogram)
+    payload: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     candidate: Mapped[CandidateRow] = relationship(back_populates="runs")
     phases: Mapped[list[PhaseRow]] = relationship(cascade="all, delete-orphan", order_by="PhaseRow.phase_index")
     series: Mapped[list[SecondRow]] = relationship(cascade="all, delete-orphan", order_by="SecondRow.second")

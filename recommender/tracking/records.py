@@ -55,6 +55,8 @@ def _metrics(row: ReportRow, result: CandidateResult) -> dict[str, float]:
         "initial_instance_count": row.initial_instance_count,
         "cost_per_hour": row.cost_per_hour,
         "cost_per_million": row.cost_per_million,
+        "input_tokens_per_second": row.input_tokens_per_second,
+        "cost_per_million_tokens": row.cost_per_million_tokens,
         "max_invocations_low": row.ipm_low,
         "max_invocations_high": row.ipm_high,
         **{f"stage_{stage}_s": seconds for stage, seconds in result.server.stages.items()},

@@ -11,6 +11,7 @@ import pytest
 
 from recommender.job.pipeline import Job, JobOptions
 from recommender.load.null_endpoint import NullEndpoint
+from recommender.metrics.payload_lengths import PayloadLengths
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 from tests.tracking.conftest import MLFLOW
@@ -88,6 +89,11 @@ def test_every_candidate_becomes_one_mlflow_run_and_a_second_export_updates_it(m
         assert run["metrics"]["max_invocations"] == pytest.approx(result.headline.max_invocations)
         assert run["metrics"]["latency_p95_ms"] == pytest.approx(result.headline.latency("p95"))
         assert run["metrics"]["cost_per_hour"] > 0 and run["metrics"]["within_limits"] == 1.0
+        mean_tokens = PayloadLengths.from_dict(result.payload).mean_tokens  # the packaged texts' own tokens
+        tokens_per_second = result.headline.max_invocations / 60 * mean_tokens
+        assert run["metrics"]["input_tokens_per_second"] == pytest.approx(tokens_per_second)
+        per_million_tokens = run["metrics"]["cost_per_million"] / mean_tokens
+        assert run["metrics"]["cost_per_million_tokens"] == pytest.approx(per_million_tokens)
         windows = [w.ipm for w in store.window_records(result.run_id)]
         assert run["windows"] == pytest.approx(windows) and len(windows) >= 3  # the per-window series, in order
         assert {"report.md", "report.html"} <= set(run["artifacts"])

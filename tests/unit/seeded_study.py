@@ -20,6 +20,7 @@ from typing import Any
 from recommender.candidates import Candidate, expand_candidates
 from recommender.decide.prices import Catalog, InstancePrice
 from recommender.metrics.headline import Headline
+from recommender.metrics.payload_lengths import payload_lengths
 from recommender.spec import ExperimentSpec
 from recommender.store.results import ResultStore
 
@@ -42,6 +43,8 @@ SPEC: dict[str, Any] = {
 }
 
 # name -> (status, reason, ipm, p95 ms, error rate); None = no run stored
+# what every run was sent: 40 requests of 9 to 70 input tokens (mean 20), as metrics/payload_lengths reckons them
+PAYLOAD = payload_lengths("0123456789abcdef", "queries.jsonl", [9] * 10 + [14] * 15 + [20] * 8 + [40] * 5 + [70] * 2)
 FIGURES: dict[str, tuple[str, str | None, float, float, float] | None] = {
     "pt-nodb-ig1-mbs8": ("ok", None, 300.0, 45.0, 0.0),
     "pt-nodb-ig2-mbs8": ("ok", None, 420.0, 60.0, 0.0),
@@ -96,7 +99,7 @@ def seed_study(
         if figure is None:
             continue
         status, reason, ipm, p95, error_rate = figure
-        run_id = store.start_run(candidate_id, "protocol", None)
+        run_id = store.start_run(candidate_id, "protocol", None, payload=PAYLOAD.to_dict())
         line = headline(ipm, p95, error_rate, spec.latency_threshold.ms) if status == "ok" else None
         store.finish_run(run_id, status, reason=reason, headline=line)
     return store, spec, candidates

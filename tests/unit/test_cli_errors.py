@@ -39,7 +39,7 @@ def test_a_non_utf8_experiment_exits_2_naming_the_file(tmp_path):
         env={**os.environ, "COLUMNS": "500"},
     )
     assert done.returncode == 2
-    assert f"error: {path}: is not UTF-8 text (byte 0xe9 at offset 9)" in done.stderr and "hint:" in done.stderr
+    assert f"error: {path}: line 1: is not UTF-8 text (byte 0xe9 at offset 9)" in done.stderr and "hint:" in done.stderr
     assert "Traceback" not in done.stderr
 
 

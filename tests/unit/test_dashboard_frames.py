@@ -56,6 +56,18 @@ def test_new_headline_fields_appear_only_when_present():
     assert frames.candidate_row(result("a", BASE | {"stable": True}))["stable"] is True
 
 
+def test_compare_counts_input_tokens_where_the_run_recorded_its_payload():
+    from dataclasses import replace
+
+    from recommender.metrics.payload_lengths import payload_lengths
+
+    old = frames.metrics_table([result("a", BASE | {"max_invocations": 1500.0})])
+    assert "input tokens/s" not in old.index  # a run stored before its payload was: no row of dashes
+    sent = payload_lengths("0123456789abcdef", "queries.jsonl", [8, 16])  # 12 input tokens per request
+    new = frames.metrics_table([replace(result("a", BASE | {"max_invocations": 1500.0}), payload=sent.to_dict())])
+    assert new.loc["input tokens/s", "a"] == "300" and new.loc["input tokens per request", "a"] == "12"
+
+
 def test_config_difference_marks_the_settings_that_differ():
     table = frames.config_difference(
         [

@@ -350,3 +350,58 @@ def test_the_experiment_page_shows_where_the_time_went(seeded_url, monkeypatch):
     assert table["stage"].tolist() == ["export", "deploy", "load"] and table["seconds"].tolist() == [4.0, 6.0, 30.0]
     assert table["share"].tolist() == pytest.approx([0.1, 0.15, 0.75])
     assert len(charts(at)) == 1
+
+
+def test_the_experiment_page_plots_the_payload_s_token_lengths(seeded_url, monkeypatch):
+    """A run that stored its payload (migration 0008): the page says where the requests came from and plots their
+    token-length histogram, a bar per range; the seeded runs predate it, so one is given a payload here."""
+    import sqlite3
+
+    from recommender.metrics.payload_lengths import payload_lengths
+
+    ResultStore.open(seeded_url).engine.dispose()  # migrated to the newest revision: the runs have a payload column
+    sent = payload_lengths("0123456789abcdef", "queries.jsonl", [9] * 10 + [14] * 15 + [40] * 5)
+    with sqlite3.connect(seeded_url.removeprefix("sqlite:///")) as db:
+        db.execute(
+            "UPDATE runs SET payload = ? WHERE id = (SELECT r.id FROM runs r JOIN candidates c ON r.candidate_id = c.id"
+            " JOIN experiments e ON c.experiment_id = e.id WHERE e.name = 'micro' AND r.status = 'ok' LIMIT 1)",
+            (json.dumps(sent.to_dict()),),
+        )
+    at = open_page(seeded_url, "experiments", monkeypatch, experiment="micro")
+    assert_clean(at)
+    assert "Payload" in [s.value for s in at.subheader]
+    assert "30 requests from queries" in texts(at) and "9 to 40, median 14" in texts(at)  # markdown escaped
+    (chart,) = [c for c in charts(at) if "input tokens" in c.proto.spec]
+    drawn = chart_data(chart)
+    assert drawn["requests"].tolist() == [b.requests for b in sent.histogram] and drawn["requests"].sum() == 30
+
+
+def test_the_ranking_card_and_the_cost_page_count_input_tokens_where_the_payload_was_recorded(tmp_path, monkeypatch):
+    """Tokens as a unit on the dashboard: the card shows input tokens/s beside MaxInvocations, the cost page the cost
+    per million input tokens beside the cost per million inferences (both from the stored payload's mean)."""
+    from recommender.metrics.payload_lengths import payload_lengths
+
+    url = f"sqlite:///{tmp_path / 'tokens.db'}"
+    store = ResultStore.open(url)
+    spec = ExperimentSpec.model_validate(
+        {"name": "tokens", "variants": {"dynamic_batching": [False]}, "target": {"price_per_hour": 1.2}}
+    )
+    experiment_id = store.save_experiment(spec, status="done")
+    (candidate,) = expand_candidates(spec)
+    sent = payload_lengths("0123456789abcdef", "queries.jsonl", [10, 30])  # 20 input tokens per request
+    run_id = store.start_run(store.save_candidate(experiment_id, candidate), "proto", None, payload=sent.to_dict())
+    line = Headline(
+        invocations_per_minute=600.0,
+        max_invocations=600.0,
+        model_latency_ms=20.0,
+        latency_ms={"p95": 20.0},
+        within_threshold=True,
+    )
+    store.finish_run(run_id, "ok", headline=line)
+    at = open_page(url, "ranking", monkeypatch, experiment="tokens")
+    assert_clean(at)
+    assert ("Input tokens per instance", "200 /s") in [(m.label, m.value) for m in at.metric]  # 10 requests/s x 20
+    at = open_page(url, "cost", monkeypatch, experiment="tokens")
+    assert_clean(at)
+    frame = at.dataframe[0].value
+    assert frame["cost per million tokens (USD)"].iloc[0] == pytest.approx(frame["cost per million (USD)"].iloc[0] / 20)

@@ -142,8 +142,8 @@ def test_html_escapes_every_user_string(page: Page, report: Report) -> None:
     assert FAILED_REASON in excluded["onnx-nodb-ig2-mbs8"][-1]
 
 
-def test_html_is_self_contained_with_two_inline_svg_charts(page: Page) -> None:
-    assert page.tags.count("svg") == 2
+def test_html_is_self_contained_with_three_inline_svg_charts(page: Page) -> None:
+    assert page.tags.count("svg") == 3  # the frontier, the costs and the payload's token lengths
     assert page.references == []  # no script, stylesheet or image is fetched
     assert "link" not in page.tags and "script" not in page.tags
     assert "style" in page.tags
@@ -153,6 +153,14 @@ def test_html_charts_show_frontier_threshold_and_costs(report: Report) -> None:
     html = render_html(report)
     assert 'class="frontier"' in html and 'class="threshold"' in html and "threshold 500 ms" in html
     assert html.count('class="bar"') == 4  # one bar per ranked (priced) configuration
+
+
+def test_the_payload_s_token_lengths_are_shown_as_a_histogram(report: Report) -> None:
+    html, markdown = render_html(report), render_markdown(report)
+    assert html.count('class="length"') == len(report.payload.histogram) == 16  # one bar per range, empty ones too
+    assert "<title>9-12 tokens: 10 requests (25%)</title>" in html
+    assert "40 requests from queries.jsonl; input tokens per request: 9 to 70, median 14, mean 20.0" in markdown
+    assert "| 13-16 | 15 | 38% | ████████████████████ |" in markdown  # the most requests: the longest bar
 
 
 def test_frontier_keeps_points_nothing_beats_on_both_axes() -> None:
@@ -252,3 +260,13 @@ def test_each_interval_is_labelled_with_its_own_n() -> None:
     assert "95 % interval 36.5 to 39.5 ms, n=4 windows" in facts["model latency (p95)"]
     (first, *_) = rec.to_document()["ranked"]  # `--json`
     assert first["interval"].startswith("n=6 windows") and first["latency_interval_n"].startswith("n=4 windows")
+
+
+def test_the_json_document_holds_the_payload_and_the_token_figures(tmp_path: Path) -> None:
+    store, _, _ = seed_study(f"sqlite:///{tmp_path / 'results.db'}")
+    rec, _, _ = recommend_from_store(store, "seed-study", [fixed_catalog()])
+    document = rec.to_document()
+    assert document["payload"]["mean_tokens"] == 20.0 and document["payload"]["source"] == "queries.jsonl"
+    winner = document["ranked"][0]
+    assert winner["input_tokens_per_second"] == pytest.approx(winner["invocations_per_minute"] / 60 * 20.0)
+    assert winner["cost_per_million_tokens"] == pytest.approx(winner["cost_per_million"] / 20.0)

@@ -44,6 +44,13 @@ def test_example_maps_phases_instance_and_threshold_and_validates(request_json: 
     assert written == imported.experiment
 
 
+def test_the_sample_payload_url_is_named_with_how_to_use_it(request_json: dict) -> None:
+    url = "s3://bucket/payloads/queries.tar.gz"
+    request_json["InputConfig"]["ContainerConfig"] = {"PayloadConfig": {"SamplePayloadUrl": url}}
+    notes = import_job(request_json).notes
+    assert any(f"the sample payload {url} is not fetched" in note and "payload.file" in note for note in notes), notes
+
+
 @pytest.mark.parametrize(
     "expected",
     [

@@ -273,3 +273,40 @@ def test_database_failures_are_explained_in_one_line_without_the_sql(driver, rea
     text, hint = explain(failure)
     assert text.startswith(reason) and "\n" not in text and hint
     assert "DELETE" not in text and "a-parameter" not in text and "sqlalche.me" not in text
+
+
+def test_a_run_stores_its_payload_and_runs_before_migration_0008_read_none(tmp_path, spec):
+    """The payload a run was sent (fingerprint, source, token lengths) is stored with it and read back; a database
+    at revision 0007 is migrated in place, its runs reading None ("not recorded")."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from recommender.metrics.payload_lengths import PayloadLengths, payload_lengths
+    from recommender.store.database import MIGRATIONS
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007")
+        connection.exec_driver_sql(
+            "INSERT INTO experiments (id, name, spec, status, created_at, updated_at, spent_usd) "
+            "VALUES (1, 'old', '{}', 'done', '2025-01-01', '2025-01-01', 0)"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO candidates (id, experiment_id, key, name, config) VALUES (1, 1, 'a', 'a', '{}')"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO runs (candidate_id, protocol_key, status, started_at) VALUES (1, 'p', 'ok', '2025-01-01')"
+        )
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'old.db'}")
+    assert_migrated(store.engine)
+    assert [r.payload for r in store.results("old", "p")] == [None]
+    sent = payload_lengths("f" * 16, "queries.jsonl", [3, 5, 5, 40])
+    experiment_id = store.save_experiment(spec)
+    candidate = store.save_candidate(experiment_id, expand_candidates(spec)[0])
+    store.finish_run(store.start_run(candidate, "q", None, payload=sent.to_dict()), "ok")
+    (result,) = [r for r in store.results(spec.name, "q") if r.run_id is not None]
+    assert PayloadLengths.from_dict(result.payload) == sent

@@ -13,6 +13,7 @@ from recommender.cli.tables import COLUMNS, print_decision, ranking_view
 from recommender.decide.recommendation import recommend
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.payload_lengths import payload_lengths
 from recommender.spec import ExperimentSpec
 
 SPEC = ExperimentSpec.model_validate(
@@ -47,7 +48,8 @@ def result(
         ipm_interval=Interval(ipm, *interval, 3) if interval else None,
         latency_interval=Interval(latency, latency - 1, latency + 1, 3) if interval else None,
     )
-    return CandidateResult("k" + name, name, CONFIG, "ok", None, headline, SERVER, 1, 10.0, None)
+    sent = payload_lengths("f" * 16, "queries.txt", [6, 18]).to_dict()  # 12 input tokens per request on average
+    return CandidateResult("k" + name, name, CONFIG, "ok", None, headline, SERVER, 1, 10.0, None, payload=sent)
 
 
 def rendered(results: list[CandidateResult], width: int, terminal: bool) -> str:
@@ -69,9 +71,10 @@ STUDY = [
 
 
 def test_wide_terminal_shows_every_column_in_the_ranking_order() -> None:
-    text = rendered(STUDY, 250, terminal=True)
+    text = rendered(STUDY, 280, terminal=True)
     assert all(column.label.format(p="p95").split()[0] in text for column in COLUMNS)
     alpha, bravo, charlie = (line_of(text, n) for n in ("alpha", "bravo", "charlie"))
+    assert re.search(r"│\s+200\s+│", alpha)  # input tokens/s: 1,000/min / 60 x 12 tokens per request
     assert "1,000 ± 50" in alpha and "n=3 repeats" in alpha and "n=240" in alpha and "0.1 / 0.9" in alpha
     assert "recommended" in alpha and "0 of 3" in alpha
     assert "tied with #1" in bravo and "latency" in bravo

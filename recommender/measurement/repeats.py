@@ -119,7 +119,7 @@ def measure(
             order = [repeats[0].levels_run[-1]]
         if known_over_repeats(repeats, rules, spec.traffic.repeats):
             break
-    return summarize_repeats(repeats, rules)
+    return summarize_repeats(repeats, rules, spec.traffic.repeats)
 
 
 def from_top_order(plan: TrafficPlan, rules: Rules) -> list[int] | None:
@@ -325,8 +325,9 @@ def spans_of(plan: TrafficPlan, rules: Rules) -> list[tuple[int, float, float]]:
     return window_spans(plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
 
 
-def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
-    """The run's headline over every repeat; phases and the per-second series come from the first repeat."""
+def summarize_repeats(repeats: list[Repeat], rules: Rules, most: int | None = None) -> Measurement:
+    """The run's headline over every repeat; phases and the per-second series come from the first repeat. `most`:
+    the most repeats the stopping rule allowed (default: those run)."""
     first = repeats[0]
     series = [
         dataclasses.replace(s, users_max=_users_at(first.result, second))
@@ -334,12 +335,13 @@ def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
     ]
     windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
     records = [WindowRecord.of(number, w) for number, w in windows]
-    decision = decide(records, measured_of(repeats, rules), rules.limits, rules.windows)
+    decision = decide(records, measured_of(repeats, rules, most), rules.limits, rules.windows)
     return Measurement(decision.headline, decision.server_stats(first.server_stats), first.phases, series, windows)
 
 
-def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
-    """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts."""
+def measured_of(repeats: list[Repeat], rules: Rules, most: int | None = None) -> Measured:
+    """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts, and
+    `most`, the most repeats their stopping rule allowed (default: those run)."""
     log = [r.result.requests for r in repeats]
     windows = [w for r in repeats for w in r.windows]
     return Measured(
@@ -356,6 +358,7 @@ def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
         ),
         stop_limits=rules.stop_limits,
         from_top_stop=repeats[0].from_top_stop,
+        most_repeats=most or len(repeats),
     )
 
 

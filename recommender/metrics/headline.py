@@ -74,6 +74,14 @@ class Measured:
     stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
     from_top_stop: float | None = None  # from the top down (until_known.from_top): the load of the level the walk
     # stopped at, which met the limits it was measured with; the levels below it were not measured
+    most_repeats: int | None = None  # the most repeats its stopping rule allowed (None: stored before it was kept)
+
+    def complete(self, repeats: int) -> bool:
+        """Measured in full for work that asks for up to `repeats` repeats: its repeats ended by their stopping rule
+        (all of them run, or known over repeats earlier) under a cap of at least `repeats` (docs/design.md
+        "Definitions": complete). A count alone is not the test: a measurement known at 3 of 5 repeats is complete.
+        Rows stored before the cap was kept: complete when they have the repeats."""
+        return self.repeats >= repeats or (self.most_repeats or 0) >= repeats
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class Headline(Figures, Measured):
             stability=Stability.from_dict(data.get("stability")),
             stop_limits=Limits.from_dict(data.get("stop_limits")),
             from_top_stop=data.get("from_top_stop"),
+            most_repeats=data.get("most_repeats"),
         )
 
 

@@ -32,7 +32,7 @@ from recommender.metrics.rules import Rules
 from recommender.metrics.selfcheck import level_flags
 from recommender.metrics.steady import Window, measure_windows, phase_flags, window_spans
 from recommender.metrics.stop_reason import StopKind, StopReason
-from recommender.metrics.stopping import planned_window_counts, precision_flags
+from recommender.metrics.stopping import flat_between, planned_window_counts, precision_flags
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
@@ -188,6 +188,8 @@ def measure_once(
                 headers=deployment.headers,
             )
             runs.append((index, part, run_load(request, progress=progress)))
+            if rules.stop.flat and not walk and len(runs) > 1:
+                runs[-1] = _flat_across(runs[-2], runs[-1], rules)
             if walk:  # a breach (a limit's stop included) goes one level down; a level that meets ends the walk
                 if _meets(summarize_load(runs[-1][2], part, rules, sampler.samples, {}), rules):
                     stopped_at = None if index == (order or [])[-1] else part.levels[0].load
@@ -213,6 +215,21 @@ def measure_once(
     parts = [(index, summarize_load(r, part, rules, sampler.samples, server)) for index, part, r in runs]
     ran = tuple(index for index, _, _ in runs)
     return dataclasses.replace(join_levels(parts, server), from_top_stop=stopped_at, levels_run=ran)
+
+
+def _flat_across(
+    previous: tuple[int, TrafficPlan, LoadResult], current: tuple[int, TrafficPlan, LoadResult], rules: Rules
+) -> tuple[int, TrafficPlan, LoadResult]:
+    """`stopping.flat_invocations` between two level runs (precision mode: each level a load run of its own, so the
+    load child never sees the level before): the current run, with the flat stop as its stop reason when it fired
+    (which ends the plan, as it does within one run)."""
+    index, part, result = current
+    if result.stop_reason is not None and ends_plan(result.stop_reason):
+        return current
+    before = summarize_load(previous[2], previous[1], rules, [], {}).windows
+    now = summarize_load(result, part, rules, [], {}).windows
+    reason = flat_between(before, now, rules)
+    return current if reason is None else (index, part, dataclasses.replace(result, stop_reason=reason.text))
 
 
 def _meets(repeat: Repeat, rules: Rules) -> bool:

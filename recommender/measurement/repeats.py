@@ -71,6 +71,8 @@ class Repeat:
     server_stats: dict[str, Any]
     from_top_stop: float | None = None  # from the top down: the load of the level that met, the levels below not run
     levels_run: tuple[int, ...] = ()  # the level indices of its level runs, in the order they ran (precision mode)
+    looks: int = 1  # precision mode: the most looks a level's stopping rule had (metrics/precision.py)
+    known_levels: tuple[int, ...] = ()  # precision mode: the level indices whose run ended because it was known
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def known_over_repeats(repeats: list[Repeat], rules: Rules, most: int) -> bool:
     target = rules.stop.known_within
     if target is None or len(repeats) < MIN_REPEATS or len(repeats) >= most:
         return False
-    headline = summarize_repeats(repeats, rules).headline
+    headline = summarize_repeats(repeats, rules, most).headline
     found = repeat_spread(headline.ipm_interval, headline.latency_interval, looks_between(MIN_REPEATS, most))
     return found.within(target)
 
@@ -210,11 +212,13 @@ def measure_once(
         "gpu": sampler.gpu_status,
         "generator": generator,
     }
+    known = tuple(index for index, _, r in runs if r.stop_reason is not None and not ends_plan(r.stop_reason))
     if len(runs) == 1 and runs[0][1] is plan:
-        return summarize_load(result, plan, rules, sampler.samples, server)
+        return dataclasses.replace(summarize_load(result, plan, rules, sampler.samples, server), known_levels=known)
     parts = [(index, summarize_load(r, part, rules, sampler.samples, server)) for index, part, r in runs]
     ran = tuple(index for index, _, _ in runs)
-    return dataclasses.replace(join_levels(parts, server), from_top_stop=stopped_at, levels_run=ran)
+    joined = join_levels(parts, server)
+    return dataclasses.replace(joined, from_top_stop=stopped_at, levels_run=ran, known_levels=known)
 
 
 def _flat_across(
@@ -295,7 +299,8 @@ def join_levels(parts: list[tuple[int, Repeat]], server_stats: dict[str, Any]) -
             )
             for p in repeat.phases
         ]
-    return Repeat(join_results([repeat.result for _, repeat in parts]), windows, phases, server_stats)
+    looks = max(repeat.looks for _, repeat in parts)
+    return Repeat(join_results([repeat.result for _, repeat in parts]), windows, phases, server_stats, looks=looks)
 
 
 def shifted(stats: WindowStats, offset: float) -> WindowStats:
@@ -334,7 +339,8 @@ def summarize_load(
         for p in summarize_phases(result.requests, ran, rules.windows.warmup_s)
         for mine in [[w for w in windows if w.phase_index == p.index]]
     ]
-    return Repeat(result, windows, phases, server_stats)
+    looks = max((looks_between(rules.first_look, count) for count in planned.values()), default=1)
+    return Repeat(result, windows, phases, server_stats, looks=looks if rules.stop.known_within is not None else 1)
 
 
 def spans_of(plan: TrafficPlan, rules: Rules) -> list[tuple[int, float, float]]:
@@ -376,7 +382,18 @@ def measured_of(repeats: list[Repeat], rules: Rules, most: int | None = None) ->
         stop_limits=rules.stop_limits,
         from_top_stop=repeats[0].from_top_stop,
         most_repeats=most or len(repeats),
+        window_looks=max(r.looks for r in repeats),
+        repeat_looks=repeat_looks(rules, most or len(repeats)),
+        known_levels=tuple(sorted({index for r in repeats for index in r.known_levels})),
     )
+
+
+def repeat_looks(rules: Rules, most: int) -> int:
+    """The looks the repeats' stopping rule has (known_over_repeats: from the third repeat to `most`); 1 when it
+    cannot stop them early."""
+    if rules.stop.known_within is None or most <= MIN_REPEATS:
+        return 1
+    return looks_between(MIN_REPEATS, most)
 
 
 def _users_at(result: LoadResult, second: int) -> int:

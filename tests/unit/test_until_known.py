@@ -45,11 +45,16 @@ def test_the_t_quantile_is_the_table_at_95_percent_and_exact_elsewhere() -> None
 
 
 def test_a_steady_level_ends_once_both_figures_are_known() -> None:
-    steady = level([1000, 1004, 998, 1002, 1001], [20.0, 20.1, 19.9, 20.0, 20.05])
+    """Known at the sixth window, not the fourth: from 4 windows the interval cannot rule out that they are one lucky
+    stretch of correlated windows (the effective n, metrics/intervals.py), however alike they are."""
+    ipm = [1000, 1004, 998, 1002, 1001, 999, 1003]
+    latency = [20.0, 20.1, 19.9, 20.0, 20.05, 19.95, 20.05]
+    steady = level(ipm, latency)
     assert stop_reason(steady[:3], {0: 20}, RULES) is None  # fewer than min_windows (4)
-    reason = stop_reason(steady[:4], {0: 20}, RULES)
+    assert [stop_reason(steady[:n], {0: 20}, RULES) for n in (4, 5)] == [None, None]
+    reason = stop_reason(steady[:6], {0: 20}, RULES)
     assert reason is not None and reason.kind is StopKind.PRECISION
-    assert "within +-5%" in reason.text and "17 looks" in reason.text  # windows 4..20 are the looks
+    assert "within +-5%" in reason.text and "17 looks" in reason.text and "n=6" in reason.text  # looks: windows 4..20
 
 
 def test_a_noisy_level_runs_on() -> None:
@@ -60,11 +65,11 @@ def test_a_noisy_level_runs_on() -> None:
 
 
 def test_the_correction_for_repeated_looks_keeps_running_what_one_look_would_stop() -> None:
-    values = [1000, 1040, 960, 1030, 970, 1000]
-    # one look: t(0.975, 5) x s / sqrt(6) is within 5 %; corrected for 40 looks it is not
+    values = [1000, 1040, 960, 1030, 970, 1000, 1010, 990, 1020, 980, 1000, 1005]
+    # one look: the 95 % interval over 12 windows is within 5 %; corrected for 40 looks it is not
     assert relative_half_width(values, looks=1) < 0.05 < relative_half_width(values, looks=40)
-    windows = level(values, [20.0] * 6)
-    assert stop_reason(windows, {0: 7}, RULES) is not None  # 4 looks (windows 4..7)
+    windows = level(values, [20.0] * 12)
+    assert stop_reason(windows, {0: 13}, RULES) is not None  # 10 looks (windows 4..13)
     assert stop_reason(windows, {0: 43}, RULES) is None  # 40 looks
 
 

@@ -14,6 +14,7 @@ import yaml
 from recommender.errors import SpecError
 from recommender.load.result import LoadResult
 from recommender.load.shapes import compile_traffic
+from recommender.measurement.load_search import measure_level
 from recommender.measurement.repeats import ends_plan, from_top_order, join_results, level_runs, measure_once
 from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.intervals import Interval, t_quantile, t_quantile_95
@@ -230,14 +231,7 @@ def test_flat_invocations_stops_across_level_runs_under_until_known(tmp_path, mo
     nothing: concurrency [1, 2, 4, 8] ran all four levels. Judged between level runs, the second (no faster than the
     first) ends the plan with the flat stop."""
     ran: list[float] = []
-
-    def run_load(request, progress=None) -> LoadResult:
-        level = request.phases.levels[0]
-        ran.append(level.load)
-        sends = np.arange(0.02, level.duration_seconds - 0.01, 0.05)  # 20 per second whatever the users
-        return result(level.duration_seconds, None, sends.tolist())
-
-    monkeypatch.setattr("recommender.measurement.repeats.run_load", run_load)
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load(ran))
     spec = ExperimentSpec.model_validate(
         spec_with(
             {"concurrency": {"users": [1, 2, 4, 8], "duration_seconds": 30}, "stopping": {"flat_invocations": True}}
@@ -265,3 +259,36 @@ def test_a_level_is_not_known_before_the_stability_rule_can_judge_it() -> None:
     records = [WindowRecord.of(0, w) for w in steady[:6]]
     measured = Measured(windows=WindowCount(measured=6))
     assert decide(records, measured, rules.limits, rules.windows).headline.stable
+
+
+def steady_load(ran: list[float], stop: str | None = None):
+    """A run_load stand-in (the load driver's boundary): 20 requests a second at every level, ended by `stop`."""
+
+    def run_load(request, progress=None) -> LoadResult:
+        level = request.phases.levels[0]
+        ran.append(level.load)
+        sends = np.arange(0.02, level.duration_seconds - 0.01, 0.05)
+        return result(level.duration_seconds, stop, sends.tolist())
+
+    return run_load
+
+
+def test_a_final_known_before_its_last_repeat_is_stored_complete(tmp_path, monkeypatch) -> None:
+    """measure_level stops the repeats once known (here at the third of five): the headline keeps the cap, so the
+    search counts it as measured in full (search/adaptive.py)."""
+    ran: list[float] = []
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load(ran))
+    spec = ExperimentSpec.model_validate(
+        spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 30}, "until_known": True})
+    )
+    h = measure_level(SaturatedServer(), spec, [{}], tmp_path, 2, repeats=5).headline
+    assert (ran, h.repeats, h.most_repeats, h.complete(5)) == ([2, 2, 2], 3, 5, True)
+
+
+def test_the_levels_that_ended_known_are_kept(tmp_path, monkeypatch) -> None:
+    known = "precision reached: MaxInvocations +-1.0%, p95 +-0.5% over n=6 (...) within +-5%"
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load([], known))
+    spec = ExperimentSpec.model_validate(spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 30}}))
+    rules = Rules.from_spec(spec)
+    repeat = measure_once(SaturatedServer(), compile_traffic(spec.traffic), rules, [{}], tmp_path)
+    assert repeat.known_levels == (0, 1) and repeat.result.stop_reason is None  # known early is not a stop

@@ -122,7 +122,10 @@ def _max_invocations(row: TableRow, _: Context) -> str:
 
 def _interval_n(row: TableRow, _: Context) -> str:
     interval = row.headline.ipm_interval
-    return f"n={interval.n:,} {interval.counts}" if interval is not None and interval.known else "-"
+    if interval is None or not interval.known:
+        return "-"
+    effective = f" (effective {interval.n_eff:.1f})" if interval.n_eff is not None else ""
+    return f"n={interval.n:,} {interval.counts}{effective}"
 
 
 def _latency(row: TableRow, ctx: Context) -> str:

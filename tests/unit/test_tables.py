@@ -215,3 +215,11 @@ def test_the_legend_explains_variant_names_only_where_a_candidate_is_named_so() 
     print_decision(console, recommend([endpoint], SPEC), [endpoint])
     text = " ".join(console.export_text().split())
     assert "pt-db-ig2-mbs8" not in text and "MaxInvocations: mean invocations/min" in text
+
+
+def test_a_window_interval_shows_its_effective_n() -> None:
+    windows = result("alpha", 1000, (900, 1100))
+    interval = Interval(1000, 900, 1100, 12, "windows", lag1=0.31, n_eff=4.2)
+    windows = replace(windows, headline=replace(windows.headline, ipm_interval=interval, repeats=1))
+    text = rendered([windows], 200, terminal=False)
+    assert "± over n=12 windows (effective 4.2)" in text

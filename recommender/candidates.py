@@ -26,6 +26,12 @@ STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
 
 
+def named_as_variant(optimization: str) -> bool:
+    """A candidate of this optimization is named `pt-db-ig2-mbs8` (a Triton variant of the grid), not for a stack's
+    engine (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
+    return optimization not in STACK_ENGINES and optimization != OPENAI_AS_IS
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One serving configuration of one model on one target instance type."""
@@ -46,7 +52,7 @@ class Candidate:
         on = f"@{self.target}" if self.target else ""
         if self.optimization in STACK_ENGINES:
             return f"{self.optimization}-mbs{self.max_batch_size}{on}"
-        if self.optimization == OPENAI_AS_IS:
+        if not named_as_variant(self.optimization):
             return f"{self.optimization}{on}"
         batching = "db" if self.dynamic_batching is not None else "nodb"
         precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import CandidateResult, named_as_variant
 from recommender.decide.comparison import Outcome
 from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
@@ -35,14 +35,26 @@ from recommender.report.columns import (
 
 CARD_INDENT = "   "
 VERDICT_MIN_WIDTH = 16  # the one text column that may wrap
-LEGEND = (
+NAMING = (
     "configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
-    "Triton instance group 2, max batch size 8. MaxInvocations: mean invocations/min over the steady-state "
+    "Triton instance group 2, max batch size 8. "
+)
+LEGEND = (
+    "MaxInvocations: mean invocations/min over the steady-state "
     "windows (all repeats) of the highest load level within the limits; ± is its 95 % interval, over n repeats, "
-    "or over n windows when there are fewer than 3 repeats (window-to-window noise only). breached = repeats "
+    "or over n windows when there are fewer than 3 repeats (window-to-window noise only, on an effective n from "
+    "their autocorrelation); each figure 95 %, both together at least 90 %. ModelLatency is the mean of the level's "
+    "window percentiles, over the requests of those windows. breached = repeats "
     "whose own windows at that level breach the limits. stable = the level's mean known within the stability "
     "tolerance, with no trend. tied = intervals overlap (indistinguishable at this noise level)."
 )
+
+
+def legend(results: list[CandidateResult]) -> str:
+    """LEGEND, with how a configuration is named when a candidate is named so (a Triton variant of the grid; not a
+    stack's engine or an imported endpoint, named for what it is)."""
+    named = any(named_as_variant(str(r.config.get("optimization", ""))) for r in results)
+    return (NAMING if named else "") + LEGEND
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,10 @@ def _max_invocations(row: TableRow, _: Context) -> str:
 
 def _interval_n(row: TableRow, _: Context) -> str:
     interval = row.headline.ipm_interval
-    return f"n={interval.n:,} {interval.counts}" if interval is not None and interval.known else "-"
+    if interval is None or not interval.known:
+        return "-"
+    effective = f" (effective {interval.n_eff:.1f})" if interval.n_eff is not None else ""
+    return f"n={interval.n:,} {interval.counts}{effective}"
 
 
 def _latency(row: TableRow, ctx: Context) -> str:
@@ -121,7 +136,13 @@ def _latency(row: TableRow, ctx: Context) -> str:
 
 
 def _samples(row: TableRow, _: Context) -> str:
-    return f"n={row.headline.samples:,}" if row.headline.samples else "-"
+    """What ModelLatency is: the mean of the level's window percentiles, and the requests those windows hold (the
+    percentile's samples; not the n of the mean)."""
+    h = row.headline
+    if not h.samples:
+        return "-"
+    requests = f"{h.samples:,} req"
+    return f"{h.windows.at_level:,} win, {requests}" if h.windows.at_level else requests
 
 
 def _breached(row: TableRow, _: Context) -> str:
@@ -148,7 +169,9 @@ def _stopped(row: TableRow, _: Context) -> str:
         return "-"
     if h.stop_reason:
         return StopReason.parse(h.stop_reason).label
-    return f"from the top down to load {h.from_top_stop:g}" if h.from_top_stop is not None else "end of traffic"
+    if h.from_top_stop is not None:
+        return f"from the top down to load {h.from_top_stop:g}"
+    return "known (precision reached)" if h.phase_index in h.known_levels else "end of traffic"
 
 
 def _server_split(row: TableRow, _: Context) -> str:
@@ -226,7 +249,7 @@ COLUMNS = (  # in reading order; the number is the priority (1 always shown, hig
     TableColumn(COST_PER_MILLION.short, 2, _cost),
     TableColumn(COST_PER_MILLION_TOKENS.short, 3, _cost_per_tokens),
     TableColumn("± over", 3, _interval_n),
-    TableColumn("{p} over requests", 4, _samples),
+    TableColumn("{p} mean over", 4, _samples),
     TableColumn("breached", 3, _breached),
     TableColumn(ERROR_RATE.short, 3, _errors),
     TableColumn("stable", 3, _stable),
@@ -341,7 +364,7 @@ def print_decision(console: Console, rec: Recommendation, results: list[Candidat
     if isinstance(view, Text):
         console.print(_title(rec), highlight=False, markup=False, soft_wrap=True)
     console.print(view, highlight=False, soft_wrap=isinstance(view, Text))
-    console.print(LEGEND, highlight=False, markup=False, style="dim", soft_wrap=True)
+    console.print(legend(results), highlight=False, markup=False, style="dim", soft_wrap=True)
     weights = ", ".join(f"{name} {weight:.0%}" for name, weight in rec.ranking.weights.items())
     console.print(
         f"recommendation (weights {weights}): {rec.justification}", highlight=False, markup=False, soft_wrap=True

@@ -29,6 +29,7 @@ from recommender.decide.cost import (
 )
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Importance, RankedCandidate, Ranking, RankInput, rank
+from recommender.decide.separation import to_separate
 from recommender.errors import CostError
 from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.headline import Headline
@@ -425,11 +426,13 @@ def tie_notice(ranking: Ranking) -> str | None:
         return None
     names = ", ".join(r.candidate.name for r in tied)
     verb = "is" if len(tied) == 1 else "are"
-    return (
+    notice = (
         f"{names} {verb} indistinguishable from {ranking.winner.candidate.name} at this noise level "
         f"(throughput and latency intervals overlap): the order between them is not significant, "
         f"so no 'better' claim is made; choose among them on other grounds"
     )
+    separation = to_separate(ranking.winner.candidate, tied[0].candidate)
+    return notice if separation is None else f"{notice}. #1 and #2: {separation.text}"
 
 
 def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -> tuple[str, ...]:

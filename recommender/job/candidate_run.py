@@ -149,14 +149,15 @@ class CandidateRun:
         return self._store(self.opened, RunOutcome(RunStatus.OK, fields=fields))
 
     def _reuses(self, stored: StoredRun) -> bool:
-        """A stored run answers the work unless the work needs more repeats than it has (adaptive search's final
-        stage), or its correctness was judged under other tolerances."""
+        """A stored run answers the work unless it was not measured in full for it (its repeats did not end by their
+        stopping rule under the work's repeats: adaptive search's final stage after a probe), or its correctness was
+        judged under other tolerances."""
         work, spec = self.item.work, self.context.spec
         if stored.status == RunStatus.PRUNED:  # a candidate back in the race is measured in full
             # one pruned without a probe (the grid's structure) is probed when the search now asks for it
             reusable = work.stage != "final" and stored.measured
         else:
-            reusable = stored.status != RunStatus.OK or stored.repeats >= work.repeats
+            reusable = stored.status != RunStatus.OK or stored.complete(work.repeats)
         precision = precision_of(self.item.candidate.config())
         return reusable and (stored.status == RunStatus.SKIPPED or judged_alike(stored.correctness, spec, precision))
 

@@ -137,7 +137,7 @@ def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
     windows = [(0, w) for w in joined.windows]
     series = [s for _, repeat in runs for s in per_second_series(repeat.result.requests, repeat.result.duration_s)]
     measured = measured_of([r for _, r in runs], rules)
-    measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,))
+    measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,), most_repeats=1)
     records = [WindowRecord.of(number, w) for number, w in windows]
     decision = decide(records, measured, rules.limits, rules.windows)
     server = decision.server_stats(runs[0][1].server_stats)
@@ -163,7 +163,7 @@ def measure_level(
         runs.append(measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{number + 1}", progress))
         if known_over_repeats(runs, rules, repeats):
             break
-    return summarize_repeats(runs, rules)
+    return summarize_repeats(runs, rules, repeats)
 
 
 def measure_work(

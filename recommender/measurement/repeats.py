@@ -32,7 +32,7 @@ from recommender.metrics.rules import Rules
 from recommender.metrics.selfcheck import level_flags
 from recommender.metrics.steady import Window, measure_windows, phase_flags, window_spans
 from recommender.metrics.stop_reason import StopKind, StopReason
-from recommender.metrics.stopping import planned_window_counts, precision_flags
+from recommender.metrics.stopping import flat_between, planned_window_counts, precision_flags
 from recommender.metrics.summary import PhaseSummary, WindowStats, per_second_series, summarize_phases
 from recommender.metrics.triton_stats import stats_delta
 from recommender.spec import ExperimentSpec
@@ -71,6 +71,8 @@ class Repeat:
     server_stats: dict[str, Any]
     from_top_stop: float | None = None  # from the top down: the load of the level that met, the levels below not run
     levels_run: tuple[int, ...] = ()  # the level indices of its level runs, in the order they ran (precision mode)
+    looks: int = 1  # precision mode: the most looks a level's stopping rule had (metrics/precision.py)
+    known_levels: tuple[int, ...] = ()  # precision mode: the level indices whose run ended because it was known
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def measure(
             order = [repeats[0].levels_run[-1]]
         if known_over_repeats(repeats, rules, spec.traffic.repeats):
             break
-    return summarize_repeats(repeats, rules)
+    return summarize_repeats(repeats, rules, spec.traffic.repeats)
 
 
 def from_top_order(plan: TrafficPlan, rules: Rules) -> list[int] | None:
@@ -136,7 +138,7 @@ def known_over_repeats(repeats: list[Repeat], rules: Rules, most: int) -> bool:
     target = rules.stop.known_within
     if target is None or len(repeats) < MIN_REPEATS or len(repeats) >= most:
         return False
-    headline = summarize_repeats(repeats, rules).headline
+    headline = summarize_repeats(repeats, rules, most).headline
     found = repeat_spread(headline.ipm_interval, headline.latency_interval, looks_between(MIN_REPEATS, most))
     return found.within(target)
 
@@ -188,6 +190,8 @@ def measure_once(
                 api_key_env=deployment.api_key_env or "",
             )
             runs.append((index, part, run_load(request, progress=progress)))
+            if rules.stop.flat and not walk and len(runs) > 1:
+                runs[-1] = _flat_across(runs[-2], runs[-1], rules)
             if walk:  # a breach (a limit's stop included) goes one level down; a level that meets ends the walk
                 if _meets(summarize_load(runs[-1][2], part, rules, sampler.samples, {}), rules):
                     stopped_at = None if index == (order or [])[-1] else part.levels[0].load
@@ -208,11 +212,28 @@ def measure_once(
         "gpu": sampler.gpu_status,
         "generator": generator,
     }
+    known = tuple(index for index, _, r in runs if r.stop_reason is not None and not ends_plan(r.stop_reason))
     if len(runs) == 1 and runs[0][1] is plan:
-        return summarize_load(result, plan, rules, sampler.samples, server)
+        return dataclasses.replace(summarize_load(result, plan, rules, sampler.samples, server), known_levels=known)
     parts = [(index, summarize_load(r, part, rules, sampler.samples, server)) for index, part, r in runs]
     ran = tuple(index for index, _, _ in runs)
-    return dataclasses.replace(join_levels(parts, server), from_top_stop=stopped_at, levels_run=ran)
+    joined = join_levels(parts, server)
+    return dataclasses.replace(joined, from_top_stop=stopped_at, levels_run=ran, known_levels=known)
+
+
+def _flat_across(
+    previous: tuple[int, TrafficPlan, LoadResult], current: tuple[int, TrafficPlan, LoadResult], rules: Rules
+) -> tuple[int, TrafficPlan, LoadResult]:
+    """`stopping.flat_invocations` between two level runs (precision mode: each level a load run of its own, so the
+    load child never sees the level before): the current run, with the flat stop as its stop reason when it fired
+    (which ends the plan, as it does within one run)."""
+    index, part, result = current
+    if result.stop_reason is not None and ends_plan(result.stop_reason):
+        return current
+    before = summarize_load(previous[2], previous[1], rules, [], {}).windows
+    now = summarize_load(result, part, rules, [], {}).windows
+    reason = flat_between(before, now, rules)
+    return current if reason is None else (index, part, dataclasses.replace(result, stop_reason=reason.text))
 
 
 def _meets(repeat: Repeat, rules: Rules) -> bool:
@@ -278,7 +299,8 @@ def join_levels(parts: list[tuple[int, Repeat]], server_stats: dict[str, Any]) -
             )
             for p in repeat.phases
         ]
-    return Repeat(join_results([repeat.result for _, repeat in parts]), windows, phases, server_stats)
+    looks = max(repeat.looks for _, repeat in parts)
+    return Repeat(join_results([repeat.result for _, repeat in parts]), windows, phases, server_stats, looks=looks)
 
 
 def shifted(stats: WindowStats, offset: float) -> WindowStats:
@@ -317,7 +339,8 @@ def summarize_load(
         for p in summarize_phases(result.requests, ran, rules.windows.warmup_s)
         for mine in [[w for w in windows if w.phase_index == p.index]]
     ]
-    return Repeat(result, windows, phases, server_stats)
+    looks = max((looks_between(rules.first_look, count) for count in planned.values()), default=1)
+    return Repeat(result, windows, phases, server_stats, looks=looks if rules.stop.known_within is not None else 1)
 
 
 def spans_of(plan: TrafficPlan, rules: Rules) -> list[tuple[int, float, float]]:
@@ -325,8 +348,9 @@ def spans_of(plan: TrafficPlan, rules: Rules) -> list[tuple[int, float, float]]:
     return window_spans(plan.windows(), rules.windows.warmup_s, rules.windows.window_s)
 
 
-def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
-    """The run's headline over every repeat; phases and the per-second series come from the first repeat."""
+def summarize_repeats(repeats: list[Repeat], rules: Rules, most: int | None = None) -> Measurement:
+    """The run's headline over every repeat; phases and the per-second series come from the first repeat. `most`:
+    the most repeats the stopping rule allowed (default: those run)."""
     first = repeats[0]
     series = [
         dataclasses.replace(s, users_max=_users_at(first.result, second))
@@ -334,12 +358,13 @@ def summarize_repeats(repeats: list[Repeat], rules: Rules) -> Measurement:
     ]
     windows = [(number, w) for number, repeat in enumerate(repeats) for w in repeat.windows]
     records = [WindowRecord.of(number, w) for number, w in windows]
-    decision = decide(records, measured_of(repeats, rules), rules.limits, rules.windows)
+    decision = decide(records, measured_of(repeats, rules, most), rules.limits, rules.windows)
     return Measurement(decision.headline, decision.server_stats(first.server_stats), first.phases, series, windows)
 
 
-def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
-    """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts."""
+def measured_of(repeats: list[Repeat], rules: Rules, most: int | None = None) -> Measured:
+    """What the repeats measured whatever the limits: requests, failures, stop reasons, flags, window counts, and
+    `most`, the most repeats their stopping rule allowed (default: those run)."""
     log = [r.result.requests for r in repeats]
     windows = [w for r in repeats for w in r.windows]
     return Measured(
@@ -356,7 +381,19 @@ def measured_of(repeats: list[Repeat], rules: Rules) -> Measured:
         ),
         stop_limits=rules.stop_limits,
         from_top_stop=repeats[0].from_top_stop,
+        most_repeats=most or len(repeats),
+        window_looks=max(r.looks for r in repeats),
+        repeat_looks=repeat_looks(rules, most or len(repeats)),
+        known_levels=tuple(sorted({index for r in repeats for index in r.known_levels})),
     )
+
+
+def repeat_looks(rules: Rules, most: int) -> int:
+    """The looks the repeats' stopping rule has (known_over_repeats: from the third repeat to `most`); 1 when it
+    cannot stop them early."""
+    if rules.stop.known_within is None or most <= MIN_REPEATS:
+        return 1
+    return looks_between(MIN_REPEATS, most)
 
 
 def _users_at(result: LoadResult, second: int) -> int:

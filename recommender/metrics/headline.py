@@ -74,6 +74,17 @@ class Measured:
     stop_limits: Limits | None = None  # the limits the load's latency / error stop conditions used when measured
     from_top_stop: float | None = None  # from the top down (until_known.from_top): the load of the level the walk
     # stopped at, which met the limits it was measured with; the levels below it were not measured
+    most_repeats: int | None = None  # the most repeats its stopping rule allowed (None: stored before it was kept)
+    window_looks: int = 1  # measured until known: the most looks a level's stopping rule had (its intervals' K)
+    repeat_looks: int = 1  # measured until known over repeats: the looks the repeats' stopping rule had
+    known_levels: tuple[int, ...] = ()  # level (phase) indices a repeat ended early because known (until_known)
+
+    def complete(self, repeats: int) -> bool:
+        """Measured in full for work that asks for up to `repeats` repeats: its repeats ended by their stopping rule
+        (all of them run, or known over repeats earlier) under a cap of at least `repeats` (docs/design.md
+        "Definitions": complete). A count alone is not the test: a measurement known at 3 of 5 repeats is complete.
+        Rows stored before the cap was kept: complete when they have the repeats."""
+        return self.repeats >= repeats or (self.most_repeats or 0) >= repeats
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,7 @@ class Headline(Figures, Measured):
         """Plain JSON-ready data (what the store keeps)."""
         data = asdict(self)
         data["latency_ms"] = dict(self.latency_ms)
-        for name in ("stop_reasons", "notes", "flags"):
+        for name in ("stop_reasons", "notes", "flags", "known_levels"):
             data[name] = list(data[name])
         data["windows"]["chosen"] = list(data["windows"]["chosen"])
         return data
@@ -195,6 +206,10 @@ class Headline(Figures, Measured):
             stability=Stability.from_dict(data.get("stability")),
             stop_limits=Limits.from_dict(data.get("stop_limits")),
             from_top_stop=data.get("from_top_stop"),
+            most_repeats=data.get("most_repeats"),
+            window_looks=int(data.get("window_looks") or 1),
+            repeat_looks=int(data.get("repeat_looks") or 1),
+            known_levels=tuple(data.get("known_levels") or ()),
         )
 
 

@@ -3,6 +3,11 @@
 The interval rule (README "Definitions"): Student-t 95 % over the per-repeat level means when there are 3 or more
 repeats (n = repeats); with 1 or 2 repeats, over the level's windows when it has 3 or more (n = windows), labelled
 "window-to-window noise only (repeats < 3)": it misses what changes between load runs; otherwise "n/a".
+Windows of one load run are not independent (a loaded server carries its queue from one window into the next): the
+window interval rests on an effective n from their lag-1 autocorrelation (`window_interval`), stored and shown.
+Measured until known, an interval is at the level the stopping rule kept over its looks (`looks`: the Bonferroni
+quantile t(1 - 0.05 / K)), so it keeps its 95 % whichever look stopped. Each figure's interval is 95 %;
+MaxInvocations and ModelLatency both inside theirs: at least 90 % (JOINT).
 Two candidates whose intervals overlap are indistinguishable at this noise level: no "X % better" between them.
 An interval is never narrower than the measurement's resolution (`resolution`: one request per window for the
 invocation rate, 1 us for a latency): repeats that agree to the request (a closed loop in lock step) give +- one
@@ -11,6 +16,7 @@ request per window, never +- 0.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -100,11 +106,17 @@ def _t_within(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+ALPHA = 0.05  # what every interval may miss: 95 % per figure (over all of a level's looks, measured until known)
+JOINT = "95 % each; MaxInvocations and ModelLatency both inside theirs: at least 90 %"
+
+
 @dataclass(frozen=True)
 class Interval:
     """Mean of n values and its 95 % confidence interval (low = high = mean when n == 1: no noise estimate).
 
     `counts` says what the n values are: "repeats" (per-repeat level means) or "windows" (window-to-window noise only).
+    `looks`: the stopping rule's looks it is corrected for (t(1 - 0.05 / looks); 1: a plain 95 % interval).
+    `lag1` / `n_eff` (windows only): the windows' lag-1 autocorrelation and the effective n the interval rests on.
     """
 
     mean: float
@@ -112,6 +124,9 @@ class Interval:
     high: float
     n: int
     counts: str = "repeats"
+    looks: int = 1
+    lag1: float | None = None
+    n_eff: float | None = None
 
     @property
     def known(self) -> bool:
@@ -119,9 +134,14 @@ class Interval:
 
     @property
     def label(self) -> str:
-        """What the interval rests on, e.g. 'n=3 repeats' or 'n=12 windows, window-to-window noise only (repeats <
-        3)'."""
+        """What the interval rests on, e.g. 'n=3 repeats' or 'n=12 windows (effective n 4.2, lag-1 autocorrelation
+        0.31), window-to-window noise only (repeats < 3)', and the looks it is corrected for."""
         text = f"n={self.n:,} {self.counts}"
+        if self.n_eff is not None:
+            shown = "n/a" if self.lag1 is None else f"{self.lag1:.2f}"
+            text += f" (effective n {self.n_eff:.1f}, lag-1 autocorrelation {shown})"
+        if self.looks > 1:
+            text += f", 95 % over {self.looks} looks"
         return text + (f", {WINDOW_NOISE}" if self.counts == "windows" else "")
 
     def overlaps(self, other: Interval) -> bool:
@@ -137,29 +157,89 @@ class Interval:
 
 WINDOW_NOISE = "window-to-window noise only (repeats < 3)"
 MIN_REPEATS = 3  # repeats for an interval over repeats; below it, windows (at least as many) give the noise-only one
+RULE = (
+    f"Student-t over the per-repeat level means with {MIN_REPEATS} or more repeats (n = repeats); with 1 or 2 repeats "
+    f"over the level's windows when it has {MIN_REPEATS} or more (n = windows, {WINDOW_NOISE}), on an effective n "
+    "from the windows' lag-1 autocorrelation (adjacent windows of a loaded server are not independent); otherwise "
+    "n/a. Measured until known, at the level the stopping rule kept over its looks (t(1 - 0.05 / K), K looks), so "
+    f"it holds whichever look stopped. {JOINT}. A difference between candidates is stated only where their "
+    "intervals separate."
+)
+MAX_LAG1 = 0.95  # the most autocorrelation the window interval assumes (the effective n stays above 1)
 
 
-def mean_interval(values: list[float], counts: str = "repeats", resolution: float = 0.0) -> Interval:
-    """Mean +- t(0.975, n-1) x s / sqrt(n), s the sample standard deviation, and never less than +- `resolution`
-    (the smallest difference the measurement can show)."""
+def mean_interval(values: list[float], counts: str = "repeats", resolution: float = 0.0, looks: int = 1) -> Interval:
+    """Mean +- t(1 - 0.05 / looks, n-1) x s / sqrt(n) (t(0.975, n-1) for one look), s the sample standard deviation,
+    and never less than +- `resolution` (the smallest difference the measurement can show)."""
     if not values:
         raise ValueError("no values")
     n = len(values)
     mean = sum(values) / n
     if n == 1:
-        return Interval(mean, mean, mean, 1, counts)
+        return Interval(mean, mean, mean, 1, counts, looks)
     s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = max(t_quantile_95(n - 1) * s / math.sqrt(n), resolution)
-    return Interval(mean, mean - half, mean + half, n, counts)
+    half = max(_quantile(looks, n - 1) * s / math.sqrt(n), resolution)
+    return Interval(mean, mean - half, mean + half, n, counts, looks)
+
+
+def window_interval(runs: list[list[float]], resolution: float = 0.0, looks: int = 1) -> Interval:
+    """The interval of the mean of windows that follow each other (`runs`: each load run's windows in order; pairs
+    are taken within a run), with autocorrelation accounted for.
+
+    Adjacent windows of a loaded server are correlated, and n of them then say less than n independent ones: the
+    mean's variance is s^2 (n-1) f / (n (n-f)), f = 1 + 2 sum_k (1 - k/n) rho^k for AR(1) windows (the (n-1)/(n-f)
+    undoes the shrinking of s by the correlation), on n_eff = n / f with floor(n_eff - 1) degrees of freedom (at
+    least 1). rho is `assumed_lag1` of the estimate: from a dozen windows it cannot be told apart from a lucky
+    stretch, so the interval takes the upper side (the coverage test: tests/unit/test_coverage.py)."""
+    values = [v for run in runs for v in run]
+    n = len(values)
+    if n < 3:
+        return mean_interval(values, "windows", resolution, looks)
+    mean = sum(values) / n
+    squares = sum((v - mean) ** 2 for v in values)
+    pairs = sum((a - mean) * (b - mean) for run in runs for a, b in itertools.pairwise(run))
+    lag1 = pairs / squares if squares > 0 else 0.0
+    f = variance_factor(assumed_lag1(lag1, n), n)
+    s2 = squares / (n - 1)
+    se = math.sqrt(s2 * (n - 1) * f / (n * (n - f)))
+    half = max(_quantile(looks, max(1, math.floor(n / f - 1))) * se, resolution)
+    return Interval(mean, mean - half, mean + half, n, "windows", looks, round(lag1, 4), round(n / f, 2))
+
+
+def assumed_lag1(estimate: float, n: int) -> float:
+    """The lag-1 autocorrelation the window interval assumes: the estimate corrected for its small-sample bias
+    (E[r] ~ rho - (1 + 4 rho) / n, Kendall) and raised by one standard error sqrt((1 - rho^2) / n), within [0,
+    MAX_LAG1]."""
+    rho = min(max(estimate + (1 + 4 * max(estimate, 0.0)) / n, 0.0), MAX_LAG1)
+    return min(rho + math.sqrt((1 - rho * rho) / n), MAX_LAG1)
+
+
+def variance_factor(rho: float, n: int) -> float:
+    """n x Var(mean) / Var(one window) for n AR(1) windows of lag-1 autocorrelation rho (1 when independent)."""
+    return 1 + 2 * sum((1 - k / n) * rho**k for k in range(1, n))
+
+
+def _quantile(looks: int, df: int) -> float:
+    return t_quantile_95(df) if looks <= 1 else t_quantile(1 - ALPHA / looks, df)
 
 
 def level_interval(
-    per_repeat: list[float], per_window: list[float], repeats: int, resolution: float = 0.0
+    per_repeat: list[float],
+    per_window: list[list[float]],
+    repeats: int,
+    resolution: float = 0.0,
+    looks: int = 1,
+    repeat_looks: int = 1,
 ) -> Interval | None:
-    """The interval rule: over repeat means (repeats >= 3), else over windows (>= 3, noise only), else None (n/a)."""
+    """The interval rule: over repeat means (repeats >= 3, corrected for `repeat_looks`), else over windows (>= 3,
+    noise only, `per_window`: each repeat's in order, corrected for `looks`), else None (n/a)."""
     if repeats >= MIN_REPEATS:
-        return mean_interval(per_repeat, resolution=resolution) if len(per_repeat) >= MIN_REPEATS else None
-    return mean_interval(per_window, "windows", resolution) if len(per_window) >= MIN_REPEATS else None
+        if len(per_repeat) < MIN_REPEATS:
+            return None
+        return mean_interval(per_repeat, resolution=resolution, looks=repeat_looks)
+    if sum(len(run) for run in per_window) < MIN_REPEATS:
+        return None
+    return window_interval(per_window, resolution, looks)
 
 
 def tied(a: Interval | None, b: Interval | None) -> bool | None:

@@ -104,13 +104,18 @@ class Level:
         too few samples for the percentile is left out of it, and so are its requests)."""
         return sum(w.samples for w in self.windows if w.latency(percentile) is not None)
 
-    def interval(self, value: Callable[[WindowRecord], float | None], resolution: float = 0.0) -> Interval | None:
-        """The interval rule on one figure: over per-repeat level means, or over windows (noise only), or None; never
-        narrower than +- `resolution`."""
-        known = [(w.repeat, v) for w in self.windows for v in [value(w)] if v is not None]
+    def interval(
+        self, value: Callable[[WindowRecord], float | None], resolution: float = 0.0, measured: Measured = Measured()
+    ) -> Interval | None:
+        """The interval rule on one figure: over per-repeat level means, or over windows (noise only, each repeat's in
+        order: their autocorrelation counts), or None; never narrower than +- `resolution`; corrected for the looks
+        the measurement's stopping rules had."""
+        ordered = sorted(self.windows, key=lambda w: (w.repeat, w.index))
+        known = [(w.repeat, v) for w in ordered for v in [value(w)] if v is not None]
         repeats = sorted({r for r, _ in known})
-        per_repeat = [sum(mine) / len(mine) for repeat in repeats for mine in [[v for r, v in known if r == repeat]]]
-        return level_interval(per_repeat, [v for _, v in known], self.repeats, resolution)
+        runs = [[v for r, v in known if r == repeat] for repeat in repeats]
+        per_repeat = [sum(mine) / len(mine) for mine in runs]
+        return level_interval(per_repeat, runs, self.repeats, resolution, measured.window_looks, measured.repeat_looks)
 
     @property
     def ipm_resolution(self) -> float:
@@ -163,7 +168,8 @@ def decide(
         figures = Figures.under(limits, notes=("no steady-state window measured",))
         return Decision(levels, None, measured, figures, {})
     notes = tuple(_notes(chosen, shown, measured, limits))
-    return Decision(levels, chosen, measured, _figures(shown, limits, chosen is not None, notes), shown.server())
+    figures = _figures(shown, limits, chosen is not None, notes, measured)
+    return Decision(levels, chosen, measured, figures, shown.server())
 
 
 def breach(windows: list[WindowRecord], limits: Limits) -> str:
@@ -213,7 +219,7 @@ def lowest(levels: tuple[Level, ...]) -> Level | None:
     return min(levels, key=lambda v: (v.load, v.phase_index), default=None)
 
 
-def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...]) -> Figures:
+def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...], measured: Measured) -> Figures:
     p = limits.percentile
     return Figures.under(
         limits,
@@ -224,8 +230,8 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...])
         latency_ms={name: level.latency(name) for name in PERCENTILE_NAMES},
         model_latency_ms=level.latency(p) if within else None,
         error_rate=level.error_rate,
-        ipm_interval=level.interval(lambda w: w.ipm, level.ipm_resolution),
-        latency_interval=level.interval(lambda w: w.latency(p), LATENCY_RESOLUTION_MS),
+        ipm_interval=level.interval(lambda w: w.ipm, level.ipm_resolution, measured),
+        latency_interval=level.interval(lambda w: w.latency(p), LATENCY_RESOLUTION_MS, measured),
         stable=level.stability.stable,
         stability=level.stability,
         samples=level.samples(p),

@@ -4,22 +4,22 @@ repeated looks.
 
 The rule (README "Definitions"): after each look, the relative half-width of the interval of the mean of
 MaxInvocations and of the latency percentile, over the level's windows (or the repeats' level means), must be at
-most `relative_half_width`. The interval at each look is the (1 - 0.05 / K) Student-t interval, K the most looks the
-level can have (Bonferroni over the looks): the chance that any look stops on an interval that misses the mean stays
-at 5 % or below, whichever look stops. It is never narrower than the measurement's resolution (one request per
-window; 1 us). Pure: the load child calls `window_precision` at the end of every window; the measurement calls
-`repeat_precision` after every repeat.
+most `relative_half_width`. The interval at each look is the one the figures report (metrics/intervals.py): over
+windows with their autocorrelation accounted for (`window_interval`), at the (1 - 0.05 / K) Student-t quantile, K
+the most looks the level can have (Bonferroni over the looks): the chance that any look stops on an interval that
+misses the mean stays at 5 % or below, whichever look stops, and the interval reported after the stop is that same
+interval. It is never narrower than the measurement's resolution (one request per window; 1 us). Pure: the load
+child calls `window_precision` at the end of every window; the measurement calls `repeat_precision` after every
+repeat.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recommender.metrics.intervals import Interval, t_quantile
+from recommender.metrics.intervals import ALPHA, Interval, t_quantile, window_interval
 
-ALPHA = 0.05  # the error rate the stopping rule keeps, over all of a level's looks together
 LATENCY_RESOLUTION_MS = 0.001  # latencies are recorded in whole microseconds
 
 
@@ -44,17 +44,15 @@ class LookPrecision:
 
 
 def relative_half_width(values: Sequence[float], looks: int, resolution: float = 0.0) -> float | None:
-    """Half-width of the (1 - ALPHA / looks) t interval of the mean of `values`, over the mean; never below
-    `resolution` (in the values' unit). None for fewer than 2 values or a zero mean."""
-    n = len(values)
-    if n < 2:
+    """Half-width of the interval of the mean of `values` (windows in order: `window_interval`, corrected for
+    `looks`), over the mean; never below `resolution` (in the values' unit). None for fewer than 2 values or a zero
+    mean."""
+    if len(values) < 2:
         return None
-    mean = sum(values) / n
-    if mean <= 0:
+    interval = window_interval([list(values)], resolution, max(1, looks))
+    if interval.mean <= 0:
         return None
-    s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = max(t_quantile(1 - ALPHA / max(1, looks), n - 1) * s / math.sqrt(n), resolution)
-    return half / mean
+    return (interval.high - interval.low) / 2 / interval.mean
 
 
 def spread(
@@ -71,8 +69,8 @@ def spread(
 
 
 def repeat_spread(ipm: Interval | None, latency: Interval | None, looks: int) -> LookPrecision:
-    """The precision over repeats, from the decided level's 95 % intervals over repeat means (metrics/intervals.py),
-    widened from the 95 % quantile to the (1 - ALPHA / looks) one."""
+    """The precision over repeats, from the decided level's intervals over repeat means (metrics/intervals.py),
+    widened from the looks they are corrected for to `looks`."""
     n = ipm.n if ipm is not None else 0
     return LookPrecision(_widened(ipm, looks), _widened(latency, looks), n, looks)
 
@@ -81,7 +79,7 @@ def _widened(interval: Interval | None, looks: int) -> float | None:
     if interval is None or interval.n < 2 or interval.mean <= 0:
         return None
     df = interval.n - 1
-    scale = t_quantile(1 - ALPHA / max(1, looks), df) / t_quantile(1 - ALPHA, df)
+    scale = t_quantile(1 - ALPHA / max(1, looks), df) / t_quantile(1 - ALPHA / max(1, interval.looks), df)
     return (interval.high - interval.low) / 2 * scale / interval.mean
 
 

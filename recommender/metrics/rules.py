@@ -94,6 +94,13 @@ class Rules:
         """The limits the stop conditions judge by (None when neither the latency nor the error condition is on)."""
         return self.limits if self.stop.on_limits else None
 
+    @property
+    def first_look(self) -> int:
+        """The first window a level may end on for precision (measure until known): `until_known.min_windows`, and
+        never before the `stability.windows` the stability rule needs, so a level known early is never then judged
+        "too few windows" (the stability rule bounds the stopping rule)."""
+        return max(self.stop.known_min_windows, self.windows.stable_windows)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

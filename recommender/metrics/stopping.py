@@ -65,15 +65,23 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
     current = windows[-1].phase_index
     mine = [w for w in windows if w.phase_index == current]
     previous = [w for w in windows if w.phase_index == current - 1]
-    if not previous or len(mine) < min(rules.windows.stable_windows, planned_windows.get(current, 1)):
+    if len(mine) < min(rules.windows.stable_windows, planned_windows.get(current, 1)):
         return None
-    if mine[-1].load <= previous[-1].load:
+    return flat_between(previous, mine, rules)
+
+
+def flat_between(previous: list[Window], current: list[Window], rules: Rules) -> StopReason | None:
+    """The flat-invocations stop between two levels' windows: `current`'s mean IPM grows by less than
+    `flat_tolerance` over `previous`'s although its load is higher (None: no previous level, or growth). Within one
+    load run the child judges it at the end of every window; in precision mode, where each level is a load run of
+    its own, the measurement judges it between level runs (measurement/repeats.py)."""
+    if not previous or not current or current[-1].load <= previous[-1].load:
         return None
-    now, before = _mean_ipm(mine), _mean_ipm(previous)
+    now, before = _mean_ipm(current), _mean_ipm(previous)
     tolerance = rules.stop.flat_tolerance
     if now <= before * (1 + tolerance):
         figures = (
-            f"{now:.0f}/min at load {mine[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
+            f"{now:.0f}/min at load {current[-1].load:g} vs {before:.0f}/min at {previous[-1].load:g} "
             f"(growth below {tolerance:.0%})"
         )
         return StopReason(StopKind.FLAT_INVOCATIONS, figures)
@@ -81,14 +89,14 @@ def _flat_invocations(windows: list[Window], planned_windows: dict[int, int], ru
 
 
 def _precision_reached(windows: list[Window], planned_windows: dict[int, int], rules: Rules) -> StopReason | None:
-    """Measure until known: the plan's last level, after at least `known_min_windows` windows, has MaxInvocations
+    """Measure until known: the plan's last level, after at least `Rules.first_look` windows, has MaxInvocations
     and its latency percentile known within `known_within` (metrics/precision.py). Only the last level: ending there
     skips no level of the plan (a measurement in precision mode runs each level as a load run of its own)."""
     target, current = rules.stop.known_within, windows[-1].phase_index
     if target is None or current != max(planned_windows):
         return None
     mine = [w for w in windows if w.phase_index == current]
-    first = rules.stop.known_min_windows
+    first = rules.first_look
     if len(mine) < first or len(mine) >= planned_windows[current]:  # the last window ends the level anyway
         return None
     found = level_spread(mine, rules, looks_between(first, planned_windows[current]))
@@ -103,7 +111,7 @@ def precision_flags(windows: list[Window], rules: Rules, planned: int, stop_reas
     target = rules.stop.known_within
     if target is None or stop_reason is not None or not windows:
         return []
-    found = level_spread(windows, rules, looks_between(rules.stop.known_min_windows, planned))
+    found = level_spread(windows, rules, looks_between(rules.first_look, planned))
     if found.within(target):
         return []
     return [f"precision not reached ({found.text(rules.limits.percentile)}, asked +-{target:.0%})"]

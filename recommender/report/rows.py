@@ -16,7 +16,7 @@ from typing import Any
 from recommender.candidates import instance_group_count_of
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
-from recommender.metrics.intervals import MIN_REPEATS, WINDOW_NOISE
+from recommender.metrics.intervals import RULE as INTERVAL_RULE
 from recommender.metrics.payload_lengths import PayloadLengths, cost_per_million_tokens
 from recommender.metrics.stability import RULE
 from recommender.report.columns import (
@@ -242,13 +242,7 @@ def definitions(percentile: str) -> tuple[tuple[str, str], ...]:
             f"repeats did not reach does not meet them). ModelLatency: the mean of that level's "
             f"window {percentile} latencies. An excluded candidate shows its lowest level's figures.",
         ),
-        (
-            "95 % interval",
-            f"Student-t over the per-repeat level means with {MIN_REPEATS} or more repeats (n = "
-            f"repeats); with 1 or 2 repeats over the level's windows when it has {MIN_REPEATS} or more "
-            f"(n = windows, {WINDOW_NOISE}); otherwise n/a. A difference between candidates is stated "
-            "only where their intervals separate.",
-        ),
+        ("95 % interval", INTERVAL_RULE),
         ("Stable", RULE),
         (
             "Input tokens",

@@ -98,8 +98,8 @@ class AdaptiveSearch:
             if result.headline is not None and result.status in (RunStatus.OK, RunStatus.PRUNED):
                 self.probes.setdefault(key, (work.candidate, result.headline))
         headline, full = result.headline, self.search.racing.final_repeats
-        if result.status == RunStatus.OK and headline is not None and headline.repeats >= full:
-            self.full[key] = _entrant(work.candidate, headline)  # measured in full (or reused so)
+        if result.status == RunStatus.OK and headline is not None and headline.complete(full):
+            self.full[key] = _entrant(work.candidate, headline)  # measured in full, ended by its rule (or reused so)
             self.judged.add(key)
 
     def _next_probe(self) -> Work | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from recommender.candidates import RunStatus
+from recommender.metrics.headline import Measured
 from recommender.store.results import BUDGET_SKIP, ResultStore
 
 
@@ -43,6 +44,11 @@ class StoredRun:
     correctness: dict[str, Any] | None
     budget_skipped: bool
     measured: bool = True  # False: stored without figures (pruned by the grid's structure before any probe)
+    most_repeats: int | None = None  # the most repeats its stopping rule allowed (None: stored before it was kept)
+
+    def complete(self, repeats: int) -> bool:
+        """Measured in full for work asking up to `repeats` repeats: ended by its stopping rule (see Measured)."""
+        return Measured(repeats=self.repeats, most_repeats=self.most_repeats).complete(repeats)
 
 
 def budget_reason(text: str) -> str:
@@ -96,13 +102,14 @@ class RunLedger:
         run = self.store.final_run(candidate_id, protocol)
         if run is None:
             return None
-        repeats = (run.headline or {}).get("repeats", 1)
+        headline = run.headline or {}
         return StoredRun(
             run.id,
             RunStatus(run.status),
             run.reason,
-            repeats,
+            headline.get("repeats", 1),
             run.correctness,
             run.budget_skipped,
             run.headline is not None,
+            headline.get("most_repeats"),
         )

@@ -74,9 +74,10 @@ def test_adaptive_prunes_with_reason_and_figures_measures_the_leader_once_and_re
     # the probe's default length: warm-up + one window (1 s + 1 s here), so one steady window
     assert len(store.window_records(probes[0].run_id)) == 1
 
-    assert slow.status == "pruned" and "pruned by racing" in slow.reason and "below the lower bound" in slow.reason, (
-        slow
-    )
+    # below the leader's lower bound, or within reach of it but unable to pass its upper bound (the leader's 2 repeats
+    # give a window interval on an effective n: wide on a busy host)
+    assert slow.status == "pruned" and "pruned by racing" in slow.reason, slow
+    assert "below the lower bound" in slow.reason or "could at most tie" in slow.reason, slow
     assert slow.headline.max_invocations < fast.headline.max_invocations / 2  # its partial figures, kept
     assert store.window_records(slow.run_id), "the pruned candidate's probe windows are stored"
 

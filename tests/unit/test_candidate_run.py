@@ -68,3 +68,25 @@ def test_a_candidate_pruned_before_any_probe_is_final_but_not_measured(tmp_path:
     ledger.finish(probe, RunStatus.OK, fields={"headline": Headline(max_invocations=100.0, repeats=1)})
     ledger.prune(second, "p", "pruned by racing: ...")
     assert (ledger.final(second, "p").status, ledger.final(second, "p").measured) == (RunStatus.PRUNED, True)
+
+
+def test_a_stored_run_known_before_its_last_repeat_is_complete(tmp_path: Path) -> None:
+    """A grid run with `traffic.repeats: 5` known at 3 ended by its stopping rule: reused on resume, not measured
+    again (by the repeat count it was measured again on every resume); one stored with 3 of at most 3 is not complete
+    for work asking for 5, nor a probe for a final."""
+    store = ResultStore.open(f"sqlite:///{tmp_path / 'results.db'}")
+    spec = ExperimentSpec.model_validate({"name": "ledger", "variants": {"instance_group_counts": [1, 2, 3]}})
+    experiment = store.save_experiment(spec)
+    known, capped, probed = (store.save_candidate(experiment, c) for c in expand_candidates(spec)[:3])
+    ledger = RunLedger(store)
+    for candidate_id, repeats, most in ((known, 3, 5), (capped, 3, 3), (probed, 1, 1)):
+        run = ledger.start(candidate_id, "p", tmp_path / str(candidate_id), None, None)
+        headline = Headline(max_invocations=100.0, repeats=repeats, most_repeats=most)
+        ledger.finish(run, RunStatus.OK, fields={"headline": headline})
+    assert [ledger.final(c, "p").complete(5) for c in (known, capped, probed)] == [True, False, False]
+    assert ledger.final(probed, "p").complete(1)
+
+
+def test_a_row_stored_before_the_cap_was_kept_is_complete_by_its_repeats() -> None:
+    old = Headline.from_dict({"repeats": 3, "max_invocations": 100.0})
+    assert (old.most_repeats, old.complete(3), old.complete(5)) == (None, True, False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -61,8 +62,16 @@ def test_one_repeat_gets_a_window_noise_interval_labelled_as_such():
     mean = sum(ipm) / 4
     s = math.sqrt(sum((v - mean) ** 2 for v in ipm) / 3)
     assert h.ipm_interval.counts == "windows" and h.ipm_interval.n == 4
-    assert h.ipm_interval.low == pytest.approx(mean - 3.182 * s / 2)
-    assert h.ipm_interval.label == "n=4 windows, window-to-window noise only (repeats < 3)"
+    # autocorrelation accounted for, by hand: r = sum of adjacent products / sum of squares = -0.6929; assumed
+    # rho = min(max(r + (1 + 4 max(r, 0)) / 4, 0), 0.95) = 0 raised by sqrt((1 - 0) / 4) = 0.5; f = 1 + 2 (3/4 x 0.5
+    # + 2/4 x 0.25 + 1/4 x 0.125) = 2.0625; se = s sqrt(3 f / (4 (4 - f))); effective n 4 / f = 1.94, df 1
+    d = [v - mean for v in ipm]
+    assert sum(a * b for a, b in itertools.pairwise(d)) / sum(v * v for v in d) == pytest.approx(-0.6929, abs=1e-4)
+    assert h.ipm_interval.low == pytest.approx(mean - 12.706 * s * math.sqrt(3 * 2.0625 / (4 * (4 - 2.0625))))
+    assert (h.ipm_interval.n_eff, h.ipm_interval.lag1) == (1.94, pytest.approx(-0.6929, abs=1e-4))
+    assert h.ipm_interval.label == (
+        "n=4 windows (effective n 1.9, lag-1 autocorrelation -0.69), window-to-window noise only (repeats < 3)"
+    )
 
 
 def test_one_repeat_with_two_windows_has_no_interval():

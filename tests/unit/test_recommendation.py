@@ -268,3 +268,27 @@ def test_an_excluded_candidate_says_how_many_repeats_breached() -> None:
     rec = recommend([over, result("B", 400, 30)], spec(), [fixed_catalog()])
     (excluded,) = rec.ranking.excluded
     assert "2 of 3 repeats breached at load 1 on their own" in excluded.reasons[0]
+
+
+def test_a_tie_says_what_separating_the_leaders_would_take() -> None:
+    """#1 540 +-40 and #2 520 +-35 (throughput 20 apart): the intervals separate after about ((40 + 35) / 20)^2 =
+    14.1 times the measurement each; latency (38 +-3 vs 39.5 +-3.5, 1.5 apart) would take 18.8: throughput first."""
+    tied = [
+        result("A", 540, 38, ipm_interval=interval(500, 580), latency_interval=interval(35, 41)),
+        result("B", 520, 39, ipm_interval=interval(485, 555), latency_interval=interval(36, 43)),
+    ]
+    rec = recommend(tied, spec(), [fixed_catalog()])
+    assert rec.tie_notice.endswith(
+        "#1 and #2: separating them would take about 14.1 times this measurement each, if the 3.7% throughput "
+        "difference holds"
+    )
+    same = [
+        result("A", 540, 38, ipm_interval=interval(500, 580), latency_interval=interval(35, 41)),
+        result("B", 540, 38, ipm_interval=interval(495, 585), latency_interval=interval(34, 42)),
+    ]
+    assert recommend(same, spec(), [fixed_catalog()]).tie_notice.endswith("measuring more cannot separate them")
+    noisy = [
+        result("A", 540, 38, ipm_interval=interval(300, 780), latency_interval=interval(20, 56)),
+        result("B", 530, 38.5, ipm_interval=interval(310, 750), latency_interval=interval(21, 56)),
+    ]
+    assert "more than 20 times this measurement each" in recommend(noisy, spec(), [fixed_catalog()]).tie_notice

@@ -521,3 +521,21 @@ def test_without_unimodal_axes_there_is_no_climb():
     spec = climb_spec(unimodal=[])
     asked = drive(strategy_for(spec, expand_candidates(spec)), hill)
     assert len([1 for stage, _ in asked if stage == "probe"]) == 50  # every candidate probed
+
+
+def test_a_full_measurement_known_before_its_last_repeat_counts_as_measured_in_full():
+    """Finals stop once known over repeats (at 3 of `final_repeats: 5`): complete is "ended by its stopping rule",
+    not a repeat count. Counted by repeats, no final ever entered the field, and every probe 'led': 6 finals."""
+    spec = adaptive_spec(racing={"eta": 3, "final_repeats": 5}, unimodal=[])
+    candidates = expand_candidates(spec)
+    best_first = {c.key: 1000.0 - 10 * i for i, c in enumerate(candidates)}
+    strategy = strategy_for(spec, candidates)
+    asked = []
+    while (work := strategy.ask()) is not None:
+        asked.append(work.stage)
+        told = result(work.candidate, best_first[work.candidate.key])
+        if work.stage == "final":  # known at the third repeat of the five allowed
+            told = dataclasses.replace(told, headline=dataclasses.replace(told.headline, repeats=3, most_repeats=5))
+        strategy.tell(work, told)
+    assert asked.count("final") == 2  # ceil(6 / 3), as with every repeat run
+    assert asked.count("prune") == 4

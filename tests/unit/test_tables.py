@@ -11,7 +11,7 @@ from rich.console import Console
 from recommender.candidates import CandidateResult
 from recommender.cli.tables import COLUMNS, print_decision, ranking_view
 from recommender.decide.recommendation import recommend
-from recommender.metrics.headline import Headline
+from recommender.metrics.headline import Headline, WindowCount
 from recommender.metrics.intervals import Interval
 from recommender.metrics.payload_lengths import payload_lengths
 from recommender.spec import ExperimentSpec
@@ -44,6 +44,7 @@ def result(
         stop_reason=stop,
         samples=240,
         requests=300,
+        windows=WindowCount(measured=12, at_level=12),
         repeats=3 if interval else 1,
         ipm_interval=Interval(ipm, *interval, 3) if interval else None,
         latency_interval=Interval(latency, latency - 1, latency + 1, 3) if interval else None,
@@ -75,7 +76,7 @@ def test_wide_terminal_shows_every_column_in_the_ranking_order() -> None:
     assert all(column.label.format(p="p95").split()[0] in text for column in COLUMNS)
     alpha, bravo, charlie = (line_of(text, n) for n in ("alpha", "bravo", "charlie"))
     assert re.search(r"│\s+200\s+│", alpha)  # input tokens/s: 1,000/min / 60 x 12 tokens per request
-    assert "1,000 ± 50" in alpha and "n=3 repeats" in alpha and "n=240" in alpha and "0.1 / 0.9" in alpha
+    assert "1,000 ± 50" in alpha and "n=3 repeats" in alpha and "12 win, 240 req" in alpha and "0.1 / 0.9" in alpha
     assert "recommended" in alpha and "0 of 3" in alpha
     assert "tied with #1" in bravo and "latency" in bravo
     assert "-30% vs #1" in charlie
@@ -104,7 +105,7 @@ def test_not_a_terminal_prints_one_card_per_candidate_with_every_field() -> None
     for field in (
         "MaxInvocations/min 1,000 ± 50",
         "p95 ms 12.5",
-        "p95 over requests n=240",
+        "p95 mean over 12 win, 240 req",  # a mean of window p95s, not one p95 of n requests
         "± over n=3 repeats",
         "breached 0 of 3",
         "queue / compute ms 0.1 / 0.9",
@@ -199,3 +200,29 @@ def test_a_run_measured_from_the_top_says_where_its_walk_stopped() -> None:
     text = rendered([top, result("bravo", 900, (850, 950))], 200, terminal=False)
     assert "stopped from the top down to load 4" in text[: text.index("#2 ")]
     assert "stopped end of traffic" in text[text.index("#2 ") :]
+
+
+def test_a_level_ended_because_it_was_known_says_so() -> None:
+    known = result("alpha", 1000, (950, 1050))
+    known = replace(known, headline=replace(known.headline, phase_index=1, known_levels=(0, 1)))
+    other = result("bravo", 900, (850, 950))
+    other = replace(other, headline=replace(other.headline, phase_index=1, known_levels=(0,)))  # its last ran out
+    text = rendered([known, other], 200, terminal=False)
+    assert "stopped known (precision reached)" in text[: text.index("#2 ")]
+    assert "stopped end of traffic" in text[text.index("#2 ") :]
+
+
+def test_the_legend_explains_variant_names_only_where_a_candidate_is_named_so() -> None:
+    endpoint = replace(result("openai-endpoint", 1000, (950, 1050)), config={"optimization": "openai-endpoint"})
+    console = Console(record=True, width=80, force_terminal=False)
+    print_decision(console, recommend([endpoint], SPEC), [endpoint])
+    text = " ".join(console.export_text().split())
+    assert "pt-db-ig2-mbs8" not in text and "MaxInvocations: mean invocations/min" in text
+
+
+def test_a_window_interval_shows_its_effective_n() -> None:
+    windows = result("alpha", 1000, (900, 1100))
+    interval = Interval(1000, 900, 1100, 12, "windows", lag1=0.31, n_eff=4.2)
+    windows = replace(windows, headline=replace(windows.headline, ipm_interval=interval, repeats=1))
+    text = rendered([windows], 200, terminal=False)
+    assert "± over n=12 windows (effective 4.2)" in text

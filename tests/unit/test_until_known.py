@@ -14,8 +14,9 @@ import yaml
 from recommender.errors import SpecError
 from recommender.load.result import LoadResult
 from recommender.load.shapes import compile_traffic
-from recommender.measurement.repeats import ends_plan, from_top_order, join_results, level_runs
-from recommender.metrics.headline import Headline, Measured
+from recommender.measurement.load_search import measure_level
+from recommender.measurement.repeats import ends_plan, from_top_order, join_results, level_runs, measure_once
+from recommender.metrics.headline import Headline, Measured, WindowCount
 from recommender.metrics.intervals import Interval, t_quantile, t_quantile_95
 from recommender.metrics.levels import WindowRecord, decide
 from recommender.metrics.limits import Limits
@@ -26,6 +27,7 @@ from recommender.metrics.stop_reason import StopKind
 from recommender.metrics.stopping import precision_flags, stop_reason
 from recommender.spec import ExperimentSpec
 from recommender.spec.loader import load_spec
+from recommender.targets.wire import KSERVE
 from tests.unit.test_steady import win
 
 RULES = Rules(Limits("p95", 500, 0.01), WindowRules(stable_windows=3), StopRules(known_within=0.05))
@@ -44,11 +46,16 @@ def test_the_t_quantile_is_the_table_at_95_percent_and_exact_elsewhere() -> None
 
 
 def test_a_steady_level_ends_once_both_figures_are_known() -> None:
-    steady = level([1000, 1004, 998, 1002, 1001], [20.0, 20.1, 19.9, 20.0, 20.05])
+    """Known at the sixth window, not the fourth: from 4 windows the interval cannot rule out that they are one lucky
+    stretch of correlated windows (the effective n, metrics/intervals.py), however alike they are."""
+    ipm = [1000, 1004, 998, 1002, 1001, 999, 1003]
+    latency = [20.0, 20.1, 19.9, 20.0, 20.05, 19.95, 20.05]
+    steady = level(ipm, latency)
     assert stop_reason(steady[:3], {0: 20}, RULES) is None  # fewer than min_windows (4)
-    reason = stop_reason(steady[:4], {0: 20}, RULES)
+    assert [stop_reason(steady[:n], {0: 20}, RULES) for n in (4, 5)] == [None, None]
+    reason = stop_reason(steady[:6], {0: 20}, RULES)
     assert reason is not None and reason.kind is StopKind.PRECISION
-    assert "within +-5%" in reason.text and "17 looks" in reason.text  # windows 4..20 are the looks
+    assert "within +-5%" in reason.text and "17 looks" in reason.text and "n=6" in reason.text  # looks: windows 4..20
 
 
 def test_a_noisy_level_runs_on() -> None:
@@ -59,11 +66,11 @@ def test_a_noisy_level_runs_on() -> None:
 
 
 def test_the_correction_for_repeated_looks_keeps_running_what_one_look_would_stop() -> None:
-    values = [1000, 1040, 960, 1030, 970, 1000]
-    # one look: t(0.975, 5) x s / sqrt(6) is within 5 %; corrected for 40 looks it is not
+    values = [1000, 1040, 960, 1030, 970, 1000, 1010, 990, 1020, 980, 1000, 1005]
+    # one look: the 95 % interval over 12 windows is within 5 %; corrected for 40 looks it is not
     assert relative_half_width(values, looks=1) < 0.05 < relative_half_width(values, looks=40)
-    windows = level(values, [20.0] * 6)
-    assert stop_reason(windows, {0: 7}, RULES) is not None  # 4 looks (windows 4..7)
+    windows = level(values, [20.0] * 12)
+    assert stop_reason(windows, {0: 13}, RULES) is not None  # 10 looks (windows 4..13)
     assert stop_reason(windows, {0: 43}, RULES) is None  # 40 looks
 
 
@@ -202,3 +209,86 @@ def test_a_stricter_threshold_on_a_run_measured_from_the_top_says_what_was_not_m
     assert Headline.from_dict(stricter.to_dict()).from_top_stop == 4.0
     walked_down = decide(records, Measured(repeats=1, requests=400), Limits("p95", 200, 0.01)).headline
     assert not any("from the top down" in n for n in walked_down.notes)  # no walk: nothing left unmeasured
+
+
+class SaturatedServer:
+    """A deployment whose load runs are synthesized (a fake at the load driver's boundary: no server here): it serves
+    20 requests a second at one user and no more at any higher load."""
+
+    endpoint, model_name, metrics_url, gpu_uuids, headers = "http://127.0.0.1:9", "m", None, (), {}
+    load_url = endpoint
+    wire = KSERVE
+
+    def statistics(self) -> dict:
+        return {}
+
+    def server_pids(self) -> list[int]:
+        return []
+
+
+def test_flat_invocations_stops_across_level_runs_under_until_known(tmp_path, monkeypatch) -> None:
+    """Under until_known each level is a load run of its own, so the child never saw the level before and flat did
+    nothing: concurrency [1, 2, 4, 8] ran all four levels. Judged between level runs, the second (no faster than the
+    first) ends the plan with the flat stop."""
+    ran: list[float] = []
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load(ran))
+    spec = ExperimentSpec.model_validate(
+        spec_with(
+            {"concurrency": {"users": [1, 2, 4, 8], "duration_seconds": 30}, "stopping": {"flat_invocations": True}}
+        )
+    )
+    rules = Rules.from_spec(spec)
+    assert rules.stop.known_within is not None and rules.stop.flat  # on by default for concurrency levels
+    repeat = measure_once(SaturatedServer(), compile_traffic(spec.traffic), rules, [{}], tmp_path)
+    assert ran == [1, 2]
+    assert repeat.result.stop_reason is not None and repeat.result.stop_reason.startswith("flat invocations:")
+    off = Rules(rules.limits, rules.windows, dataclasses.replace(rules.stop, flat=False))
+    ran.clear()
+    measure_once(SaturatedServer(), compile_traffic(spec.traffic), off, [{}], tmp_path / "off")
+    assert ran == [1, 2, 4, 8]
+
+
+def test_a_level_is_not_known_before_the_stability_rule_can_judge_it() -> None:
+    """With `stability.windows: 6` a level stopped "precision reached ... n=4" and was then judged "too few windows
+    (4 < 6)": the stability rule's windows bound the first look."""
+    rules = Rules(RULES.limits, WindowRules(stable_windows=6), StopRules(known_within=0.05, known_min_windows=4))
+    steady = level([1000, 1004, 998, 1002, 1001, 999, 1000], [20.0, 20.1, 19.9, 20.0, 20.05, 20.0, 20.0])
+    assert [stop_reason(steady[:n], {0: 20}, rules) for n in (4, 5)] == [None, None]
+    reason = stop_reason(steady[:6], {0: 20}, rules)
+    assert reason is not None and reason.kind is StopKind.PRECISION and "n=6" in reason.text
+    records = [WindowRecord.of(0, w) for w in steady[:6]]
+    measured = Measured(windows=WindowCount(measured=6))
+    assert decide(records, measured, rules.limits, rules.windows).headline.stable
+
+
+def steady_load(ran: list[float], stop: str | None = None):
+    """A run_load stand-in (the load driver's boundary): 20 requests a second at every level, ended by `stop`."""
+
+    def run_load(request, progress=None) -> LoadResult:
+        level = request.phases.levels[0]
+        ran.append(level.load)
+        sends = np.arange(0.02, level.duration_seconds - 0.01, 0.05)
+        return result(level.duration_seconds, stop, sends.tolist())
+
+    return run_load
+
+
+def test_a_final_known_before_its_last_repeat_is_stored_complete(tmp_path, monkeypatch) -> None:
+    """measure_level stops the repeats once known (here at the third of five): the headline keeps the cap, so the
+    search counts it as measured in full (search/adaptive.py)."""
+    ran: list[float] = []
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load(ran))
+    spec = ExperimentSpec.model_validate(
+        spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 30}, "until_known": True})
+    )
+    h = measure_level(SaturatedServer(), spec, [{}], tmp_path, 2, repeats=5).headline
+    assert (ran, h.repeats, h.most_repeats, h.complete(5)) == ([2, 2, 2], 3, 5, True)
+
+
+def test_the_levels_that_ended_known_are_kept(tmp_path, monkeypatch) -> None:
+    known = "precision reached: MaxInvocations +-1.0%, p95 +-0.5% over n=6 (...) within +-5%"
+    monkeypatch.setattr("recommender.measurement.repeats.run_load", steady_load([], known))
+    spec = ExperimentSpec.model_validate(spec_with({"concurrency": {"users": [1, 2], "duration_seconds": 30}}))
+    rules = Rules.from_spec(spec)
+    repeat = measure_once(SaturatedServer(), compile_traffic(spec.traffic), rules, [{}], tmp_path)
+    assert repeat.known_levels == (0, 1) and repeat.result.stop_reason is None  # known early is not a stop

@@ -55,9 +55,7 @@ def matches_snapshot(name: str, text: str) -> bool:
 @pytest.mark.parametrize("optimization", list(CASES))
 def test_native_config_matches_its_snapshot(tmp_path: Path, optimization: str) -> None:
     _, _, kind, gpus = CASES[optimization]
-    text = render_native_config(
-        candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, kind, gpus
-    )
+    text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, kind, gpus)
     assert matches_snapshot(f"config-{serving_backend(optimization, native=True)}.pbtxt", text)
 
 
@@ -92,9 +90,7 @@ def test_native_openvino_refuses_dynamic_batching_with_the_reason(tmp_path: Path
 
 
 def test_gpu_instances_are_placed_one_group_per_gpu(tmp_path: Path) -> None:
-    text = render_native_config(
-        candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, "KIND_GPU", (0, 1)
-    )
+    text = render_native_config(candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, "KIND_GPU", (0, 1))
     assert (
         "count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]" in text
         and "count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]" in text

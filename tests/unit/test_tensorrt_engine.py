@@ -253,3 +253,50 @@ def test_engine_builds_on_this_gpu(tmp_path) -> None:
     build_engine(tmp_path / "m.onnx", EngineParameters(NAMES, (4, 8, 16), 4), tmp_path / "model.plan")
     engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine((tmp_path / "model.plan").read_bytes())
     assert engine.num_io_tensors == 3 and tuple(engine.get_tensor_profile_shape("input_ids", 0)[2]) == (4, 16)
+
+
+@pytest.mark.parametrize("padding", ["max", "buckets", "none"])
+def test_a_candidates_engine_is_built_for_its_paddings_lengths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, padding: str
+) -> None:
+    """The builder call as far as it goes without TensorRT (issue 36): a trt candidate's repository asks for an engine
+    whose profile is (shortest, median, longest) of the payload's requests under the candidate's padding, from the
+    real ONNX export (dynamic sequence), and its native config declares the sequence -1. The child process that
+    would run TensorRT (build_on) is the fake boundary, recording what it is asked to build."""
+    from recommender.candidates import Candidate
+    from recommender.modelrepo import tensorrt_engine
+    from recommender.modelrepo.repository import candidate_repository
+    from recommender.spec import ExperimentSpec
+
+    built: list[EngineParameters] = []
+
+    def build_on(gpu, onnx_path, params, target) -> None:  # the child process that would run TensorRT
+        assert onnx_path.is_file()
+        built.append(params)
+        target.write_bytes(b"engine")
+
+    spec = ExperimentSpec(
+        name="x",
+        model={"source": "bert", "architecture": {"layers": 1, "hidden": 32, "heads": 2, "vocab_size": 2000}},
+        payload={"texts": ["a", "a b c d e f g h i j", "a b c", "a b c d e f g h i j k l m n o p q r s t"]},
+    )
+    candidate = Candidate("trt", None, 1, 4, "local-gpu", "fp", padding=padding)
+    export_model(spec.model, "onnx", 8, "fp", tmp_path / "cache")  # the real export, before torch meets a fake module
+    monkeypatch.setitem(sys.modules, "tensorrt", SimpleNamespace(__version__="10.13.3.9"))
+    monkeypatch.setattr(tensorrt_engine, "build_on", build_on)
+    root = candidate_repository(
+        spec,
+        candidate,
+        tmp_path / "repo",
+        cache_dir=tmp_path / "cache",
+        model_name="model",
+        threads_per_instance=1,
+        native=True,
+        instance_kind="KIND_GPU",
+        serving=ServingHardware("gpu", GPU_HOST),
+    )
+    (params,) = built
+    assert params.sequence_lengths == length_profile(padded_lengths(spec.payload, padding))
+    assert params.sequence_lengths == {"max": (22, 22, 22), "buckets": (4, 8, 22), "none": (3, 5, 22)}[padding]
+    config = (root / "model" / "config.pbtxt").read_text()
+    assert config.count("dims: [ -1 ]") == 2 and 'platform: "tensorrt_plan"' in config

@@ -129,3 +129,19 @@ def test_a_wrong_padding_exits_2_with_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "variants.padding" in done.stderr and "'max', 'buckets' or 'none'" in done.stderr
+
+
+def test_the_dry_run_table_shows_the_padding_where_the_grid_asks_for_one() -> None:
+    from rich.console import Console
+
+    from recommender.cli.plan import plan_table
+
+    def rendered(**variants) -> str:
+        console = Console(width=300, record=True)
+        console.print(plan_table(spec(**variants)))
+        return console.export_text()
+
+    text = rendered(padding=["max", "none"])
+    assert "padding" in text and "pt-nodb-ig1-mbs8-none" in text
+    assert [line.split("│")[7].strip() for line in text.splitlines() if "pt-nodb" in line] == ["max", "none"]
+    assert "padding" not in rendered()  # a grid of max only reads as it did

@@ -145,3 +145,12 @@ def test_the_dry_run_table_shows_the_padding_where_the_grid_asks_for_one() -> No
     assert "padding" in text and "pt-nodb-ig1-mbs8-none" in text
     assert [line.split("│")[7].strip() for line in text.splitlines() if "pt-nodb" in line] == ["max", "none"]
     assert "padding" not in rendered()  # a grid of max only reads as it did
+
+
+def test_the_deliverable_says_how_clients_must_pad() -> None:
+    from recommender.report.deliverable import padding_note
+
+    assert padding_note("max", native=False).startswith("pad every request to the payload's max length")
+    assert "next power of two" in padding_note("buckets", native=True)
+    assert "ragged batches and model.py pads" in padding_note("none", native=False)
+    assert "one length only" in padding_note("none", native=True)

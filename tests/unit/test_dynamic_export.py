@@ -111,3 +111,17 @@ def test_a_users_model_file_with_a_fixed_length_is_refused_naming_the_length(tmp
     with pytest.raises(BuildError, match="could not be run at sequence length 8"):
         export_model(ModelSpec(source="torchscript", path=path), "pt", (8, 12, 16), "fixed", tmp_path / "cache")
     assert export_model(ModelSpec(source="torchscript", path=path), "pt", 16, "ok", tmp_path / "cache").path.is_file()
+
+
+def test_openvino_compiles_the_export_with_a_dynamic_sequence(tmp_path: Path) -> None:
+    """The openvino optimization serves the ONNX export (OpenVINO's ONNX frontend): its shape is dynamic in the
+    sequence, and one compiled model answers every length."""
+    openvino = pytest.importorskip("openvino")
+    artifact = export_model(TINY_BERT, "openvino", (5, 17, 40), "tiny", tmp_path)
+    compiled = openvino.Core().compile_model(str(artifact.path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    assert all(port.get_partial_shape()[1].is_dynamic for port in compiled.inputs)
+    request = compiled.create_infer_request()
+    for length in (3, 40):
+        ids, mask = inputs(length)
+        served = request.infer({"input_ids": ids, "attention_mask": mask})[compiled.outputs[0]]
+        np.testing.assert_allclose(served, reference(ids, mask), atol=1e-4)

@@ -154,3 +154,25 @@ def test_the_deliverable_says_how_clients_must_pad() -> None:
     assert "next power of two" in padding_note("buckets", native=True)
     assert "ragged batches and model.py pads" in padding_note("none", native=False)
     assert "one length only" in padding_note("none", native=True)
+
+
+def test_the_sampler_searches_the_padding_too() -> None:
+    """Adaptive search over ranges: the padding is one of the sampler's parameters (a choice of one is left out, so a
+    seeded search without padding proposes what it proposed before)."""
+    from recommender.search.sampler import Sampler
+
+    searched = ExperimentSpec(
+        name="x",
+        variants={"optimizations": ["pt"], "max_batch_sizes": {"range": [1, 8]}, "padding": ["max", "none"]},
+        search={"strategy": "adaptive", "seed": 1},
+    )
+    sampler = Sampler(searched)
+    proposed = [sampler.ask() for _ in range(12)]
+    for candidate in proposed:
+        assert candidate is not None
+        sampler.tell(candidate, 1.0)
+    assert {c.padding for c in proposed if c is not None} == {"max", "none"}
+    assert "padding" in sampler.study.trials[0].params
+    alone = Sampler(searched.model_copy(update={"variants": searched.variants.model_copy(update={"padding": ["max"]})}))
+    assert alone.ask() is not None
+    assert "padding" not in alone.study.trials[0].params and "max_batch_sizes" in alone.study.trials[0].params

@@ -171,7 +171,7 @@ class TensorRTRunner:
         if not self._context.set_input_shape(name, tuple(tensor.shape)):
             raise ValueError(
                 f"TensorRT refused input {name!r} of shape {tuple(tensor.shape)}: outside the engine's optimization "
-                "profile (batch 1..max_batch_size at the sequence length it was built for)"
+                "profile (batch 1..max_batch_size, the shortest to the longest sequence it was built for)"
             )
         self._context.set_tensor_address(name, tensor.data_ptr())
         return tensor

@@ -62,12 +62,16 @@ def request_token_ids(payload: PayloadSpec) -> list[list[int]]:
     The one seam between where requests come from (the packaged texts, later the user's file) and how they are
     sent (padding, batching): what sends or checks requests starts from these rows.
     """
-    return [list(ids) for ids in _token_rows(tuple(payload.texts), truncation_cap(payload))]
+    return [list(ids) for ids in _token_rows(payload.model_dump_json())]
 
 
 @lru_cache(maxsize=8)
-def _token_rows(texts: tuple[str, ...], cap: int) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(token_ids(text, cap)) for text in texts)
+def _token_rows(payload_json: str) -> tuple[tuple[int, ...], ...]:
+    """The rows of one payload, tokenized once per process (bodies, padded lengths and gate cases all read them):
+    keyed by the whole payload spec, so that whatever field says where requests come from is part of the key."""
+    payload = PayloadSpec.model_validate_json(payload_json)
+    cap = truncation_cap(payload)
+    return tuple(tuple(token_ids(text, cap)) for text in payload.texts)
 
 
 def request_texts(payload: PayloadSpec) -> list[str]:

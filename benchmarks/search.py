@@ -48,7 +48,7 @@ import children  # noqa: E402  (benchmarks/, next to this script)
 import peer_model_analyzer as model_analyzer  # noqa: E402
 
 from recommender.candidates import Candidate, expand_candidates, model_fingerprint  # noqa: E402
-from recommender.load.payload import inference_bodies  # noqa: E402
+from recommender.load.payload import inference_bodies, max_length  # noqa: E402
 from recommender.metrics.intervals import tied  # noqa: E402
 from recommender.modelrepo.export import export_model  # noqa: E402
 from recommender.modelrepo.repository import write_model_repository  # noqa: E402
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     specs = {s: write_spec(folder, s, grid_settings, threshold) for s in ("grid", "adaptive")}
     spec = load_spec(specs["grid"])
     artifact = export_model(
-        spec.model, "pt", spec.payload.sequence_length, model_fingerprint(spec), folder / ".recommender" / "artifacts"
+        spec.model, "pt", max_length(spec.payload), model_fingerprint(spec), folder / ".recommender" / "artifacts"
     )
     if args.peer_only:
         urls = [f"sqlite:///{db}" for db in sorted(folder.glob("grid-*.db"))]

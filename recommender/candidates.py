@@ -19,6 +19,7 @@ from recommender.spec.search import IntRange
 # its configuration, so renaming the key would give every stored candidate a new key (re-measured, history lost).
 INSTANCE_GROUP_KEY = "instance_count"
 DEFAULT_PRECISION = "fp32"
+DEFAULT_PADDING = "max"  # today's padding: every request at one length (hashed only when another padding is asked)
 # optimizations that build a reduced-precision engine; the others serve fp32 only
 REDUCED_PRECISION = frozenset({"trt"})
 # other serving stacks' candidates (target.stack): Infinity's engines, and an existing OpenAI endpoint as it is
@@ -44,11 +45,13 @@ class Candidate:
     model_fingerprint: str = field(default="", compare=True)
     precision: str = "fp32"  # fp16: TensorRT engines only; left out of config() at its default (stored keys stay valid)
     target: str = ""  # a multi-target experiment's target label (spec target_label); "" with one target (not hashed)
+    padding: str = "max"  # how requests are padded (load/payload.py); left out of config() at "max" (keys stay valid)
 
     @property
     def name(self) -> str:
-        """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off); another stack's candidate
-        is named for its engine and batch size (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
+        """Short human name, e.g. `pt-db-ig2-mbs8` (db = dynamic batching on, nodb = off; a padding other than max
+        is a suffix: `pt-db-ig2-mbs8-buckets`); another stack's candidate is named for its engine and batch size
+        (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
         on = f"@{self.target}" if self.target else ""
         if self.optimization in STACK_ENGINES:
             return f"{self.optimization}-mbs{self.max_batch_size}{on}"
@@ -56,7 +59,9 @@ class Candidate:
             return f"{self.optimization}{on}"
         batching = "db" if self.dynamic_batching is not None else "nodb"
         precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"
-        return f"{self.optimization}{precision}-{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}{on}"
+        padding = "" if self.padding == DEFAULT_PADDING else f"-{self.padding}"
+        grid = f"{batching}-ig{self.instance_group_count}-mbs{self.max_batch_size}{padding}"
+        return f"{self.optimization}{precision}-{grid}{on}"
 
     def config(self) -> dict:
         """The serving configuration as plain data (stored, shown, hashed); the instance-group count is stored as
@@ -68,6 +73,8 @@ class Candidate:
             del data["precision"]
         if not data["target"]:  # added with multi-target experiments: a single-target key stays as it was
             del data["target"]
+        if data["padding"] == DEFAULT_PADDING:  # added with variants.padding: a max candidate's key stays as it was
+            del data["padding"]
         return data
 
     @classmethod
@@ -83,6 +90,7 @@ class Candidate:
             model_fingerprint=config.get("model_fingerprint", ""),
             precision=config.get("precision", DEFAULT_PRECISION),
             target=config.get("target", ""),
+            padding=config.get("padding", DEFAULT_PADDING),
         )
 
     @property
@@ -152,18 +160,21 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
     labels = [target_label(t) if spec.multi_target else "" for t in spec.all_targets]
     tritons = [(t, label) for t, label in zip(spec.all_targets, labels, strict=True) if t.stack == "triton"]
     seen: dict[str, Candidate] = {}
-    for opt, precision, batching, count, mbs in itertools.product(
+    for opt, precision, batching, count, mbs, padding in itertools.product(
         grid.optimizations,
         grid.precisions,
         grid.dynamic_batching,
         grid.values("instance_group_counts"),
         grid.values("max_batch_sizes"),
+        grid.padding,
     ):
         if precision != DEFAULT_PRECISION and opt not in REDUCED_PRECISION:
             continue
         settings = _batching_settings(batching, mbs)
         for target, label in tritons:
-            candidate = Candidate(opt, settings, count, mbs, target.instance_type, fingerprint, precision, label)
+            candidate = Candidate(
+                opt, settings, count, mbs, target.instance_type, fingerprint, precision, label, padding
+            )
             seen.setdefault(candidate.key, candidate)
     for target, label in zip(spec.all_targets, labels, strict=True):
         for candidate in stack_candidates(target, fingerprint, label):

@@ -163,6 +163,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
         return space_table(spec, len(candidates), traffic)
     probed = f"adaptive search probes up to {planned_total(spec, len(candidates))} of " if spec.search.adaptive else ""
     table = Table(title=f"{spec.name}: {probed}{len(candidates)} candidates, {traffic}", title_justify="left")
+    padded = spec.variants.padding != ["max"]  # the padding column where the grid asks for another padding
     for column in (
         "configuration",
         "key",
@@ -170,6 +171,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
         "dynamic batching",
         "instances",
         "max batch",
+        *(["padding"] if padded else []),
         "instance type",
     ):
         table.add_column(column)
@@ -183,6 +185,7 @@ def plan_table(spec: ExperimentSpec) -> Table:
             batching,
             str(c.instance_group_count),
             str(c.max_batch_size),
+            *([c.padding] if padded else []),
             c.instance_type,
         )
     table.caption = describe(spec.model)

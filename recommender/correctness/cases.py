@@ -1,10 +1,21 @@
-"""The inputs the gate sends: every sample text, and edge cases (one token, the full sequence, a full batch)."""
+"""The inputs the gate sends: the payload's shortest, median and longest requests, and edge cases (one token, a full
+sequence, a full batch of rows of different lengths), each padded as the candidate pads its load."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recommender.load.payload import batch_body, tokenize
+from recommender.load.payload import (
+    batch_body,
+    length_profile,
+    max_length,
+    pad_row,
+    padded_length,
+    request_texts,
+    request_token_ids,
+    token_ids,
+    truncation_cap,
+)
 from recommender.spec import PayloadSpec
 
 
@@ -21,48 +32,69 @@ class Case:
         return batch_body(self.ids, self.mask)
 
 
-def check_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
-    """Sample texts (one row each), the shortest and longest inputs, and a batch of max_batch_size rows when above 1.
-
-    Rows keep the payload's padded length (the length the load sends, and the only one a fixed-length export takes)."""
-    length = payload.sequence_length
-    samples = [Case(f"sample text {i + 1}", *_rows([tokenize(text, length)])) for i, text in enumerate(payload.texts)]
-    edges = [
-        Case("shortest (one token)", *_rows([_one_token(payload)])),
-        Case(f"longest ({length} tokens)", *_rows([tokenize(_long_text(payload), length)])),
+def check_cases(payload: PayloadSpec, max_batch_size: int, padding: str = "max") -> list[Case]:
+    """The shortest, median and longest request of the payload (one row each), one token, a row filling the payload's
+    max length, and a batch of max_batch_size rows when above 1 (rows of different lengths, padded to the batch's
+    longest, as a client batches them). Rows are padded as `padding` pads the load (max: every row at the payload's
+    max length; buckets: to the next power of two; none: its own length)."""
+    maximum = max_length(payload)
+    rows = request_token_ids(payload)
+    cases = [Case(name, *_padded([rows[index]], padding, maximum)) for name, index in _profile(rows)]
+    cases += [
+        Case("shortest (one token)", *_padded([rows[0][:1]], padding, maximum)),
+        Case(f"longest ({maximum} tokens)", *_padded([_filled(payload, maximum)], padding, maximum)),
     ]
-    cases = samples + edges
     if max_batch_size > 1:
-        singles = [(c.ids[0], c.mask[0]) for c in cases]
-        rows = [singles[i % len(singles)] for i in range(max_batch_size)]
-        cases.append(Case(f"full batch ({max_batch_size} rows)", *_rows(rows)))
+        singles = [_unpadded(case) for case in cases]
+        batch = [singles[i % len(singles)] for i in range(max_batch_size)]
+        cases.append(Case(f"full batch ({max_batch_size} rows)", *_padded(batch, padding, maximum)))
     return cases
 
 
 def text_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
-    """For a server that tokenizes (the OpenAI embeddings API): every sample text, and a batch of max_batch_size
-    texts when above 1. Edge cases made of tokens (one token, a truncated sequence) have no text to send; a text
-    longer than the payload's sequence length is not sent either (the server would not truncate it as we do)."""
-    length = payload.sequence_length
-    fitting = [text for text in payload.texts if sum(tokenize(text, length)[1]) < length]
-    cases = [Case(f"sample text {i + 1}", *_rows([tokenize(t, length)]), (t,)) for i, t in enumerate(fitting)]
+    """For a server that tokenizes (the OpenAI embeddings API): the shortest, median and longest request as text,
+    and a batch of max_batch_size texts when above 1. Edge cases made of tokens (one token, a truncated sequence)
+    have no text to send; a request cut at the payload's truncation cap is not sent either (the server would not
+    truncate it as we do)."""
+    cap = truncation_cap(payload)
+    rows, texts = request_token_ids(payload), request_texts(payload)
+    fitting = [(name, i) for name, i in _profile(rows) if len(rows[i]) < cap]
+    cases = [Case(name, *_text_rows([texts[i]], cap), (texts[i],)) for name, i in fitting]
     if max_batch_size > 1 and fitting:
-        texts = tuple(fitting[i % len(fitting)] for i in range(max_batch_size))
-        cases.append(Case(f"full batch ({max_batch_size} rows)", *_rows([tokenize(t, length) for t in texts]), texts))
+        batch = tuple(texts[fitting[i % len(fitting)][1]] for i in range(max_batch_size))
+        cases.append(Case(f"full batch ({max_batch_size} rows)", *_text_rows(list(batch), cap), batch))
     return cases
 
 
-def _rows(pairs: list[tuple[list[int], list[int]]]) -> tuple[list[list[int]], list[list[int]]]:
+def _profile(rows: list[list[int]]) -> list[tuple[str, int]]:
+    """(name, request index) of the shortest, median and longest request (the first of each length; one case where
+    two are the same request), in payload order. Named `sample text N` (N: the request's place in the payload, from
+    1), the names a reference outputs file keys its rows by."""
+    lengths = [len(ids) for ids in rows]
+    indices = sorted({lengths.index(length) for length in length_profile(lengths)})
+    return [(f"sample text {index + 1}", index) for index in indices]
+
+
+def _padded(rows: list[list[int]], padding: str, maximum: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Rows padded as one request: each row's padded length is `padding`'s, the request's the longest of them."""
+    length = max(padded_length(len(ids), padding, maximum) for ids in rows)
+    pairs = [pad_row(ids, length) for ids in rows]
     return [ids for ids, _ in pairs], [mask for _, mask in pairs]
 
 
-def _one_token(payload: PayloadSpec) -> tuple[list[int], list[int]]:
-    ids, _ = tokenize(payload.texts[0], payload.sequence_length)
-    pad = payload.sequence_length - 1
-    return [ids[0]] + [0] * pad, [1] + [0] * pad
+def _unpadded(case: Case) -> list[int]:
+    return case.ids[0][: sum(case.mask[0])]
 
 
-def _long_text(payload: PayloadSpec) -> str:
-    """The sample texts repeated until they fill the sequence (tokenize truncates the rest)."""
-    text = " ".join(payload.texts)
-    return " ".join([text] * (payload.sequence_length // max(1, len(text.split())) + 1))
+def _text_rows(texts: list[str], cap: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The rows the reference computes for texts: each tokenized to its own length, padded to the longest."""
+    rows = [token_ids(text, cap) for text in texts]
+    return _padded(rows, "none", cap)
+
+
+def _filled(payload: PayloadSpec, length: int) -> list[int]:
+    """A row of exactly `length` tokens: the payload's requests repeated ([CLS] first, [SEP] last) and cut there."""
+    rows = request_token_ids(payload)
+    inner = [token for ids in rows for token in ids[1:-1]] or [ids[0] for ids in rows]
+    body = (inner * (length // max(1, len(inner)) + 1))[: length - 2]
+    return [rows[0][0], *body, rows[0][-1]] if length >= 2 else rows[0][:length]

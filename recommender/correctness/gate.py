@@ -1,6 +1,6 @@
 """The gate: send the check cases to a deployed endpoint (the probe path every target has) and judge the answers.
 
-check_outputs(deployment, spec, max_batch_size, precision) -> Correctness (stored with the run)
+check_outputs(deployment, spec, max_batch_size, precision, padding) -> Correctness (stored with the run)
 """
 
 from __future__ import annotations
@@ -52,17 +52,18 @@ class Correctness:
 
 
 def check_outputs(
-    endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32"
+    endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32", padding: str = "max"
 ) -> Correctness:
-    """Every check case through the endpoint, compared with the reference; `passed` False with the reason when out of
-    tolerance."""
+    """Every check case through the endpoint (padded as the candidate's load: `padding`), compared with the
+    reference; `passed` False with the reason when out of tolerance."""
     if spec.correctness == "off":
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
     tolerance = tolerance_of(spec.correctness.model_dump(), precision)
     reference = reference_for(spec.model, spec.correctness.reference_outputs)
     figures, unchecked, differences = [], [], list[str]()
     text = endpoint.wire.takes_text
-    for case in text_cases(spec.payload, max_batch_size) if text else check_cases(spec.payload, max_batch_size):
+    cases = text_cases(spec.payload, max_batch_size) if text else check_cases(spec.payload, max_batch_size, padding)
+    for case in cases:
         expected = reference.outputs(case)
         if expected is None:
             unchecked.append(case.name)

@@ -22,7 +22,7 @@ from recommender.correctness.gate import Incorrect, check_outputs, judged_alike,
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
-from recommender.load.payload import request_texts
+from recommender.load.payload import inference_bodies, request_texts
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.stage_times import StageClock
@@ -232,12 +232,13 @@ class CandidateRun:
         return fields | {"server_stats": {**(fields.get("server_stats") or {}), "stages": clock.seconds}}
 
     def _bodies(self, deployment) -> list[dict]:
-        """The request bodies in the deployment's format: the job's KServe bodies, or one text per request for a
-        server that tokenizes (the OpenAI embeddings API): the same requests decoded from the same token ids."""
-        wire = deployment.wire
-        if not wire.takes_text:
-            return self.context.bodies
-        return [openai_body(deployment.model_name, [text]) for text in request_texts(self.context.spec.payload)]
+        """The request bodies in the deployment's format: KServe bodies of token ids padded as the candidate asks, or
+        one text per request for a server that tokenizes (the OpenAI embeddings API): the same requests decoded from
+        the same token ids, which it tokenizes to their own lengths."""
+        payload = self.context.spec.payload
+        if not deployment.wire.takes_text:
+            return inference_bodies(payload, self.item.candidate.padding)
+        return [openai_body(deployment.model_name, [text]) for text in request_texts(payload)]
 
     def _load(self, deployment, work: Work, run_dir: Path, bodies: list[dict]) -> dict:
         context, candidate = self.context, self.item.candidate
@@ -261,7 +262,8 @@ class CandidateRun:
         """The correctness gate; raises Incorrect (before any load) when the outputs are outside tolerance."""
         candidate, spec = self.item.candidate, self.context.spec
         self.context.reporter.stage(candidate, "checking outputs against the reference")
-        correctness = check_outputs(deployment, spec, candidate.max_batch_size, precision_of(candidate.config()))
+        precision = precision_of(candidate.config())
+        correctness = check_outputs(deployment, spec, candidate.max_batch_size, precision, candidate.padding)
         if not correctness.passed:
             raise Incorrect(correctness)
         return correctness

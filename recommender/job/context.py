@@ -102,7 +102,6 @@ class RunContext:
 
     spec: ExperimentSpec
     placements: tuple[Placement, ...]
-    bodies: list[dict]
     ledger: RunLedger
     budget: RunBudget
     deadline: float | None  # the monotonic clock reading after which no candidate starts (None: no time budget)

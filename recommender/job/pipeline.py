@@ -27,7 +27,6 @@ from recommender.job.context import JobOptions, Placement, Reporter, RunContext,
 from recommender.job.protocol import protocol_fingerprint, stored_payload
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.job.tracking import Tracker
-from recommender.load.payload import inference_bodies
 from recommender.metrics.rules import Rules
 from recommender.review import decided_from_store
 from recommender.search import Work, strategy_for
@@ -75,7 +74,7 @@ class Job:
 
     def _context(self, planned) -> RunContext:
         """The run's context, built once: the budget (refusing a plan estimated above it; counting what earlier runs
-        of the experiment spent), every target checked first, the experiment stored, the request bodies."""
+        of the experiment spent), every target checked first, the experiment stored."""
         budget = RunBudget.for_spec(
             self.spec,
             planned,
@@ -89,7 +88,6 @@ class Job:
         return RunContext(
             spec=self.spec,
             placements=placements,
-            bodies=inference_bodies(self.spec.payload),
             ledger=RunLedger(self.store),
             budget=budget,
             deadline=time_limit(self.spec.time_budget_seconds),

@@ -7,10 +7,14 @@ rendered and unit tested here but served only by the image (docs/gpu.md says wha
     trt      -> platform tensorrt_plan     1/model.plan  (an engine built for the image's TensorRT version and GPU)
     openvino -> backend openvino           1/model.onnx  (read by OpenVINO's ONNX frontend; default_model_filename)
 
-Inputs are declared at the payload's sequence length (the exports trace and build at that length); the batch
-dimension is Triton's, from max_batch_size, except for openvino: its backend fixes the model's batch at max_batch_size
-and rejects any request of another batch, so it is written `max_batch_size: 0` with the batch as an explicit dynamic
-dim (`[-1, seq]`), and a candidate asking for dynamic batching there is refused (`native_refusal`).
+Inputs declare the sequence as -1 (every export takes a dynamic sequence axis: modelrepo/export.py; a TensorRT
+engine takes the lengths of its optimization profile); the batch dimension is Triton's, from max_batch_size, except
+for openvino: its backend fixes the model's batch at max_batch_size and rejects any request of another batch, so it is
+written `max_batch_size: 0` with the batch as an explicit dynamic dim (`[-1, -1]`), and a candidate asking for dynamic
+batching there is refused (`native_refusal`).
+`padding: none` sets no `allow_ragged_batch` here: a native backend would be handed the requests' rows flattened
+into one tensor, which these models do not take, so Triton's dynamic batcher batches only requests of one length
+(the Python backend's model.py pads within the batch instead: repository.render_config).
 """
 
 from __future__ import annotations
@@ -78,16 +82,8 @@ def header_lines(candidate: Candidate, artifact: ModelArtifact, model_name: str)
     ]
 
 
-def at_sequence_length(artifact: ModelArtifact, sequence_length: int) -> ModelArtifact:
-    """The artifact with its variable (-1) input dims fixed to the sequence length it was exported at."""
-    if sequence_length < 1:
-        raise BuildError(f"sequence_length must be at least 1 for a native backend config, got {sequence_length}")
-    inputs = tuple(replace(t, dims=tuple(sequence_length if d == -1 else d for d in t.dims)) for t in artifact.inputs)
-    return replace(artifact, inputs=inputs)
-
-
 def with_batch_dim(artifact: ModelArtifact, optimization: str) -> ModelArtifact:
-    """The artifact's tensors with the batch as an explicit dynamic first dim where Triton does not batch (-1, seq)."""
+    """The artifact's tensors with the batch as an explicit dynamic first dim where Triton does not batch (-1, -1)."""
     if native_backend(optimization).batched:
         return artifact
 

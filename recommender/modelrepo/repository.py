@@ -13,10 +13,10 @@ from pathlib import Path
 from recommender.candidates import Candidate
 from recommender.errors import BuildError
 from recommender.hardware import ServingHardware, available_cores, gpu_instance_groups
+from recommender.load.payload import length_profile, padded_lengths
 from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
 from recommender.modelrepo.export import export_model
 from recommender.modelrepo.native import (
-    at_sequence_length,
     engine_parameters,
     header_lines,
     native_backend,
@@ -89,16 +89,15 @@ def render_native_config(
     artifact: ModelArtifact,
     model_name: str,
     threads_per_instance: int,
-    sequence_length: int,
     instance_kind: str = "KIND_CPU",
     gpus: tuple[int, ...] = (),
 ) -> str:
     """The config.pbtxt text for `candidate` served by Triton's native backend for its optimization
-    (modelrepo/native.py)."""
+    (modelrepo/native.py): the sequence a dynamic (-1) dim, as the exports take it."""
     _check_common(artifact, model_name, threads_per_instance, instance_kind)
     if (refusal := native_refusal(candidate)) is not None:
         raise BuildError(refusal)
-    artifact = with_batch_dim(at_sequence_length(artifact, sequence_length), candidate.optimization)
+    artifact = with_batch_dim(artifact, candidate.optimization)
     sections = [
         *header_lines(candidate, artifact, model_name),
         _render_tensors("input", artifact.inputs),
@@ -119,13 +118,15 @@ def render_config(
     gpus: tuple[int, ...] = (),
 ) -> str:
     """The config.pbtxt text for `candidate` served by the generic Python-backend model.py; KIND_GPU instances are
-    spread over `gpus` (all visible GPUs when empty: Triton's default)."""
+    spread over `gpus` (all visible GPUs when empty: Triton's default). `padding: none` marks the inputs
+    `allow_ragged_batch`: the dynamic batcher then batches requests of different lengths, and model.py pads them
+    within the batch."""
     _check_servable(candidate, artifact, model_name, threads_per_instance, instance_kind)
     sections = [
         f'name: "{model_name}"',
         'backend: "python"',
         f"max_batch_size: {candidate.max_batch_size}",
-        _render_tensors("input", artifact.inputs),
+        _render_tensors("input", artifact.inputs, ragged=candidate.padding == "none"),
         _render_tensors("output", artifact.outputs),
         _render_dynamic_batching(candidate),
         render_instance_group(candidate.instance_group_count, instance_kind, gpus),
@@ -160,7 +161,7 @@ def candidate_repository(
     artifact = export_model(
         spec.model,
         candidate.optimization,
-        spec.payload.sequence_length,
+        length_profile(padded_lengths(spec.payload, candidate.padding)),
         candidate.model_fingerprint,
         cache_dir,
         candidate.precision,
@@ -176,7 +177,7 @@ def candidate_repository(
         copy_artifact=copy_artifact,
         instance_kind=instance_kind,
         gpus=gpus,
-        native_sequence_length=spec.payload.sequence_length if native else None,
+        native=native,
     )
 
 
@@ -189,10 +190,10 @@ def write_model_repository(
     copy_artifact: bool = False,
     instance_kind: str = "KIND_CPU",
     gpus: tuple[int, ...] = (),
-    native_sequence_length: int | None = None,
+    native: bool = False,
 ) -> Path:
-    """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root. With
-    `native_sequence_length` set: a native-backend repository, root/<model_name>/{config.pbtxt, 1/<backend's file>}.
+    """Write root/<model_name>/{config.pbtxt, 1/model.py, 1/<artifact>}; returns the repository root. `native`: a
+    native-backend repository, root/<model_name>/{config.pbtxt, 1/<backend's file>}.
 
     The artifact is symlinked by default (cheap, one export shared by many candidates) and copied
     when `copy_artifact` is set (a self-contained, deployable repository: the deliverable export).
@@ -200,10 +201,8 @@ def write_model_repository(
     threads = threads_per_instance or default_threads_per_instance(candidate.instance_group_count)
     if candidate.optimization in CPU_ONLY:
         instance_kind, gpus = "KIND_CPU", ()
-    if native_sequence_length is not None:
-        config = render_native_config(
-            candidate, artifact, model_name, threads, native_sequence_length, instance_kind, gpus
-        )
+    if native:
+        config = render_native_config(candidate, artifact, model_name, threads, instance_kind, gpus)
         filename = native_backend(candidate.optimization).filename
     else:
         config = render_config(candidate, artifact, model_name, threads, instance_kind, gpus)
@@ -216,7 +215,7 @@ def write_model_repository(
     try:
         version_dir.mkdir(parents=True, exist_ok=True)
         (version_dir.parent / "config.pbtxt").write_text(config)
-        if native_sequence_length is None:
+        if not native:
             _write_template(version_dir / "model.py")
         _place_artifact(artifact.path, version_dir / filename, copy_artifact)
     except OSError as error:
@@ -252,13 +251,16 @@ def _check_common(artifact: ModelArtifact, model_name: str, threads: int, kind: 
             )
 
 
-def _render_tensors(section: str, tensors: tuple[TensorSpec, ...]) -> str:
+def _render_tensors(section: str, tensors: tuple[TensorSpec, ...], ragged: bool = False) -> str:
     blocks = []
     for tensor in tensors:
         if tensor.dtype not in TRITON_DTYPES:
             raise BuildError(f"tensor {tensor.name!r} has unknown Triton data type {tensor.dtype!r}")
         dims = ", ".join(str(dim) for dim in tensor.dims)
-        blocks.append(f'  {{\n    name: "{tensor.name}"\n    data_type: {tensor.dtype}\n    dims: [ {dims} ]\n  }}')
+        ragged_line = "\n    allow_ragged_batch: true" if ragged else ""
+        blocks.append(
+            f'  {{\n    name: "{tensor.name}"\n    data_type: {tensor.dtype}\n    dims: [ {dims} ]{ragged_line}\n  }}'
+        )
     return f"{section} [\n" + ",\n".join(blocks) + "\n]"
 
 

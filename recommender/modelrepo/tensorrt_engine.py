@@ -1,5 +1,6 @@
 """TensorRT engines, the standard way: the ONNX export -> trt.OnnxParser -> one optimization profile -> a serialized
-engine (`model.plan`), cached per model content, GPU name, TensorRT version, precision, max batch and sequence length.
+engine (`model.plan`), cached per model content, GPU name, TensorRT version, precision, max batch and sequence lengths
+(the profile's shortest, median and longest: the payload's length histogram under the candidate's padding).
 
     EngineParameters(...)                       the build parameters (profile shapes, flags): pure, unit tested
     configure_builder(trt, builder, config, p)  applies them to a TensorRT builder config (the seam)
@@ -34,7 +35,7 @@ import recommender
 from recommender.errors import BuildError, CandidateSkipped
 from recommender.hardware import Gpu, cuda_environment
 from recommender.install import pip_install, requirement
-from recommender.modelrepo.artifact import ModelArtifact, TensorSpec
+from recommender.modelrepo.artifact import ModelArtifact
 from recommender.modelrepo.model_source import file_sha256
 
 TENSORRT_INSTALL = f"{pip_install('tensorrt>=10,<11')} (the [tensorrt] extra; it needs the NVIDIA driver)"
@@ -50,10 +51,11 @@ ENGINE_FILE = "model.plan"
 
 @dataclass(frozen=True)
 class EngineParameters:
-    """What an engine is built for: its inputs at the payload's sequence length, batch 1..max_batch_size, precision."""
+    """What an engine is built for: its inputs at sequence lengths (shortest, median, longest) of the requests it
+    is sent, batch 1..max_batch_size, precision."""
 
     input_names: tuple[str, ...]
-    sequence_length: int
+    sequence_lengths: tuple[int, int, int]
     max_batch_size: int
     precision: str = "fp32"
     workspace_bytes: int = 1 << 30
@@ -61,17 +63,19 @@ class EngineParameters:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise BuildError(f"TensorRT precision {self.precision!r} is not supported", hint=f"use one of {PRECISIONS}")
-        if self.max_batch_size < 1 or self.sequence_length < 1:
+        shortest, median, longest = self.sequence_lengths
+        if self.max_batch_size < 1 or not 1 <= shortest <= median <= longest:
             raise BuildError(
-                f"engine shapes need max_batch_size >= 1 and sequence_length >= 1, got "
-                f"{self.max_batch_size} and {self.sequence_length}"
+                f"engine shapes need max_batch_size >= 1 and sequence lengths 1 <= shortest <= median <= longest, "
+                f"got {self.max_batch_size} and {list(self.sequence_lengths)}"
             )
 
     def profile_shapes(self) -> dict[str, tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
         """(min, opt, max) per input: batch 1 to max_batch_size, optimised for max_batch_size (what the dynamic
-        batcher forms under load), all at the payload's sequence length."""
-        seq, top = self.sequence_length, self.max_batch_size
-        return {name: ((1, seq), (top, seq), (top, seq)) for name in self.input_names}
+        batcher forms under load); the sequence from the shortest request to the longest, optimised for the
+        median."""
+        (shortest, median, longest), top = self.sequence_lengths, self.max_batch_size
+        return {name: ((1, shortest), (top, median), (top, longest)) for name in self.input_names}
 
     def network_flag_names(self, trt_major: int) -> tuple[str, ...]:
         """NetworkDefinitionCreationFlag names: EXPLICIT_BATCH before TensorRT 10 (explicit batch is the only mode
@@ -122,14 +126,14 @@ def network_flags(trt: Any, params: EngineParameters) -> int:
 
 def engine_key(model_content: str, gpu_name: str, trt_version: str, params: EngineParameters) -> str:
     """The cache key of an engine: it is valid only for the same model bytes, GPU model, TensorRT version, precision,
-    max batch and sequence length."""
+    max batch and sequence lengths."""
     parts = (
         model_content,
         gpu_name,
         trt_version,
         params.precision,
         str(params.max_batch_size),
-        str(params.sequence_length),
+        ",".join(map(str, params.sequence_lengths)),
     )
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
@@ -188,8 +192,7 @@ def engine_artifact(onnx: ModelArtifact, params: EngineParameters, serving: Any,
         staging = target.with_suffix(f".partial{os.getpid()}")
         build_on(gpu, onnx.path, params, staging)
         staging.rename(target)
-    inputs = tuple(TensorSpec(t.name, t.dtype, (params.sequence_length,)) for t in onnx.inputs)
-    return ModelArtifact(target, "tensorrt", inputs, onnx.outputs, onnx.random_weights)
+    return ModelArtifact(target, "tensorrt", onnx.inputs, onnx.outputs, onnx.random_weights)
 
 
 def build_on(gpu: Gpu, onnx_path: Path, params: EngineParameters, target: Path) -> None:
@@ -213,7 +216,9 @@ def main(arguments: list[str]) -> int:
     """The child of build_on: `python -m recommender.modelrepo.tensorrt_engine ONNX TARGET PARAMETERS_JSON`."""
     onnx_path, target, parameters = arguments
     data = json.loads(parameters)
-    params = EngineParameters(**(data | {"input_names": tuple(data["input_names"])}))
+    params = EngineParameters(
+        **(data | {"input_names": tuple(data["input_names"]), "sequence_lengths": tuple(data["sequence_lengths"])})
+    )
     try:
         build_engine(Path(onnx_path), params, Path(target))
     except BuildError as error:

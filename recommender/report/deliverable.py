@@ -287,6 +287,9 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         f"max_batch_size {d.candidate.max_batch_size}, dynamic batching "
         f"{'on' if d.candidate.dynamic_batching else 'off'}, instance_group count {d.candidate.instance_group_count} "
         f"{served.instance_kind}; {_served_by(served)}).",
+        f"- Requests were sent with `padding: {d.candidate.padding}`: "
+        f"{padding_note(d.candidate.padding, served.native)} Clients that pad otherwise send another workload than "
+        "the one measured.",
         "- `sagemaker/create_model.json`, `create_endpoint_config.json`, `create_endpoint.json`: request bodies for "
         "the SageMaker API.",
         "- `autoscaling/register_scalable_target.json`, `put_scaling_policy.json`: request bodies for Application "
@@ -319,6 +322,26 @@ def readme_text(rec: Recommendation, d: Deliverable, options: ExportOptions) -> 
         "",
     ]
     return "\n".join(lines)
+
+
+def padding_note(padding: str, native: bool) -> str:
+    """How a client must pad its requests to send the workload a candidate of `padding` was measured on."""
+    if padding == "buckets":
+        return (
+            "pad each request to the next power of two tokens, at most the payload's max length (requests of one "
+            "bucket batch together)."
+        )
+    if padding == "none":
+        batching = (
+            "Triton's dynamic batcher batches requests of one length only (a native backend takes no ragged batch)."
+            if native
+            else "the config allows ragged batches and model.py pads them within the batch."
+        )
+        return f"send each request unpadded, at its own length; {batching}"
+    return (
+        "pad every request to the payload's max length (payload.sequence_length, or the payload's longest request "
+        "where it is not set)."
+    )
 
 
 def _served_by(served: Served) -> str:

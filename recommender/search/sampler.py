@@ -57,7 +57,9 @@ class Sampler:
 
     def _candidate(self, trial: optuna.trial.Trial) -> Candidate | None:
         grid = self.spec.variants
-        chosen = {axis: [self._suggest(trial, axis, getattr(grid, axis))] for axis in _AXES}
+        # padding is a parameter only when there is a choice (a seeded search without it proposes as it did before)
+        axes = (*_AXES, "padding") if len(grid.padding) > 1 else _AXES
+        chosen = {axis: [self._suggest(trial, axis, getattr(grid, axis))] for axis in axes}
         variants = grid.model_construct(**{**dict(grid), **chosen})
         found = expand_candidates(self.spec.model_copy(update={"variants": variants}))  # one per target
         if len(found) > 1:  # several targets: where to serve it is a choice too

@@ -60,10 +60,17 @@ PAYLOAD_FORMATS = Literal["auto", "jsonl", "text", "csv", "sagemaker-capture", "
 
 
 class PayloadSpec(Strict):
-    """What every request carries: texts tokenized with the packaged bert-uncased tokenizer, padded to a length; the
-    packaged sample texts, `texts`, or the requests of the user's own `file`."""
+    """What every request carries: the packaged sample texts, `texts`, or the requests of the user's own `file`,
+    tokenized with the packaged bert-uncased tokenizer, each request padded as its candidate's `variants.padding` says
+    (load/payload.py)."""
 
-    sequence_length: int = Field(128, ge=8, le=512, description="Tokens per request (padded / truncated).")
+    sequence_length: int | None = Field(
+        None,
+        ge=8,
+        le=512,
+        description="A fixed-shape deployment's length: every request is truncated to it and `padding: max` pads "
+        "to it. Leave it out to truncate at the encoder's 512 tokens and pad `max` to the payload's longest request.",
+    )
     texts: list[str] = Field(
         list(DEFAULT_TEXTS), min_length=1, description="Sample texts; requests cycle through them."
     )

@@ -1,4 +1,5 @@
-"""The grid of serving variants (optimizations, precisions, dynamic batching, instance groups, max batch sizes)."""
+"""The grid of serving variants (optimizations, precisions, dynamic batching, instance groups, max batch sizes,
+padding)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, Discriminator, Field, Tag, model_validator
 
-from recommender.spec.base import MAX_GRID, Optimization, Precision, Strict
+from recommender.spec.base import MAX_GRID, Optimization, Padding, Precision, Strict
 from recommender.spec.search import IntRange
 
 
@@ -103,6 +104,14 @@ class VariantGrid(Strict):
     max_batch_sizes: _BatchSizeAxis = Field(
         [8], description="Triton max_batch_size values; `{range: [1, 64], log: true}` under adaptive search only."
     )
+    padding: list[Padding] = Field(
+        ["max"],
+        min_length=1,
+        description="How each request is padded: max (every request to the payload's max length, "
+        "payload.sequence_length), buckets (to the next power of two, at most that: the dynamic batcher batches "
+        "requests of one bucket), none (each at its own length; Triton batches them ragged and the model pads "
+        "within the batch).",
+    )
 
     def values(self, axis: str) -> list:
         """An axis's values: its list, or every integer of its range (the space the sampler searches)."""
@@ -127,6 +136,7 @@ class VariantGrid(Strict):
             * len(self.dynamic_batching)
             * len(self.values("instance_group_counts"))
             * len(self.values("max_batch_sizes"))
+            * len(self.padding)
         )
         if size > MAX_GRID:
             raise ValueError(

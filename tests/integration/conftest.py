@@ -87,10 +87,14 @@ def repository_for(tmp_path: Path, artifacts: dict[str, ModelArtifact]):
     """Write a model repository for an optimization with dynamic batching on; returns its root."""
 
     def write(
-        optimization: str, instance_group_count: int = 1, max_batch_size: int = 4, queue_delay_us: int = 1000
+        optimization: str,
+        instance_group_count: int = 1,
+        max_batch_size: int = 4,
+        queue_delay_us: int = 1000,
+        padding: str = "max",
     ) -> Path:
         batching = DynamicBatching(max_queue_delay_microseconds=queue_delay_us, preferred_batch_size=[2, 4])
-        candidate = Candidate(optimization, batching, instance_group_count, max_batch_size, "local")
+        candidate = Candidate(optimization, batching, instance_group_count, max_batch_size, "local", padding=padding)
         return write_model_repository(candidate, artifacts[optimization], tmp_path / f"repo-{optimization}")
 
     return write

@@ -23,7 +23,9 @@ def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.parametrize("name", ["generator.py", "fidelity.py", "soak.py", "search.py", "deploy_cost.py"])
+@pytest.mark.parametrize(
+    "name", ["generator.py", "fidelity.py", "soak.py", "search.py", "deploy_cost.py", "padding.py"]
+)
 def test_help_describes_the_benchmark(name: str) -> None:
     done = run_script(name, "--help", timeout=60)
     assert done.returncode == 0, done.stderr
@@ -57,18 +59,35 @@ def perf_analyzer() -> PerfAnalyzer:
         pytest.skip(f"perf_analyzer is not set up: {missing}")
 
 
-def test_fidelity_quick_compares_closed_and_open_loop(perf_analyzer: PerfAnalyzer, tmp_path: Path) -> None:
-    """Both tools against a real Triton at c=1, c=4 and one open-loop rate, a verdict per figure. (Without
+@pytest.mark.parametrize("payload", ["fixed", "variable"])
+def test_fidelity_quick_compares_closed_and_open_loop(perf_analyzer: PerfAnalyzer, tmp_path: Path, payload) -> None:
+    """Both tools against a real Triton at c=1, c=4 and one open-loop rate, a verdict per figure, on the fixed
+    payload and on variable-length bodies (perf_analyzer's --input-data with a shape per entry). (Without
     perf_analyzer the script names what is missing and exits 2: tests/unit/test_benchmark_scoring.py.)"""
-    done = run_script("fidelity.py", "--quick", "--no-download", "--work-dir", str(tmp_path), timeout=600)
+    done = run_script(
+        "fidelity.py", "--quick", "--no-download", "--payload", payload, "--work-dir", str(tmp_path), timeout=600
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for heading in ("### c=1", "### c=4", "### open loop "):
         assert heading in done.stdout
     assert len(re.findall(r"\| throughput \(inf/s\) .*\| (PASS|FAIL) +\|", done.stdout)) == 3, done.stdout[-3000:]
     assert "no stable measurement" not in done.stdout
+    assert ("variable-length payload" in done.stdout) is (payload == "variable")
 
 
 @pytest.mark.slow
+def test_padding_quick_ranks_every_padding_and_judges_the_target(tmp_path: Path) -> None:
+    done = run_script("padding.py", "--quick", "--work-dir", str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "generated from a log-normal token-length distribution" in done.stdout
+    for padding in ("max", "buckets", "none"):
+        assert re.search(rf"^\| \d+ \| pt-\S+ \| {padding} \| (on|off) \| [\d,]+ \| [\d,]+ \|", done.stdout, re.M), (
+            padding
+        )
+    assert re.search(r"^recommended: pt-", done.stdout, re.M)
+    assert re.search(r"MaxInvocations of the best padding max candidate -> (PASS|FAIL) \([\d.]+x", done.stdout)
+
+
 def test_soak_quick_ends_without_orphans_lost_rows_or_missing_candidates(tmp_path: Path) -> None:
     done = run_script("soak.py", "--quick", "--workdir", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -211,6 +211,34 @@ def test_dynamic_batching_runs_concurrent_requests_as_one_batch(deploy, pooling_
     assert stats["inference_count"] == 4 and stats["execution_count"] < 4  # batched, and split back per request
 
 
+@pytest.mark.parametrize(("padding", "batched"), [("none", True), ("max", False)])
+def test_requests_of_different_lengths_batch_only_when_ragged(deploy, pooling_model, padding, batched) -> None:
+    """padding: none sends each request at its own length. Triton's dynamic batcher batches requests of one shape
+    only, unless the inputs allow ragged batches (the `none` candidate's config): then model.py pads them within the
+    batch, and each answer still matches the model on its own request."""
+    import torch
+
+    deployment = deploy("pt", queue_delay_us=300_000, padding=padding)  # 0.3 s: the four meet in the queue
+    rng = np.random.default_rng(11)
+    requests = [
+        {
+            "input_ids": rng.integers(1, 64, size=(1, length), dtype=np.int64),
+            "attention_mask": np.ones((1, length), dtype=np.int64),
+        }
+        for length in (3, 5, 6, 9)
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = list(pool.map(lambda inputs: infer(deployment.endpoint, "model", inputs), requests))
+    for inputs, (status, body) in zip(requests, replies, strict=True):
+        assert status == 200, body
+        with torch.inference_mode():
+            expected = pooling_model(*(torch.from_numpy(array) for array in inputs.values())).numpy()
+        np.testing.assert_allclose(np.array(body["outputs"][0]["data"]).reshape(1, 8), expected, rtol=1e-5, atol=1e-6)
+    stats = deployment.statistics()["model_stats"][0]
+    assert stats["inference_count"] == 4
+    assert (stats["execution_count"] < 4) is batched, stats["execution_count"]
+
+
 def test_the_server_and_its_stubs_are_given_exactly_their_gpus_by_uuid(tmp_path: Path, repository_for) -> None:
     """NVML indices are not CUDA ordinals: CUDA_VISIBLE_DEVICES names the server's GPUs by UUID, with
     CUDA_DEVICE_ORDER=PCI_BUS_ID (a made-up UUID on this CPU host: the KIND_CPU model loads all the same)."""

@@ -30,6 +30,9 @@ DESCRIPTION = 'BERT-base <b>"study"</b> & friends'
 SPEC: dict[str, Any] = {
     "name": "seed-study",
     "description": DESCRIPTION,
+    # the length its snapshots were made at (the default payload pads to its longest request since variants.padding:
+    # another workload, other keys)
+    "payload": {"sequence_length": 128},
     "variants": {
         "optimizations": ["pt", "onnx"],
         "dynamic_batching": [False, {"max_queue_delay_microseconds": 2000, "preferred_batch_size": [4, 8]}],

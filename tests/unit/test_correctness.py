@@ -67,7 +67,7 @@ def test_more_violations_are_counted() -> None:
 
 
 def test_check_cases_cover_samples_shortest_longest_and_a_full_batch() -> None:
-    payload = PayloadSpec(sequence_length=8, texts=["hello world", "a b"])
+    payload = PayloadSpec(sequence_length=8, texts=["hello world", "a b c d e f g h i j", "a b"])
     cases = {c.name: c for c in check_cases(payload, max_batch_size=3)}
     assert list(cases) == [
         "sample text 1",
@@ -81,6 +81,28 @@ def test_check_cases_cover_samples_shortest_longest_and_a_full_batch() -> None:
     body = cases["full batch (3 rows)"].body()
     assert body["inputs"][0]["shape"] == [3, 8] and len(body["inputs"][0]["data"]) == 24
     assert "full batch" not in "".join(c.name for c in check_cases(payload, max_batch_size=1))
+
+
+def test_the_gate_checks_the_shortest_median_and_longest_request_at_their_padding() -> None:
+    """Requests of 3 to 12 tokens: the gate sends the shortest, the median and the longest (it sent every sample
+    text at the one padded length), each padded as the candidate's load is padded."""
+    texts = ["a b c", "a b c d e f g h i j", "a", "a b", "a b c d"]  # 5, 12, 3, 4 and 6 tokens
+    payload = PayloadSpec(texts=texts)
+    lengths = {name: sum(c.mask[0]) for name, c in ((c.name, c) for c in check_cases(payload, 1))}
+    assert lengths == {
+        "sample text 1": 5,  # the median of 3, 4, 5, 6, 12
+        "sample text 2": 12,  # the longest
+        "sample text 3": 3,  # the shortest
+        "shortest (one token)": 1,
+        "longest (12 tokens)": 12,
+    }
+    widths = {p: {c.name: len(c.ids[0]) for c in check_cases(payload, 4, p)} for p in ("max", "buckets", "none")}
+    assert set(widths["max"].values()) == {12}
+    assert widths["none"] == lengths | {"full batch (4 rows)": 12}
+    assert widths["buckets"]["sample text 3"] == 4 and widths["buckets"]["sample text 1"] == 8
+    assert widths["buckets"]["sample text 2"] == 12  # the bucket of 16 is capped at the payload's max length
+    batch = next(c for c in check_cases(payload, 4, "none") if c.name == "full batch (4 rows)")
+    assert [sum(row) for row in batch.mask] == [5, 12, 3, 1]  # rows of their own lengths, padded to the longest
 
 
 def test_served_outputs_are_rows_of_the_batch() -> None:

@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "spec": SHARED,
     "candidates": SHARED | {"spec", "metrics"},
     "search": SHARED | {"spec", "candidates", "metrics"},
-    "modelrepo": SHARED | {"spec", "candidates"},
+    "modelrepo": SHARED | {"spec", "candidates", "load.payload"},
     "targets": SHARED | {"modelrepo.model_source"},
     "correctness": SHARED | {"spec", "modelrepo", "load.payload", "targets.wire"},
     "load": SHARED

@@ -55,9 +55,7 @@ def matches_snapshot(name: str, text: str) -> bool:
 @pytest.mark.parametrize("optimization", list(CASES))
 def test_native_config_matches_its_snapshot(tmp_path: Path, optimization: str) -> None:
     _, _, kind, gpus = CASES[optimization]
-    text = render_native_config(
-        candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, 128, kind, gpus
-    )
+    text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "model", 2, kind, gpus)
     assert matches_snapshot(f"config-{serving_backend(optimization, native=True)}.pbtxt", text)
 
 
@@ -69,30 +67,30 @@ def test_native_config_matches_its_snapshot(tmp_path: Path, optimization: str) -
         ("trt", 'platform: "tensorrt_plan"'),
     ],
 )
-def test_each_optimization_names_its_native_backend_and_the_sequence_length(tmp_path, optimization, field) -> None:
-    text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "m", 1, 64)
+def test_each_optimization_names_its_native_backend_and_a_dynamic_sequence(tmp_path, optimization, field) -> None:
+    """Every export takes a dynamic sequence axis: the config declares the sequence -1 (it was fixed to the payload's
+    length, so a request of another length was refused by Triton)."""
+    text = render_native_config(candidate(optimization), artifact_for(tmp_path, optimization), "m", 1)
     assert field in text and "max_batch_size: 16" in text
-    assert text.count("dims: [ 64 ]") == 2 and "dims: [ 384 ]" in text and "dims: [ -1 ]" not in text
+    assert text.count("dims: [ -1 ]") == 2 and "dims: [ 384 ]" in text
     assert 'backend: "python"' not in text
 
 
 def test_native_openvino_takes_the_batch_as_a_dynamic_dim_not_from_max_batch_size(tmp_path: Path) -> None:
     """The openvino backend fixes the model's batch at max_batch_size and rejects every other request batch (a probe
     of 1 row against max_batch_size 16 fails): it is written max_batch_size 0 with dims [-1, seq], no batcher."""
-    text = render_native_config(candidate("openvino"), artifact_for(tmp_path, "openvino"), "m", 1, 64)
+    text = render_native_config(candidate("openvino"), artifact_for(tmp_path, "openvino"), "m", 1)
     assert 'backend: "openvino"' in text and "max_batch_size: 0\n" in text and "max_batch_size: 16" not in text
-    assert text.count("dims: [ -1, 64 ]") == 2 and "dims: [ -1, 384 ]" in text and "dynamic_batching" not in text
+    assert text.count("dims: [ -1, -1 ]") == 2 and "dims: [ -1, 384 ]" in text and "dynamic_batching" not in text
 
 
 def test_native_openvino_refuses_dynamic_batching_with_the_reason(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"cannot batch dynamically; set variants\.dynamic_batching: \[false\]"):
-        render_native_config(candidate("openvino", batching=True), artifact_for(tmp_path, "openvino"), "m", 1, 64)
+        render_native_config(candidate("openvino", batching=True), artifact_for(tmp_path, "openvino"), "m", 1)
 
 
 def test_gpu_instances_are_placed_one_group_per_gpu(tmp_path: Path) -> None:
-    text = render_native_config(
-        candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, 128, "KIND_GPU", (0, 1)
-    )
+    text = render_native_config(candidate("trt", count=3), artifact_for(tmp_path, "trt"), "m", 1, "KIND_GPU", (0, 1))
     assert (
         "count: 2\n    kind: KIND_GPU\n    gpus: [ 0 ]" in text
         and "count: 1\n    kind: KIND_GPU\n    gpus: [ 1 ]" in text
@@ -101,7 +99,7 @@ def test_gpu_instances_are_placed_one_group_per_gpu(tmp_path: Path) -> None:
 
 def test_a_wrong_artifact_for_the_backend_is_a_build_error(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="needs a tensorrt artifact for tensorrt_plan, got onnx"):
-        render_native_config(candidate("trt"), artifact_for(tmp_path, "onnx"), "m", 1, 128)
+        render_native_config(candidate("trt"), artifact_for(tmp_path, "onnx"), "m", 1)
 
 
 @pytest.mark.parametrize("optimization", list(CASES))
@@ -115,7 +113,7 @@ def test_native_repository_holds_the_config_and_the_backends_file_only(tmp_path:
         copy_artifact=True,
         instance_kind=kind,
         gpus=gpus,
-        native_sequence_length=128,
+        native=True,
     )
     assert sorted(p.name for p in (root / "model" / "1").iterdir()) == [name]
     assert serving_backend(optimization, native=True) in (root / "model" / "config.pbtxt").read_text()
@@ -129,7 +127,7 @@ def test_openvino_is_served_on_cpu_instances_on_a_gpu_run(tmp_path: Path) -> Non
         threads_per_instance=1,
         instance_kind="KIND_GPU",
         gpus=(0,),
-        native_sequence_length=128,
+        native=True,
     )
     text = (root / "model" / "config.pbtxt").read_text()
     assert "kind: KIND_CPU" in text and "KIND_GPU" not in text

@@ -60,15 +60,21 @@ def fake_pb_utils() -> ModuleType:
     return module
 
 
-def served(monkeypatch: pytest.MonkeyPatch, folder: Path, artifact: str, fmt: str, kind: str = "CPU") -> Any:
-    """The template's TritonPythonModel, initialized as Triton initializes it for `artifact` in `folder`/1."""
+def served(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, artifact: str, fmt: str, kind: str = "CPU", ragged: bool = False
+) -> Any:
+    """The template's TritonPythonModel, initialized as Triton initializes it for `artifact` in `folder`/1 (`ragged`:
+    the inputs marked allow_ragged_batch, as a `padding: none` candidate's config marks them)."""
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake_pb_utils())
     spec = importlib.util.spec_from_file_location("served_model", TEMPLATE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     config = {
-        "input": [{"name": "input_ids"}, {"name": "attention_mask"}],  # the order recommender writes
+        # the order recommender writes
+        "input": [
+            {"name": n} | ({"allow_ragged_batch": True} if ragged else {}) for n in ("input_ids", "attention_mask")
+        ],
         "output": [{"name": "embedding", "data_type": "TYPE_FP32"}],
         "parameters": {
             "artifact_file": {"string_value": artifact},
@@ -140,6 +146,42 @@ def test_tensors_cross_to_the_stub_by_dlpack_under_numpy_2_only(
     assert response.error is None
     np.testing.assert_array_equal(response.outputs["embedding"], EXPECTED)
     assert sys.modules["triton_python_backend_utils"].by_dlpack == crossings
+
+
+@pytest.fixture(scope="module")
+def dynamic_sequence_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sum(input_ids * 10 + attention_mask) per row, batch and sequence dynamic: padding (0, 0) adds nothing."""
+    import torch
+
+    class Sum(torch.nn.Module):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return (input_ids * 10 + attention_mask).to(torch.float32).sum(dim=1, keepdim=True)
+
+    folder = tmp_path_factory.mktemp("ragged")
+    (folder / "1").mkdir()
+    save_onnx(Sum(), folder / "1" / "model.onnx", ["input_ids", "attention_mask"], {0: "batch", 1: "sequence"})
+    return folder
+
+
+@pytest.mark.parametrize(("ragged", "runs"), [(True, 1), (False, 2)])
+def test_ragged_requests_are_padded_within_the_batch_and_run_as_one(
+    monkeypatch: pytest.MonkeyPatch, dynamic_sequence_onnx: Path, ragged: bool, runs: int
+) -> None:
+    """padding: none sends each request at its own length; with allow_ragged_batch Triton hands model.py requests of
+    different lengths in one execute, and model.py pads them to the longest and runs them as one batch (without it,
+    one run per length). Each request's answer is its own rows'."""
+    model = served(monkeypatch, dynamic_sequence_onnx, "model.onnx", "onnx", ragged=ragged)
+    calls: list[tuple[int, ...]] = []
+    runner = model.runner
+    model.runner = lambda inputs, names: calls.append(inputs["input_ids"].shape) or runner(inputs, names)
+    pb = sys.modules["triton_python_backend_utils"]
+    short = np.array([[7, 8]], dtype=np.int64)
+    requests = [request(), {"input_ids": pb.Tensor("i", short), "attention_mask": pb.Tensor("m", np.ones_like(short))}]
+    first, second = model.execute(requests)
+    assert first.error is None and second.error is None and len(calls) == runs
+    np.testing.assert_array_equal(first.outputs["embedding"], EXPECTED)
+    np.testing.assert_array_equal(second.outputs["embedding"], [[152.0]])
+    assert calls[0] == ((3, 3) if ragged else (2, 3))
 
 
 def test_a_gpu_instance_without_the_cuda_provider_refuses_to_start(

@@ -11,7 +11,9 @@ the `parameters` of config.pbtxt:
 
 execute() concatenates the inputs of every request that Triton hands over (the dynamic batcher
 groups them) along the batch dimension, runs the model once, and splits the outputs back per
-request. Requests whose non-batch shapes differ are run as separate groups. A failure is answered
+request. Requests whose non-batch shapes differ are run as separate groups, except where the config marks the inputs
+`allow_ragged_batch` (variants.padding: none): there every input is padded with 0 to the batch's longest sequence
+(an attention mask of 0 hides the padding from the model), and the batch runs as one. A failure is answered
 as a TritonError for the requests concerned; the instance keeps serving.
 
 A runner gets the batch by input name and binds each input by name (ONNX Runtime feeds, OpenVINO ports, TensorRT
@@ -175,7 +177,7 @@ class TensorRTRunner:
         if not self._context.set_input_shape(name, tuple(tensor.shape)):
             raise ValueError(
                 f"TensorRT refused input {name!r} of shape {tuple(tensor.shape)}: outside the engine's optimization "
-                "profile (batch 1..max_batch_size at the sequence length it was built for)"
+                "profile (batch 1..max_batch_size, the shortest to the longest sequence it was built for)"
             )
         self._context.set_tensor_address(name, tensor.data_ptr())
         return tensor
@@ -213,6 +215,7 @@ class TritonPythonModel:
         self.input_names = [tensor["name"] for tensor in config["input"]]
         self.output_names = [tensor["name"] for tensor in config["output"]]
         self.output_dtypes = [pb_utils.triton_string_to_numpy(tensor["data_type"]) for tensor in config["output"]]
+        self.ragged = any(tensor.get("allow_ragged_batch", False) for tensor in config["input"])
         path = os.path.join(args["model_repository"], args["model_version"], parameters["artifact_file"])
         device = _device(args)
         runner = RUNNERS[parameters["artifact_format"]]
@@ -227,7 +230,7 @@ class TritonPythonModel:
             except Exception as error:  # a malformed request fails alone
                 responses[index] = _error_response(error)
                 continue
-            signature = tuple((array.dtype.str, array.shape[1:]) for array in arrays)
+            signature = tuple((array.dtype.str, array.ndim if self.ragged else array.shape[1:]) for array in arrays)
             groups.setdefault(signature, []).append((index, arrays))
         for members in groups.values():
             for index, response in self._run_group(members):
@@ -247,7 +250,8 @@ class TritonPythonModel:
         """Run the requests of one shape group as one batch; yield (request index, response)."""
         sizes = [arrays[0].shape[0] for _, arrays in members]
         try:
-            batch = [np.concatenate([arrays[i] for _, arrays in members]) for i in range(len(self.input_names))]
+            columns = [[arrays[i] for _, arrays in members] for i in range(len(self.input_names))]
+            batch = [np.concatenate(pad_to_longest(column) if self.ragged else column) for column in columns]
             outputs = self.runner(dict(zip(self.input_names, batch, strict=True)), self.output_names)
             if len(outputs) != len(self.output_names):
                 raise ValueError(f"model returned {len(outputs)} outputs, config declares {len(self.output_names)}")
@@ -269,6 +273,12 @@ def _output(name, array):
     if _BY_DLPACK:
         return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array))
     return pb_utils.Tensor(name, array)
+
+
+def pad_to_longest(arrays):
+    """Arrays [rows, seq, ...] padded with 0 at the end of the sequence (axis 1) to the longest one's."""
+    longest = max(array.shape[1] for array in arrays)
+    return [np.pad(a, [(0, 0), (0, longest - a.shape[1])] + [(0, 0)] * (a.ndim - 2)) for a in arrays]
 
 
 def _device(args):

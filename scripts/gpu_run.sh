@@ -14,7 +14,8 @@
 #      do: the model runner hands outputs to Triton's stub the way each reads) and a GPU through NVML (not in the dry
 #      run);
 #   3. writes WORK/gpu-run.yaml: the seed study's (experiments/bert.yaml) pt variants, base, dynamic batching,
-#      two instances and both, on `accelerator: gpu` (cpu for the dry run), on a payload of texts of varied lengths,
+#      two instances and both, each padded to 128 (max) and at its own length (none, ragged batching), on
+#      `accelerator: gpu` (cpu for the dry run), on a payload of texts of varied lengths,
 #      concurrency levels measured until known, with a time budget so that the whole script ends within 8 minutes;
 #   4. `recommender run` (export, deploy, correctness gate, load, server and GPU sampling, store, ranking), then
 #      `recommender report` (Markdown) into WORK. Exit status: the run's.
@@ -123,7 +124,8 @@ spec = {
         {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 30522} if dry else study["model"]["architecture"]
     )},
     "payload": {"sequence_length": 128, "texts": texts},
-    "variants": {**study["variants"], "optimizations": ["pt"]},  # base, dynamic batching, two instances, both
+    # base, dynamic batching, two instances, both; each padded to 128 (max) and at its own length (none)
+    "variants": {**study["variants"], "optimizations": ["pt"], "padding": ["max", "none"]},
     "target": {**study["target"], "accelerator": "gpu", "ready_timeout_seconds": 240}
     if not dry
     else {"kind": "local", "instance_type": "local-cpu", "accelerator": "cpu", "price_per_hour": 0.0},

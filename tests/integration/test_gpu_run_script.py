@@ -15,6 +15,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_run.sh"
 PT_VARIANTS = {"pt-nodb-ig1-mbs8", "pt-db-ig1-mbs8", "pt-nodb-ig2-mbs8", "pt-db-ig2-mbs8"}
+# each padded to 128 (max: the name as it always was) and at its own length (none: the padding in the name)
+CANDIDATES = PT_VARIANTS | {f"{name}-none" for name in PT_VARIANTS}
 
 
 def gpu_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -24,7 +26,7 @@ def gpu_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_the_cpu_dry_run_measures_and_ranks_the_four_pt_variants(tmp_path: Path) -> None:
+def test_the_cpu_dry_run_measures_and_ranks_the_pt_variants_at_both_paddings(tmp_path: Path) -> None:
     """With one wheel beside it (a stand-in: this host has the run's packages) it installs it offline into its site,
     then runs the whole path."""
     wheels = tmp_path / "wheels"
@@ -35,14 +37,15 @@ def test_the_cpu_dry_run_measures_and_ranks_the_four_pt_variants(tmp_path: Path)
     assert "installing 1 wheels" in done.stdout and (tmp_path / "site" / "gpu_run_probe.py").exists()
     spec = yaml.safe_load((tmp_path / "gpu-run.yaml").read_text())
     assert spec["target"]["accelerator"] == "cpu" and spec["variants"]["optimizations"] == ["pt"]
+    assert spec["variants"]["padding"] == ["max", "none"]
     lengths = sorted(len(text.split()) for text in spec["payload"]["texts"])
     assert lengths[len(lengths) // 2] * 2 <= lengths[-1]  # a variable-length payload, not one repeated length
     table = (tmp_path / "table.txt").read_text()
     ranked = [line.split()[1].rstrip(":") for line in table.splitlines() if line.startswith("#")]
-    assert set(ranked) == PT_VARIANTS and "recommended" in table
+    assert set(ranked) == CANDIDATES and "recommended" in table
     assert "queue / compute ms" in table  # the server's figures were sampled
     report = (tmp_path / "report.md").read_text()
-    assert all(name in report for name in PT_VARIANTS)
+    assert all(name in report for name in CANDIDATES)
     assert (tmp_path / ".recommender" / "results.db").exists()
 
 

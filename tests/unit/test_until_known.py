@@ -215,7 +215,7 @@ class SaturatedServer:
     """A deployment whose load runs are synthesized (a fake at the load driver's boundary: no server here): it serves
     20 requests a second at one user and no more at any higher load."""
 
-    endpoint, model_name, metrics_url, gpu_uuids, headers = "http://127.0.0.1:9", "m", None, (), {}
+    endpoint, model_name, metrics_url, gpu_uuids, api_key_env = "http://127.0.0.1:9", "m", None, (), None
     load_url = endpoint
     wire = KSERVE
 

@@ -46,12 +46,12 @@ MODELS = {
 }
 
 
-def experiment(args: argparse.Namespace, texts: list[str]) -> dict:
+def experiment(args: argparse.Namespace, payload_file: str) -> dict:
     return {
         "name": "padding",
         "description": "padding max / buckets / none x dynamic batching on a variable-length payload",
         "model": MODELS[args.model],
-        "payload": {"texts": texts},
+        "payload": {"file": payload_file},  # the user's path: a JSONL payload file, one {"text": ...} per request
         "variants": {
             "optimizations": ["pt"],
             "dynamic_batching": [False, {"max_queue_delay_microseconds": args.queue_delay_us}],
@@ -84,8 +84,9 @@ def recommender(work: Path, *arguments: str, timeout: float) -> subprocess.Compl
 
 def table(decision: dict, payload: PayloadSpec) -> tuple[str, list[str]]:
     """The ranked candidates (MaxInvocations, tokens/s, p95, tokens sent per request) and the verdict lines."""
-    mean_tokens = sum(request_lengths(payload)) / len(payload.texts)
-    sent = {p: sum(padded_lengths(payload, p)) / len(payload.texts) for p in PADDINGS}
+    lengths = request_lengths(payload)
+    mean_tokens = sum(lengths) / len(lengths)
+    sent = {p: sum(padded_lengths(payload, p)) / len(lengths) for p in PADDINGS}
     rows = [
         "| # | candidate | padding | dynamic batching | MaxInvocations/min | tokens/s | p95 ms "
         "| tokens sent per request |",
@@ -150,11 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     distribution = LengthDistribution(count=args.texts)
     texts = generated_texts(distribution)
-    payload = PayloadSpec(texts=texts)
     work = args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
+    (work / "payload.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    payload = PayloadSpec(file=work / "payload.jsonl")
     path = work / "padding.yaml"
-    path.write_text(yaml.safe_dump(experiment(args, texts), sort_keys=False))
+    path.write_text(yaml.safe_dump(experiment(args, "payload.jsonl"), sort_keys=False))
     print(f"padding benchmark: {args.model}; payload: {distribution.describe()}", flush=True)
     print(f"  {length_summary(payload)}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"  command: recommender run {path} --fresh  (in {work})", flush=True)

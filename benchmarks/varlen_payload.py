@@ -58,3 +58,24 @@ def length_summary(payload: PayloadSpec) -> str:
         f"{len(lengths)} requests, tokens: min {lengths.min()}, median {p[0]:g}, p90 {p[1]:g}, p99 {p[2]:g}, "
         f"max {lengths.max()}, mean {lengths.mean():.1f}"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write a generated payload as a JSONL payload file (one {"text": ...} a line), e.g. experiments/payloads/."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=LengthDistribution.count, help="Requests (default 3000).")
+    parser.add_argument("--out", type=Path, required=True, help="The JSONL file to write.")
+    args = parser.parse_args(argv)
+    distribution = LengthDistribution(count=args.count)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps({"text": text}) + "\n" for text in generated_texts(distribution)))
+    print(f"{args.out}: {distribution.describe()}; {length_summary(PayloadSpec(file=args.out.resolve()))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from recommender.candidates import CandidateResult, named_as_variant
+from recommender.candidates import DEFAULT_PADDING, CandidateResult, named_as_variant
 from recommender.decide.comparison import Outcome
 from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
@@ -39,6 +39,10 @@ NAMING = (
     "configuration pt-db-ig2-mbs8 = optimization (pt / onnx / trt), dynamic batching on or off (db / nodb), "
     "Triton instance group 2, max batch size 8. "
 )
+PADDING_NAMING = (
+    "A suffix names a padding other than max: -buckets (the next power of two), -none (each request at its own "
+    "length). "
+)
 LEGEND = (
     "MaxInvocations: mean invocations/min over the steady-state "
     "windows (all repeats) of the highest load level within the limits; ± is its 95 % interval, over n repeats, "
@@ -54,7 +58,8 @@ def legend(results: list[CandidateResult]) -> str:
     """LEGEND, with how a configuration is named when a candidate is named so (a Triton variant of the grid; not a
     stack's engine or an imported endpoint, named for what it is)."""
     named = any(named_as_variant(str(r.config.get("optimization", ""))) for r in results)
-    return (NAMING if named else "") + LEGEND
+    padded = any(r.config.get("padding", DEFAULT_PADDING) != DEFAULT_PADDING for r in results)
+    return (NAMING if named else "") + (PADDING_NAMING if named and padded else "") + LEGEND
 
 
 @dataclass(frozen=True)

@@ -226,3 +226,13 @@ def test_a_window_interval_shows_its_effective_n() -> None:
     windows = replace(windows, headline=replace(windows.headline, ipm_interval=interval, repeats=1))
     text = rendered([windows], 200, terminal=False)
     assert "± over n=12 windows (effective 4.2)" in text
+
+
+@pytest.mark.parametrize(("padding", "explained"), [("none", True), ("max", False)])
+def test_the_legend_explains_a_padding_suffix_only_where_a_candidate_has_one(padding: str, explained: bool) -> None:
+    named = f"pt-db-ig1-mbs8{'' if padding == 'max' else '-' + padding}"
+    candidate = replace(result(named, 1000, (950, 1050)), config={"optimization": "pt", "padding": padding})
+    console = Console(record=True, width=80, force_terminal=False)
+    print_decision(console, recommend([candidate], SPEC), [candidate])
+    text = " ".join(console.export_text().split())
+    assert ("-none (each request at its own length)" in text) == explained

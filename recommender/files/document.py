@@ -119,14 +119,7 @@ def read_members(
     as (name, bytes) sorted by name, within `caps`: their count, one member's bytes, all members' bytes together
     (counted as they are unpacked). Nothing is extracted to disk; links and devices are refused by name."""
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise error(
-            f"{path}: no such {kind}", hint=f"Check the path; a relative path starts from {Path.cwd()}."
-        ) from None
-    except OSError as exc:
-        raise _unreadable(path, exc, error) from None
+    mode = _mode(path, kind, error)
     read = _folder_members if stat.S_ISDIR(mode) else _archive_members
     members = read(path, kind, error, caps)
     if not members:
@@ -291,16 +284,21 @@ def check_binary(path: str | Path, kind: str, error: type[InputError], magic: by
     return path
 
 
-def _open(path: Path, kind: str, error: type[InputError]) -> BinaryIO:
-    """Open for reading, refusing what is not a regular file before a read could block or never end."""
+def _mode(path: Path, kind: str, error: type[InputError]) -> int:
+    """The file's mode (what it is), or the one line saying it is not there or cannot be read."""
     try:
-        mode = path.stat().st_mode
+        return path.stat().st_mode
     except FileNotFoundError:
         raise error(
             f"{path}: no such {kind}", hint=f"Check the path; a relative path starts from {Path.cwd()}."
         ) from None
     except OSError as exc:
         raise _unreadable(path, exc, error) from None
+
+
+def _open(path: Path, kind: str, error: type[InputError]) -> BinaryIO:
+    """Open for reading, refusing what is not a regular file before a read could block or never end."""
+    mode = _mode(path, kind, error)
     if stat.S_ISDIR(mode):
         raise error(f"{path}: is a directory, not {_a(kind)}", hint=f"Name the {kind} inside it.")
     if not stat.S_ISREG(mode):

@@ -64,10 +64,11 @@ def test_one_repeat_gets_a_window_noise_interval_labelled_as_such():
     assert h.ipm_interval.counts == "windows" and h.ipm_interval.n == 4
     # autocorrelation accounted for, by hand: r = sum of adjacent products / sum of squares = -0.6929; assumed
     # rho = min(max(r + (1 + 4 max(r, 0)) / 4, 0), 0.95) = 0 raised by sqrt((1 - 0) / 4) = 0.5; f = 1 + 2 (3/4 x 0.5
-    # + 2/4 x 0.25 + 1/4 x 0.125) = 2.0625; se = s sqrt(3 f / (4 (4 - f))); effective n 4 / f = 1.94, df 1
+    # + 2/4 x 0.25 + 1/4 x 0.125) = 2.0625; se = s sqrt(3 f / (4 (4 - f))); effective n 4 / f = 1.94, df
+    # floor(0.94) = 0, taken as MIN_DF = 2: t(0.975, 2) = 4.303
     d = [v - mean for v in ipm]
     assert sum(a * b for a, b in itertools.pairwise(d)) / sum(v * v for v in d) == pytest.approx(-0.6929, abs=1e-4)
-    assert h.ipm_interval.low == pytest.approx(mean - 12.706 * s * math.sqrt(3 * 2.0625 / (4 * (4 - 2.0625))))
+    assert h.ipm_interval.low == pytest.approx(mean - 4.303 * s * math.sqrt(3 * 2.0625 / (4 * (4 - 2.0625))), rel=1e-4)
     assert (h.ipm_interval.n_eff, h.ipm_interval.lag1) == (1.94, pytest.approx(-0.6929, abs=1e-4))
     assert h.ipm_interval.label == (
         "n=4 windows (effective n 1.9, lag-1 autocorrelation -0.69), window-to-window noise only (repeats < 3)"

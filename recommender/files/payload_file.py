@@ -97,13 +97,11 @@ def read_payload_file(
 
 def _json_line(path: Path, number: int, line: str, capture_only: bool) -> PayloadRequest:
     where = f"{path}: line {number}"
-    try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InputError(
-            f"{where}: not valid JSON ({getattr(exc, 'msg', 'nested too deep')})",
-            hint='JSONL is one JSON object a line, e.g. {"text": "..."} or {"input_ids": [101, 2023, 102]}.',
-        ) from None
+    record = _parsed(
+        line,
+        f"{where}: not valid JSON",
+        'JSONL is one JSON object a line, e.g. {"text": "..."} or {"input_ids": [101, 2023, 102]}.',
+    )
     if isinstance(record, dict) and "captureData" in record:
         return _capture_request(record, where)
     if capture_only:
@@ -213,19 +211,25 @@ def _capture_request(record: dict, where: str) -> PayloadRequest:
     return _body_request(data.encode(), where, content_type="application/json")
 
 
+def _parsed(text: str, problem: str, hint: str) -> Any:
+    """`text` as JSON, or one line: `problem` and why (json's message, or too deeply nested)."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"{problem} ({getattr(exc, 'msg', 'nested too deep')})", hint=hint) from None
+
+
 def _body_request(data: bytes, where: str, name: str = "", content_type: str = "") -> PayloadRequest:
     """One request body: JSON when its content type or name says so (or it opens with `{`), else plain text."""
     text = decode_text(data, where, "request body")
     is_json = "json" in content_type or name.lower().endswith(".json") or text.lstrip().startswith("{")
     if not is_json:
         return PayloadRequest(where, text=_one_text(text.strip(), "the body", where))
-    try:
-        record = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InputError(
-            f"{where}: the request body is not valid JSON ({getattr(exc, 'msg', 'nested too deep')})",
-            hint='A JSON body is one object, e.g. {"inputs": "..."}; a plain-text body is the text itself.',
-        ) from None
+    record = _parsed(
+        text,
+        f"{where}: the request body is not valid JSON",
+        'A JSON body is one object, e.g. {"inputs": "..."}; a plain-text body is the text itself.',
+    )
     return _json_request(record, where)
 
 

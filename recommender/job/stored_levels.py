@@ -12,6 +12,7 @@ the whole plan (no `level-N` folder); anything else is refused, naming the file.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,8 @@ def _levels(path: Path, plan: TrafficPlan, warmup_s: float, window_s: float) -> 
         if not np.any(keep):
             continue  # a level the run never reached (it stopped early)
         first = float(log.t_s[keep].min())
-        records = RequestLog(log.t_s[keep] - first, log.latency_us[keep], log.ok[keep], log.users[keep])
+        part = log.rows(keep)
+        records = dataclasses.replace(part, t_s=part.t_s - first, late_us=None)
         load = (
             Load(RATE, level.rate, plan.arrival or "constant")
             if level.rate is not None

@@ -33,9 +33,7 @@ def min_samples(name: str) -> int:
 def completions_between(log: RequestLog, start: float, end: float) -> RequestLog:
     """Requests that completed (send time + latency) in [start, end)."""
     done = log.t_s + log.latency_us / 1e6
-    keep = (done >= start) & (done < end)
-    late = None if log.late_us is None else log.late_us[keep]
-    return RequestLog(log.t_s[keep], log.latency_us[keep], log.ok[keep], log.users[keep], late)
+    return log.rows((done >= start) & (done < end))
 
 
 @dataclass(frozen=True)

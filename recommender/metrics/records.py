@@ -20,9 +20,8 @@ REQUEST_DTYPES: dict[str, type[np.generic]] = {
     "users": np.int32,
 }
 # Generation (docs/design.md "Generation"): optional per-request columns, all present or none. Token times are
-# ragged, so
-# every streamed chunk's time from its request's send is one flat array, `chunk_us`, and each request names its slice
-# of it (`chunk_start`, `chunk_count`): rows can be selected or reordered without touching the flat array.
+# ragged, so every streamed chunk's time from its request's send is one flat array, `chunk_us`, and each request
+# names its slice of it (`chunk_start`, `chunk_count`): rows can be selected or reordered without touching it.
 GENERATION_DTYPES: dict[str, type[np.generic]] = {
     "ttft_us": np.int64,  # first content chunk, from the send (open loop: from the scheduled send); -1: none came
     "input_tokens": np.int32,  # prompt tokens: the server's `usage`, else counted locally; -1: unknown

@@ -153,7 +153,7 @@ class Grid:
             if len(known) < len(others):
                 continue  # outside the limits in a held-out repeat
             mean = statistics.mean(known)
-            interval = Interval(mean, mean * (1 - half), mean * (1 + half), df + 1, "repeats, run-to-run pooled")
+            interval = Interval(mean, mean * (1 - half), mean * (1 + half), df + 1, "repeat figures, sd pooled, df n-1")
             figures[key] = (mean, interval)
         return Reading("held-out", figures)
 

@@ -5,6 +5,7 @@
     python benchmarks/search.py --model minilm   # the same on the real MiniLM at sequence length 128
     python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
     python benchmarks/search.py --quick    # smoke test: 2 candidates, concurrency 1 4, 1 run of each
+    python benchmarks/search.py --paired-rounds 0   # no paired run (below)
 
 The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
 the candidates its climb along instance count and max batch size reaches (search/structure.py; a candidate that is
@@ -23,12 +24,21 @@ latency intervals overlap), which orders a recommendation by the decision's weig
 Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see benchmarks/peers_setup.sh), its quick
 search then runs on the same model repository (the same exported model, same threads, same input ids) over the same
 space (instance counts up to 3, max batch sizes up to 8, client concurrency up to 8, p95 under the same threshold):
-its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is then measured by our
-grid's protocol as Model Analyzer served it (its dynamic-batching queue delay and preferred sizes, read from the
-config.pbtxt it generated): from the grid's runs when the grid holds exactly that configuration, else in one run of
-its own. A peer that fails (Model Analyzer, or our run of its pick) is recorded as failed with its error, and the
-benchmark goes on. `--peer-only --work-dir DIR` runs only that part against the grid databases a previous run left in
-DIR. Exits non-zero only on errors of our own runs, never on a missed target or a peer's failure.
+its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is measured by our grid's
+protocol as Model Analyzer served it (its dynamic-batching queue delay and preferred sizes, read from the
+config.pbtxt it generated) in the paired run below. A peer that fails (Model Analyzer, or our run of its pick) is
+recorded as failed with its error, and the benchmark goes on. `--peer-only --work-dir DIR` runs only Model Analyzer
+against the grid databases a previous run left in DIR, its pick taken from those runs when they hold it, else
+measured in one run of its own: judged across runs, so drift is not excluded. Exits non-zero only on errors of our
+own runs, never on a missed target or a peer's failure.
+
+The paired run (issue 37): after each run's grid, adaptive search and Model Analyzer, the grid's best, adaptive's pick
+and Model Analyzer's pick (as it served it) are measured together, `--paired-rounds` rounds (default 5), each
+configuration once per round by the grid's protocol with 1 repeat (a `recommender run --fresh` of its own), in an
+order that alternates from round to round (benchmarks/paired.py). Each pick is judged against the grid's best by the
+per-round differences: tied when their mean's 95 % interval contains 0. Between runs the same configuration drifts
+more than the configurations differ, so a pick measured in one run and the grid's best in another are not compared.
+A pick that is the grid's best is "same" and not measured twice; a failed round is printed and left out.
 """
 
 from __future__ import annotations

@@ -87,6 +87,8 @@ class Reading:
 
     def standing(self, key: str) -> str:
         """'same', 'tied' or 'NOT tied' against this reading's best (a candidate outside the limits: 'NOT tied')."""
+        if not self.figures:
+            return "no best"
         best = self.best
         if key == best:
             return "same"
@@ -370,6 +372,9 @@ def report(grid: Grid, spec: ExperimentSpec, args: argparse.Namespace) -> int:
         for reading in readings[repeat]:
             if reading is None:
                 print(f"drawn from repeat {repeat}, held-out: n/a (one stored repeat: store the grid with repeats 2)")
+                continue
+            if not reading.figures:
+                print(f"drawn from repeat {repeat}, {reading.name}: no candidate within the limits")
                 continue
             best = reading.best
             figure, interval = reading.figures[best]

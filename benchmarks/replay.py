@@ -149,7 +149,7 @@ class Grid:
         if not others or df == 0:
             return None
         half = t_quantile_95(df) * spread / math.sqrt(len(others))
-        figures = {}
+        figures: dict[str, tuple[float, Interval | None]] = {}
         for key, s in self.stored.items():
             known = [v for r in others if (v := s.truth[r].max_invocations) is not None]
             if len(known) < len(others):
@@ -404,7 +404,7 @@ def report(grid: Grid, spec: ExperimentSpec, args: argparse.Namespace) -> int:
             f"within 10 % in {within} of {len(rows)} seeds"
         )
         for index, name in enumerate(("in-sample", "held-out")):
-            judged = [(o, judges[index]) for o, judges in rows if judges[index] is not None]
+            judged = [(o, r) for o, judges in rows if (r := judges[index]) is not None]
             if not judged:
                 continue
             good = [_good(r, o.pick) for o, r in judged]

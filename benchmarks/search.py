@@ -104,7 +104,6 @@ FULL = dict(
     probe=4,
     runs=3,
     repeats=3,
-    paired_rounds=5,
     model=MODELS["tiny"],
 )
 # the smoke test's grid: the full one with 2 candidates, 2 short levels, 1 run
@@ -117,13 +116,12 @@ QUICK = FULL | dict(
     window=1,
     probe=2,
     runs=1,
-    paired_rounds=2,
 )
-NOT_SPEC = ("runs", "paired_rounds")  # the settings of the benchmark, not of the experiment file
+PAIRED_ROUNDS = {"full": 5, "quick": 2}  # the paired run's rounds by default
 
 
 def write_spec(folder: Path, strategy: str, grid: dict, threshold: float, name: str | None = None) -> Path:
-    fields = {k: v for k, v in grid.items() if k not in NOT_SPEC}
+    fields = {k: v for k, v in grid.items() if k != "runs"}
     path = folder / f"{name or strategy}.yaml"
     path.write_text(SPEC.format(name=name or strategy, strategy=strategy, threshold=threshold, **fields))
     return path
@@ -241,7 +239,7 @@ def choice_of(batching: DynamicBatching | None, instances: int, max_batch: int) 
         written = "[false]"
     else:
         sizes = batching.preferred_batch_size
-        listed = f", preferred_batch_size: {list(sizes)}" if sizes else ""  # type: ignore[arg-type]
+        listed = f", preferred_batch_size: {list(sizes)}" if sizes else ""
         written = f"[{{max_queue_delay_microseconds: {batching.max_queue_delay_microseconds}{listed}}}]"
     return {"batching": written, "counts": f"[{instances}]", "sizes": f"[{max_batch}]"}
 
@@ -448,6 +446,7 @@ def main(argv: list[str] | None = None) -> None:
     grid_settings = {**(QUICK if args.quick else FULL), "model": MODELS[args.model]}
     threshold = args.threshold_ms or THRESHOLD_MS[args.model]
     runs = args.runs or grid_settings["runs"]
+    rounds: int = PAIRED_ROUNDS["quick" if args.quick else "full"] if args.paired_rounds is None else args.paired_rounds
     folder = args.work_dir or Path(tempfile.mkdtemp(prefix="search-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     specs = {s: write_spec(folder, s, grid_settings, threshold) for s in ("grid", "adaptive")}
@@ -480,9 +479,8 @@ def main(argv: list[str] | None = None) -> None:
         peer_s = found.wall_s if found else None
         if peer_s is not None:
             against_peer.append(measured["adaptive"][0] <= peer_s)
-        rounds = args.paired_rounds if args.paired_rounds is not None else grid_settings["paired_rounds"]
 
-        def measure(configurations: dict[str, Candidate], number: int = number, rounds: int = rounds) -> dict:
+        def measure(configurations: dict[str, Candidate], number: int = number) -> dict:
             return paired_run(folder, grid_settings, threshold, configurations, rounds, f"paired-{number}")
 
         judged, paired_rows = judge_picks(
@@ -511,10 +509,13 @@ def main(argv: list[str] | None = None) -> None:
         f"{'PASS' if all(picks) else 'FAIL'}"
     )
     for label in (ADAPTIVE, PEER):
-        said = [v[label] for v in paired_verdicts if label in v and not v[label].startswith("n/a")]
-        if said:
-            good = sum(v.startswith(("same", "tied")) for v in said)
-            print(f"{label} the same as, or tied with, the grid's best in the paired run: {good} of {len(said)} runs")
+        judged_runs = [v[label] for v in paired_verdicts if label in v and not v[label].startswith("n/a")]
+        if judged_runs:
+            good = sum(v.startswith(("same", "tied")) for v in judged_runs)
+            print(
+                f"{label} the same as, or tied with, the grid's best in the paired run: {good} of {len(judged_runs)} "
+                "runs"
+            )
     if against_peer:
         print(
             "adaptive wall time <= Model Analyzer quick's in every run -> "

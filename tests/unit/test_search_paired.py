@@ -89,7 +89,12 @@ def test_a_pick_that_is_the_grids_best_is_same_and_not_measured_twice(tmp_path: 
     best = next(c for c in search.expand_candidates(spec) if c.name == "pt-db-ig1-mbs8")
     grid = {best.key: result(best.key, 300.0)}
     asked = []
-    verdicts, _ = search.judge_picks(grid, dict(grid), None, spec, lambda c: asked.append(c) or {})
+
+    def measure(configurations: dict) -> dict:
+        asked.append(configurations)
+        return {}
+
+    verdicts, _ = search.judge_picks(grid, dict(grid), None, spec, measure)
     assert asked == [] and verdicts == {search.ADAPTIVE: "same", search.PEER: "n/a (no pick)"}
 
 

@@ -6,19 +6,22 @@ it would have cost, without measuring anything again.
     python benchmarks/replay.py --db ... --spec ... --seeds 20 --probe-seconds 3 --final-repeats 3 --eta 10
 
 The grid (`search: grid`, every candidate, every level of the traffic plan) is measured once and stored by
-`recommender run`. Each strategy then runs as the job runs it (the real ask / follow / tell objects of
-recommender/search/), but every measurement is drawn from the store instead of a server: a probe level or a final
-repeat of n windows draws n of that candidate's stored windows at that load, with replacement (seeded), and is judged
-by the real decision code (metrics/levels.py). Simulated seconds per deployed candidate: its stored export, deploy,
-probe, correctness and teardown stages, plus each load run's nominal length and the stored per-run start cost (the
-grid's load stage less its nominal seconds). The reference is the grid's own time, stored (all stages summed).
+`recommender run`, with `traffic.repeats` independent load runs per candidate (2 for the judge below). Each strategy
+then runs as the job runs it (the real ask / follow / tell objects of recommender/search/), but every measurement is
+drawn from the store instead of a server: a probe level or a final repeat of n windows draws n of that candidate's
+stored windows at that load, from ONE stored repeat (the sampled one: seed modulo the repeats), with replacement
+(seeded), and is judged by the real decision code (metrics/levels.py). Simulated seconds per deployed candidate: its
+stored export, deploy, probe, correctness and teardown stages, plus each load run's nominal length and the stored
+per-run start cost (the grid's load stage less its nominal seconds, per repeat). The reference is a one-repeat grid's
+own time, stored: every stage, the load stage divided by the repeats stored.
 
-The truth: each candidate decided over all its stored windows. A pick is "tied" with the best when their MaxInvocations
-95 % intervals overlap there (the rule racing searches by, search/racing.py), "same" when it is the best.
-
-Strategies: `adaptive` (this checkout: the climb along the unimodal axes with capacity-first probes, candidates that
-are the same server not deployed twice, then racing best probe first) and `adaptive-bottom-up` (no climb: every
-candidate probed, stepped up from the lowest level, as before issue 24; the same-server rule still applies).
+Two readings judge each pick (`Reading`); a pick is "same" when it is the reading's best, "tied" when their
+MaxInvocations 95 % intervals overlap (the rule racing searches by, search/racing.py):
+- in-sample: each candidate decided over the windows of the sampled repeat, the one the draws came from, with its
+  window-only interval (the replay before issue 37, optimistic: a candidate best in that repeat by chance is "same");
+- held-out: each candidate's MaxInvocations in the OTHER repeats (each decided on its own windows, their mean), its
+  interval from the run-to-run variance: the relative spread of the candidates' repeats, pooled over every candidate
+  within the limits in all of them (`Grid.run_to_run`). With 1 stored repeat there is no held-out reading (said).
 
 `benchmarks/data/grid100.db.xz` is the grid docs/benchmarks.md "Replay" reports (SQLite, xz-compressed: 0.2 MB); a
 path to a .db or .db.xz file is read as such (decompressed into a temporary folder).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import lzma
+import math
 import random
 import shutil
 import statistics
@@ -45,7 +49,7 @@ from recommender.candidates import Candidate, CandidateResult, RunStatus, expand
 from recommender.load.shapes import compile_traffic  # noqa: E402
 from recommender.measurement.load_search import LoadSearch, probe_length  # noqa: E402
 from recommender.metrics.headline import Headline, Measured  # noqa: E402
-from recommender.metrics.intervals import tied  # noqa: E402
+from recommender.metrics.intervals import Interval, t_quantile_95, tied  # noqa: E402
 from recommender.metrics.levels import WindowRecord, decide, judge_levels  # noqa: E402
 from recommender.metrics.rules import Rules  # noqa: E402
 from recommender.search.adaptive import AdaptiveSearch  # noqa: E402
@@ -59,13 +63,41 @@ NOT_LOAD = ("export", "deploy", "probe", "correctness", "teardown")
 
 @dataclass(frozen=True)
 class Stored:
-    """One candidate of the stored grid: its windows per load, what a deployment of it cost, the grid's verdict."""
+    """One candidate of the stored grid: its windows per repeat and load, what a deployment of it cost, each stored
+    repeat's verdict."""
 
     candidate: Candidate
-    windows: dict[float, list[WindowRecord]]  # offered load -> stored steady-state windows
+    windows: dict[int, dict[float, list[WindowRecord]]]  # stored repeat -> offered load -> steady-state windows
     overhead_s: float  # every stage but the load: what deploying it costs
-    seconds: float  # every stage: what the grid spent on it
-    truth: Headline  # decided over every stored window
+    seconds: float  # what a one-repeat grid spent on it: every stage, the load stage over the repeats stored
+    truth: dict[int, Headline]  # stored repeat -> decided over that repeat's windows
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One judge of the picks: each candidate's MaxInvocations within the limits and its interval (candidates outside
+    the limits are absent), and the best among them."""
+
+    name: str  # "in-sample" or "held-out"
+    figures: dict[str, tuple[float, Interval | None]]  # candidate key -> (MaxInvocations, its 95 % interval)
+
+    @property
+    def best(self) -> str:
+        return max(self.figures, key=lambda k: self.figures[k][0])
+
+    def standing(self, key: str) -> str:
+        """'same', 'tied' or 'NOT tied' against this reading's best (a candidate outside the limits: 'NOT tied')."""
+        if not self.figures:
+            return "no best"
+        best = self.best
+        if key == best:
+            return "same"
+        if key not in self.figures:
+            return "NOT tied"
+        return "tied" if tied(self.figures[key][1], self.figures[best][1]) else "NOT tied"
+
+    def tied_with_best(self) -> int:
+        return sum(self.standing(k) in ("same", "tied") for k in self.figures)
 
 
 @dataclass(frozen=True)
@@ -81,21 +113,55 @@ class Grid:
     def seconds(self) -> float:
         return sum(s.seconds for s in self.stored.values())
 
-    def best(self) -> Stored:
-        meeting = [s for s in self.stored.values() if s.truth.max_invocations is not None]
-        return max(meeting, key=lambda s: s.truth.max_invocations or 0.0)
+    @property
+    def repeats(self) -> list[int]:
+        """The stored repeats every candidate has."""
+        return sorted(set.intersection(*(set(s.truth) for s in self.stored.values())))
 
-    def standing(self, key: str) -> str:
-        """'same', 'tied' or 'NOT tied' against the grid's best, on the grid's own measurement."""
-        best = self.best()
-        if key == best.candidate.key:
-            return "same"
-        verdict = tied(self.stored[key].truth.ipm_interval, best.truth.ipm_interval)
-        return "tied" if verdict else "NOT tied"
+    def in_sample(self, repeat: int) -> Reading:
+        """Each candidate decided over the windows of `repeat` (the one the draws come from), window-only intervals."""
+        figures = {}
+        for key, s in self.stored.items():
+            headline = s.truth[repeat]
+            if headline.max_invocations is not None:
+                figures[key] = (headline.max_invocations, headline.ipm_interval)
+        return Reading("in-sample", figures)
+
+    def run_to_run(self) -> tuple[float, int]:
+        """The relative standard deviation of one repeat's MaxInvocations around its candidate's mean, pooled over the
+        candidates within the limits in every stored repeat, and its degrees of freedom (0: fewer than 2 repeats)."""
+        squares, df = 0.0, 0
+        for s in self.stored.values():
+            values = [s.truth[r].max_invocations for r in self.repeats]
+            known = [v for v in values if v is not None]
+            if len(known) < 2 or len(known) < len(values):
+                continue
+            mean = statistics.mean(known)
+            squares += sum((v / mean - 1.0) ** 2 for v in known)
+            df += len(known) - 1
+        return (math.sqrt(squares / df), df) if df else (0.0, 0)
+
+    def held_out(self, repeat: int) -> Reading | None:
+        """Each candidate's mean MaxInvocations over the repeats other than `repeat`, its interval from the pooled
+        run-to-run variance (t(0.975, df) x sd / sqrt(repeats held out), relative); None with 1 stored repeat."""
+        others = [r for r in self.repeats if r != repeat]
+        spread, df = self.run_to_run()
+        if not others or df == 0:
+            return None
+        half = t_quantile_95(df) * spread / math.sqrt(len(others))
+        figures: dict[str, tuple[float, Interval | None]] = {}
+        for key, s in self.stored.items():
+            known = [v for r in others if (v := s.truth[r].max_invocations) is not None]
+            if len(known) < len(others):
+                continue  # outside the limits in a held-out repeat
+            mean = statistics.mean(known)
+            interval = Interval(mean, mean * (1 - half), mean * (1 + half), df + 1, "repeat figures, sd pooled, df n-1")
+            figures[key] = (mean, interval)
+        return Reading("held-out", figures)
 
 
 def load_grid(url: str, spec: ExperimentSpec) -> Grid:
-    """The stored grid of `spec` (its current protocol), every candidate decided over all its windows."""
+    """The stored grid of `spec` (its current protocol), every candidate's every stored repeat decided on its own."""
     store, rules = ResultStore.open(url), Rules.from_spec(spec)
     plan = compile_traffic(spec.traffic)
     level_s = {level.load: level.duration_seconds for level in plan.levels}
@@ -105,18 +171,22 @@ def load_grid(url: str, spec: ExperimentSpec) -> Grid:
         result = results.get(candidate.key)
         if result is None or result.status != RunStatus.OK or result.run_id is None:
             continue  # not measured (or failed): outside the replayed space, said in the output
-        records = store.window_records(result.run_id)
         stages = (result.server_stats or {}).get("stages", {})
         measured = result.headline.measured if result.headline else Measured()
-        truth = decide(records, measured, rules.limits, rules.windows)
-        windows: dict[float, list[WindowRecord]] = {}
-        for record in records:
-            windows.setdefault(record.load, []).append(record)
-        runs = result.headline.repeats if result.headline else 1
-        starts.append((stages.get("load", 0.0) - runs * sum(level_s.values())) / runs)
+        windows: dict[int, dict[float, list[WindowRecord]]] = {}
+        for record in store.window_records(result.run_id):
+            windows.setdefault(record.repeat, {}).setdefault(record.load, []).append(record)
+        one = dataclasses.replace(measured, repeats=1)
+        truth = {
+            repeat: decide([w for level in by_load.values() for w in level], one, rules.limits, rules.windows).headline
+            for repeat, by_load in windows.items()
+        }
+        runs = max(1, len(windows))
+        load = float(stages.get("load", 0.0))
+        starts.append((load - runs * sum(level_s.values())) / runs)
         overhead = sum(float(stages.get(stage, 0.0)) for stage in NOT_LOAD)
-        total = sum(float(v) for v in stages.values())
-        stored[candidate.key] = Stored(candidate, windows, overhead, total, truth.headline)
+        total = sum(float(v) for v in stages.values()) - load + load / runs
+        stored[candidate.key] = Stored(candidate, windows, overhead, total, truth)
     run_start = max(0.0, statistics.median(starts)) if starts else 0.0
     return Grid(spec, rules, sorted(level_s), level_s, run_start, stored)
 
@@ -135,14 +205,16 @@ class Outcome:
 class Replay:
     """Measurements drawn from the stored grid: what a deployment of one candidate would have shown."""
 
-    def __init__(self, grid: Grid, seed: int, probe_seconds: float | None) -> None:
+    def __init__(self, grid: Grid, seed: int, probe_seconds: float | None, sample: int | None = None) -> None:
         self.grid, self.random, self.probe_seconds = grid, random.Random(seed), probe_seconds
+        repeats = grid.repeats
+        self.sample = repeats[seed % len(repeats)] if sample is None else sample  # the stored repeat drawn from
 
     def draw(self, stored: Stored, load: float, seconds: float, repeat: int, phase: int) -> list[WindowRecord]:
         """The windows a load run of `seconds` at `load` has, drawn from the stored ones."""
         rules = self.grid.rules.windows
         count = max(1, int((seconds - rules.warmup_s) // rules.window_s))
-        pool = stored.windows.get(load, [])
+        pool = stored.windows[self.sample].get(load, [])
         return [
             dataclasses.replace(w, repeat=repeat, phase_index=phase, index=i)
             for i, w in enumerate(self.random.choices(pool, k=count) if pool else [])
@@ -286,46 +358,83 @@ def database_url(db: str, scratch: Path) -> str:
 
 def report(grid: Grid, spec: ExperimentSpec, args: argparse.Namespace) -> int:
     missing = len(expand_candidates(spec)) - len(grid.stored)
-    best = grid.best()
     print(
-        f"stored grid: {len(grid.stored)} candidates ({missing} not measured ok, left out), {grid.seconds:,.0f} s "
-        f"(all stages); levels {grid.loads}; load-run start cost {grid.run_start_s:.2f} s; best "
-        f"{name_of(grid, best.candidate.key)} {best.truth.max_invocations:,.0f} IPM {best.truth.ipm_interval}"
+        f"stored grid: {len(grid.stored)} candidates ({missing} not measured ok, left out), {len(grid.repeats)} "
+        f"repeat(s); {grid.seconds:,.0f} s (a one-repeat grid, all stages: the reference); levels {grid.loads}; "
+        f"load-run start cost {grid.run_start_s:.2f} s"
     )
-    tied_with_best = [k for k in grid.stored if grid.standing(k) in ("same", "tied")]
-    print(f"tied with the best in the grid's own measurement: {len(tied_with_best)} of {len(grid.stored)} candidates")
+    spread, df = grid.run_to_run()
+    if df:
+        print(f"run to run: one repeat's MaxInvocations varies by {spread:.1%} (relative sd, pooled, df {df})")
+    readings: dict[int, tuple[Reading, Reading | None]] = {}
+    for repeat in grid.repeats:
+        readings[repeat] = (grid.in_sample(repeat), grid.held_out(repeat))
+        for reading in readings[repeat]:
+            if reading is None:
+                print(f"drawn from repeat {repeat}, held-out: n/a (one stored repeat: store the grid with repeats 2)")
+                continue
+            if not reading.figures:
+                print(f"drawn from repeat {repeat}, {reading.name}: no candidate within the limits")
+                continue
+            best = reading.best
+            figure, interval = reading.figures[best]
+            print(
+                f"drawn from repeat {repeat}, {reading.name}: best {name_of(grid, best)} {figure:,.0f} IPM "
+                f"{_bounds(interval)}; tied with it: {reading.tied_with_best()} of {len(grid.stored)} candidates"
+            )
     for label, make in strategies(grid, args.final_repeats, args.probe_seconds, args.eta).items():
         rows = []
         for seed in range(args.seeds):
             strategy, shape = make()
-            outcome = simulate(strategy, Replay(grid, seed, args.probe_seconds), shape)
-            standing = grid.standing(outcome.pick) if outcome.pick else "no pick"
-            rows.append((seed, outcome, standing))
+            replay = Replay(grid, seed, args.probe_seconds)
+            outcome = simulate(strategy, replay, shape)
+            judges = readings[replay.sample]
+            rows.append((outcome, judges))
             print(
-                f"  {label} seed {seed:2d}: {outcome.seconds:7,.0f} s ({outcome.seconds / grid.seconds:5.1%} of the "
-                f"grid), deployed {outcome.deployed}, full {outcome.full}, pruned unprobed {outcome.pruned_unprobed}"
-                f", pick {name_of(grid, outcome.pick)}: {standing}"
+                f"  {label} seed {seed:2d} (repeat {replay.sample}): {outcome.seconds:7,.0f} s "
+                f"({outcome.seconds / grid.seconds:5.1%} of the grid), deployed {outcome.deployed}, full {outcome.full}"
+                f", pruned unprobed {outcome.pruned_unprobed}, pick {name_of(grid, outcome.pick)}: "
+                + ", ".join(f"{r.name} {_standing(r, outcome.pick)}" for r in judges if r is not None)
             )
-        good = sum(standing in ("same", "tied") for _, _, standing in rows)
-        share = max(o.seconds for _, o, _ in rows) / grid.seconds
-        mean_share = statistics.mean(o.seconds for _, o, _ in rows) / grid.seconds
-        within = sum(o.seconds <= 0.10 * grid.seconds for _, o, _ in rows)
-        both = sum(o.seconds <= 0.10 * grid.seconds and s in ("same", "tied") for _, o, s in rows)
+        share = max(o.seconds for o, _ in rows) / grid.seconds
+        mean_share = statistics.mean(o.seconds for o, _ in rows) / grid.seconds
+        within = sum(o.seconds <= 0.10 * grid.seconds for o, _ in rows)
         print(
-            f"{label}: pick same as or tied with the best in {good} of {len(rows)} seeds (target >= 19 of 20); "
-            f"simulated time {mean_share:.1%} of the grid's on average, {share:.1%} at most (target <= 10 %); "
-            f"within 10 % in {within} of {len(rows)} seeds, tied and within 10 % in {both}"
+            f"{label}: simulated time {mean_share:.1%} of the grid's on average, {share:.1%} at most (target <= 10 %); "
+            f"within 10 % in {within} of {len(rows)} seeds"
         )
-        firsts = [(o.first, s) for _, o, s in rows if o.first is not None]
-        if firsts:
-            tied_first = sum(grid.standing(key) in ("same", "tied") for (key, _), _ in firsts)
-            at = [seconds / grid.seconds for (_, seconds), _ in firsts]
+        for index, name in enumerate(("in-sample", "held-out")):
+            judged = [(o, r) for o, judges in rows if (r := judges[index]) is not None]
+            if not judged:
+                continue
+            good = [_good(r, o.pick) for o, r in judged]
+            both = sum(g and o.seconds <= 0.10 * grid.seconds for g, (o, _) in zip(good, judged, strict=True))
             print(
-                f"{label}: its first full measurement was same as or tied with the best in {tied_first} of "
-                f"{len(rows)} seeds, after {statistics.mean(at):.1%} of the grid's time on average ({max(at):.1%} at "
-                "most); the full measurements after it decide among candidates within reach of it"
+                f"{label}, {name}: pick same as or tied with the best in {sum(good)} of {len(judged)} seeds "
+                f"(target >= 19 of 20), tied and within 10 % in {both}"
             )
+            firsts = [(o.first, r) for o, r in judged if o.first is not None]
+            if firsts:
+                tied_first = sum(_good(r, key) for (key, _), r in firsts)
+                at = [seconds / grid.seconds for (_, seconds), _ in firsts]
+                print(
+                    f"{label}, {name}: its first full measurement was same as or tied with the best in {tied_first} "
+                    f"of {len(judged)} seeds, after {statistics.mean(at):.1%} of the grid's time on average "
+                    f"({max(at):.1%} at most); the full measurements after it decide among candidates within reach"
+                )
     return 0
+
+
+def _bounds(interval: Interval | None) -> str:
+    return "[n/a]" if interval is None else f"[{interval.low:,.0f}, {interval.high:,.0f}] ({interval.label})"
+
+
+def _standing(reading: Reading, key: str | None) -> str:
+    return reading.standing(key) if key is not None else "no pick"
+
+
+def _good(reading: Reading, key: str | None) -> bool:
+    return _standing(reading, key) in ("same", "tied")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
     python benchmarks/search.py --model minilm   # the same on the real MiniLM at sequence length 128
     python benchmarks/search.py --runs 1   # the same grid, 1 run of each strategy (~35 min on this host)
     python benchmarks/search.py --quick    # smoke test: 2 candidates, concurrency 1 4, 1 run of each
+    python benchmarks/search.py --paired-rounds 0   # no paired run (below)
 
 The grid measures every candidate with the experiment's full schedule (every level, every repeat). Adaptive probes
 the candidates its climb along instance count and max batch size reaches (search/structure.py; a candidate that is
@@ -23,12 +24,21 @@ latency intervals overlap), which orders a recommendation by the decision's weig
 Where Triton Model Analyzer is installed ($PEERS/ma/bin/model-analyzer, see benchmarks/peers_setup.sh), its quick
 search then runs on the same model repository (the same exported model, same threads, same input ids) over the same
 space (instance counts up to 3, max batch sizes up to 8, client concurrency up to 8, p95 under the same threshold):
-its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is then measured by our
-grid's protocol as Model Analyzer served it (its dynamic-batching queue delay and preferred sizes, read from the
-config.pbtxt it generated): from the grid's runs when the grid holds exactly that configuration, else in one run of
-its own. A peer that fails (Model Analyzer, or our run of its pick) is recorded as failed with its error, and the
-benchmark goes on. `--peer-only --work-dir DIR` runs only that part against the grid databases a previous run left in
-DIR. Exits non-zero only on errors of our own runs, never on a missed target or a peer's failure.
+its version (asked of the tool), wall time, pick and its own measured throughput. Its pick is measured by our grid's
+protocol as Model Analyzer served it (its dynamic-batching queue delay and preferred sizes, read from the
+config.pbtxt it generated) in the paired run below. A peer that fails (Model Analyzer, or our run of its pick) is
+recorded as failed with its error, and the benchmark goes on. `--peer-only --work-dir DIR` runs only Model Analyzer
+against the grid databases a previous run left in DIR, its pick taken from those runs when they hold it, else
+measured in one run of its own: judged across runs, so drift is not excluded. Exits non-zero only on errors of our
+own runs, never on a missed target or a peer's failure.
+
+The paired run (issue 37): after each run's grid, adaptive search and Model Analyzer, the grid's best, adaptive's pick
+and Model Analyzer's pick (as it served it) are measured together, `--paired-rounds` rounds (default 5), each
+configuration once per round by the grid's protocol with 1 repeat (a `recommender run --fresh` of its own), in an
+order that alternates from round to round (benchmarks/paired.py). Each pick is judged against the grid's best by the
+per-round differences: tied when their mean's 95 % interval contains 0. Between runs the same configuration drifts
+more than the configurations differ, so a pick measured in one run and the grid's best in another are not compared.
+A pick that is the grid's best is "same" and not measured twice; a failed round is printed and left out.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import children  # noqa: E402  (benchmarks/, next to this script)
+import paired  # noqa: E402
 import peer_model_analyzer as model_analyzer  # noqa: E402
 
 from recommender.candidates import Candidate, expand_candidates, model_fingerprint  # noqa: E402
@@ -76,7 +87,7 @@ target: {{kind: local, instance_type: local-cpu}}
 traffic:
   warmup_seconds: {window}
   window_seconds: {window}
-  repeats: 3
+  repeats: {repeats}
   stability: {{windows: 3}}
   concurrency: {{users: {users}, duration_seconds: {seconds}}}
   until_known: false  # the protocol recorded in docs/benchmarks.md (levels of 3 windows: too short to end early)
@@ -92,12 +103,21 @@ FULL = dict(
     window=2,
     probe=4,
     runs=3,
+    repeats=3,
     model=MODELS["tiny"],
 )
 # the smoke test's grid: the full one with 2 candidates, 2 short levels, 1 run
 QUICK = FULL | dict(
-    batching="[false]", counts="[1, 2]", sizes="[8]", users="[1, 4]", seconds=3, window=1, probe=2, runs=1
+    batching="[false]",
+    counts="[1, 2]",
+    sizes="[8]",
+    users="[1, 4]",
+    seconds=3,
+    window=1,
+    probe=2,
+    runs=1,
 )
+PAIRED_ROUNDS = {"full": 5, "quick": 2}  # the paired run's rounds by default
 
 
 def write_spec(folder: Path, strategy: str, grid: dict, threshold: float, name: str | None = None) -> Path:
@@ -212,29 +232,119 @@ def run_peer(repository: Path, bodies: list[dict], threshold_ms: float, work: Pa
     return PeerOutcome(label, found)
 
 
-def peer_choice(found: model_analyzer.QuickSearch) -> dict:
-    """The grid settings that measure the peer's pick as it served it: its instances, max batch size, and dynamic
-    batching off or on with ITS queue delay and preferred sizes (quick search leaves Triton's default delay, 0 us;
-    ours is 100 us)."""
-    if not found.dynamic_batching:
-        batching = "[false]"
+def choice_of(batching: DynamicBatching | None, instances: int, max_batch: int) -> dict:
+    """The grid settings of exactly one configuration: dynamic batching off, or on with its queue delay and preferred
+    sizes, its instance count and max batch size."""
+    if batching is None:
+        written = "[false]"
     else:
-        sizes = f", preferred_batch_size: {list(found.preferred_batch_sizes)}" if found.preferred_batch_sizes else ""
-        batching = f"[{{max_queue_delay_microseconds: {found.queue_delay_us}{sizes}}}]"
-    return {"batching": batching, "counts": f"[{found.instance_count}]", "sizes": f"[{found.max_batch_size}]"}
+        sizes = batching.preferred_batch_size
+        listed = f", preferred_batch_size: {list(sizes)}" if sizes else ""
+        written = f"[{{max_queue_delay_microseconds: {batching.max_queue_delay_microseconds}{listed}}}]"
+    return {"batching": written, "counts": f"[{instances}]", "sizes": f"[{max_batch}]"}
+
+
+def peer_batching(found: model_analyzer.QuickSearch) -> DynamicBatching | None:
+    """The peer's pick's dynamic batching as it served it: ITS queue delay and preferred sizes (quick search leaves
+    Triton's default delay, 0 us; ours is 100 us), or None (off)."""
+    if not found.dynamic_batching:
+        return None
+    return DynamicBatching(
+        max_queue_delay_microseconds=found.queue_delay_us, preferred_batch_size=list(found.preferred_batch_sizes)
+    )
+
+
+def peer_choice(found: model_analyzer.QuickSearch) -> dict:
+    """The grid settings that measure the peer's pick as it served it."""
+    return choice_of(peer_batching(found), found.instance_count, found.max_batch_size)
 
 
 def peer_candidate(found: model_analyzer.QuickSearch, spec) -> Candidate:
-    batching = (
-        DynamicBatching(
-            max_queue_delay_microseconds=found.queue_delay_us, preferred_batch_size=list(found.preferred_batch_sizes)
-        )
-        if found.dynamic_batching
-        else None
-    )
     return Candidate(
-        "pt", batching, found.instance_count, found.max_batch_size, spec.target.instance_type, model_fingerprint(spec)
+        "pt",
+        peer_batching(found),
+        found.instance_count,
+        found.max_batch_size,
+        spec.target.instance_type,
+        model_fingerprint(spec),
     )
+
+
+def paired_run(
+    folder: Path, grid_settings: dict, threshold_ms: float, picks: dict[str, Candidate], rounds: int, tag: str
+) -> dict[str, list[float | None]]:
+    """Each configuration of `picks` (label -> candidate) measured once per round by the grid's protocol with 1
+    repeat, each round a `recommender run --fresh` per configuration in the alternating order (paired.order): label ->
+    MaxInvocations within the limits per round (None: outside them, or that run failed: printed)."""
+    specs = {
+        label: write_spec(
+            folder,
+            "grid",
+            {**grid_settings, **choice_of(c.dynamic_batching, c.instance_group_count, c.max_batch_size), "repeats": 1},
+            threshold_ms,
+            f"{tag}-{label.replace(' ', '-')}",
+        )
+        for label, c in picks.items()
+    }
+    figures: dict[str, list[float | None]] = {label: [] for label in picks}
+    for number, labels in enumerate(paired.order(list(picks), rounds), start=1):
+        for label in labels:
+            try:
+                _, url = run_once(folder, specs[label], number)
+                result = next(iter(decided(url, specs[label]).values()), None)
+            except RunFailed as failure:
+                print(f"paired run, round {number}, {label}: failed: {_one_line(str(failure))}")
+                result = None
+            ok = result is not None and result.status == "ok" and result.headline is not None
+            figures[label].append(result.headline.max_invocations if ok else None)  # type: ignore[union-attr]
+    return figures
+
+
+GRID_BEST, ADAPTIVE, PEER = "grid best", "adaptive pick", "Model Analyzer pick"
+
+
+def judge_picks(
+    grid: dict, adaptive: dict, found: model_analyzer.QuickSearch | None, spec, measure
+) -> tuple[dict[str, str], list[str]]:
+    """Adaptive's and Model Analyzer's picks against the grid's best, judged in ONE paired run: `measure(picks)` (label
+    -> candidate, the grid's best first; each configuration once) gives each label's MaxInvocations per round
+    (`paired_run`). A pick that is the grid's best is "same"; a pick that is the other's shares its figures. Returns
+    each pick's verdict (label -> words) and the table's rows."""
+    best = pick(grid)
+    if best is None:
+        return {}, []
+    every = {c.key: c for c in expand_candidates(spec)}
+    keys = {GRID_BEST: best.key}
+    chosen = pick(adaptive)
+    if chosen is not None:
+        keys[ADAPTIVE] = chosen.key
+    if found is not None:
+        peer = peer_candidate(found, spec)
+        every.setdefault(peer.key, peer)
+        keys[PEER] = peer.key
+    first: dict[str, str] = {}  # configuration key -> the label it is measured under
+    for label, key in keys.items():
+        first.setdefault(key, label)
+    figures = measure({label: every[key] for key, label in first.items()}) if len(first) > 1 else {}
+    verdicts, rows = {}, []
+    for label in (GRID_BEST, ADAPTIVE, PEER):
+        key = keys.get(label)
+        if key is None:
+            verdicts[label] = "n/a (no pick)"
+            rows.append(f"| {label} | (none) | | n/a (no pick) |")
+            continue
+        values = figures.get(first[key], [])
+        if label == GRID_BEST:
+            said = "reference"
+        elif key == best.key:
+            said = "same"
+        else:
+            said = str(paired.judge(figures.get(GRID_BEST, []), values))
+        verdicts[label] = said
+        shown = ", ".join("n/a" if v is None else f"{v:,.0f}" for v in values) or "not measured"
+        rows.append(f"| {label} | {every[key].name} | {shown} | {said} |")
+    verdicts.pop(GRID_BEST)
+    return verdicts, rows
 
 
 def side_by_side(
@@ -245,11 +355,13 @@ def side_by_side(
     grid_urls: list[str],
     grid_settings: dict,
     tag: str = "model-analyzer",
-) -> float | None:
-    """Model Analyzer's quick search on the same model repository and space; its pick measured by our grid's protocol
-    as it served it (from the grid's runs when the grid holds it, else in one run of its own) and set against our
-    grid's best. A failure of the peer, or of our run of its pick, is printed as such; nothing is raised. Returns the
-    peer's wall seconds (None: not installed or failed); `tag` names its folder under `folder`."""
+) -> model_analyzer.QuickSearch | None:
+    """Model Analyzer's quick search on the same model repository and space. With `grid_urls` (--peer-only), its pick
+    is measured by our grid's protocol as it served it (from those grid runs when they hold it, else in one run of its
+    own) and set against each grid's best: across runs, so drift is not excluded. Without (the benchmark's own runs),
+    it is judged in the paired run that follows (`paired_run`). A failure of the peer, or of our run of its pick, is
+    printed as such; nothing is raised. Returns what the peer found (None: not installed or failed); `tag` names its
+    folder under `folder`."""
     if not model_analyzer.executable().exists():
         print(
             f"Model Analyzer: not installed here ({model_analyzer.executable()} missing; benchmarks/peers_setup.sh "
@@ -295,13 +407,14 @@ def side_by_side(
     print(
         f"| {outcome.label} | {found.wall_s:.0f} | {found.configs} ({found.measurements} points) | "
         f"{same.name}{batching} at concurrency {found.concurrency} | {found.throughput_per_s * 60:,.0f}/min "
-        f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | {'; '.join(ours) or 'no grid run here'} |"
+        f"({found.throughput_per_s:,.1f}/s, p95 {found.p95_ms:.1f} ms) | "
+        f"{'; '.join(ours) or 'judged in the paired run below'} |"
     )
     if wall is not None:
         print(f"(its pick is not in our grid: measured by our grid's protocol in a run of its own, {wall:.0f} s)")
     if failed:
         print(f"our run of Model Analyzer's pick failed:\n{failed}")
-    return found.wall_s
+    return found
 
 
 def _one_line(text: str | None, limit: int = 300) -> str:
@@ -316,6 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, help="runs of each strategy (default 3; --quick 1)")
     parser.add_argument("--model", choices=sorted(MODELS), default="tiny", help="tiny (default) or minilm")
     parser.add_argument("--threshold-ms", type=float, help="p95 latency threshold (default: tiny 100, minilm 500)")
+    parser.add_argument(
+        "--paired-rounds",
+        type=int,
+        help="rounds of the paired run that judges the picks against the grid's best (default 5; --quick 2; 0: none)",
+    )
     parser.add_argument("--work-dir", type=Path, help="keep the databases and run folders here (default: a temp dir)")
     parser.add_argument(
         "--peer-only",
@@ -328,6 +446,7 @@ def main(argv: list[str] | None = None) -> None:
     grid_settings = {**(QUICK if args.quick else FULL), "model": MODELS[args.model]}
     threshold = args.threshold_ms or THRESHOLD_MS[args.model]
     runs = args.runs or grid_settings["runs"]
+    rounds: int = PAIRED_ROUNDS["quick" if args.quick else "full"] if args.paired_rounds is None else args.paired_rounds
     folder = args.work_dir or Path(tempfile.mkdtemp(prefix="search-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     specs = {s: write_spec(folder, s, grid_settings, threshold) for s in ("grid", "adaptive")}
@@ -344,6 +463,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     peer = not args.quick and model_analyzer.executable().exists()
     ratios, picks, against_peer, rows = [], [], [], []
+    paired_verdicts: list[dict[str, str]] = []
     for number in range(1, runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         measured = {s: run_once(folder, specs[s], number) for s in order}
@@ -351,21 +471,28 @@ def main(argv: list[str] | None = None) -> None:
         adaptive = decided(measured["adaptive"][1], specs["adaptive"])
         said = verdict(decided(measured["grid"][1], specs["grid"]), adaptive)
         ratios.append(ratio), picks.append(said.startswith(("same", "tied")))
-        peer_s = (
-            side_by_side(
-                folder,
-                specs["grid"],
-                artifact,
-                threshold,
-                [measured["grid"][1]],
-                grid_settings,
-                f"model-analyzer-{number}",
-            )
+        found = (
+            side_by_side(folder, specs["grid"], artifact, threshold, [], grid_settings, f"model-analyzer-{number}")
             if peer
             else None
         )
+        peer_s = found.wall_s if found else None
         if peer_s is not None:
             against_peer.append(measured["adaptive"][0] <= peer_s)
+
+        def measure(configurations: dict[str, Candidate], number: int = number) -> dict:
+            return paired_run(folder, grid_settings, threshold, configurations, rounds, f"paired-{number}")
+
+        judged, paired_rows = judge_picks(
+            decided(measured["grid"][1], specs["grid"]), adaptive, found, spec, measure if rounds > 0 else lambda _: {}
+        )
+        print(
+            f"run {number}, paired run ({rounds} rounds, alternating; MaxInvocations within the limits per round; "
+            "tied: the 95 % interval of the per-round difference contains 0):\n"
+            "| configuration | name | MaxInvocations per round | vs the grid's best, paired |\n|---|---|---|---|"
+        )
+        print("\n".join(paired_rows))
+        paired_verdicts.append(judged)
         rows.append(
             f"| {number} | {measured['grid'][0]:.0f} | {measured['adaptive'][0]:.0f} | "
             f"{'n/a' if peer_s is None else f'{peer_s:.0f}'} | {ratio:.2f} | {measured_in_full(adaptive)} | {said} |"
@@ -381,6 +508,14 @@ def main(argv: list[str] | None = None) -> None:
         "adaptive pick the same as, or tied on MaxInvocations with, the grid's best in every run -> "
         f"{'PASS' if all(picks) else 'FAIL'}"
     )
+    for label in (ADAPTIVE, PEER):
+        judged_runs = [v[label] for v in paired_verdicts if label in v and not v[label].startswith("n/a")]
+        if judged_runs:
+            good = sum(v.startswith(("same", "tied")) for v in judged_runs)
+            print(
+                f"{label} the same as, or tied with, the grid's best in the paired run: {good} of {len(judged_runs)} "
+                "runs"
+            )
     if against_peer:
         print(
             "adaptive wall time <= Model Analyzer quick's in every run -> "

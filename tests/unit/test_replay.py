@@ -59,14 +59,16 @@ def stored(tmp_path: Path) -> tuple[str, ExperimentSpec]:
 
 def test_the_stored_grid_is_read_with_its_costs_and_its_best(stored):
     grid = replay.load_grid(*stored)
-    assert len(grid.stored) == 8 and grid.loads == [1, 4, 16]
+    assert len(grid.stored) == 8 and grid.loads == [1, 4, 16] and grid.repeats == [0]
     assert grid.seconds == pytest.approx(8 * sum(STAGES.values()))
     assert grid.run_start_s == pytest.approx(23.0 - 21.0)  # the load stage beyond its nominal 3 x 7 s
-    best = grid.best()
-    assert best.candidate.name == "pt-db-ig2-mbs8" and best.truth.level_load == 16
-    assert grid.standing(best.candidate.key) == "same"
+    reading = grid.in_sample(0)
+    best = grid.stored[reading.best]
+    assert best.candidate.name == "pt-db-ig2-mbs8" and best.truth[0].level_load == 16
+    assert reading.standing(reading.best) == "same"
     ig4 = next(k for k, s in grid.stored.items() if s.candidate.name == "pt-db-ig4-mbs1")
-    assert grid.standing(ig4) == "NOT tied"
+    assert reading.standing(ig4) == "NOT tied"
+    assert grid.held_out(0) is None and grid.run_to_run() == (0.0, 0)  # one repeat: nothing held out
 
 
 def test_adaptive_replays_find_the_best_without_deploying_past_the_fall(stored):
@@ -75,7 +77,7 @@ def test_adaptive_replays_find_the_best_without_deploying_past_the_fall(stored):
     for label, make in replay.strategies(grid, final_repeats=3, probe_seconds=None).items():
         strategy, shape = make()
         outcome = replay.simulate(strategy, replay.Replay(grid, seed=1, probe_seconds=None), shape)
-        assert grid.standing(outcome.pick) == "same", label
+        assert grid.in_sample(0).standing(outcome.pick) == "same", label
         outcomes.append((label, outcome))
     (_, now), (_, before) = outcomes
     # ig4 is past the fall from ig2 to ig3, far below ig2: 6 probes, and the best measured in full on a deployment of
@@ -100,7 +102,78 @@ def test_the_stored_100_candidate_grid_replays_from_the_checkout(capsys):
     stored, spec = root / "benchmarks/data/grid100.db.xz", root / "benchmarks/replay_grid100.yaml"
     code = replay.main(["--db", str(stored), "--spec", str(spec), "--seeds", "3"])
     out = capsys.readouterr().out
-    assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 2,464 s" in out
-    assert "best pt-db-ig1-mbs16@0us 577,780 IPM" in out
-    assert "adaptive: pick same as or tied with the best in 3 of 3 seeds" in out
-    assert "within 10 % in " in out and "adaptive: its first full measurement was same as or tied" in out
+    assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 1 repeat(s); 2,464 s" in out
+    assert "drawn from repeat 0, in-sample: best pt-db-ig1-mbs16@0us 577,780 IPM" in out
+    assert "drawn from repeat 0, held-out: n/a (one stored repeat" in out
+    assert "adaptive, in-sample: pick same as or tied with the best in 3 of 3 seeds" in out
+    assert "within 10 % in " in out and "adaptive, in-sample: its first full measurement was same as or tied" in out
+
+
+TWO = {  # 20 candidates measured with 2 repeats
+    **SPEC,
+    "name": "two-repeats",
+    "variants": {"dynamic_batching": [True], "instance_group_counts": [1, 2, 3, 4, 5], "max_batch_sizes": [1, 2, 4, 8]},
+    "traffic": {**SPEC["traffic"], "repeats": 2},
+}
+LUCKY = "pt-db-ig5-mbs1"  # serves 40,000 IPM; in repeat 0 it read 200,000 by chance: the best there
+
+
+def planted(candidate) -> tuple[float, float]:
+    """A candidate's top figure in repeats 0 and 1: within 1 % of each other, but for the lucky one."""
+    if candidate.name == LUCKY:
+        return 200_000.0, 40_000.0
+    top = PEAK.get(candidate.instance_group_count, 30_000.0) * (1 + candidate.max_batch_size / 30)
+    wobble = 0.01 * (candidate.instance_group_count % 3 - 1)
+    return top * (1 + wobble), top * (1 - wobble)
+
+
+@pytest.fixture
+def two_repeats(tmp_path: Path) -> tuple[str, ExperimentSpec]:
+    url, spec = f"sqlite:///{tmp_path / 'grid.db'}", ExperimentSpec.model_validate(TWO)
+    store = ResultStore.open(url)
+    experiment = store.save_experiment(spec, status="done")
+    stages = {**STAGES, "load": 2 * 23.0}
+    for candidate in expand_candidates(spec):
+        run = store.start_run(store.save_candidate(experiment, candidate), "grid-protocol", None)
+        both = [(repeat, w) for repeat, top in enumerate(planted(candidate)) for _, w in windows(top)]
+        store.finish_run(run, "ok", headline=Headline(repeats=2), server_stats={"stages": stages}, windows=both)
+    return url, spec
+
+
+def test_the_held_out_judge_catches_a_candidate_best_in_one_repeat_by_chance(two_repeats):
+    """Drawn from repeat 0, the search picks the candidate that was best there by chance; judged on the windows it was
+    drawn from (in-sample) it is "same", judged on the other repeat with the run-to-run variance in, "NOT tied"."""
+    grid = replay.load_grid(*two_repeats)
+    assert grid.repeats == [0, 1] and len(grid.stored) == 20
+    assert grid.seconds == pytest.approx(20 * sum(STAGES.values()))  # the reference: a one-repeat grid
+    assert grid.run_start_s == pytest.approx(23.0 - 21.0)
+    lucky = next(k for k, s in grid.stored.items() if s.candidate.name == LUCKY)
+    _, make = list(replay.strategies(grid, 3, None).items())[1]  # bottom-up: every candidate probed
+    strategy, shape = make()
+    sampled = replay.Replay(grid, seed=0, probe_seconds=None)
+    assert sampled.sample == 0
+    outcome = replay.simulate(strategy, sampled, shape)
+    assert outcome.pick == lucky
+    in_sample, held_out = grid.in_sample(0), grid.held_out(0)
+    assert held_out is not None
+    assert in_sample.best == lucky and in_sample.standing(lucky) == "same"
+    assert grid.stored[held_out.best].candidate.name == "pt-db-ig2-mbs8"
+    assert held_out.standing(lucky) == "NOT tied"
+
+
+def test_the_run_to_run_spread_is_pooled_over_the_candidates_repeats(two_repeats):
+    grid = replay.load_grid(*two_repeats)
+    spread, df = grid.run_to_run()
+    # by hand from the planted figures: each candidate's two repeats around their mean, relative, squared, summed
+    squares = 0.0
+    for s in grid.stored.values():
+        a, b = planted(s.candidate)
+        mean = (a + b) / 2
+        squares += (a / mean - 1) ** 2 + (b / mean - 1) ** 2
+    assert df == 20 and spread == pytest.approx((squares / 20) ** 0.5, rel=1e-3)
+    held_out = grid.held_out(1)  # drawn from repeat 1: repeat 0 held out, where the lucky one is the best
+    assert held_out is not None
+    lucky = next(k for k, s in grid.stored.items() if s.candidate.name == LUCKY)
+    figure, interval = held_out.figures[lucky]
+    assert held_out.best == lucky and interval is not None
+    assert interval.high - figure == pytest.approx(figure * 2.086 * spread, rel=1e-3)  # t(0.975, 20) x sd, 1 repeat

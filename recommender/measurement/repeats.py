@@ -187,6 +187,8 @@ def measure_once(
                 master=master,
                 path=deployment.wire.path(deployment.model_name),
                 answer_key=deployment.wire.answer_key,
+                wire=deployment.wire.name,
+                stream=deployment.wire.stream,
                 api_key_env=deployment.api_key_env or "",
             )
             runs.append((index, part, run_load(request, progress=progress)))

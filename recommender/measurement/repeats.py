@@ -334,7 +334,7 @@ def summarize_load(
             stable=any(w.stable for w in mine),
             flags=tuple(
                 phase_flags(mine, rules.windows)
-                + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+                + level_flags(mine, ran[p.index], result.timeline, result.lost_workers, result.requests)
                 + precision_flags(mine, rules, planned.get(p.index, 0), result.stop_reason)
             ),
         )

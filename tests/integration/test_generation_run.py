@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from recommender.errors import TargetError
 from recommender.load.null_endpoint import NullEndpoint
 from recommender.load.null_stream import GenerationBehaviour
 from recommender.load.result import LoadResult
 from recommender.store.results import ResultStore
+from recommender.targets.openai_endpoint import PROBE_TOKENS
+from recommender.targets.remote import RemoteTarget
+from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, generation_body, openai
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +53,21 @@ def test_a_run_of_a_chat_endpoint_stores_token_records(tmp_path: Path) -> None:
     log = LoadResult.from_npz(records).requests
     assert log.generative and log.finished.all() and set(log.output_tokens.tolist()) == {16}
     assert not log.tokens_counted.any() and (log.ttft_us >= 2000).all()
+
+
+def test_the_probe_of_a_generative_endpoint_is_one_short_unstreamed_completion(tmp_path: Path) -> None:
+    body = generation_body(openai("/v1", OPENAI_CHAT), "tiny", "hello", 16)
+    with NullEndpoint(generation=GenerationBehaviour()) as url:
+        target = RemoteTarget(endpoint=f"{url}/v1", protocol=OPENAI_CHAT, model="tiny")
+        endpoint = target.deploy(None, "ignored", tmp_path)  # readiness checked
+        assert endpoint.wire.generative and endpoint.wire.path("tiny") == "/v1/chat/completions"
+        answer = endpoint.probe(body)
+    assert answer["choices"][0]["message"]["content"] == "tok " * PROBE_TOKENS  # short, and read as one JSON answer
+    with NullEndpoint(generation=GenerationBehaviour(malformed="no-finish")) as url:
+        endpoint = RemoteTarget(endpoint=f"{url}/v1", protocol=OPENAI_COMPLETIONS, model="tiny").deploy(
+            None, "ignored", tmp_path
+        )
+        with pytest.raises(
+            TargetError, match=r"a completions request for model 'tiny' .* no choice with a finish_reason"
+        ):
+            endpoint.probe(generation_body(endpoint.wire, "tiny", "hello", 16))

@@ -11,7 +11,8 @@ import pytest
 from recommender.load.null_endpoint import NullEndpoint
 from recommender.load.null_stream import GenerationBehaviour
 from recommender.load.runner import LoadRequest, LoadResult, run_load
-from recommender.spec import Phase
+from recommender.load.shapes import TrafficPlan, compile_traffic
+from recommender.spec import Phase, TrafficSpec
 from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, generation_body, openai
 
 pytestmark = pytest.mark.integration
@@ -28,6 +29,7 @@ def run(
     stream: bool = True,
     seconds: int = 3,
     workers: int = 1,
+    plan: TrafficPlan | None = None,
 ) -> LoadResult:
     wire = openai("/v1", wire_name, stream)
     bodies = [generation_body(wire, "tiny", text, TOKENS, stream) for text in ("one two three", "four five")]
@@ -36,7 +38,7 @@ def run(
             url,
             "tiny",
             bodies,
-            [Phase(initial_users=2, spawn_rate=0, duration_seconds=seconds)],
+            plan or [Phase(initial_users=2, spawn_rate=0, duration_seconds=seconds)],
             tmp_path,
             path=wire.path("tiny"),
             answer_key=wire.answer_key,
@@ -99,3 +101,12 @@ def test_workers_send_their_token_records_to_the_master(tmp_path: Path) -> None:
     assert len(log) > 10 and log.failures == 0 and {g["requests"] > 0 for g in result.generators} == {True}
     assert all(len(log.chunk_times_us(row)) == TOKENS for row in range(len(log)))
     assert all(log.chunk_times_us(row)[0] == log.ttft_us[row] for row in range(len(log)))
+
+
+def test_open_loop_token_times_count_from_the_scheduled_send(tmp_path: Path) -> None:
+    plan = compile_traffic(TrafficSpec(rate={"requests_per_second": 20, "duration_seconds": 2, "max_concurrency": 8}))
+    result = run(tmp_path, OPENAI_CHAT, GenerationBehaviour(first_token_ms=FIRST_MS, token_delay_ms=1.0), plan=plan)
+    log = result.requests
+    assert log.late_us is not None and log.failures == 0 and 30 <= len(log) <= 40
+    assert (log.ttft_us >= FIRST_MS * 1000 + log.late_us).all()  # from the schedule: the late start is inside
+    assert all(log.chunk_times_us(row)[-1] <= log.latency_us[row] for row in range(len(log)))

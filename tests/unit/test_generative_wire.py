@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from recommender.correctness.figures import describe
 from recommender.correctness.gate import check_outputs, judged_alike
 from recommender.errors import LoadError
 from recommender.job.protocol import target_identity
@@ -108,6 +109,7 @@ def test_the_gate_does_not_check_a_generation_and_says_so() -> None:
     correctness = check_outputs(endpoint, spec, max_batch_size=1).to_dict()
     assert (correctness["checked"], correctness["passed"]) == (False, True)
     assert correctness["reason"].startswith("not checked: generation")
+    assert describe(correctness) == correctness["reason"]  # what the report says of it: not "correctness: off"
     assert judged_alike(correctness, spec, generative=True)  # a stored generation is reused, not measured again
     assert not judged_alike(correctness, spec)
 

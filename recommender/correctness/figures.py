@@ -23,6 +23,8 @@ DEFAULTS = {
 
 
 OFF_NOTE = "correctness not checked (correctness: off)"
+# a generative endpoint's answers are sampled tokens, not outputs a reference computes: its gate is issue 40's
+GENERATION_NOTE = "not checked: generation (no correctness gate for generated tokens yet)"
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def describe(stored: dict[str, Any] | None) -> str:
     if not stored:
         return "correctness not checked (run measured before the gate existed)"
     if not stored.get("checked"):
-        return OFF_NOTE
+        return stored.get("reason") or OFF_NOTE
     t, ref = stored["tolerance"], stored.get("reference") or {}
     version = f", {ref['library']} {ref['version']}" if ref.get("library") else ""
     within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"

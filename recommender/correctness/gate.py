@@ -10,7 +10,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from recommender.correctness.cases import Case, check_cases, text_cases
-from recommender.correctness.figures import OFF_NOTE, OutputFigures, Tolerance, compare, tolerance_of, verdict
+from recommender.correctness.figures import (
+    GENERATION_NOTE,
+    OFF_NOTE,
+    OutputFigures,
+    Tolerance,
+    compare,
+    tolerance_of,
+    verdict,
+)
 from recommender.correctness.reference import reference_for
 from recommender.errors import RecommenderError, TargetError
 from recommender.spec import ExperimentSpec
@@ -55,7 +63,10 @@ def check_outputs(
     endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32", padding: str = "max"
 ) -> Correctness:
     """Every check case through the endpoint (padded as the candidate's load: `padding`), compared with the
-    reference; `passed` False with the reason when out of tolerance."""
+    reference; `passed` False with the reason when out of tolerance. A generative endpoint is not checked
+    (GENERATION_NOTE): its answers are generated tokens, which no reference output here says are right."""
+    if endpoint.wire.generative:
+        return Correctness(checked=False, passed=True, reason=GENERATION_NOTE)
     if spec.correctness == "off":
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
     tolerance = tolerance_of(spec.correctness.model_dump(), precision)
@@ -88,15 +99,20 @@ def check_outputs(
     )
 
 
-def gate_settings(spec: ExperimentSpec, precision: str = "fp32") -> dict[str, float] | None:
-    """The tolerances a run is judged with now (None: gate off); a stored run judged otherwise is measured again."""
-    return None if spec.correctness == "off" else asdict(tolerance_of(spec.correctness.model_dump(), precision))
+def gate_settings(spec: ExperimentSpec, precision: str = "fp32", generative: bool = False) -> dict[str, float] | None:
+    """The tolerances a run is judged with now (None: gate off, or a generative endpoint's, not checked); a stored run
+    judged otherwise is measured again."""
+    if spec.correctness == "off" or generative:
+        return None
+    return asdict(tolerance_of(spec.correctness.model_dump(), precision))
 
 
-def judged_alike(stored: dict[str, Any] | None, spec: ExperimentSpec, precision: str = "fp32") -> bool:
+def judged_alike(
+    stored: dict[str, Any] | None, spec: ExperimentSpec, precision: str = "fp32", generative: bool = False
+) -> bool:
     """Whether a stored run's gate (off, or its tolerances) is the one the experiment asks for now."""
     was = stored.get("tolerance") if stored and stored.get("checked") else None
-    return was == gate_settings(spec, precision)
+    return was == gate_settings(spec, precision, generative)
 
 
 def precision_of(config: dict[str, Any]) -> str:

@@ -31,12 +31,13 @@ from recommender.modelrepo.repository import candidate_repository, serving_backe
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
-from recommender.targets.wire import openai_body
+from recommender.targets.wire import generation_body, openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
 Follow = Callable[[Work, Any], Work | None]
 
 _SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
+GENERATED_TOKENS = 16  # each generation's output tokens until load/prompts.py sets them per prompt (max_tokens)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,10 @@ class CandidateRun:
         else:
             reusable = stored.status != RunStatus.OK or stored.complete(work.repeats)
         precision = precision_of(self.item.candidate.config())
-        return reusable and (stored.status == RunStatus.SKIPPED or judged_alike(stored.correctness, spec, precision))
+        generative = self.item.placement.spec.generative
+        return reusable and (
+            stored.status == RunStatus.SKIPPED or judged_alike(stored.correctness, spec, precision, generative)
+        )
 
     def _store(self, run: OpenRun, outcome: RunOutcome) -> RunOutcome:
         self.context.ledger.finish(
@@ -234,9 +238,14 @@ class CandidateRun:
     def _bodies(self, deployment) -> list[dict]:
         """The request bodies in the deployment's format: KServe bodies of token ids padded as the candidate asks, or
         one text per request for a server that tokenizes (the OpenAI embeddings API): the same requests decoded from
-        the same token ids, which it tokenizes to their own lengths."""
-        payload = self.context.spec.payload
-        if not deployment.wire.takes_text:
+        the same token ids, which it tokenizes to their own lengths. A generative server (chat, completions) gets
+        one generation per text, `GENERATED_TOKENS` tokens long (until load/prompts.py's prompts_for gives each
+        prompt its own output length)."""
+        payload, wire = self.context.spec.payload, deployment.wire
+        if wire.generative:
+            texts = request_texts(payload)
+            return [generation_body(wire, deployment.model_name, t, GENERATED_TOKENS, wire.stream) for t in texts]
+        if not wire.takes_text:
             return inference_bodies(payload, self.item.candidate.padding)
         return [openai_body(deployment.model_name, [text]) for text in request_texts(payload)]
 

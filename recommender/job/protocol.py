@@ -124,7 +124,10 @@ def payload_source(payload: PayloadSpec) -> str:
 
 def target_identity(target: TargetSpec) -> dict[str, Any]:
     data = target.model_dump(mode="json")
-    return {name: data[name] for name in TARGET_IDENTITY}
+    identity = {name: data[name] for name in TARGET_IDENTITY}
+    if target.generative:  # what a generation is asked and how it is read; absent otherwise, so older keys stay valid
+        identity |= {"protocol": target.protocol, "stream": target.stream, "model": target.model}
+    return identity
 
 
 def software_versions(optimizations: Iterable[str] = ()) -> dict[str, str | None]:

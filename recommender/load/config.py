@@ -39,6 +39,8 @@ class ChildConfig:
     rules: Rules | None = None  # windows and stop conditions; None: run the whole plan
     path: str = ""  # where requests are POSTed ("": the KServe v2 infer path of `model_name`)
     answer_key: str = "outputs"  # the JSON key every good answer holds (KServe: outputs; OpenAI embeddings: data)
+    wire: str = "kserve"  # the wire's name (targets/wire.py); a generative one's answers are read per chunk
+    stream: bool = True  # a generative wire: the answers stream (server-sent events); False: one JSON answer each
 
     def to_env(self) -> dict[str, str]:
         return {
@@ -51,6 +53,8 @@ class ChildConfig:
             f"{_PREFIX}API_KEY_ENV": self.api_key_env,
             f"{_PREFIX}PATH": self.path,
             f"{_PREFIX}ANSWER_KEY": self.answer_key,
+            f"{_PREFIX}WIRE": self.wire,
+            f"{_PREFIX}STREAM": "1" if self.stream else "0",
         }
 
     @classmethod
@@ -66,6 +70,8 @@ class ChildConfig:
                 rules=Rules.from_json(env[f"{_PREFIX}RULES"]) if env.get(f"{_PREFIX}RULES") else None,
                 path=env.get(f"{_PREFIX}PATH", ""),
                 answer_key=env.get(f"{_PREFIX}ANSWER_KEY", "outputs"),
+                wire=env.get(f"{_PREFIX}WIRE", "kserve"),
+                stream=env.get(f"{_PREFIX}STREAM", "1") == "1",
             )
         except KeyError as missing:
             raise RuntimeError(
@@ -89,6 +95,8 @@ class ChildConfig:
             "bodies": self.payload_path.read_text(encoding="utf-8"),
             "path": self.path,
             "answer_key": self.answer_key,
+            "wire": self.wire,
+            "stream": "1" if self.stream else "0",
         }
 
     @classmethod
@@ -103,4 +111,6 @@ class ChildConfig:
             api_key_env=data.get("api_key_env", ""),
             path=data.get("path", ""),
             answer_key=data.get("answer_key", "outputs"),
+            wire=data.get("wire", "kserve"),
+            stream=data.get("stream", "1") == "1",
         )

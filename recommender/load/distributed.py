@@ -17,8 +17,9 @@ Loaded ONLY by Locust child processes (through locustfile.py); never import it f
   master's t0 and the worker's index and count; a worker's t0 is that t0 on its own clock (t0 + offset), so the t_s it
   records are on the master's clock. Open loop: worker k sends scheduled sends k, k + N, k + 2N, ...
 - Records: every second (and at test stop, before Locust's `client_stopped`) a worker sends the rows recorded since
-  its last send, as raw column bytes, with its CPU %; the master appends them to its recorder, so the master's
-  result file holds every worker's requests. A worker killed mid-run loses at most its last second of rows.
+  its last send, as raw column bytes (a generative run's token columns and chunk times with them: recorder.py
+  `rows_since`), with its CPU %; the master appends them to its recorder, so the master's result file holds every
+  worker's requests. A worker killed mid-run loses at most its last second of rows.
 - Lost workers: the master checks once a second for workers Locust marks missing (no heartbeat for 3 s) or that
   disconnected while the test ran, and records each with the time and the reason.
 """

@@ -7,6 +7,9 @@ library with gevent. Settings arrive as environment variables (see config.ChildC
   to /v2/models/<model>/infer and record every request exactly (time.monotonic_ns, microseconds), not from Locust's
   stats. The raw one holds a bare geventhttpclient connection; InferenceUser is Locust's FastHttpUser (request
   events, response wrapper), about half as efficient per core (benchmarks/generator.py measures both).
+  A generative wire (OpenAI chat or completions): the raw user reads the answer one server-sent event at a time as it
+  arrives and takes only the clock per chunk (load/token_stream.py), recording TTFT, every content chunk's time, the
+  token counts and a clean finish with the request.
   Open loop (`rate` traffic): the users are a pool of senders that take the next scheduled send time,
   sleep until it, send, and record latency from the SCHEDULED time and how late the send went out.
 - `PhaseShape`: the user count follows the clock through the compiled plan on every tick; it ends the
@@ -43,12 +46,13 @@ from recommender.load.distributed import FLUSH_S, MasterLink, WorkerLink
 from recommender.load.recorder import RequestRecorder
 from recommender.load.result import LoadProgress
 from recommender.load.run_slot import keep_run, run_of
+from recommender.load.token_stream import NO_ANSWER, Generation, TokenStream, answered
 from recommender.metrics.steady import Window, window_spans
 from recommender.metrics.stop_reason import StopReason
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
 from recommender.targets import kserve, wire
-from recommender.targets.wire import rows_asked
+from recommender.targets.wire import CONTENT_KEYS, GENERATIVE, rows_asked
 
 _SPAWN_RATE = 10_000  # users per second handed to Locust: large, so the count follows the clock, not a ramp
 _SAMPLE_OFFSET_S = 0.5  # sample mid-second, away from the shape's whole-second ticks
@@ -57,6 +61,7 @@ _EARLY_WAKE_NS = 2_000_000  # open loop: wake this early and yield until the sch
 _IDLE_S = 0.05  # an open-loop sender with no send left waits this long before asking again
 _TIMEOUT_S = 60.0  # connect and read timeouts of RawInferenceUser (FastHttpUser's defaults)
 _REASONS_LOGGED = 20  # distinct reasons for failed answers logged per run (each once); the rest are only counted
+_EVENT_END = b"\n\n"  # a server-sent event ends with a blank line (OpenAI and vLLM write \n line ends)
 
 
 class Bodies:
@@ -92,6 +97,8 @@ class LoadRun:
         self.environment = environment
         self.bodies = bodies
         self.path = config.path or kserve.infer_path(config.model_name)
+        self.generative = config.wire in GENERATIVE  # answers read per chunk, with the generation columns
+        self.content_key = CONTENT_KEYS.get(config.wire, "")
         self.reasons: collections.Counter[str] = collections.Counter()  # why answers failed, each logged once
         self.headers = config.request_headers()  # the API key from this process's own environment, if any
         self.plan = config.plan
@@ -158,14 +165,17 @@ class LoadRun:
         self.next_send += self.send_step
         return self.schedule_ns[k], None if self.send_indices is None else self.send_indices[k]
 
-    def record_scheduled(self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
-        """Open loop: latency from the scheduled send, lateness of the real send."""
+    def record_scheduled(
+        self, scheduled_ns: int, sent_ns: int, done_ns: int, ok: bool, users: int, generation: Generation | None
+    ) -> None:
+        """Open loop: latency (and a generation's token times) from the scheduled send, lateness of the real send."""
         self.recorder.record(
             (scheduled_ns - self._t0()) / 1e9,
             (done_ns - scheduled_ns) // 1000,
             ok,
             users,
             (sent_ns - scheduled_ns) // 1000,
+            generation,
         )
 
     def _judge_windows(self) -> None:
@@ -196,15 +206,19 @@ class LoadRun:
         """Whether an answer counts as good; a malformed one's reason goes to the log the first time it is seen
         (locust.stderr.log), with how many answers failed so far."""
         reason = answer_problem(status, content, self.config.answer_key, rows)
+        self.note(reason)
+        return reason is None, reason
+
+    def note(self, reason: str | None) -> None:
+        """A failed answer's reason, logged the first time it is seen."""
         if reason is not None:
             key = reason[:60]  # the same fault with other figures in it is one reason
             self.reasons[key] += 1
             if self.reasons[key] == 1 and len(self.reasons) <= _REASONS_LOGGED:
                 logging.getLogger(__name__).warning("a failed answer: %s", reason)
-        return reason is None, reason
 
-    def record(self, sent_ns: int, done_ns: int, ok: bool, users: int) -> None:
-        self.recorder.record((sent_ns - self._t0()) / 1e9, (done_ns - sent_ns) // 1000, ok, users)
+    def record(self, sent_ns: int, done_ns: int, ok: bool, users: int, generation: Generation | None = None) -> None:
+        self.recorder.record((sent_ns - self._t0()) / 1e9, (done_ns - sent_ns) // 1000, ok, users, None, generation)
 
     def _sample_every_second(self) -> None:
         for second in itertools.count():
@@ -305,8 +319,8 @@ class _Inference(User):
             return
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
-        ok, done_ns = self._post(self.load_run.bodies.next())
-        self.load_run.record(sent_ns, done_ns, ok, users)
+        ok, done_ns, generation = self._post(self.load_run.bodies.next(), sent_ns)
+        self.load_run.record(sent_ns, done_ns, ok, users, generation)
 
     def _send_scheduled(self) -> None:
         run = self.load_run
@@ -319,29 +333,30 @@ class _Inference(User):
         _sleep_until(scheduled_ns)
         users = self.environment.runner.user_count
         sent_ns = time.monotonic_ns()
-        ok, done_ns = self._post(request)
-        run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users)
+        ok, done_ns, generation = self._post(request, scheduled_ns)
+        run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users, generation)
 
-    def _post(self, request: tuple[bytes, int]) -> tuple[bool, int]:
+    def _post(self, request: tuple[bytes, int], origin_ns: int) -> Sent:
+        """Send one request; `origin_ns`: what a generation's token times count from (the send, or its schedule)."""
         run = self.load_run
         run.in_flight += 1
         try:
-            return self._send(run, request)
+            return self._send(run, request, origin_ns)
         except gevent.GreenletExit:
             run.cut += 1  # sent, maybe answered by the server, never logged: counted so the totals reconcile
             raise
         finally:
             run.in_flight -= 1
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
         raise NotImplementedError
 
 
 class InferenceUser(_Inference, FastHttpUser):
     """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
-        body, rows = request
+    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
+        body, rows = request  # a generative wire is refused for this user before the run (runner.py STREAM_READER)
         # locust annotates `data` as str | dict, but FastHttpSession sends bytes as they are (geventhttpclient)
         with self.client.post(
             run.path,
@@ -353,7 +368,7 @@ class InferenceUser(_Inference, FastHttpUser):
             ok, reason = run.judge(response.status_code, response.content or b"", rows)
             if not ok:
                 response.failure(reason)
-        return ok, done_ns
+        return ok, done_ns, None
 
 
 class RawInferenceUser(_Inference):
@@ -369,15 +384,45 @@ class RawInferenceUser(_Inference):
     def on_stop(self) -> None:
         self.http.close()
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int]) -> tuple[bool, int]:
+    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
         body, rows = request
+        if run.generative:
+            return self._generate(run, body, origin_ns)
         try:
             response = self.http.post(run.path, body=body, headers=run.headers)
             content = response.read()
         except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
-            return False, time.monotonic_ns()
+            return False, time.monotonic_ns(), None
         done_ns = time.monotonic_ns()
-        return run.judge(response.status_code, content, rows)[0], done_ns
+        return run.judge(response.status_code, content, rows)[0], done_ns, None
+
+    def _generate(self, run: LoadRun, body: bytes, origin_ns: int) -> Sent:
+        """A generation: the answer read one event at a time as it arrives, only the clock taken per event (the
+        byte checks are TokenStream's); a non-streamed one read whole."""
+        try:
+            response = self.http.post(run.path, body=body, headers=run.headers)
+            if response.status_code != 200 or not run.config.stream:
+                content = response.read()
+                done_ns = time.monotonic_ns()
+                if response.status_code != 200:
+                    run.note(answer_problem(response.status_code, content, "", 1))
+                    return False, done_ns, NO_ANSWER
+                ok, reason, generation = answered(content, run.config.wire, (done_ns - origin_ns) // 1000)
+            else:
+                stream = TokenStream(run.content_key, origin_ns)
+                readline = response.readline
+                while event := readline(_EVENT_END):
+                    stream.feed(event, time.monotonic_ns())
+                done_ns = time.monotonic_ns()
+                ok, reason, generation = stream.outcome()
+        except (OSError, gevent.Timeout, HTTPException) as error:  # refused, reset, timed out: a failure
+            run.note(f"the request failed: {type(error).__name__}")
+            return False, time.monotonic_ns(), NO_ANSWER
+        run.note(reason)
+        return ok, done_ns, generation
+
+
+Sent = tuple[bool, int, Generation | None]  # a request's outcome: good, when it ended (ns), a generation's record
 
 
 def _sleep_until(deadline_ns: int) -> None:

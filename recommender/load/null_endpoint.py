@@ -5,8 +5,11 @@ asks for (the shape a good answer has: targets/wire.py `answer_problem`), and
 `GET /v2/health/ready` / `live` with 200. Options: a fixed delay per inference (ms) and a
 share of inferences answered with HTTP 500, to test failure accounting. asyncio, HTTP/1.1
 keep-alive, one event loop: cheap enough not to be the bottleneck of a 2-core host.
+It is an OpenAI generation stand-in too (null_stream.py): `POST <prefix>/chat/completions` and `<prefix>/completions`
+stream tokens at set delays (`GET <prefix>/health` answers 200).
 
     python -m recommender.load.null_endpoint --port 0 --delay-ms 2   # prints the bound port first
+    python -m recommender.load.null_endpoint --first-token-ms 20 --token-delay-ms 5 --tokens 16 --no-usage
 
 `NullEndpoint` runs it as a child process (a context manager yielding the base URL).
 """
@@ -23,6 +26,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from recommender.load.null_stream import MALFORMED, GenerationBehaviour, answer_generation, generation_route
 from recommender.targets import kserve
 from recommender.targets.wire import rows_asked
 
@@ -38,6 +42,7 @@ class EndpointBehaviour:
     delay_ms: float = 0.0
     error_share: float = 0.0
     seed: int | None = None
+    generation: GenerationBehaviour = field(default_factory=GenerationBehaviour)  # chat / completions answers
     rng: random.Random = field(init=False, repr=False)
     bodies: dict[tuple[str, int], bytes] = field(default_factory=dict, init=False, repr=False)
     rows: dict[bytes, int] = field(default_factory=dict, init=False, repr=False)  # request body -> rows it asks for
@@ -73,9 +78,11 @@ def _response(status: int, body: bytes = b"", keep_alive: bool = True) -> bytes:
 
 
 async def _answer(method: str, path: str, behaviour: EndpointBehaviour, request: bytes = b"") -> tuple[int, bytes]:
-    if method == "GET" and path in (kserve.HEALTH_READY, kserve.HEALTH_LIVE):
+    if method == "GET" and (path in (kserve.HEALTH_READY, kserve.HEALTH_LIVE) or path.endswith("/health")):
         return 200, b""
     model, action = kserve.model_route(path) or ("", "")
+    if method == "POST" and generation_route(path):  # the share of generations answered with HTTP 500
+        return 500, b'{"error": "injected failure"}'
     if method == "POST" and model and action == "infer":
         if behaviour.delay_ms > 0:
             await asyncio.sleep(behaviour.delay_ms / 1000.0)
@@ -107,6 +114,10 @@ async def _serve_connection(
                 break
             request = await reader.readexactly(int(headers.get("content-length", "0")))
             keep_alive = headers.get("connection", "").lower() != "close"
+            route = generation_route(path) if method == "POST" else None
+            if route and not (behaviour.error_share > 0 and behaviour.rng.random() < behaviour.error_share):
+                await answer_generation(writer, route, request, behaviour.generation)
+                continue
             status, body = await _answer(method, path, behaviour, request)
             writer.write(_response(status, body, keep_alive))
             await writer.drain()
@@ -136,10 +147,18 @@ async def serve(port: int, behaviour: EndpointBehaviour, host: str = "127.0.0.1"
 class NullEndpoint:
     """Runs the null endpoint in a child process; `with NullEndpoint(delay_ms=5) as url: ...`."""
 
-    def __init__(self, delay_ms: float = 0.0, error_share: float = 0.0, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        delay_ms: float = 0.0,
+        error_share: float = 0.0,
+        seed: int | None = None,
+        generation: GenerationBehaviour | None = None,
+    ) -> None:
         self.args = ["--delay-ms", str(delay_ms), "--error-share", str(error_share)]
         if seed is not None:
             self.args += ["--seed", str(seed)]
+        if generation is not None:
+            self.args += _generation_args(generation)
         self.process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> str:
@@ -169,6 +188,13 @@ class NullEndpoint:
         self.process = None
 
 
+def _generation_args(generation: GenerationBehaviour) -> list[str]:
+    args = ["--first-token-ms", str(generation.first_token_ms), "--token-delay-ms", str(generation.token_delay_ms)]
+    args += ["--tokens", str(generation.tokens)] if generation.tokens else []
+    args += [] if generation.usage else ["--no-usage"]
+    return args + (["--malformed", generation.malformed] if generation.malformed else [])
+
+
 def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -179,8 +205,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="Fixed delay added to every inference.")
     parser.add_argument("--error-share", type=float, default=0.0, help="Share of inferences answered with HTTP 500.")
     parser.add_argument("--seed", type=int, default=None, help="Seed for the error draw.")
+    parser.add_argument("--tokens", type=int, default=None, help="Generation: tokens per answer (default max_tokens).")
+    parser.add_argument("--first-token-ms", type=float, default=0.0, help="Generation: delay to the first token.")
+    parser.add_argument("--token-delay-ms", type=float, default=0.0, help="Generation: delay between tokens.")
+    parser.add_argument("--no-usage", action="store_true", help="Generation: never send the usage chunk.")
+    parser.add_argument("--malformed", choices=MALFORMED, default="", help="Generation: break every stream so.")
     args = parser.parse_args(argv)
-    behaviour = EndpointBehaviour(delay_ms=args.delay_ms, error_share=args.error_share, seed=args.seed)
+    generation = GenerationBehaviour(
+        args.tokens, args.first_token_ms, args.token_delay_ms, not args.no_usage, args.malformed
+    )
+    behaviour = EndpointBehaviour(args.delay_ms, args.error_share, args.seed, generation)
     asyncio.run(serve(args.port, behaviour))
 
 

@@ -39,6 +39,7 @@ from recommender.load.shapes import PhaseLike, PlanLevel, TrafficPlan
 from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules
 from recommender.targets.lifeline import die_with_parent
+from recommender.targets.wire import GENERATIVE
 
 __all__ = ["LoadProgress", "LoadRequest", "LoadResult", "RequestLog", "Timeline", "run_load"]
 
@@ -48,6 +49,7 @@ _USERS = {"sagemaker": (Path(__file__).with_name("sagemaker_user.py"), "SageMake
 # http(s) clients in locustfile.py, the default first: benchmarks/generator.py measures both side by side; the raw
 # geventhttpclient user was the faster (2.3x requests per core, 0.15 vs 0.38 ms added at c=1; docs/benchmarks.md)
 HTTP_CLIENTS = {"geventhttpclient": "RawInferenceUser", "fasthttp": "InferenceUser"}
+STREAM_READER = "RawInferenceUser"  # the user class that reads a generative answer chunk by chunk
 DEFAULT_CLIENT = "geventhttpclient"  # what every job measures with (part of the reuse key, job/protocol.py)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
@@ -74,6 +76,8 @@ class LoadRequest:
     client: str = DEFAULT_CLIENT  # http(s) endpoints: a key of HTTP_CLIENTS
     path: str = ""  # where requests are POSTed ("": the KServe v2 infer path of `model_name`)
     answer_key: str = "outputs"  # the JSON key every good answer holds (the OpenAI embeddings API's: data)
+    wire: str = "kserve"  # the wire's name (targets/wire.py): a generative one's answers are read per chunk
+    stream: bool = True  # a generative wire: answers stream as server-sent events (False: one JSON answer)
 
     @property
     def distributed(self) -> bool:
@@ -200,6 +204,11 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         )
     if request.client not in HTTP_CLIENTS:
         raise LoadError(f"unknown HTTP client {request.client!r}", hint=f"use one of {', '.join(HTTP_CLIENTS)}")
+    if request.wire in GENERATIVE and HTTP_CLIENTS.get(request.client) != STREAM_READER:
+        raise LoadError(
+            f"HTTP client {request.client!r} cannot time a streamed answer per chunk (protocol {request.wire})",
+            hint=f"use the client {next(k for k, v in HTTP_CLIENTS.items() if v == STREAM_READER)!r}",
+        )
     if not request.bodies:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
     if not request.plan.levels:
@@ -215,6 +224,8 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         rules=request.rules,
         path=request.path,
         answer_key=request.answer_key,
+        wire=request.wire,
+        stream=request.stream,
     )
     config.payload_path.write_text(json.dumps(list(request.bodies)))
     (request.out_dir / PLAN_FILE).write_text(request.plan.to_json())  # what `export --format aiperf` splits it by

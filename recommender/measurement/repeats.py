@@ -187,6 +187,8 @@ def measure_once(
                 master=master,
                 path=deployment.wire.path(deployment.model_name),
                 answer_key=deployment.wire.answer_key,
+                wire=deployment.wire.name,
+                stream=deployment.wire.stream,
                 api_key_env=deployment.api_key_env or "",
             )
             runs.append((index, part, run_load(request, progress=progress)))
@@ -332,7 +334,7 @@ def summarize_load(
             stable=any(w.stable for w in mine),
             flags=tuple(
                 phase_flags(mine, rules.windows)
-                + level_flags(mine, ran[p.index], result.timeline, result.lost_workers)
+                + level_flags(mine, ran[p.index], result.timeline, result.lost_workers, result.requests)
                 + precision_flags(mine, rules, planned.get(p.index, 0), result.stop_reason)
             ),
         )

@@ -10,22 +10,34 @@ dashboard) when, during it:
   rows and the load it carried until Locust handed its users to the others are missing);
 - the server slowed: Triton's compute time per inference in a later window exceeded the mean of the level's first
   BASELINE_WINDOWS windows by more than SERVER_SLOWDOWN (a share), i.e. the server had less CPU while the generator
-  ran (other tenants, or the generator itself on a shared host).
+  ran (other tenants, or the generator itself on a shared host);
+- a generative run's reader fell behind the streams (`stream_lagged`), while the busiest generator process averaged
+  at least STREAM_BUSY_CPU % of a core over the level (below that it has room, whatever a token costs it): the
+  generator's CPU per 1,000 output tokens/s above CORES_PER_KTOKENS (issue 39's bound), or more than BUNCHED_SHARE
+  of the gaps between a request's chunks under BUNCHED_US (chunks read back to back from the socket's buffer: their
+  times are the reader's, not their arrivals').
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from recommender.metrics.records import Timeline
+from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.steady import Window
 
 SATURATED_CPU = 90.0  # % of one core
 SERVER_SLOWDOWN = 0.15  # compute per inference up by more than 15 % against the level's first windows
 BASELINE_WINDOWS = 2
+CORES_PER_KTOKENS = (
+    0.1  # the generator's bound: at most 0.1 core per 1,000 output tokens/s (benchmarks/generator_stream)
+)
+STREAM_BUSY_CPU = 50.0  # % of one core: a generator below it keeps up whatever a token costs it
+BUNCHED_US = 100  # two chunks of one request read closer than this came out of the buffer together
+BUNCHED_SHARE = 0.1
 
 
 def level_flags(
@@ -33,11 +45,45 @@ def level_flags(
     span: tuple[float, float],
     timeline: Timeline | None,
     lost_workers: Sequence[dict[str, Any]],
+    requests: RequestLog | None = None,
 ) -> list[str]:
     """All self-check flags of one level (its windows in one repeat, its [start, end) on the load clock)."""
-    return [
-        flag for flag in (saturated(windows, timeline), dropped(span, lost_workers), server_slowed(windows)) if flag
-    ]
+    flags = (
+        saturated(windows, timeline),
+        dropped(span, lost_workers),
+        server_slowed(windows),
+        stream_lagged(requests, span, timeline),
+    )
+    return [flag for flag in flags if flag]
+
+
+def stream_lagged(requests: RequestLog | None, span: tuple[float, float], timeline: Timeline | None) -> str | None:
+    """A generative level whose busy reader spent more than CORES_PER_KTOKENS per 1,000 output tokens/s, or read its
+    chunks back to back; None for a run that is not generative or a generator with room."""
+    if requests is None or not requests.generative or timeline is None:
+        return None
+    start, end = span
+    inside = (timeline.t_s >= start) & (timeline.t_s < end)
+    if not inside.any() or end <= start:
+        return None
+    busiest = float(timeline.busiest_cpu[inside].mean())
+    if busiest < STREAM_BUSY_CPU:
+        return None
+    rows = requests.rows((requests.t_s >= start) & (requests.t_s < end))
+    assert rows.output_tokens is not None  # a generative log has every generation column
+    tokens_per_s = float(rows.output_tokens.clip(min=0).sum()) / (end - start)
+    cores = float(timeline.cpu_percent[inside].mean()) / 100
+    per_k = cores / (tokens_per_s / 1000) if tokens_per_s else math.inf
+    gaps = np.concatenate([np.diff(rows.chunk_times_us(i)) for i in range(len(rows))] or [np.empty(0)])
+    bunched = float(np.mean(gaps < BUNCHED_US)) if len(gaps) else 0.0
+    said = []
+    if per_k > CORES_PER_KTOKENS:
+        said.append(f"{per_k:.2f} core per 1,000 output tokens/s > {CORES_PER_KTOKENS:g}")
+    if bunched > BUNCHED_SHARE:
+        said.append(f"{bunched:.0%} of chunk gaps under {BUNCHED_US} us: token times may be the reader's")
+    if not said:
+        return None
+    return f"generator behind the streams ({'; '.join(said)}; a generator process at {busiest:.0f} % of a core)"
 
 
 def saturated(windows: Sequence[Window], timeline: Timeline | None) -> str | None:

@@ -9,7 +9,9 @@ from pydantic import AliasChoices, Field, model_validator
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
 TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity"]
-Protocol = Literal["kserve", "openai"]
+Protocol = Literal["kserve", "openai", "openai-chat", "openai-completions"]
+OPENAI_PROTOCOLS = ("openai", "openai-chat", "openai-completions")  # targets/wire.py OPENAI_WIRES
+GENERATIVE_PROTOCOLS = ("openai-chat", "openai-completions")  # targets/wire.py GENERATIVE
 InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
@@ -20,6 +22,7 @@ _KIND_FIELDS = {
     "endpoint": ("remote",),
     "gpus": ("docker",),
     "protocol": ("remote",),
+    "stream": ("remote",),
     "model": ("remote",),
     "api_key_env": ("remote",),
     "engines": ("infinity",),
@@ -92,22 +95,30 @@ class TargetSpec(Strict):
         None,
         validation_alias=AliasChoices("endpoint", "url"),
         description="remote: a Triton base URL (http://host:8000), sagemaker://ENDPOINT_NAME of an existing "
-        "SageMaker endpoint, or with `protocol: openai` the OpenAI API's base URL (http://host:port/v1: requests go "
-        "to <url>/embeddings); `url` is accepted as its name too.",
+        "SageMaker endpoint, or with an openai protocol the OpenAI API's base URL (http://host:port/v1: requests go "
+        "to <url>/embeddings, <url>/chat/completions or <url>/completions); `url` is accepted as its name too.",
     )
     protocol: Protocol = Field(
         "kserve",
-        description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in) or openai "
-        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row).",
+        description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in), openai "
+        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row), or a generative "
+        "OpenAI API: openai-chat (POST <url>/chat/completions with messages) or openai-completions (POST "
+        "<url>/completions with a prompt), measured per token (TTFT, inter-token latency, tokens/s).",
+    )
+    stream: bool = Field(
+        True,
+        description="remote with openai-chat / openai-completions: stream the answers (server-sent events, read "
+        "chunk by chunk: time to first token and every token's time); false: one JSON answer per request (its time "
+        "to first token is then its end-to-end latency).",
     )
     model: str | None = Field(
-        None, min_length=1, description="remote with protocol openai: the served model name sent as `model`."
+        None, min_length=1, description="remote with an openai protocol: the served model name sent as `model`."
     )
     api_key_env: str | None = Field(
         None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="remote with protocol openai: the NAME of the environment variable that holds the endpoint's API "
-        "key (e.g. OPENAI_API_KEY), sent as `Authorization: Bearer <key>` with every request. The key itself is "
+        description="remote with an openai protocol: the NAME of the environment variable that holds the endpoint's "
+        "API key (e.g. OPENAI_API_KEY), sent as `Authorization: Bearer <key>` with every request. The key itself is "
         "never written to the experiment file, the store or a log; a run without the variable set stops at preflight.",
     )
     engines: list[InfinityEngine] = Field(
@@ -158,13 +169,19 @@ class TargetSpec(Strict):
                 )
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
-        if self.kind == "remote" and self.protocol == "openai":
+        if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS:
             if not self.model:
-                raise ValueError("target kind remote with protocol openai needs `model` (the served model name)")
+                raise ValueError(
+                    f"target kind remote with protocol {self.protocol} needs `model` (the served model name)"
+                )
             if not str(self.endpoint).startswith(("http://", "https://")):
-                raise ValueError(f"protocol openai needs an http(s):// url, not {self.endpoint!r}")
-        if self.api_key_env and not (self.kind == "remote" and self.protocol == "openai"):
-            raise ValueError("api_key_env is used by protocol openai only (Triton and SageMaker endpoints take no key)")
+                raise ValueError(f"protocol {self.protocol} needs an http(s):// url, not {self.endpoint!r}")
+        if self.api_key_env and not (self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS):
+            raise ValueError(
+                "api_key_env is used by the openai protocols only (Triton and SageMaker endpoints take no key)"
+            )
+        if not self.stream and self.protocol not in GENERATIVE_PROTOCOLS:
+            raise ValueError("stream is used by protocol openai-chat and openai-completions only (they generate)")
         return self
 
     @property
@@ -172,7 +189,12 @@ class TargetSpec(Strict):
         """The serving stack: triton, infinity, or openai (an existing OpenAI-compatible endpoint)."""
         if self.kind == "infinity":
             return "infinity"
-        return "openai" if self.kind == "remote" and self.protocol == "openai" else "triton"
+        return "openai" if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS else "triton"
+
+    @property
+    def generative(self) -> bool:
+        """The target's answers are generated tokens (an openai-chat or openai-completions endpoint)."""
+        return self.kind == "remote" and self.protocol in GENERATIVE_PROTOCOLS
 
 
 def target_label(target: TargetSpec) -> str:

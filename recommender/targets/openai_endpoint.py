@@ -1,9 +1,11 @@
-"""An OpenAI-compatible embeddings server (Infinity, text-embeddings-inference, vLLM, a hosted API) as a deployment:
-readiness, the probe request and the load's path, with triton_client.py's error policy (every failure one
-TargetError naming what was asked and where). It keeps no server statistics: stacks other than Triton expose none
-the platform reads, so the server figures are left empty and said to be.
+"""An OpenAI-compatible server (Infinity, text-embeddings-inference, vLLM, a hosted API) as a deployment: embeddings,
+or generation (chat or completions: `protocol`): readiness, the probe request and the load's path, with
+triton_client.py's error policy (every failure one TargetError naming what was asked and where). It keeps no server
+statistics: stacks other than Triton expose none the platform reads, so the server figures are left empty and said to
+be.
 
     OpenAIEndpoint(base, model).probe(body) -> the answer, its embeddings checked (rows, numbers)
+    OpenAIEndpoint(base, model, protocol=OPENAI_CHAT).probe(body) -> one short completion, not streamed, checked
 """
 
 from __future__ import annotations
@@ -19,21 +21,25 @@ from recommender.errors import TargetError, TargetUnreachable
 from recommender.redaction import redact
 from recommender.targets.deployment import Deployment
 from recommender.targets.triton_client import reason_of, server_message
-from recommender.targets.wire import Wire, embeddings_of, openai
+from recommender.targets.wire import OPENAI, Wire, embeddings_of, generation_problem, openai
 
 HINT = "Check the URL (http://host:port of the server's OpenAI API, with its prefix such as /v1) and the model name."
 # said with a 401 / 403: the setting that sends a key
 KEY_REFUSED = "an endpoint that takes an API key needs target.api_key_env: the variable holding the key"
 READY_PATHS = ("/health", "/models")  # Infinity and TEI answer /health; the OpenAI API itself lists /models
+PROBE_TOKENS = 4  # the probe of a generative endpoint: one short completion, not streamed
 
 
 @dataclass
 class OpenAIEndpoint(Deployment):
-    """An embeddings server at `endpoint` (its base URL, the prefix included) serving `model_name`."""
+    """An OpenAI server at `endpoint` (its base URL, the prefix included) serving `model_name` on the wire
+    `protocol` names (embeddings by default)."""
 
     endpoint: str
     model_name: str
     prefix: str = ""  # the part of the URL path the routes sit under (/v1), kept apart for the load's path
+    protocol: str = OPENAI  # openai (embeddings), openai-chat or openai-completions (targets/wire.py)
+    stream: bool = True  # a generative protocol: the load's answers stream (the probe's never does)
     timeout_s: float = 10.0
     # sent with every request of this process (an API key: `Authorization: Bearer ...`); never printed (repr). The
     # load's processes read the key themselves from `api_key_env` (Deployment): it never crosses Locust's channel
@@ -46,7 +52,7 @@ class OpenAIEndpoint(Deployment):
 
     @property
     def wire(self) -> Wire:
-        return openai(self.prefix)
+        return openai(self.prefix, self.protocol, self.stream)
 
     @property
     def load_url(self) -> str:
@@ -58,13 +64,27 @@ class OpenAIEndpoint(Deployment):
         return {}
 
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
-        """POST one embeddings request; the answer, which must hold one embedding per input row."""
+        """POST one embeddings request; the answer, which must hold one embedding per input row. A generative
+        endpoint: the body as one short completion (at most PROBE_TOKENS tokens, not streamed), which must finish
+        with some text."""
+        if self.wire.generative:
+            return self._probe_generation(body, timeout_s)
         what = f"an embeddings request for model {self.model_name!r}"
         answer = self._call("POST", self.wire.path(self.model_name), what, body, timeout_s)
         try:
             embeddings_of(answer, len(body.get("input", [])))
         except ValueError as error:
             raise TargetError(f"{what} at {self.endpoint}: {error}", hint=self.failure_hint()) from None
+        return answer
+
+    def _probe_generation(self, body: dict, timeout_s: float) -> dict:
+        what = f"a {self.protocol.removeprefix('openai-')} request for model {self.model_name!r}"
+        short = {key: value for key, value in body.items() if key != "stream_options"}
+        short |= {"stream": False, "max_tokens": min(int(body.get("max_tokens") or PROBE_TOKENS), PROBE_TOKENS)}
+        answer = self._call("POST", self.wire.path(self.model_name), what, short, timeout_s)
+        problem = generation_problem(answer, self.protocol)
+        if problem is not None:
+            raise TargetError(f"{what} at {self.endpoint}: {problem}", hint=self.failure_hint())
         return answer
 
     def served_models(self) -> list[str] | None:

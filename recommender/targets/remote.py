@@ -2,8 +2,9 @@
 
 The endpoint is a Triton base URL (`http://host:8000`, optionally `.../v2/models/NAME` to pick the model),
 `sagemaker://ENDPOINT_NAME` for an existing SageMaker endpoint (invoked with boto3, CloudWatch metrics collected), or
-with `protocol: openai` an OpenAI-compatible embeddings server's base URL (openai_endpoint.py), with the API key
-that `api_key_env` names sent as a bearer token (read from the environment at preflight; never stored).
+with `protocol: openai` (embeddings), `openai-chat` or `openai-completions` (generation) an OpenAI-compatible server's
+base URL (openai_endpoint.py), with the API key that `api_key_env` names sent as a bearer token (read from the
+environment at preflight; never stored).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from recommender.targets.invoke_target import SCHEME
 from recommender.targets.openai_endpoint import OpenAIEndpoint
 from recommender.targets.sagemaker_endpoint import SageMakerEndpoint
 from recommender.targets.triton_client import TritonClient
+from recommender.targets.wire import OPENAI_WIRES
 
 DEFAULT_MODEL = "model"
-OPENAI = "openai"
 TRITON_URL_HINT = "Check the URL (http://host:port of Triton's HTTP API) and that the server is running."
 
 
@@ -77,7 +78,8 @@ class RemoteTarget:
     region: str = "us-east-1"
     endpoint_url: str | None = None  # AWS API override for a sagemaker:// endpoint (an emulator)
     boto_session: Any = None
-    protocol: str = "kserve"  # kserve (Triton, SageMaker) or openai
+    protocol: str = "kserve"  # kserve (Triton, SageMaker), openai (embeddings), openai-chat or openai-completions
+    stream: bool = True  # a generative protocol: answers streamed (server-sent events)
     model: str | None = None  # openai: the served model name
     api_key_env: str | None = None  # openai: the environment variable holding the API key (the key is read at use)
 
@@ -88,6 +90,7 @@ class RemoteTarget:
             region=target.region,
             endpoint_url=target.endpoint_url,
             protocol=target.protocol,
+            stream=target.stream,
             model=target.model,
             api_key_env=target.api_key_env,
         )
@@ -98,7 +101,7 @@ class RemoteTarget:
     def preflight(self) -> None:
         """The endpoint answers: Triton's /v2/health/ready, or DescribeEndpoint InService. An OpenAI endpoint is checked
         per candidate instead (deploy): one that does not answer fails its candidate, and the job goes on."""
-        if self.protocol == OPENAI:
+        if self.protocol in OPENAI_WIRES:
             self._openai()  # the URL and the model are well formed
             return
         if self._is_sagemaker():
@@ -121,7 +124,7 @@ class RemoteTarget:
     ) -> Deployment:
         """No deployment: a handle on the existing endpoint (its own model name for Triton URLs ending in
         /v2/models/NAME); `gpus` is always () (no GPU of this host serves it)."""
-        if self.protocol == OPENAI:
+        if self.protocol in OPENAI_WIRES:
             endpoint = self._openai()
             endpoint.check_serves()  # answers /health or /models, and lists the model where it lists any
             return endpoint
@@ -136,7 +139,9 @@ class RemoteTarget:
         url = urlsplit(self.endpoint)
         if url.scheme not in ("http", "https") or not url.netloc or not self.model:
             raise TargetError(f"an openai endpoint needs an http(s):// url and a model, not {self.endpoint!r}")
-        endpoint = OpenAIEndpoint(self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"))
+        endpoint = OpenAIEndpoint(
+            self.endpoint.rstrip("/"), self.model, url.path.rstrip("/"), self.protocol, self.stream
+        )
         if self.api_key_env:
             endpoint.headers = bearer(api_key(self.api_key_env))
             endpoint.api_key_env = self.api_key_env

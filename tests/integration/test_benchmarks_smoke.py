@@ -24,7 +24,8 @@ def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedPro
 
 
 @pytest.mark.parametrize(
-    "name", ["generator.py", "fidelity.py", "soak.py", "search.py", "deploy_cost.py", "padding.py"]
+    "name",
+    ["generator.py", "generator_stream.py", "fidelity.py", "soak.py", "search.py", "deploy_cost.py", "padding.py"],
 )
 def test_help_describes_the_benchmark(name: str) -> None:
     done = run_script(name, "--help", timeout=60)
@@ -46,6 +47,16 @@ def test_generator_quick_prints_both_tools_and_a_verdict() -> None:
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| ours", "| wrk")) and line.count("|") == 8]
     assert len(rows) == 3  # the throughput table: two clients and wrk
     assert all(line.rstrip(" |").endswith("| 0") for line in rows), rows  # no failed requests against the null endpoint
+
+
+def test_generator_stream_quick_prints_the_cost_per_token_and_a_verdict() -> None:
+    done = run_script("generator_stream.py", "--quick", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(
+        r"target: <= 0.1 core per 1,000 tokens/s at 1,000 tokens/s -> (PASS|FAIL) \(median [\d.]+\)", done.stdout
+    )
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 1,000 ")]
+    assert row.rstrip(" |").endswith("| 0")  # no failed generation against the stand-in
 
 
 @pytest.fixture(scope="module")

@@ -62,3 +62,46 @@ def test_error_share_answers_500(connect) -> None:
     statuses = [exchange(connection, "POST", "/v2/models/m/infer", b"{}")[0] for _ in range(200)]
     assert set(statuses) == {200, 500}
     assert 60 < statuses.count(500) < 140
+
+
+def generation(connection: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, str, bytes]:
+    connection.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, response.getheader("Content-Type") or "", response.read()
+
+
+def events_of(stream: bytes) -> list[bytes]:
+    return [event.removeprefix(b"data: ") for event in stream.split(b"\n\n") if event]
+
+
+def test_the_generative_mode_streams_as_vllm_does_on_one_kept_alive_connection(connect) -> None:
+    connection = connect()
+    chat = {"model": "m", "messages": [{"role": "user", "content": "a b c"}], "max_tokens": 3, "stream": True}
+    for _ in range(3):
+        status, kind, stream = generation(
+            connection, "/v1/chat/completions", chat | {"stream_options": {"include_usage": True}}
+        )
+        assert (status, kind) == (200, "text/event-stream")
+    *chunks, usage, done = events_of(stream)
+    assert done == b"[DONE]" and json.loads(usage)["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "total_tokens": 6,
+    }
+    deltas = [json.loads(c)["choices"][0] for c in chunks]
+    assert deltas[0]["delta"] == {"role": "assistant", "content": ""}  # the role chunk first, then one per token
+    assert [d["finish_reason"] for d in deltas[1:]] == [None, None, "length"]
+    # no usage asked for: none sent; completions: `text` chunks
+    *chunks, done = events_of(
+        generation(connection, "/completions", {"prompt": "x", "max_tokens": 2, "stream": True})[2]
+    )
+    assert [json.loads(c)["choices"][0]["text"] for c in chunks] == ["tok ", "tok "] and done == b"[DONE]"
+
+
+def test_the_generative_mode_answers_unstreamed_and_health(connect) -> None:
+    connection = connect()
+    status, kind, body = generation(connection, "/v1/completions", {"prompt": "one two", "max_tokens": 4})
+    answer = json.loads(body)
+    assert (status, kind) == (200, "application/json") and answer["choices"][0]["text"] == "tok " * 4
+    assert answer["usage"]["completion_tokens"] == 4 and answer["choices"][0]["finish_reason"] == "length"
+    assert exchange(connection, "GET", "/v1/health")[0] == 200

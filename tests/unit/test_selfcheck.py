@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from recommender.load.generators import auto_workers, exit_reason, generator_cpus
-from recommender.metrics.records import Timeline
-from recommender.metrics.selfcheck import SATURATED_CPU, level_flags, saturated, server_slowed
+from recommender.metrics.records import RequestLog, Timeline
+from recommender.metrics.selfcheck import SATURATED_CPU, level_flags, saturated, server_slowed, stream_lagged
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import WindowStats
 
@@ -80,3 +80,42 @@ def test_generator_cpus_default_isolates_only_on_four_or_more(setting, available
 
 def test_exit_reason_names_the_signal() -> None:
     assert exit_reason(-9) == "killed by SIGKILL" and exit_reason(3) == "exited with code 3"
+
+
+def streamed(rows: int, tokens: int, gap_us: int) -> RequestLog:
+    """`rows` generations over 10 s, each `tokens` chunks `gap_us` apart."""
+    return RequestLog(
+        t_s=np.linspace(0, 9.9, rows),
+        latency_us=np.full(rows, tokens * gap_us),
+        ok=np.ones(rows, bool),
+        users=np.full(rows, 8),
+        ttft_us=np.full(rows, gap_us),
+        input_tokens=np.full(rows, 4),
+        output_tokens=np.full(rows, tokens),
+        tokens_counted=np.zeros(rows, bool),
+        finished=np.ones(rows, bool),
+        chunk_start=np.arange(rows) * tokens,
+        chunk_count=np.full(rows, tokens),
+        chunk_us=np.tile(np.arange(1, tokens + 1) * gap_us, rows),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cpu", "rows", "gap_us", "says"),
+    [
+        (30.0, 100, 1000, None),  # 80 tokens/s at 0.3 core: costly per token, but the reader has room
+        (60.0, 1000, 1000, "core per 1,000 output tokens/s > 0.1"),  # 800 tokens/s at 0.6 core: 0.75
+        (60.0, 10_000, 1000, None),  # 8,000 tokens/s at 0.6 core: 0.075, under the bound
+        (60.0, 10_000, 20, "of chunk gaps under 100 us"),  # cheap per token, but chunks read back to back
+    ],
+)
+def test_a_generative_level_is_flagged_when_its_busy_reader_falls_behind(
+    cpu: float, rows: int, gap_us: int, says: str | None
+) -> None:
+    flags = level_flags([window(0, 0.0)], (0.0, 10.0), timeline([cpu] * 10), [], streamed(rows, 8, gap_us))
+    assert [f for f in flags if f.startswith("generator behind")] == [] if says is None else says in "".join(flags)
+
+
+def test_a_run_that_is_not_generative_has_no_stream_flag() -> None:
+    log = RequestLog(np.zeros(3), np.full(3, 10), np.ones(3, bool), np.ones(3))
+    assert stream_lagged(log, (0.0, 10.0), timeline([99.0] * 10)) is None

@@ -9,7 +9,9 @@ from pydantic import AliasChoices, Field, model_validator
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
 TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity"]
-Protocol = Literal["kserve", "openai"]
+Protocol = Literal["kserve", "openai", "openai-chat", "openai-completions"]
+# The OpenAI protocols: embeddings (openai), and the generative chat and completions APIs (docs/design.md "Generation")
+OPENAI_PROTOCOLS = ("openai", "openai-chat", "openai-completions")
 InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
@@ -98,7 +100,9 @@ class TargetSpec(Strict):
     protocol: Protocol = Field(
         "kserve",
         description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in) or openai "
-        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row).",
+        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row); openai-chat and "
+        "openai-completions: a generative endpoint (<url>/chat/completions, <url>/completions), what `import aiperf` "
+        "stores a chat or completions run as.",
     )
     model: str | None = Field(
         None, min_length=1, description="remote with protocol openai: the served model name sent as `model`."
@@ -158,12 +162,12 @@ class TargetSpec(Strict):
                 )
         if self.kind == "remote" and not self.endpoint:
             raise ValueError("target kind remote needs `endpoint` (http://host:port or sagemaker://NAME)")
-        if self.kind == "remote" and self.protocol == "openai":
+        if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS:
             if not self.model:
-                raise ValueError("target kind remote with protocol openai needs `model` (the served model name)")
+                raise ValueError(f"target kind remote with protocol {self.protocol} needs `model` (the served model)")
             if not str(self.endpoint).startswith(("http://", "https://")):
-                raise ValueError(f"protocol openai needs an http(s):// url, not {self.endpoint!r}")
-        if self.api_key_env and not (self.kind == "remote" and self.protocol == "openai"):
+                raise ValueError(f"protocol {self.protocol} needs an http(s):// url, not {self.endpoint!r}")
+        if self.api_key_env and not (self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS):
             raise ValueError("api_key_env is used by protocol openai only (Triton and SageMaker endpoints take no key)")
         return self
 
@@ -172,7 +176,7 @@ class TargetSpec(Strict):
         """The serving stack: triton, infinity, or openai (an existing OpenAI-compatible endpoint)."""
         if self.kind == "infinity":
             return "infinity"
-        return "openai" if self.kind == "remote" and self.protocol == "openai" else "triton"
+        return "openai" if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS else "triton"
 
 
 def target_label(target: TargetSpec) -> str:

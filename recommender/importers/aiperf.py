@@ -1,6 +1,7 @@
 """AIPerf's record format, both ways: an AIPerf artifact folder read into a request log, a request log written as one.
 
     read_aiperf(folder) -> AiperfRun        profile_export.jsonl (one record per request) + profile_export_aiperf.json
+    read_records(folder) -> RequestLog      the records alone, of a run at any load (benchmarks/llm_fidelity.py)
     write_aiperf(folder, records, ..., load, endpoint_type) -> [paths]    the same two files for one load run at one
                                           Load, as AIPerf 0.13.0 writes them (embeddings, chat, completions)
 
@@ -119,6 +120,34 @@ def read_aiperf(folder: Path) -> AiperfRun:
     concurrency = _profiling_concurrency(config, path)
     endpoint = _object(config.get("endpoint", {}), "input_config.endpoint", path)
     endpoint_type = _endpoint_type(endpoint, path)
+    records, first_ns, end_ns = _request_log(folder, endpoint, endpoint_type, concurrency)
+    return AiperfRun(
+        records=records,
+        started_at=first_ns / 1e9,
+        duration_s=(end_ns - first_ns) / 1e9,
+        concurrency=concurrency,
+        model=_models(config, path),
+        url=_url(endpoint, path),
+        endpoint_path=_text(endpoint.get("path") or "", "input_config.endpoint.path", path),
+        endpoint_type=endpoint_type,
+        aiperf_version=str(aggregate.get("aiperf_version")),
+        aggregate=aggregate,
+    )
+
+
+def read_records(folder: Path) -> RequestLog:
+    """The profiling records of an AIPerf folder of any load (a rate run too) as a request log, t_s from its first
+    send, `users` 0: what a benchmark scores AIPerf's run by (read_aiperf is what a stored run needs)."""
+    path = folder / AGGREGATE_FILE
+    config = _object(_aggregate(path)["input_config"], "input_config", path)
+    endpoint = _object(config.get("endpoint", {}), "input_config.endpoint", path)
+    return _request_log(folder, endpoint, _endpoint_type(endpoint, path), 0)[0]
+
+
+def _request_log(
+    folder: Path, endpoint: dict[str, Any], endpoint_type: str, users: int
+) -> tuple[RequestLog, int, int]:
+    """The records as a request log on a clock from the first send, that send's and the last answer's time (ns)."""
     counted = endpoint.get("use_server_token_count", False) is not True
     rows = _records(folder / RECORDS_FILE, endpoint_type in GENERATIVE)
     rows.sort(key=lambda row: row.start_ns)  # stable: records sent at the same ns keep their order
@@ -129,21 +158,10 @@ def read_aiperf(folder: Path) -> AiperfRun:
         t_s=(start_ns - first) / 1e9,
         latency_us=np.rint(latency_ns / 1e3),
         ok=np.array([row.ok for row in rows], dtype=bool),
-        users=np.full(len(rows), concurrency),
+        users=np.full(len(rows), users),
         **(_generation_columns(rows, counted) if endpoint_type in GENERATIVE else {}),
     )
-    return AiperfRun(
-        records=records,
-        started_at=first / 1e9,
-        duration_s=float(np.max(start_ns + latency_ns) - first) / 1e9,
-        concurrency=concurrency,
-        model=_models(config, path),
-        url=_url(endpoint, path),
-        endpoint_path=_text(endpoint.get("path") or "", "input_config.endpoint.path", path),
-        endpoint_type=endpoint_type,
-        aiperf_version=str(aggregate.get("aiperf_version")),
-        aggregate=aggregate,
-    )
+    return records, first, int(np.max(start_ns + latency_ns))
 
 
 @dataclass(frozen=True)

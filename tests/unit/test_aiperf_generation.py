@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from recommender.errors import InputError
-from recommender.importers.aiperf import CONCURRENCY, Load, read_aiperf, write_aiperf
+from recommender.importers.aiperf import CONCURRENCY, RATE, Load, read_aiperf, read_records, write_aiperf
 from recommender.metrics.records import RequestLog
 from recommender.store.results import ResultStore
 from tests.unit.test_aiperf_records import cli
@@ -186,3 +186,14 @@ def test_a_bad_token_record_is_one_line_naming_the_line_and_field(
     with pytest.raises(InputError, match=expected) as raised:
         read_aiperf(folder)
     assert "profile_export.jsonl: line 3" in raised.value.message and "\n" not in raised.value.message
+
+
+def test_a_rate_run_is_read_as_records_for_a_benchmark_not_stored(tmp_path: Path) -> None:
+    log = generative_log(np.random.default_rng(8), 40)
+    log = RequestLog(**{**{n: getattr(log, n) for n in log.__dataclass_fields__}, "t_s": log.t_s - log.t_s[0]})
+    write_aiperf(tmp_path, log, 1_795_000_000.0, "tiny-llama", "http://127.0.0.1:1/v1", Load(RATE, 4.0), "chat")
+    with pytest.raises(InputError, match="an open-loop"):
+        read_aiperf(tmp_path)
+    records = read_records(tmp_path)
+    assert records.generative and records.ttft_us.tolist() == log.ttft_us.tolist()
+    assert records.chunk_us is not None and records.chunk_us.tolist() == log.chunk_us.tolist()

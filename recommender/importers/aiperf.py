@@ -144,9 +144,7 @@ def read_records(folder: Path) -> RequestLog:
     return _request_log(folder, endpoint, _endpoint_type(endpoint, path), 0)[0]
 
 
-def _request_log(
-    folder: Path, endpoint: dict[str, Any], endpoint_type: str, users: int
-) -> tuple[RequestLog, int, int]:
+def _request_log(folder: Path, endpoint: dict[str, Any], endpoint_type: str, users: int) -> tuple[RequestLog, int, int]:
     """The records as a request log on a clock from the first send, that send's and the last answer's time (ns)."""
     counted = endpoint.get("use_server_token_count", False) is not True
     rows = _records(folder / RECORDS_FILE, endpoint_type in GENERATIVE)

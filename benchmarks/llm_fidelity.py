@@ -24,17 +24,18 @@ rate; `--rounds` rounds (default 3) alternating which tool goes first. The table
 (medians over the rounds) against the targets: tokens/s and requests/s within +-5 %, TTFT and ITL within +-10 % or
 +-1 ms.
 
-Until the streaming Locust child lands (issue 39's wire), our load driver cannot read a stream: its log has no token
-columns and the table says so per level ("ours: no generative records"); the AIPerf side, the endpoint and the table
-run as they are. Run on a quiet host (the figures of a shared one are not the tools'):
+Until the streaming Locust child lands (issue 39's wire: `LoadRequest.wire`), our side is "no result: this checkout's
+load driver has no generative wire" at every level; the AIPerf side, the endpoint and the table run as they are.
+Run on a quiet host (the figures of a shared one are not the tools'):
 
-    python benchmarks/llm_fidelity.py --out docs/llm_fidelity.md           # about 3 x 4 x 2 x (40 + 10) s
+    python benchmarks/llm_fidelity.py --out llm_fidelity.md                # about 3 x 4 x 2 x (40 + 10) s
     python benchmarks/llm_fidelity.py --smoke                               # one short round at c=1 (a check)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -42,6 +43,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from measurement import ratio, render_table, run_tool, use_this_checkout
@@ -61,6 +63,7 @@ AIPERF = ROOT / ".venvs" / "aiperf" / "bin" / "aiperf"
 WORK_DIR = Path(__file__).resolve().parent / ".work" / "llm_fidelity"
 SERVED = "tiny-llama"
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+WIRES = {"chat": "openai-chat", "completions": "openai-completions"}  # targets/wire.py's generative wires
 OPEN_LOOP_SLOTS = 16  # open loop: our in-flight limit (traffic.rate.max_concurrency)
 THROUGHPUT_TOLERANCE = 0.05
 LATENCY_TOLERANCE, LATENCY_FLOOR_MS = 0.10, 1.0
@@ -217,9 +220,15 @@ def run_aiperf(
 
 
 def run_ours(url: str, level: Level, bodies: list[dict], args: argparse.Namespace, out: Path) -> Measurement:
+    """Our load driver on the generative wire (LoadRequest's `wire`: the Locust child reads each answer's stream per
+    chunk); a checkout whose load driver has no such wire says so instead of sending requests it cannot read."""
+    if "wire" not in {field.name for field in dataclasses.fields(LoadRequest)}:
+        note = "no result: this checkout's load driver has no generative wire (LoadRequest.wire, issue 39)"
+        return Measurement("ours", level, args.round, None, note)
     plan = level.plan(args.warmup + args.span + TAIL_S)
-    request = LoadRequest(url, SERVED, bodies, plan, out, path=PATHS[args.endpoint_type], answer_key="choices")
-    result = run_load(request)
+    wire = WIRES[args.endpoint_type]
+    settings: dict[str, Any] = {"path": PATHS[args.endpoint_type], "answer_key": "choices", "wire": wire}
+    result = run_load(LoadRequest(url, SERVED, bodies, plan, out, **settings))
     try:
         figures = score(result.requests, args.warmup, args.span)
     except ValueError as refused:

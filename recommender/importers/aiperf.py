@@ -169,6 +169,7 @@ class _Row:
     start_ns: int
     latency_ns: int
     ok: bool
+    finished: bool = True  # no error, not cancelled (ok also needs a content chunk in a generative run)
     ttft_ns: int = -1  # -1: no content chunk
     chunks_ns: tuple[int, ...] = ()  # each content chunk's arrival, ns from the send
     input_tokens: int = -1  # -1: unknown
@@ -184,7 +185,7 @@ def _generation_columns(rows: list[_Row], counted: bool) -> dict[str, Any]:
         "input_tokens": [row.input_tokens for row in rows],
         "output_tokens": [row.output_tokens for row in rows],
         "tokens_counted": np.full(len(rows), counted),
-        "finished": [row.ok for row in rows],
+        "finished": [row.finished for row in rows],
         "chunk_start": np.concatenate([[0], np.cumsum(counts)[:-1]]),
         "chunk_count": counts,
         "chunk_us": np.rint(np.array(flat, dtype=np.float64) / 1e3),
@@ -314,6 +315,7 @@ def _record(record: Any, path: Path, number: int, generative: bool) -> _Row | No
         start,
         latency_ns,
         ok=not failed and ttft_ns >= 0,
+        finished=not failed,
         ttft_ns=ttft_ns,
         chunks_ns=tuple(int(ns) for ns in chunks),
         input_tokens=_tokens(metrics, "input_sequence_length", where, missing=-1),

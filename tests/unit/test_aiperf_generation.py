@@ -197,3 +197,15 @@ def test_a_rate_run_is_read_as_records_for_a_benchmark_not_stored(tmp_path: Path
     records = read_records(tmp_path)
     assert records.generative and records.ttft_us.tolist() == log.ttft_us.tolist()
     assert records.chunk_us is not None and records.chunk_us.tolist() == log.chunk_us.tolist()
+
+
+def test_a_clean_end_without_a_token_is_finished_but_a_failure(tmp_path: Path) -> None:
+    def empty(record: dict) -> None:
+        for name in ("time_to_first_token", "inter_chunk_latency", "inter_token_latency"):
+            record["metrics"].pop(name)
+        record["metrics"]["output_sequence_length"]["value"] = 0
+
+    run = read_aiperf(damaged(tmp_path, 4, empty))
+    (failed,) = np.flatnonzero(~run.records.ok)
+    assert run.records.finished[failed] and run.records.ttft_us[failed] == -1
+    assert run.records.chunk_count[failed] == 0 and run.records.output_tokens[failed] == 0

@@ -62,12 +62,14 @@ def test_a_streamed_run_is_read_with_its_token_records(name: str, protocol: str,
     assert int(log.output_tokens.sum()) == aggregate["total_osl"]["avg"]
 
 
-def test_a_chat_run_is_stored_as_a_generative_run(tmp_path: Path) -> None:
+def test_a_chat_run_is_stored_as_a_generative_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db, runs = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "runs"
     assert (
         cli("import", "aiperf", str(DATA / "chat-c2-24"), "--experiment", "chat", "--db", db, "--run-dir", str(runs))
         == 0
     )
+    said = " ".join(capsys.readouterr().out.split())
+    assert "(AIPerf 0.13.0, chat, concurrency 2) stored as experiment chat (protocol openai-chat)" in said
     store = ResultStore.open(db)
     (experiment,) = store.experiments()
     target = experiment.spec["target"]

@@ -17,9 +17,10 @@ file of `--prompts` texts of exactly `--input-tokens` tokens (whole words of the
   the same constant rate, for the same seconds.
 
 Both logs are scored by the SAME rule (`score`): requests sent in the window [first send + `--warmup`, + span] and
-finished by its end; TTFT and ITL (AIPerf's inter_token_latency: (end-to-end - TTFT) / (output tokens - 1), per
-request) p50/p95 over them; output tokens/s and requests/s = their output tokens and their count / span. AIPerf's own
-aggregate figures for the run are printed beside for reference. Levels: concurrency 1, 4 and 8 and one open-loop
+finished by its end, each timed from its actual send (ours in open loop: its scheduled send + how late it went);
+TTFT and ITL (AIPerf's inter_token_latency: (end-to-end - TTFT) / (output tokens - 1), per request) p50/p95 over
+them; output tokens/s and requests/s = their output tokens and their count / span. AIPerf's own aggregate figures
+for the run are printed beside for reference. Levels: concurrency 1, 4 and 8 and one open-loop
 rate; `--rounds` rounds (default 3) alternating which tool goes first. The table shows each figure as ours / AIPerf's
 (medians over the rounds) against the targets: tokens/s and requests/s within +-5 %, TTFT and ITL within +-10 % or
 +-1 ms.
@@ -137,13 +138,15 @@ def score(log: RequestLog, warmup_s: float, span_s: float) -> Figures:
     if not log.generative:
         raise ValueError("no generative records (no TTFT, no token counts)")
     assert log.ttft_us is not None and log.output_tokens is not None
+    late_us = log.late_us if log.late_us is not None else np.zeros(len(log), dtype=np.int64)
+    sent_s = log.t_s + late_us / 1e6  # open loop: timed from the actual send, as AIPerf times it
     end_s = warmup_s + span_s
     done_s = log.t_s + log.latency_us / 1e6
-    keep = log.ok & (log.t_s >= warmup_s) & (log.t_s < end_s) & (done_s <= end_s)
+    keep = log.ok & (sent_s >= warmup_s) & (sent_s < end_s) & (done_s <= end_s)
     if not np.any(keep):
         raise ValueError(f"no answered request sent in [{warmup_s:g}, {end_s:g}) s and done by its end")
-    ttft_ms = log.ttft_us[keep] / 1e3
-    latency_ms = log.latency_us[keep] / 1e3
+    ttft_ms = (log.ttft_us[keep] - late_us[keep]) / 1e3
+    latency_ms = (log.latency_us[keep] - late_us[keep]) / 1e3
     output = log.output_tokens[keep].astype(np.float64)
     decoding = output > 1
     itl_ms = (latency_ms[decoding] - ttft_ms[decoding]) / (output[decoding] - 1)

@@ -47,6 +47,14 @@ def test_a_window_counts_the_requests_sent_in_it_and_done_by_its_end() -> None:
     assert figures.itl_p95_ms == pytest.approx(np.percentile([10.0, 9.5, 9.25], 95))
 
 
+def test_an_open_loop_request_is_timed_from_its_actual_send() -> None:
+    records = log([1.0, 2.0], [100, 200], [30, 40], [11, 11])
+    late = RequestLog(**{**{n: getattr(records, n) for n in records.__dataclass_fields__}, "late_us": [20_000, 0]})
+    figures = llm_fidelity.score(late, warmup_s=0.5, span_s=4.0)
+    assert (figures.ttft_p50_ms, figures.ttft_p95_ms) == pytest.approx((25.0, 38.5))  # of 30 - 20 and 40 - 0 ms
+    assert figures.itl_p50_ms == pytest.approx(np.median([(80 - 10) / 10, (200 - 40) / 10]))  # lateness cancels
+
+
 def test_a_log_without_token_columns_is_no_result() -> None:
     plain = RequestLog(np.array([1.0]), np.array([1000]), np.array([False]), np.array([1]))
     with pytest.raises(ValueError, match="no generative records"):

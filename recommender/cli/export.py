@@ -14,7 +14,7 @@ from recommender.cli import options
 from recommender.errors import UsageError
 from recommender.files import paths
 from recommender.files.destination import claim_folder
-from recommender.importers.aiperf import write_aiperf
+from recommender.importers.aiperf import aiperf_endpoint_type, write_aiperf
 from recommender.job.stored_levels import StoredLevel, stored_levels
 from recommender.redaction import redact
 from recommender.report.deliverable import Deliverable, ExportOptions, chosen, write_deliverable
@@ -81,8 +81,15 @@ def export_command(
         )
         for number, level in enumerate(levels, start=1):
             folder = out / _folder_name(number, level)
+            endpoint_type = aiperf_endpoint_type(spec.target.protocol, level.records.generative)
             write_aiperf(
-                folder, level.records, level.started_at, picked.candidate.name, spec.target.endpoint or "", level.load
+                folder,
+                level.records,
+                level.started_at,
+                picked.candidate.name,
+                spec.target.endpoint or "",
+                level.load,
+                endpoint_type,
             )
             console.print(
                 f"  {folder.name}: {level.load.label}, repeat {level.repeat}: {len(level.records)} requests",

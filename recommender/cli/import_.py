@@ -74,8 +74,9 @@ def aiperf(
     db: str = options.DB,
     run_dir: Path = typer.Option(paths.RUNS, "--run-dir", help="Where the run's records are kept (load.npz)."),
 ) -> None:
-    """Store an AIPerf run (a closed-loop `aiperf profile --concurrency N` run) as an experiment of one candidate, cut
-    into windows and decided like a measured run; importing the same folder again stores nothing."""
+    """Store an AIPerf run (a closed-loop `aiperf profile --concurrency N` run of an embeddings endpoint, or a streamed
+    chat or completions one with its token-level records) as an experiment of one candidate, cut into windows and
+    decided like a measured run; importing the same folder again stores nothing."""
     run = read_aiperf(folder)
     name = experiment or f"aiperf-{folder.resolve().name}"
     settings = ImportOptions(name, instance_type, price_per_hour, warmup_seconds, window_seconds, run_dir)
@@ -87,8 +88,9 @@ def aiperf(
         )
         return
     console.print(  # the version and the names come from the user's files and options: text, not Rich markup
-        f"[green]ok[/] {imported.requests} requests (AIPerf {escape(run.aiperf_version)}, concurrency "
-        f"{run.concurrency}) stored as experiment {escape(imported.experiment)}, run {imported.run_id}: "
+        f"[green]ok[/] {imported.requests} requests (AIPerf {escape(run.aiperf_version)}, {run.endpoint_type}, "
+        f"concurrency {run.concurrency}) stored as experiment {escape(imported.experiment)} (protocol {run.protocol}), "
+        f"run {imported.run_id}: "
         f"`recommender report {escape(imported.experiment)}`",
         highlight=False,
     )

@@ -6,8 +6,10 @@ An imported run goes the way a measured one does: its request log is cut into st
 headline (measurement/repeats.py `summarize_load`, `summarize_repeats`) and stored in one transaction, its records
 written first (a failed import stores nothing), so `rank`, `report`, `cost` and the dashboard read it like any other.
 Its experiment holds the AIPerf run's level (one concurrency level for the run's duration), its endpoint as a `remote`
-target with the instance type and price given, and the correctness gate off (AIPerf checked no outputs). The protocol
-key is a hash of the AIPerf files and the window settings: the same folder imported again stores nothing.
+target with the instance type and price given (protocol `openai` for an embeddings run, `openai-chat` or
+`openai-completions` for a generative one, whose records keep their token-level columns), and the correctness gate
+off (AIPerf checked no outputs). The protocol key is a hash of the AIPerf files and the window settings: the same
+folder imported again stores nothing.
 """
 
 from __future__ import annotations
@@ -122,9 +124,9 @@ def imported_spec(run: AiperfRun, folder: Path, options: ImportOptions) -> Exper
         ],
         "target": {
             "kind": "remote",
-            "protocol": "openai",
+            "protocol": run.protocol,
             "model": run.model,
-            "endpoint": _base_url(run.url, run.endpoint_path),
+            "endpoint": run.base_url,
             "instance_type": options.instance_type,
             "price_per_hour": options.price_per_hour,
         },
@@ -145,12 +147,6 @@ def imported_spec(run: AiperfRun, folder: Path, options: ImportOptions) -> Exper
             f"{folder}: the run does not make a valid experiment ({problems})",
             hint="check the run's model, URL, concurrency and duration in profile_export_aiperf.json",
         ) from None
-
-
-def _base_url(url: str, endpoint_path: str) -> str:
-    """The OpenAI base URL (what `/embeddings` is appended to) of AIPerf's --url and its endpoint path."""
-    prefix = endpoint_path.removesuffix("/embeddings") if endpoint_path.endswith("/embeddings") else ""
-    return url.rstrip("/") + prefix
 
 
 def _check_owner(store: ResultStore, spec: ExperimentSpec) -> None:

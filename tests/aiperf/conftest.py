@@ -1,5 +1,6 @@
 """The AIPerf tier: real AIPerf (.venvs/aiperf, made by scripts/tool_venvs.sh) against a real Infinity embeddings
-server serving the packaged all-MiniLM-L6-v2 on CPU, on loopback; both stopped with their process groups.
+server serving the packaged all-MiniLM-L6-v2 on CPU, and against a real vLLM server (.venvs/vllm) streaming the tiny
+Llama of benchmarks/vllm_endpoint.py (test_aiperf_vllm.py), on loopback; all stopped with their process groups.
 
 The Infinity server is the product's own infinity target (tests/infinity_server.py)."""
 

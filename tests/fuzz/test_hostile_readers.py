@@ -92,6 +92,10 @@ def _aiperf(folder: Path) -> None:
     )
 
 
+def _aiperf_chat(folder: Path) -> None:
+    shutil.copytree(ROOT / "tests" / "data" / "aiperf" / "chat-c2-24", folder / "run")
+
+
 def _with_payload(folder: Path) -> None:
     _experiment(folder)
     document = json.loads((folder / "experiment.yaml").read_text())
@@ -190,6 +194,23 @@ READERS = [
             ("1.metrics.request_latency", (OBJECT, NONE)),
             ("1.metrics.request_latency.value", (INT, NUMBER)),
             ("1.metrics.request_latency.unit", (TEXT,)),
+        ),
+        json_lines=True,
+    ),
+    Reader(
+        "AIPerf chat record file",
+        _aiperf_chat,
+        "run/profile_export.jsonl",
+        _import_aiperf,
+        (
+            ("3.metrics.time_to_first_token", (OBJECT, NONE)),
+            ("3.metrics.time_to_first_token.value", (INT, NUMBER)),
+            ("3.metrics.time_to_first_token.unit", (TEXT,)),
+            ("3.metrics.inter_chunk_latency", (OBJECT, NONE)),
+            ("3.metrics.inter_chunk_latency.value", (LIST,)),
+            ("3.metrics.output_sequence_length", (OBJECT, NONE)),
+            ("3.metrics.output_sequence_length.value", (INT, NUMBER)),
+            ("3.metrics.input_sequence_length.value", (INT, NUMBER)),
         ),
         json_lines=True,
     ),

@@ -110,9 +110,14 @@ CASES = [  # (case, damage, what the one line says)
     ("concurrency-markup", config(first_phase("concurrency", "[/x]")), "concurrency is '[/x]', not a whole number"),
     ("rate-run", config(first_phase("type", "poisson")), "found 'poisson'); an open-loop (rate) run is not imported"),
     (
-        "chat-endpoint",
+        "rankings-endpoint",
+        config(setter("endpoint.type", "rankings")),
+        "type is 'rankings': recommender stores embeddings, chat, completions runs only",
+    ),
+    (
+        "chat-not-streamed",
         config(setter("endpoint.type", "chat")),
-        "type is 'chat': recommender stores embeddings",
+        "field input_config.endpoint.streaming is None: a chat run that was not streamed has no token times",
     ),
     ("no-endpoint-type", config(setter("endpoint.type", None)), "field input_config.endpoint.type is None"),
     ("urls-number", config(setter("endpoint.urls", 5)), "field input_config.endpoint.urls is 5, not a list of URLs"),

@@ -63,7 +63,9 @@ def test_written_records_read_back_to_the_microsecond(tmp_path: Path) -> None:
         users=np.full(500, 3),
     )
     log = RequestLog(log.t_s - log.t_s[0], log.latency_us, log.ok, log.users)
-    write_aiperf(tmp_path, log, 1_795_000_000.123456, "minilm", "http://127.0.0.1:1", Load(CONCURRENCY, 3))
+    write_aiperf(
+        tmp_path, log, 1_795_000_000.123456, "minilm", "http://127.0.0.1:1", Load(CONCURRENCY, 3), "embeddings"
+    )
     run = read_aiperf(tmp_path)
     assert len(run.records) == 500 and run.concurrency == 3
     assert run.records.latency_us.tolist() == log.latency_us.tolist()

@@ -84,7 +84,7 @@ def test_level_runs_of_two_repeats_keep_their_rate_and_go_by_load_not_folder(tmp
 
 def test_an_exported_rate_level_says_its_rate_not_a_concurrency(tmp_path: Path) -> None:
     log = RequestLog(np.arange(10) / 5, np.full(10, 2000), np.ones(10, dtype=bool), np.full(10, 64))
-    write_aiperf(tmp_path, log, STARTED, "m", "http://127.0.0.1:1", Load(RATE, 5.0, "poisson"))
+    write_aiperf(tmp_path, log, STARTED, "m", "http://127.0.0.1:1", Load(RATE, 5.0, "poisson"), "embeddings")
     aggregate = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
     assert aggregate["input_config"]["phases"] == [
         {"name": "profiling", "kind": "profiling", "type": "poisson", "rate": 5.0}

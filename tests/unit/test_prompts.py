@@ -15,6 +15,7 @@ import yaml
 from recommender.cli import main
 from recommender.files.tokenizer import read_tokenizer
 from recommender.job.protocol import protocol_fingerprint
+from recommender.load import prompts as prompts_module
 from recommender.load.payload import request_token_ids, token_ids
 from recommender.load.payload_source import payload_fingerprint
 from recommender.load.prompts import DEFAULT_OUTPUT_TOKENS, TOLERANCE, Prompt, prompts_for
@@ -100,6 +101,15 @@ def test_shared_prefixes_open_the_prompts_in_turn(tmp_path: Path) -> None:
     assert all(counted(text) == 50 for text in set(opening))
     assert all(p.input_tokens > 50 for p in made)  # a part of its own after the prefix
     assert len({" ".join((p.text or "").split()[50:]) for p in made}) == len(made)
+
+
+def test_a_payload_over_the_recount_budget_is_counted_in_a_spread_and_still_exact(tmp_path, monkeypatch) -> None:
+    whole = prompts(tmp_path / "a", GENERATION)
+    monkeypatch.setattr(prompts_module, "VERIFY_TOKENS", 500)  # 40 prompts of ~120 tokens: about 4 are recounted
+    prompts_module._synthetic.cache_clear()
+    spread = prompts(tmp_path / "b", GENERATION)
+    assert spread == whole
+    assert all(counted(p.text or "") == p.input_tokens for p in spread)
 
 
 def test_a_tokenizer_folder_is_read_and_a_hub_name_is_refused(tmp_path: Path, capsys) -> None:

@@ -49,7 +49,9 @@ def _parsed(path: str, _mtime: int, _size: int) -> Any:
     text = read_text(path, KIND, limit=MAX_BYTES, hint=_HINT)
     try:
         tokenizer = Tokenizer.from_str(text)
-    except Exception as exc:  # the tokenizers library raises its own Exception for a file it cannot read
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # tokenizers raises an Exception for a file it cannot read, a Rust panic for some
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise InputError(f"{path}: is not a tokenizer the tokenizers library reads ({reason})", hint=_HINT) from None
     tokenizer.no_truncation()  # counts are of whole prompts: a saved truncation (MiniLM's 128) would cut them

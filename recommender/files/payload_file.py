@@ -48,6 +48,7 @@ SUFFIXES = {
 DEFAULT_COLUMN = "text"
 MAX_PROMPT_TOKENS = 131_072  # the longest context of today's open models: a prompt longer is a typo
 MAX_OUTPUT_TOKENS = 32_768  # the most tokens one request may ask a server to generate (its max_tokens)
+MAX_PROMPTS_TOKENS = 20_000_000  # synthetic prompts' tokens in all (about 140 MB of text, some 15 s to make)
 ROLES = ("system", "developer", "user", "assistant")
 _MESSAGES_HINT = (
     'Write the chat as {"messages": [{"role": "user", "content": "..."}]} (roles: ' + ", ".join(ROLES) + ")."

@@ -27,7 +27,7 @@ import numpy as np
 
 from recommender.errors import InputError
 from recommender.files.document import parse_json_line, read_lines, read_text
-from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS
+from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_PROMPTS_TOKENS
 
 KIND = "trace file"
 MAX_RATE = 100_000.0  # requests/s: the generator's ceiling, the most any open-loop shape may schedule (rate's bound)
@@ -121,6 +121,7 @@ def _mooncake(path: Path, error: type[InputError]) -> Trace:
     times: list[float] = []
     lengths: list[tuple[int, int]] = []
     numbers: list[int] = []
+    total = 0
     for number, text in read_lines(path, KIND, error):
         row = parse_json_line(text, path, number, error)
         if not isinstance(row, dict):
@@ -143,6 +144,13 @@ def _mooncake(path: Path, error: type[InputError]) -> Trace:
         )
         times.append(t)
         numbers.append(number)
+        total += lengths[-1][0]
+        if total > MAX_PROMPTS_TOKENS:
+            raise error(
+                f"{path}: line {number}: the rows so far ask for {total:,} prompt tokens, over the "
+                f"{MAX_PROMPTS_TOKENS:,} synthesised before a run",
+                hint="Cut the trace to the rows you mean to replay.",
+            )
     stamps = _spread(times, numbers, path, error, hint=_MOONCAKE_HINT)
     pairs = np.asarray(lengths, dtype=np.int64)
     return Trace(stamps, np.arange(len(stamps), dtype=np.int64), np.asarray(numbers), pairs[:, 0], pairs[:, 1])

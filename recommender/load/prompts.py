@@ -3,6 +3,7 @@ with `prompt` or `messages`), the payload's texts, or one synthesised per row of
 
     prompts_for(spec, spec_dir) -> [Prompt]   requests cycle through them in order; a trace's payload index picks one
     prompts_fingerprint(prompts) -> 16 hex digits of what is sent (the reuse key follows it)
+    check_prompts(spec, spec_path)            make them now (`validate`): what the run would refuse, refused first
 
 Synthetic prompts are words of a local tokenizer (files/tokenizer.py; default: the packaged bert-uncased tokenizer),
 each word one token, separated by spaces, so that a prompt re-tokenizes to its drawn length; prompts are counted
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from recommender.errors import InputError
+from recommender.errors import InputError, SpecError
 from recommender.files.tokenizer import read_tokenizer
 from recommender.files.trace import read_trace
 from recommender.load.payload_source import payload_requests
@@ -64,6 +65,21 @@ def prompts_for(spec: ExperimentSpec, spec_dir: Path) -> list[Prompt]:
     if generation is not None:
         return list(_synthetic(generation, _tokenizer_folder(generation, spec_dir), None))
     return _payload_prompts(payload, spec_dir)
+
+
+def check_prompts(spec: ExperimentSpec, spec_path: Path) -> None:
+    """Make the experiment's synthetic prompts now (`recommender validate`), so that what the run would refuse (a
+    tokenizer without enough one-token words, prompts that cannot be told apart, a count that is off) is refused
+    first: a SpecError naming the experiment file and the field."""
+    if not synthesised(spec):
+        return
+    try:
+        prompts_for(spec, spec_path.parent)
+    except InputError as exc:
+        field = "traffic.trace.file" if spec.payload.generation is None else "payload.generation"
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file", [f"{spec_path}: {field}: {exc.message}"], exc.hint
+        ) from None
 
 
 def synthesised(spec: ExperimentSpec) -> bool:
@@ -178,7 +194,8 @@ def _distinct_texts(
                 break
         else:
             raise InputError(
-                f"payload.generation: cannot make {len(own):,} distinct prompts of about {length} tokens",
+                f"cannot make {len(own):,} distinct prompts of about {length} tokens (prompt {k + 1} came out as an "
+                "earlier one every time)",
                 hint="Raise input_tokens.mean (or its stddev), or lower count.",
             )
         seen.add(text)

@@ -167,8 +167,8 @@ class ExperimentSpec(Strict):
                 )
             if generation is not None and generation.lengths_given:
                 raise ValueError(
-                    f"payload.generation: {', '.join(generation.lengths_given)} come from the mooncake trace's rows "
-                    "here; keep only tokenizer and seed"
+                    "payload.generation: the mooncake trace's rows give the lengths and the prompts here; drop "
+                    f"{', '.join(generation.lengths_given)} (keep only tokenizer and seed)"
                 )
         elif generation is not None:
             missing = [name for name in ("input_tokens", "output_tokens") if getattr(generation, name) is None]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_serializer, model_validator
 
 from recommender.files.document import Caps
-from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS
+from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_PROMPTS_TOKENS
 from recommender.spec.base import Strict
 
 
@@ -113,6 +113,11 @@ class GenerationSpec(Strict):
             raise ValueError(
                 f"prefix.tokens ({self.prefix.tokens}) must be shorter than input_tokens.mean "
                 f"({self.input_tokens.mean}): a prompt is its prefix and a part of its own"
+            )
+        if self.input_tokens is not None and self.input_tokens.mean * self.count > MAX_PROMPTS_TOKENS:
+            raise ValueError(
+                f"count x input_tokens.mean is {self.input_tokens.mean * self.count:,} prompt tokens, over the "
+                f"{MAX_PROMPTS_TOKENS:,} made before a run; lower count (requests cycle through the prompts)"
             )
         if self.prefix is not None and self.prefix.count > self.count:
             raise ValueError(

@@ -143,7 +143,8 @@ def _with_tokenizer(folder: Path) -> None:
     document = json.loads((folder / "experiment.yaml").read_text())
     generation = {"input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "count": 3, "tokenizer": "tok"}
     (folder / "experiment.yaml").write_text(json.dumps(document | {"payload": {"generation": generation}}))
-    vocab = {"[UNK]": 0} | {f"word{k}": k + 1 for k in range(120)}
+    words = [a + b for a in "abcdefgh" for b in "abcdefghijklmnop"]  # 128 one-token words: prompts can be made
+    vocab = {"[UNK]": 0} | {word: k + 1 for k, word in enumerate(words)}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     (folder / "tok").mkdir()

@@ -117,13 +117,22 @@ def test_a_bad_row_exits_2_with_one_line_naming_the_file_and_line(tmp_path: Path
     ("payload", "says"),
     [
         ({"texts": ["a", "b"]}, "a mooncake trace sends synthetic prompts at its rows' lengths; drop payload.file"),
-        ({"generation": {"input_tokens": {"mean": 5}}}, "payload.generation: input_tokens come from the mooncake"),
-        ({"generation": {"count": 7}}, "payload.generation: count come from the mooncake trace's rows"),
+        (
+            {"generation": {"input_tokens": {"mean": 5}}},
+            "payload.generation: the mooncake trace's rows give the lengths and the prompts here; drop input_tokens",
+        ),
+        ({"generation": {"count": 7}}, "here; drop count (keep only tokenizer and seed)"),
     ],
 )
 def test_a_payload_that_would_give_other_prompts_is_refused(tmp_path: Path, capsys, payload, says) -> None:
     code, err = validate(capsys, experiment(tmp_path, rows(ROWS), payload=payload))
     assert code == 2 and says in err
+
+
+def test_a_trace_asking_for_more_prompt_tokens_than_are_made_before_a_run_is_refused(tmp_path: Path, capsys) -> None:
+    big = [{"timestamp": k, "input_length": 131_072, "output_length": 1} for k in range(200)]
+    code, err = validate(capsys, experiment(tmp_path, rows(big)))
+    assert code == 2 and "trace.jsonl: line 153: the rows so far ask for 20,054,016 prompt tokens" in err
 
 
 def test_a_trace_of_one_timestamp_is_refused_by_the_shared_rules(tmp_path: Path, capsys) -> None:

@@ -129,6 +129,30 @@ def test_a_tokenizer_folder_is_read_and_a_hub_name_is_refused(tmp_path: Path, ca
     assert code == 2 and "holds no tokenizer.json" in err
 
 
+def word_level_tokenizer(folder: Path, words: list[str]) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0} | {w: k + 1 for k, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(tokenizer.to_str())
+
+
+def test_validate_makes_the_prompts_and_refuses_what_the_run_would(tmp_path: Path, capsys) -> None:
+    word_level_tokenizer(tmp_path / "few", [a + b for a in "ab" for b in "abcdefghijklmnopqrstuvwxy"])
+    code, err = validate(capsys, write(tmp_path, {"generation": GENERATION | {"tokenizer": "few"}}))
+    assert code == 2 and "Traceback" not in err
+    assert "payload.generation: " in err and "few: the tokenizer has 50 plain words that are one token each" in err
+    short = {"input_tokens": {"mean": 1}, "output_tokens": {"mean": 1}, "count": 30_000}
+    code, err = validate(capsys, write(tmp_path, {"generation": short}))
+    assert code == 2 and "payload.generation: cannot make 30,000 distinct prompts of about 1 tokens" in err
+    word_level_tokenizer(tmp_path / "enough", [a + b for a in "abcdefgh" for b in "abcdefghijklmnop"])
+    code, err = validate(capsys, write(tmp_path, {"generation": GENERATION | {"tokenizer": "enough"}}))
+    assert code == 0, err
+    made = prompts(tmp_path, GENERATION | {"tokenizer": "enough"})  # another tokenizer's words, counted by it
+    assert all(len((p.text or "").split()) == p.input_tokens for p in made) and made != prompts(tmp_path, GENERATION)
+
+
 @pytest.mark.parametrize(
     ("generation", "says"),
     [
@@ -139,6 +163,10 @@ def test_a_tokenizer_folder_is_read_and_a_hub_name_is_refused(tmp_path: Path, ca
         ({"input_tokens": {"mean": 10}}, "give output_tokens (mean and stddev in tokens)"),
         ({"output_tokens": {"mean": 40000}, "input_tokens": {"mean": 5}}, "over the 32,768 tokens a request may ask"),
         (GENERATION | {"count": 0}, "payload.generation.count"),
+        (
+            GENERATION | {"count": 100_000, "input_tokens": {"mean": 201}},
+            "20,100,000 prompt tokens, over the 20,000,000",
+        ),
         (GENERATION | {"temperature": 1}, "payload.generation.temperature: unknown key"),
     ],
 )

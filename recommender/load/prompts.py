@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from recommender.errors import InputError, SpecError
+from recommender.files.payload_file import PayloadRequest
 from recommender.files.tokenizer import read_tokenizer
 from recommender.files.trace import read_trace
 from recommender.load.payload_source import payload_requests
@@ -101,25 +102,26 @@ def _tokenizer_folder(generation: GenerationSpec | None, spec_dir: Path) -> Path
 
 
 def _payload_prompts(payload: PayloadSpec, spec_dir: Path) -> list[Prompt]:
-    """The texts' or the file's requests as prompts: a text as it is, token ids decoded, messages as they are."""
+    """The texts' or the file's requests as prompts, counted with the packaged tokenizer."""
     if payload.file is not None:
         payload = payload.model_copy(update={"file": spec_dir / payload.file})
     tokenizer = read_tokenizer(minilm_dir())
-    prompts = []
-    for request in payload_requests(payload):
-        text = request.text
-        if request.input_ids is not None:
-            text = tokenizer.decode(list(request.input_ids), skip_special_tokens=True)
-        counted = request.content() if request.messages is not None else text
-        prompts.append(
-            Prompt(
-                text if request.messages is None else None,
-                tuple(request.chat()) if request.messages is not None else None,
-                len(tokenizer.encode(counted or "", add_special_tokens=False).ids),
-                request.output_tokens or DEFAULT_OUTPUT_TOKENS,
-            )
-        )
-    return prompts
+    return [_request_prompt(request, tokenizer) for request in payload_requests(payload)]
+
+
+def _request_prompt(request: PayloadRequest, tokenizer: Any) -> Prompt:
+    """Messages as they are (their contents counted), a text as it is, token ids decoded."""
+    output = request.output_tokens or DEFAULT_OUTPUT_TOKENS
+    if request.messages is not None:
+        return Prompt(None, tuple(request.chat()), _count(tokenizer, request.content() or ""), output)
+    text = request.text or ""
+    if request.input_ids is not None:
+        text = tokenizer.decode(list(request.input_ids), skip_special_tokens=True)
+    return Prompt(text, None, _count(tokenizer, text), output)
+
+
+def _count(tokenizer: Any, text: str) -> int:
+    return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 @lru_cache(maxsize=4)
@@ -215,7 +217,7 @@ def _fitted(
             text = text.rsplit(" ", 1)[0]
         elif counted < asked:
             text = f"{text} {_words(rng, words, asked - counted)}"
-        counted = len(tokenizer.encode(text, add_special_tokens=False).ids)
+        counted = _count(tokenizer, text)
     if abs(counted - asked) > TOLERANCE:
         raise InputError(
             f"{folder}: a synthetic prompt of {asked} tokens re-tokenizes to {counted} with this tokenizer",

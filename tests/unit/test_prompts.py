@@ -129,13 +129,30 @@ def test_a_tokenizer_folder_is_read_and_a_hub_name_is_refused(tmp_path: Path, ca
     assert code == 2 and "holds no tokenizer.json" in err
 
 
-def word_level_tokenizer(folder: Path, words: list[str]) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def word_level_tokenizer(folder: Path, words: list[str], joins: str | None = None) -> None:
+    """A tokenizer of one token per word; `joins`: a word that its normalizer glues to the next one (the pair is one
+    token), so that words no longer compose (as a BPE merging across spaces would)."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0} | {w: k + 1 for k, w in enumerate(words)}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if joins is not None:
+        tokenizer.normalizer = normalizers.Replace(Regex(f"\\b{joins} "), joins)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.json").write_text(tokenizer.to_str())
+
+
+def test_a_tokenizer_whose_words_do_not_compose_is_fitted_to_the_length(tmp_path: Path) -> None:
+    words = [a + b for a in "abcdefgh" for b in "abcdefghijklmnop"]
+    word_level_tokenizer(tmp_path / "glue", words, joins="aa")
+    made = prompts(tmp_path, GENERATION | {"tokenizer": "glue"})
+    tokenizer = read_tokenizer(tmp_path / "glue")
+    for prompt in made:
+        again = len(tokenizer.encode(prompt.text or "", add_special_tokens=False).ids)
+        assert again == prompt.input_tokens
+    assert any(len((p.text or "").split()) > p.input_tokens for p in made)  # glued words were made up for
+    drawn = prompts(tmp_path / "plain", GENERATION)
+    assert abs(np.mean([p.input_tokens for p in made]) - np.mean([p.input_tokens for p in drawn])) < 1
 
 
 def test_validate_makes_the_prompts_and_refuses_what_the_run_would(tmp_path: Path, capsys) -> None:

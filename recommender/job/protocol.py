@@ -114,6 +114,22 @@ def prompts_document(spec: ExperimentSpec) -> dict[str, Any]:
     return {"prompts": prompts_fingerprint(prompts_for(spec, Path(".")))}
 
 
+def stored_sent(spec: ExperimentSpec) -> PayloadLengths:
+    """What a run stores of what it sends: its synthetic prompts (their fingerprint, where they came from, their own
+    input tokens) where the experiment makes them, else its payload's requests (`stored_payload`). Made here, before
+    anything is stored, so that prompts the run cannot make are refused first."""
+    if not synthesised(spec):
+        return stored_payload(spec.payload)
+    prompts = prompts_for(spec, Path("."))
+    trace, generation = spec.traffic.trace, spec.payload.generation
+    seed = generation.seed if generation is not None else 0
+    source = f"synthetic prompts (seed {seed})"
+    if trace is not None and trace.format == "mooncake":
+        source = f"{Path(trace.file).name}: a mooncake trace's {len(prompts):,} rows (seed {seed})"
+    lengths = [prompt.input_tokens for prompt in prompts]
+    return payload_lengths(prompts_fingerprint(prompts), source, lengths)
+
+
 def stored_payload(payload: PayloadSpec) -> PayloadLengths:
     """What a run stores of its payload: the fingerprint, where it came from and the requests' input tokens."""
     lengths = [len(row) for row in request_token_ids(payload)]

@@ -13,7 +13,7 @@ import yaml
 from recommender.cli import main
 from recommender.files.tokenizer import read_tokenizer
 from recommender.files.trace import read_trace
-from recommender.job.protocol import protocol_fingerprint
+from recommender.job.protocol import protocol_fingerprint, stored_sent
 from recommender.load.prompts import TOLERANCE, prompts_for
 from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.modelrepo.model_source import minilm_dir
@@ -82,6 +82,7 @@ def test_each_rows_prompt_is_synthesised_at_its_lengths(tmp_path: Path) -> None:
     for prompt, row in zip(made, ROWS, strict=True):
         again = len(tokenizer.encode(prompt.text or "", add_special_tokens=False).ids)
         assert abs(again - row["input_length"]) <= TOLERANCE
+    assert stored_sent(load_spec(path)).source == "trace.jsonl: a mooncake trace's 4 rows (seed 0)"
     seeded = experiment(tmp_path / "s", rows(ROWS), payload={"generation": {"seed": 5}})
     other = prompts_for(load_spec(seeded), seeded.parent)
     assert [p.input_tokens for p in other] == [40, 9, 130, 1] and other != made

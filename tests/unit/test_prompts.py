@@ -14,11 +14,11 @@ import yaml
 
 from recommender.cli import main
 from recommender.files.tokenizer import read_tokenizer
-from recommender.job.protocol import protocol_fingerprint
+from recommender.job.protocol import protocol_fingerprint, stored_sent
 from recommender.load import prompts as prompts_module
 from recommender.load.payload import request_token_ids, token_ids
 from recommender.load.payload_source import payload_fingerprint
-from recommender.load.prompts import DEFAULT_OUTPUT_TOKENS, TOLERANCE, Prompt, prompts_for
+from recommender.load.prompts import DEFAULT_OUTPUT_TOKENS, TOLERANCE, Prompt, prompts_fingerprint, prompts_for
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.spec import ExperimentSpec, PayloadSpec, load_spec
 
@@ -287,6 +287,17 @@ def test_the_reuse_key_follows_the_synthetic_prompts(tmp_path: Path) -> None:
     assert key("a", GENERATION | {"seed": 1}) != base
     assert key("a", GENERATION | {"count": 41}) != base
     assert key("a", GENERATION | {"prefix": {"tokens": 20}}) != base
+
+
+def test_a_run_stores_the_prompts_it_sends(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, {"generation": GENERATION | {"seed": 4}}))
+    stored = stored_sent(spec)
+    made = prompts_for(spec, tmp_path)
+    assert (stored.requests, stored.source) == (40, "synthetic prompts (seed 4)")
+    assert stored.mean_tokens == pytest.approx(np.mean([p.input_tokens for p in made]))
+    assert stored.fingerprint == prompts_fingerprint(made)
+    (tmp_path / "q.txt").write_text("one\ntwo\n")
+    assert stored_sent(load_spec(write(tmp_path, {"file": "q.txt"}))).source == "q.txt"  # a payload as before
 
 
 def test_a_payload_without_generation_keeps_its_dump(tmp_path: Path) -> None:

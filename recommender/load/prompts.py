@@ -124,7 +124,7 @@ def _count(tokenizer: Any, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=2)  # up to MAX_PROMPTS_TOKENS of text each: the payload's prompts and one other at most
 def _synthetic(
     generation: GenerationSpec, folder: Path, lengths: tuple[tuple[int, ...], tuple[int, ...]] | None
 ) -> tuple[Prompt, ...]:

@@ -255,6 +255,12 @@ def load_json_lines(path: str | Path, kind: str, error: type[InputError] = Input
             yield number, _parsed_json(line, path, error, number)
 
 
+def parse_json_line(text: str, path: Path, line: int, error: type[InputError] = InputError) -> Any:
+    """One line of a JSON Lines file (read with `read_lines`) parsed, within MAX_DEPTH and MAX_VALUES, a refusal
+    naming the file and the line."""
+    return _parsed_json(text, path, error, line)
+
+
 def _parsed_json(text: str, path: Path, error: type[InputError], line: int | None = None) -> Any:
     """`text` parsed as JSON, within MAX_DEPTH and MAX_VALUES; `line`: the file's line that `text` is."""
     where = f"line {line}, " if line is not None else ""

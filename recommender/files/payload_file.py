@@ -10,6 +10,10 @@ Formats (`payload.format`, `auto` tells them by the path):
 - `sample-payloads` (a folder, .tar.gz, .tgz, .tar): one request body a file, as Inference Recommender's
   SamplePayloadUrl holds them.
 
+For a generative endpoint a JSONL line may also be `{"prompt": ...}` (a text) or `{"messages": [{"role": ...,
+"content": ...}, ...]}` (OpenAI chat messages, sent as they are), with an optional `output_tokens` (or `max_tokens`,
+its OpenAI name): the tokens that request asks the server to generate.
+
 A request body (a sample payload's file, a captured input) is JSON or plain text. JSON: `{"text": ...}`,
 `{"input_ids": [...]}`, `{"inputs": "..."}` (Hugging Face), `{"input": "..."}` (OpenAI embeddings), or a KServe v2
 body whose `input_ids` tensor is one row (its `attention_mask`, when sent, says which ids are not padding). Every
@@ -42,6 +46,13 @@ SUFFIXES = {
     ".tar": "sample-payloads",
 }
 DEFAULT_COLUMN = "text"
+MAX_PROMPT_TOKENS = 131_072  # the longest context of today's open models: a prompt longer is a typo
+MAX_OUTPUT_TOKENS = 32_768  # the most tokens one request may ask a server to generate (its max_tokens)
+MAX_PROMPTS_TOKENS = 20_000_000  # synthetic prompts' tokens in all (about 140 MB of text, some 15 s to make)
+ROLES = ("system", "developer", "user", "assistant")
+_MESSAGES_HINT = (
+    'Write the chat as {"messages": [{"role": "user", "content": "..."}]} (roles: ' + ", ".join(ROLES) + ")."
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +62,24 @@ class PayloadRequest:
     where: str
     text: str | None = None
     input_ids: tuple[int, ...] | None = None
+    messages: tuple[tuple[tuple[str, str], ...], ...] | None = None  # chat messages, each its (key, value) pairs
+    output_tokens: int | None = None  # a generative request's max_tokens, where the row gives one
 
     def canonical(self) -> dict[str, Any]:
         """What the request is, without where it was read (the payload's fingerprint hashes these)."""
-        return {"text": self.text} if self.text is not None else {"input_ids": list(self.input_ids or ())}
+        if self.messages is not None:
+            found: dict[str, Any] = {"messages": self.chat()}
+        else:
+            found = {"text": self.text} if self.text is not None else {"input_ids": list(self.input_ids or ())}
+        return found if self.output_tokens is None else found | {"output_tokens": self.output_tokens}
+
+    def chat(self) -> list[dict[str, str]]:
+        """The chat messages as OpenAI takes them (empty for a text or token-id request)."""
+        return [dict(message) for message in self.messages or ()]
+
+    def content(self) -> str | None:
+        """The request's text: its text, or its messages' contents one a line (an encoder is sent that)."""
+        return "\n".join(message["content"] for message in self.chat()) if self.messages is not None else self.text
 
 
 def payload_format(path: Path, format: str = "auto") -> str:
@@ -116,6 +141,8 @@ def _json_request(record: Any, where: str) -> PayloadRequest:
     """A request from a JSON value: {"text"}, {"input_ids"}, {"inputs": text}, {"input": text} or KServe v2."""
     if not isinstance(record, dict):
         raise _not_a_request(where, f"a JSON {type(record).__name__}")
+    if "messages" in record or "prompt" in record or "output_tokens" in record or "max_tokens" in record:
+        return _generative_request(record, where)
     if "input_ids" in record:
         return PayloadRequest(where, input_ids=_token_ids(record["input_ids"], where))
     inputs = record.get("inputs")
@@ -125,6 +152,61 @@ def _json_request(record: Any, where: str) -> PayloadRequest:
         if key in record:
             return PayloadRequest(where, text=_one_text(record[key], key, where))
     raise _not_a_request(where, f"an object with the keys {', '.join(sorted(map(str, record))) or '(none)'}")
+
+
+def _generative_request(record: dict, where: str) -> PayloadRequest:
+    """A prompt for a generative endpoint: {"prompt": text} or {"messages": [...]}, and an optional output length."""
+    output = _output_tokens(record, where)
+    if "messages" in record and "prompt" in record:
+        raise InputError(f"{where}: holds both `prompt` and `messages`", hint="Give one of them a line.")
+    if "messages" in record:
+        return PayloadRequest(where, messages=_messages(record["messages"], where), output_tokens=output)
+    for key in ("prompt", "text", "inputs", "input"):
+        if key in record:
+            return PayloadRequest(where, text=_one_text(record[key], key, where), output_tokens=output)
+    raise InputError(
+        f"{where}: gives an output length and no prompt",
+        hint='Add the prompt, e.g. {"prompt": "...", "output_tokens": 128}.',
+    )
+
+
+def _output_tokens(record: dict, where: str) -> int | None:
+    given = [key for key in ("output_tokens", "max_tokens") if key in record]
+    if len(given) > 1:
+        raise InputError(
+            f"{where}: holds both `output_tokens` and `max_tokens`", hint="Give one of them (they mean the same)."
+        )
+    if not given:
+        return None
+    value = record[given[0]]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_TOKENS:
+        raise InputError(
+            f"{where}: `{given[0]}` is {json.dumps(value)[:40]}, not a whole number of tokens from 1 to "
+            f"{MAX_OUTPUT_TOKENS:,}",
+            hint="Give how many tokens the server generates for this prompt, e.g. 128.",
+        )
+    return value
+
+
+def _messages(value: Any, where: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{where}: `messages` is not a non-empty list of chat messages", hint=_MESSAGES_HINT)
+    return tuple(_message(message, where, index) for index, message in enumerate(value))
+
+
+def _message(message: Any, where: str, index: int) -> tuple[tuple[str, str], ...]:
+    at = f"{where}: messages[{index}]"
+    if not isinstance(message, dict) or set(message) - {"role", "content", "name"}:
+        found = f"a JSON {type(message).__name__}" if not isinstance(message, dict) else f"keys {sorted(message)}"
+        raise InputError(f"{at}: is {found}, not a message of role and content", hint=_MESSAGES_HINT)
+    if message.get("role") not in ROLES:
+        raise InputError(
+            f"{at}: role {json.dumps(message.get('role'))[:40]} is not one of {', '.join(ROLES)}", _MESSAGES_HINT
+        )
+    content = message.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise InputError(f"{at}: `content` is not a non-empty text", hint=_MESSAGES_HINT)
+    return tuple((key, str(message[key])) for key in ("role", "content", "name") if key in message)
 
 
 def _one_text(value: Any, key: str, where: str) -> str:

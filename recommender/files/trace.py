@@ -7,6 +7,11 @@ skipped. Timestamps are in any origin (epoch seconds or seconds from the start) 
 starts at the first one and sends request k at `(t_k - t_0) / speedup`. Lines without an index take the payload's
 requests in turn; an index is on every line or on none.
 
+A mooncake trace (`format: mooncake`, the shape of Mooncake's published traces) is JSON Lines, one request a line:
+`{"timestamp": MS, "input_length": N, "output_length": M}`, the timestamp in milliseconds. Other keys (Mooncake's
+`hash_ids`, the blocks a prompt shares with earlier ones) are ignored: the prompts sent are synthesised at each row's
+lengths (load/prompts.py), so request k is sent prompt k (its payload index is k).
+
 `read_trace` parses through the project's hardened loader (files/document.py: size cap, binary, encoding);
 `check_replayable` refuses a trace the generator cannot replay. Both raise an `InputError` naming the file and the
 line. No Locust and no pydantic here: the load child reads the trace itself (`load/shapes.py` `TrafficPlan.sends`).
@@ -14,13 +19,15 @@ line. No Locust and no pydantic here: the load child reads the trace itself (`lo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from recommender.errors import InputError
-from recommender.files.document import read_text
+from recommender.files.document import parse_json_line, read_lines, read_text
+from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_PROMPTS_TOKENS
 
 KIND = "trace file"
 MAX_RATE = 100_000.0  # requests/s: the generator's ceiling, the most any open-loop shape may schedule (rate's bound)
@@ -36,6 +43,8 @@ class Trace:
     times: np.ndarray
     indices: np.ndarray | None
     lines: np.ndarray
+    input_lengths: np.ndarray | None = None  # mooncake: each request's prompt and output tokens
+    output_lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.times)
@@ -51,10 +60,12 @@ class Trace:
         return span + span / (len(self) - 1)
 
 
-def read_trace(path: str | Path, error: type[InputError] = InputError) -> Trace:
-    """Parse a trace file; unsorted timestamps, a bad number, a negative index or a mixed index column are an `error`
-    naming the line."""
+def read_trace(path: str | Path, error: type[InputError] = InputError, format: str = "seconds") -> Trace:
+    """Parse a trace file (`format`: seconds or mooncake); unsorted timestamps, a bad number, a negative index or a
+    mixed index column are an `error` naming the line."""
     path = Path(path)
+    if format == "mooncake":
+        return _mooncake(path, error)
     times: list[float] = []
     indices: list[int] = []
     lines: list[int] = []
@@ -84,16 +95,76 @@ def read_trace(path: str | Path, error: type[InputError] = InputError) -> Trace:
             )
         times.append(t)
         lines.append(number)
+    stamps = _spread(times, lines, path, error, _HINT)
+    return Trace(stamps, np.asarray(indices, dtype=np.int64) if indices else None, np.asarray(lines))
+
+
+def _spread(times: list[float], lines: list[int], path: Path, error: type[InputError], hint: str) -> np.ndarray:
+    """The times from the first one; refused unless there are 2 or more, with time between the first and the last."""
     if len(times) < 2:
-        raise error(f"{path}: holds {len(times)} request timestamp(s); a trace needs at least 2", hint=_HINT)
+        raise error(f"{path}: holds {len(times)} request timestamp(s); a trace needs at least 2", hint=hint)
     if times[-1] == times[0]:
         raise error(
             f"{path}: line {lines[-1]}: every timestamp is {times[0]:g}; a trace needs time between its first and "
             "last request",
-            hint=_HINT,
+            hint=hint,
         )
     stamps = np.asarray(times, dtype=float)
-    return Trace(stamps - stamps[0], np.asarray(indices, dtype=np.int64) if indices else None, np.asarray(lines))
+    return stamps - stamps[0]
+
+
+_MOONCAKE_HINT = 'A mooncake line is {"timestamp": MS, "input_length": N, "output_length": M}, in timestamp order.'
+
+
+def _mooncake(path: Path, error: type[InputError]) -> Trace:
+    """A Mooncake-style JSONL trace: ms timestamps (not decreasing), each row's input and output lengths in tokens."""
+    times: list[float] = []
+    lengths: list[tuple[int, int]] = []
+    numbers: list[int] = []
+    total = 0
+    for number, text in read_lines(path, KIND, error):
+        row = parse_json_line(text, path, number, error)
+        if not isinstance(row, dict):
+            raise error(f"{path}: line {number}: is a JSON {type(row).__name__}, not an object", hint=_MOONCAKE_HINT)
+        stamp = row.get("timestamp")
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not np.isfinite(stamp):
+            raise error(f"{path}: line {number}: `timestamp` is not a number of milliseconds", hint=_MOONCAKE_HINT)
+        t = stamp / 1000.0
+        if times and t < times[-1]:
+            raise error(
+                f"{path}: line {number}: timestamp {row['timestamp']} is before the previous request's "
+                f"({times[-1] * 1000:g}); a trace is replayed in file order",
+                hint="Sort the rows by timestamp.",
+            )
+        lengths.append(
+            (
+                _tokens(row, "input_length", MAX_PROMPT_TOKENS, path, number, error),
+                _tokens(row, "output_length", MAX_OUTPUT_TOKENS, path, number, error),
+            )
+        )
+        times.append(t)
+        numbers.append(number)
+        total += lengths[-1][0]
+        if total > MAX_PROMPTS_TOKENS:
+            raise error(
+                f"{path}: line {number}: the rows so far ask for {total:,} prompt tokens, over the "
+                f"{MAX_PROMPTS_TOKENS:,} synthesised before a run",
+                hint="Cut the trace to the rows you mean to replay.",
+            )
+    stamps = _spread(times, numbers, path, error, hint=_MOONCAKE_HINT)
+    pairs = np.asarray(lengths, dtype=np.int64)
+    return Trace(stamps, np.arange(len(stamps), dtype=np.int64), np.asarray(numbers), pairs[:, 0], pairs[:, 1])
+
+
+def _tokens(row: dict, key: str, most: int, path: Path, number: int, error: type[InputError]) -> int:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        found = "missing" if value is None else json.dumps(value)[:40]
+        raise error(
+            f"{path}: line {number}: `{key}` is {found}, not a whole number of tokens from 1 to {most:,}",
+            hint=_MOONCAKE_HINT,
+        )
+    return value
 
 
 def check_replayable(

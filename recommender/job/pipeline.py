@@ -24,7 +24,7 @@ from recommender.doctor.host import serving_image
 from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
-from recommender.job.protocol import protocol_fingerprint, stored_payload
+from recommender.job.protocol import protocol_fingerprint, stored_sent
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.job.tracking import Tracker
 from recommender.metrics.rules import Rules
@@ -82,7 +82,9 @@ class Job:
             record=lambda usd: self.store.add_spend(self.spec.name, usd),
         )
         run_id = new_run_id()
-        payload = stored_payload(self.spec.payload).to_dict()  # the user's file read (and refused) before any store
+        payload = stored_sent(
+            self.spec
+        ).to_dict()  # the user's file read, the prompts made (or refused) before any store
         placements = tuple(self._place(i, t, run_id) for i, t in enumerate(self.spec.all_targets))
         experiment_id = self.store.save_experiment(self.spec)
         return RunContext(

@@ -3,14 +3,13 @@
     protocol_fingerprint(spec) -> 16 hex digits; a stored run is reused only under the same key (docs/design.md "Reuse")
 
 In the key: the traffic (shapes (a trace by the sha256 of its file), warm-up, windows, repeats, stop conditions, the
-number of windows they look at),
-the payload (texts, sequence length), the target's identity (kind, instance type, region, endpoint instance count,
-image, endpoint, GPUs), the model (its spec and the sha256 of its file's bytes, or the packaged model's version) and
-the load client (its user class and geventhttpclient's version), the hardware of a target serving on this host (CPU
-model and cores) and the software versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime,
-transformers, locust; plus openvino and tensorrt (`tensorrt.__version__`, whichever wheel installed it) for an
-experiment whose grid has the `openvino` or `trt` optimization, so that the keys of the other experiments stay as
-they were).
+number of windows they look at), the payload (texts, sequence length; a file's requests or synthetic prompts by their
+fingerprint), the target's identity (kind, instance type, region, endpoint instance count, image, endpoint, GPUs), the
+model (its spec and the sha256 of its file's bytes, or the packaged model's version) and the load client (its user class
+and geventhttpclient's version), the hardware of a target serving on this host (CPU model and cores) and the software
+versions (tritonserver from the nvidia-pytriton wheel, torch, onnxruntime, transformers, locust; plus openvino and
+tensorrt (`tensorrt.__version__`, whichever wheel installed it) for an experiment whose grid has the `openvino` or `trt`
+optimization, so that the keys of the other experiments stay as they were).
 Not in the key: decisions (latency threshold, percentile, error limit, objectives, capacity, price, the stability
 tolerance): changing them re-decides the stored windows, never re-measures. The latency and error stop conditions use
 the threshold and error limit set at measure time: a run that stopped on them is reused under any limits, and under
@@ -28,6 +27,7 @@ from typing import Any
 from recommender.hardware import Hardware
 from recommender.load.payload import request_token_ids
 from recommender.load.payload_source import payload_fingerprint
+from recommender.load.prompts import prompts_fingerprint, prompts_for, synthesised
 from recommender.load.runner import DEFAULT_CLIENT, HTTP_CLIENTS
 from recommender.metrics.payload_lengths import PayloadLengths, payload_lengths
 from recommender.modelrepo.model_source import installed_version, model_content
@@ -92,7 +92,7 @@ def protocol_document(
         traffic["trace"]["file"] = hashlib.sha256(Path(spec.traffic.trace.file).read_bytes()).hexdigest()
     return {
         "traffic": traffic,
-        "payload": payload_document(spec.payload),
+        "payload": prompts_document(spec) if synthesised(spec) else payload_document(spec.payload),
         "target": target_identity(target or spec.target),
         "model": {"spec": spec.model.model_dump(mode="json"), "content": model_content(spec.model)},
         "versions": dict(versions),
@@ -106,6 +106,28 @@ def payload_document(payload: PayloadSpec) -> dict[str, Any]:
     if payload.file is None:
         return {"texts": payload.texts, "sequence_length": payload.sequence_length}
     return {"requests": payload_fingerprint(payload), "sequence_length": payload.sequence_length}
+
+
+def prompts_document(spec: ExperimentSpec) -> dict[str, Any]:
+    """Synthetic prompts as the key sees them: what is sent (their fingerprint), not the settings that made them, so
+    another tokenizer or seed is measured again and a moved tokenizer folder is not."""
+    return {"prompts": prompts_fingerprint(prompts_for(spec, Path(".")))}
+
+
+def stored_sent(spec: ExperimentSpec) -> PayloadLengths:
+    """What a run stores of what it sends: its synthetic prompts (their fingerprint, where they came from, their own
+    input tokens) where the experiment makes them, else its payload's requests (`stored_payload`). Made here, before
+    anything is stored, so that prompts the run cannot make are refused first."""
+    if not synthesised(spec):
+        return stored_payload(spec.payload)
+    prompts = prompts_for(spec, Path("."))
+    trace, generation = spec.traffic.trace, spec.payload.generation
+    seed = generation.seed if generation is not None else 0
+    source = f"synthetic prompts (seed {seed})"
+    if trace is not None and trace.format == "mooncake":
+        source = f"{Path(trace.file).name}: a mooncake trace's {len(prompts):,} rows (seed {seed})"
+    lengths = [prompt.input_tokens for prompt in prompts]
+    return payload_lengths(prompts_fingerprint(prompts), source, lengths)
 
 
 def stored_payload(payload: PayloadSpec) -> PayloadLengths:

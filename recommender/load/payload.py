@@ -74,7 +74,7 @@ def _token_rows(requests: tuple[PayloadRequest, ...], cap: int) -> tuple[tuple[i
     them): keyed by the requests themselves (payload_requests reads a file again once it changed). A request the user
     gave as token ids is sent as given."""
     return tuple(
-        request.input_ids if request.input_ids is not None else tuple(token_ids(request.text or "", cap))
+        request.input_ids if request.input_ids is not None else tuple(token_ids(request.content() or "", cap))
         for request in requests
     )
 

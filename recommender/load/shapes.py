@@ -109,6 +109,7 @@ class TrafficPlan:
     cv: float | None = None  # gamma: the coefficient of variation of the gaps
     trace: str | None = None  # trace: the trace file (absolute), replayed at `speedup`
     speedup: float = 1.0
+    trace_format: str = "seconds"  # trace: seconds | mooncake (files/trace.py)
 
     @property
     def open_loop(self) -> bool:
@@ -141,7 +142,7 @@ class TrafficPlan:
             return np.empty(0), None
         if self.arrival == "trace":
             assert self.trace is not None  # compile_traffic sets it for a trace
-            trace = read_trace(self.trace)
+            trace = read_trace(self.trace, format=self.trace_format)
             return trace.replay_times(self.speedup), trace.indices
         times = arrival_schedule(
             [
@@ -171,6 +172,8 @@ def _open_loop_fields(plan: TrafficPlan) -> dict[str, object]:
         fields["cv"] = plan.cv
     if plan.trace is not None:
         fields |= {"trace": plan.trace, "speedup": plan.speedup}
+    if plan.trace_format != "seconds":
+        fields["trace_format"] = plan.trace_format
     return fields
 
 
@@ -190,11 +193,13 @@ def compile_traffic(traffic: TrafficSpec) -> TrafficPlan:
         levels = tuple(PlanLevel(r.max_concurrency, 0, r.duration_seconds, rate) for rate in r.rates)
         return TrafficPlan(levels, r.arrival, r.seed, r.cv)
     if traffic.trace is not None:
-        tr, trace = traffic.trace, read_trace(traffic.trace.file)
+        tr, trace = traffic.trace, read_trace(traffic.trace.file, format=traffic.trace.format)
         duration = trace.duration(tr.speedup)
         level = PlanLevel(tr.max_concurrency, 0, duration, len(trace) / duration)
         # absolute: the load child runs in its own folder
-        return TrafficPlan((level,), "trace", trace=str(Path(tr.file).resolve()), speedup=tr.speedup)
+        return TrafficPlan(
+            (level,), "trace", trace=str(Path(tr.file).resolve()), speedup=tr.speedup, trace_format=tr.format
+        )
     assert traffic.phases is not None  # TrafficSpec fills in the default phase when no shape is given
     return TrafficPlan(tuple(PlanLevel(p.initial_users, p.spawn_rate, p.duration_seconds) for p in traffic.phases))
 

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Strict
 from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives, TrackingSpec
-from recommender.spec.model import ModelSpec, PayloadSpec
+from recommender.spec.model import DEFAULT_TEXTS, ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
 from recommender.spec.traffic import TrafficSpec, UntilKnown
@@ -151,4 +151,30 @@ class ExperimentSpec(Strict):
                 f"variants.{ranged[0]}: a {{range: [low, high]}} needs `search: adaptive` (the sampler "
                 f"searches ranges); grid search needs a list of values, e.g. [1, 2, 4]"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _prompts_from_one_place(self) -> ExperimentSpec:
+        """A mooncake trace gives every request's lengths: the payload may only name the tokenizer and seed; without
+        one, synthetic prompts need their lengths."""
+        trace, payload = self.traffic.trace, self.payload
+        generation = payload.generation
+        if trace is not None and trace.format == "mooncake":
+            if payload.file is not None or tuple(payload.texts) != DEFAULT_TEXTS:
+                raise ValueError(
+                    "traffic.trace: a mooncake trace sends synthetic prompts at its rows' lengths; drop payload.file "
+                    "and payload.texts (payload.generation may name the tokenizer and seed)"
+                )
+            if generation is not None and generation.lengths_given:
+                raise ValueError(
+                    "payload.generation: the mooncake trace's rows give the lengths and the prompts here; drop "
+                    f"{', '.join(generation.lengths_given)} (keep only tokenizer and seed)"
+                )
+        elif generation is not None:
+            missing = [name for name in ("input_tokens", "output_tokens") if getattr(generation, name) is None]
+            if missing:
+                raise ValueError(
+                    f"payload.generation: give {' and '.join(missing)} (mean and stddev in tokens), "
+                    "e.g. input_tokens: {mean: 512, stddev: 64}"
+                )
         return self

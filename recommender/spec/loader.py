@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from recommender.errors import InputError, SpecError
 from recommender.files.document import check_binary, load_yaml
 from recommender.files.payload_file import PayloadRequest, read_payload_file
+from recommender.files.tokenizer import read_tokenizer
 from recommender.files.trace import check_replayable, read_trace
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.model import ModelSpec
@@ -48,6 +49,8 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         spec = spec.model_copy(update={"payload": payload})
     if spec.payload.file is not None:
         requests = _check_payload_file(spec, path)
+    if spec.payload.generation is not None:
+        spec = _with_local_tokenizer(spec, path)
     if spec.traffic.trace is not None:
         spec = _with_replayable_trace(spec, path, requests)
     correctness = spec.correctness
@@ -88,12 +91,36 @@ def _with_replayable_trace(spec: ExperimentSpec, spec_path: Path, requests: int)
         trace = trace.model_copy(update={"file": (spec_path.parent / trace.file).resolve()})
         spec = spec.model_copy(update={"traffic": spec.traffic.model_copy(update={"trace": trace})})
     try:
-        check_replayable(read_trace(trace.file, SpecError), trace.file, trace.speedup, requests, SpecError)
+        rows = read_trace(trace.file, SpecError, trace.format)
+        # a mooncake trace's row k is sent prompt k, synthesised at its lengths: its payload is its rows
+        check_replayable(
+            rows, trace.file, trace.speedup, len(rows) if trace.format == "mooncake" else requests, SpecError
+        )
     except SpecError as exc:
         raise SpecError(
             f"{spec_path} is not a valid experiment file", [f"{spec_path}: traffic.trace.file: {exc.message}"], exc.hint
         ) from None
     return spec
+
+
+def _with_local_tokenizer(spec: ExperimentSpec, spec_path: Path) -> ExperimentSpec:
+    """payload.generation.tokenizer resolved against the experiment file's folder and read now: a name that is not
+    a local folder with a tokenizer.json is refused (nothing is downloaded)."""
+    generation = spec.payload.generation
+    assert generation is not None  # called for synthetic prompts only
+    if generation.tokenizer is None:
+        return spec
+    folder = generation.tokenizer if generation.tokenizer.is_absolute() else (spec_path.parent / generation.tokenizer)
+    try:
+        read_tokenizer(folder, SpecError)
+    except SpecError as exc:
+        raise SpecError(
+            f"{spec_path} is not a valid experiment file",
+            [f"{spec_path}: payload.generation.tokenizer: {exc.message}"],
+            exc.hint,
+        ) from None
+    generation = generation.model_copy(update={"tokenizer": folder.resolve()})
+    return spec.model_copy(update={"payload": spec.payload.model_copy(update={"generation": generation})})
 
 
 # the vocabulary of the packaged tokenizer (bert-uncased), which a minilm model and a default bert architecture share

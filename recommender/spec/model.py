@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
+from recommender.files.document import Caps
+from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_PROMPTS_TOKENS
 from recommender.spec.base import Strict
 
 
@@ -57,12 +59,84 @@ DEFAULT_TEXTS = (
 
 
 PAYLOAD_FORMATS = Literal["auto", "jsonl", "text", "csv", "sagemaker-capture", "sample-payloads"]
+MAX_PROMPTS = Caps.records  # distinct prompts: the most requests a payload file holds
+
+
+class TokenLengths(Strict):
+    """A length in tokens drawn per prompt from a normal distribution (rounded, clipped to at least 1 token)."""
+
+    mean: int = Field(..., ge=1, le=MAX_PROMPT_TOKENS, description="The mean length, in tokens.")
+    stddev: float = Field(
+        0, ge=0, le=MAX_PROMPT_TOKENS, description="Standard deviation in tokens; 0: every prompt has the mean length."
+    )
+
+
+class SharedPrefix(Strict):
+    """Prompts that open alike, as a system prompt or a few-shot preamble does: `count` distinct prefixes of `tokens`
+    tokens each, prompt k opening with prefix k mod count. What a server's prefix cache can reuse."""
+
+    tokens: int = Field(..., ge=1, le=MAX_PROMPT_TOKENS, description="Tokens in each prefix (part of input_tokens).")
+    count: int = Field(1, ge=1, le=MAX_PROMPTS, description="Distinct prefixes, used in turn (round robin).")
+
+
+class GenerationSpec(Strict):
+    """Synthetic prompts for a generative endpoint: `count` distinct prompts of random words of a local tokenizer,
+    each re-tokenizing to its drawn input length, each asking for its drawn output length (`max_tokens`, with the
+    end-of-sequence token ignored, so the server generates exactly that many)."""
+
+    input_tokens: TokenLengths | None = Field(
+        None, description="Prompt length in tokens (mean, stddev); required unless a mooncake trace gives each length."
+    )
+    output_tokens: TokenLengths | None = Field(
+        None, description="Tokens to generate per request (mean, stddev); required unless a mooncake trace gives them."
+    )
+    count: int = Field(100, ge=1, le=MAX_PROMPTS, description="Distinct prompts; requests cycle through them in order.")
+    prefix: SharedPrefix | None = Field(
+        None, description="Shared prefixes (prefix caching): every prompt opens with one of `count` prefixes."
+    )
+    seed: int = Field(0, ge=0, description="Seed of the lengths and the words: the same seed, the same prompts.")
+    tokenizer: Path | None = Field(
+        None,
+        description="A folder holding the model's tokenizer.json (relative paths: from the experiment file's folder); "
+        "default: the packaged bert-uncased tokenizer of MiniLM, which the built-in tiny Llama uses too. Never "
+        "downloaded: a hub name is refused.",
+    )
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> GenerationSpec:
+        if self.output_tokens is not None and self.output_tokens.mean > MAX_OUTPUT_TOKENS:
+            raise ValueError(
+                f"output_tokens.mean ({self.output_tokens.mean}) is over the {MAX_OUTPUT_TOKENS:,} tokens a request "
+                "may ask for"
+            )
+        if self.prefix is not None and self.input_tokens is not None and self.prefix.tokens >= self.input_tokens.mean:
+            raise ValueError(
+                f"prefix.tokens ({self.prefix.tokens}) must be shorter than input_tokens.mean "
+                f"({self.input_tokens.mean}): a prompt is its prefix and a part of its own"
+            )
+        if self.input_tokens is not None and self.input_tokens.mean * self.count > MAX_PROMPTS_TOKENS:
+            raise ValueError(
+                f"count x input_tokens.mean is {self.input_tokens.mean * self.count:,} prompt tokens, over the "
+                f"{MAX_PROMPTS_TOKENS:,} made before a run; lower count (requests cycle through the prompts)"
+            )
+        if self.prefix is not None and self.prefix.count > self.count:
+            raise ValueError(
+                f"prefix.count ({self.prefix.count}) is more than the prompts (count {self.count}); "
+                "some prefixes would never be sent"
+            )
+        return self
+
+    @property
+    def lengths_given(self) -> list[str]:
+        """The keys that set lengths or prompts (a mooncake trace sets them itself), compared with the defaults."""
+        given = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "prefix": self.prefix}
+        return [name for name, value in given.items() if value is not None] + (["count"] if self.count != 100 else [])
 
 
 class PayloadSpec(Strict):
-    """What every request carries: the packaged sample texts, `texts`, or the requests of the user's own `file`,
-    tokenized with the packaged bert-uncased tokenizer, each request padded as its candidate's `variants.padding` says
-    (load/payload.py)."""
+    """What every request carries: the packaged sample texts, `texts`, the requests of the user's own `file`, or
+    synthetic prompts (`generation`, for a generative endpoint); texts are tokenized with the packaged bert-uncased
+    tokenizer, each request padded as its candidate's `variants.padding` says (load/payload.py)."""
 
     sequence_length: int | None = Field(
         None,
@@ -77,9 +151,10 @@ class PayloadSpec(Strict):
     file: Path | None = Field(
         None,
         description="Your own requests instead of `texts` (a path relative to the experiment file): JSONL of "
-        '{"text": ...} or {"input_ids": [...]}, plain text (one request a line), CSV (the column `column`), '
-        "SageMaker data-capture JSONL, or a folder / .tar.gz of request bodies (Inference Recommender's "
-        "SamplePayloadUrl). Requests cycle through its rows in order.",
+        '{"text": ...}, {"input_ids": [...]}, or for a generative endpoint {"prompt": ...} or {"messages": '
+        '[{"role": "user", "content": ...}]} with an optional "output_tokens"; plain text (one request a line), CSV '
+        "(the column `column`), SageMaker data-capture JSONL, or a folder / .tar.gz of request bodies (Inference "
+        "Recommender's SamplePayloadUrl). Requests cycle through its rows in order.",
     )
     format: PAYLOAD_FORMATS = Field(
         "auto",
@@ -90,6 +165,11 @@ class PayloadSpec(Strict):
         None, ge=1, description="Send a seeded random sample of this many of the file's requests (in file order)."
     )
     seed: int = Field(0, description="The seed of `sample`: the same seed picks the same requests.")
+    generation: GenerationSpec | None = Field(
+        None,
+        description="Synthetic prompts for a generative endpoint (openai-chat, openai-completions, vllm) instead of "
+        "`texts` or `file`: input and output lengths in tokens, shared prefixes, a seed, a local tokenizer.",
+    )
 
     @model_validator(mode="after")
     def _file_or_texts(self) -> PayloadSpec:
@@ -101,4 +181,20 @@ class PayloadSpec(Strict):
                 raise ValueError(f"{', '.join(unused)} only apply to a payload `file`; set `file` or drop them")
         elif tuple(self.texts) != DEFAULT_TEXTS:
             raise ValueError("give either `texts` or `file`, not both (the file's requests replace the texts)")
+        if self.generation is not None:
+            given = [name for name, on in (("texts", tuple(self.texts) != DEFAULT_TEXTS), ("file", self.file)) if on]
+            if given:
+                raise ValueError(
+                    f"give either `generation` or `{given[0]}`, not both (generation synthesises the prompts)"
+                )
+            if self.sequence_length is not None:
+                raise ValueError("sequence_length is an encoder's fixed shape; a generative payload has none (drop it)")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_generation_unset(self, handler: Any) -> dict[str, Any]:
+        """No `generation` is the payload stored before it existed: left out, so those keys stay valid."""
+        data = handler(self)
+        if data.get("generation") is None:
+            data.pop("generation", None)
+        return data

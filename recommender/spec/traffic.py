@@ -124,12 +124,28 @@ class Trace(OpenLoop):
 
     file: Path = Field(
         ...,
-        description="Request timestamps in seconds, one request a line, each optionally followed by `,INDEX`: the "
-        "request's index into the payload's requests (relative paths: from the experiment file's folder).",
+        description="seconds: request timestamps in seconds, one request a line, each optionally followed by "
+        "`,INDEX`: the request's index into the payload's requests; mooncake: JSON lines "
+        '{"timestamp": ms, "input_length": n, "output_length": m} (relative paths: from the experiment file\'s '
+        "folder).",
+    )
+    format: Literal["seconds", "mooncake"] = Field(
+        "seconds",
+        description="seconds: timestamps (and payload indices) as text; mooncake: a Mooncake-style JSONL trace of a "
+        "generative endpoint, each request sent a synthetic prompt of its row's input and output lengths "
+        "(payload.generation's tokenizer and seed; hash_ids are ignored).",
     )
     speedup: float = Field(
         1.0, gt=0, le=1000, description="Replay this many times faster than recorded (0.5: twice as slow)."
     )
+
+    @model_serializer(mode="wrap")
+    def _omit_seconds(self, handler: Any) -> dict[str, Any]:
+        """The `seconds` format is the trace stored before mooncake existed: left out, so those keys stay valid."""
+        data = handler(self)
+        if data.get("format") == "seconds":
+            data.pop("format")
+        return data
 
 
 class StabilityRule(Strict):

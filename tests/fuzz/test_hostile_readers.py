@@ -10,7 +10,8 @@ asserts exit 2, exactly one `error:` line naming the file, no traceback and noth
 - hostile text: any text value set to Rich markup (`[/x]`), a terminal escape or a line break: exit 0 or 2 likewise
   (what a command prints from a user's file is text, never markup).
 A trace file is text of its own format, not JSON: it has no typed fields to re-type and no text values, and a cut
-after a whole line leaves a shorter valid trace, so it is truncated with exit 0 allowed and never re-typed.
+after a whole line leaves a shorter valid trace, so it is truncated with exit 0 allowed and never re-typed. A mooncake
+trace is JSON Lines of numbers: re-typed, never given hostile text (it holds none).
 Deterministic (derandomize) and bounded: EXAMPLES examples per reader and strategy.
 """
 
@@ -50,6 +51,7 @@ class Reader:
     fields: tuple[tuple[str, tuple[str, ...]], ...]  # (dotted path in the target, kinds it takes): re-typed fields
     json_lines: bool = False  # the target is a record log: a path starts with its line number ("3.metadata")
     structured: bool = True  # the target is JSON (a document or one per line); False: a text format of its own
+    texts: bool = True  # the target holds text values (hostile text replaces them)
 
     def stored(self, folder: Path) -> list[str]:
         """What the command wrote: anything in the folder beyond the seed, and any experiment in the store."""
@@ -112,6 +114,47 @@ def _with_trace(folder: Path) -> None:
     (folder / "trace.csv").write_text("# seconds, payload index\n0.0,0\n0.25,1\n0.5,2\n1.0,0\n1.5,1\n")
 
 
+def _with_prompts(folder: Path) -> None:
+    _experiment(folder)
+    document = json.loads((folder / "experiment.yaml").read_text())
+    (folder / "experiment.yaml").write_text(json.dumps(document | {"payload": {"file": "chat.jsonl"}}))
+    rows = [
+        {"prompt": "Write a haiku about queues.", "output_tokens": 32},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is TTFT?"}]},
+        {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8},
+    ]
+    (folder / "chat.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _with_mooncake(folder: Path) -> None:
+    _experiment(folder)
+    document = json.loads((folder / "experiment.yaml").read_text())
+    document["traffic"] = {"trace": {"file": "trace.jsonl", "format": "mooncake"}}
+    (folder / "experiment.yaml").write_text(json.dumps(document))
+    rows = [(0, 12, 4, [0]), (250, 30, 8, [0, 1]), (600, 7, 2, []), (1000, 50, 16, [2, 3])]
+    (folder / "trace.jsonl").write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": n, "output_length": m, "hash_ids": h}) + "\n"
+            for t, n, m, h in rows
+        )
+    )
+
+
+def _with_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    _experiment(folder)
+    document = json.loads((folder / "experiment.yaml").read_text())
+    generation = {"input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "count": 3, "tokenizer": "tok"}
+    (folder / "experiment.yaml").write_text(json.dumps(document | {"payload": {"generation": generation}}))
+    words = [a + b for a in "abcdefgh" for b in "abcdefghijklmnop"]  # 128 one-token words: prompts can be made
+    vocab = {"[UNK]": 0} | {word: k + 1 for k, word in enumerate(words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    (folder / "tok").mkdir()
+    (folder / "tok" / "tokenizer.json").write_text(json.dumps(json.loads(tokenizer.to_str())))
+
+
 def _job(folder: Path) -> None:
     shutil.copy(ROOT / "tests" / "data" / "sagemaker_job.json", folder / "job.json")
     (folder / "job.json").write_text(json.dumps(json.loads((folder / "job.json").read_text())))
@@ -155,6 +198,37 @@ READERS = [
         lambda folder: ["validate", str(folder / "experiment.yaml")],
         (("1.text", (TEXT,)), ("2.input_ids", (LIST,)), ("3.text", (TEXT,))),
         json_lines=True,
+    ),
+    Reader(
+        "prompt file",
+        _with_prompts,
+        "chat.jsonl",
+        lambda folder: ["validate", str(folder / "experiment.yaml")],
+        (
+            ("1.prompt", (TEXT,)),
+            ("1.output_tokens", (INT,)),
+            ("2.messages", (LIST,)),
+            ("2.messages.1.content", (TEXT,)),
+            ("2.messages.0.role", (TEXT,)),
+            ("3.max_tokens", (INT,)),
+        ),
+        json_lines=True,
+    ),
+    Reader(
+        "mooncake trace",
+        _with_mooncake,
+        "trace.jsonl",
+        lambda folder: ["validate", str(folder / "experiment.yaml")],
+        (("1.timestamp", (INT, NUMBER)), ("2.input_length", (INT,)), ("3.output_length", (INT,))),
+        json_lines=True,
+        texts=False,
+    ),
+    Reader(
+        "tokenizer file",
+        _with_tokenizer,
+        "tok/tokenizer.json",
+        lambda folder: ["validate", str(folder / "experiment.yaml")],
+        (("model", (OBJECT,)), ("model.type", (TEXT,)), ("model.vocab", (OBJECT,)), ("model.unk_token", (TEXT,))),
     ),
     Reader(
         "trace file",
@@ -244,7 +318,8 @@ READERS = [
     ),
 ]
 
-STRUCTURED = [reader for reader in READERS if reader.structured]  # what has typed fields and text values
+STRUCTURED = [reader for reader in READERS if reader.structured]  # what has typed fields
+TEXTUAL = [reader for reader in STRUCTURED if reader.texts]  # what has text values
 VALUES = {  # a value of each kind, from plain to hostile
     TEXT: st.sampled_from(["", "x", "two", "[/x]", "\u2028", "a" * 300]),  # [/x]: Rich markup, were it read so
     NUMBER: st.sampled_from([0.5, -1.5, 1.5e300]),  # written with a dot: YAML 1.1 reads 1e+300 as text
@@ -362,7 +437,7 @@ def test_mutated(reader: Reader, capsys: pytest.CaptureFixture[str]) -> None:
 HOSTILE_TEXT = st.sampled_from(["[/x]", "[bold]x", "\x1b[31mred", "\u2028", "line\nbreak", "a" * 300, ""])
 
 
-@pytest.mark.parametrize("reader", STRUCTURED, ids=[r.name for r in STRUCTURED])
+@pytest.mark.parametrize("reader", TEXTUAL, ids=[r.name for r in TEXTUAL])
 def test_hostile_text(reader: Reader, capsys: pytest.CaptureFixture[str]) -> None:
     """Any text in the file (a name, a source, a note's subject) set to markup, escapes or breaks: read as it is
     (exit 0, whatever is printed) or refused in one line (exit 2); never a traceback."""

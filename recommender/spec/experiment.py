@@ -144,6 +144,21 @@ class ExperimentSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _vllm_serves_a_llama(self) -> ExperimentSpec:
+        """A vllm target generates: it serves the Llama of `model.source: llama`, and nothing else does."""
+        kinds = {target.kind for target in self.all_targets}
+        if "vllm" in kinds and self.model.source != "llama":
+            raise ValueError(
+                f"target kind vllm serves a generative model: set model.source llama (with its architecture), "
+                f"not {self.model.source}"
+            )
+        if self.model.source == "llama" and kinds - {"vllm"}:
+            raise ValueError(
+                f"model.source llama is served by target kind vllm only, not {', '.join(sorted(kinds - {'vllm'}))}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _ranges_need_adaptive(self) -> ExperimentSpec:
         ranged = sorted(self.variants.ranged_axes())
         if ranged and not self.search.adaptive:

@@ -14,7 +14,7 @@ from recommender.files.document import check_binary, load_yaml
 from recommender.files.payload_file import PayloadRequest, read_payload_file
 from recommender.files.trace import check_replayable, read_trace
 from recommender.spec.experiment import ExperimentSpec
-from recommender.spec.model import ModelSpec
+from recommender.spec.model import BertArchitecture, ModelSpec
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
@@ -145,7 +145,7 @@ def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> Non
 
 def _vocabulary(model: ModelSpec) -> int | None:
     """The model's vocabulary size where the spec knows it (your own model file's is not read)."""
-    if model.source == "bert" and model.architecture is not None:
+    if model.source == "bert" and isinstance(model.architecture, BertArchitecture):
         return model.architecture.vocab_size
     return TOKENIZER_VOCAB if model.source == "minilm" else None
 

@@ -8,8 +8,10 @@ from pydantic import AliasChoices, Field, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
-TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity"]
-Protocol = Literal["kserve", "openai"]
+TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity", "vllm"]
+Protocol = Literal["kserve", "openai", "openai-chat", "openai-completions"]
+GENERATIVE = ("openai-chat", "openai-completions")  # the wires a vllm target speaks
+EngineValue = bool | int | float | str
 InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
@@ -19,11 +21,13 @@ _KIND_FIELDS = {
     "image_uri": ("sagemaker", "docker"),
     "endpoint": ("remote",),
     "gpus": ("docker",),
-    "protocol": ("remote",),
+    "protocol": ("remote", "vllm"),
     "model": ("remote",),
     "api_key_env": ("remote",),
     "engines": ("infinity",),
     "batch_sizes": ("infinity",),
+    "engine_args": ("vllm",),
+    "kv_cache_gib": ("vllm",),
 }
 
 
@@ -44,7 +48,8 @@ class TargetSpec(Strict):
         "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
         "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted); "
         "infinity: the Infinity embedding server (infinity-emb, in a virtualenv of its own) on loopback, one "
-        "candidate per engine and batch size.",
+        "candidate per engine and batch size; vllm: vLLM's OpenAI server (in a virtualenv of its own) on loopback "
+        "serving model.source llama, one candidate (its engine_args).",
     )
     instance_type: str = Field(
         "local-cpu",
@@ -98,7 +103,8 @@ class TargetSpec(Strict):
     protocol: Protocol = Field(
         "kserve",
         description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in) or openai "
-        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row).",
+        "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row); vllm: "
+        "openai-chat (streamed chat completions, its default) or openai-completions.",
     )
     model: str | None = Field(
         None, min_length=1, description="remote with protocol openai: the served model name sent as `model`."
@@ -120,6 +126,15 @@ class TargetSpec(Strict):
         default_factory=lambda: [32],
         min_length=1,
         description="infinity: the server's largest batch (--batch-size); it batches waiting requests on its own.",
+    )
+    engine_args: dict[str, EngineValue] = Field(
+        default_factory=dict,
+        description="vllm: the engine's arguments, each passed as its flag ({max_num_seqs: 8} -> --max-num-seqs 8; "
+        "true -> --flag, false -> --no-flag); one the installed vLLM does not know is refused before any server "
+        "starts. On the CPU the server runs eager (--enforce-eager) unless `enforce_eager: false`.",
+    )
+    kv_cache_gib: float = Field(
+        1.0, gt=0, description="vllm on the CPU: the KV cache's size in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
     accelerator: Accelerator = Field(
         "auto",
@@ -163,15 +178,20 @@ class TargetSpec(Strict):
                 raise ValueError("target kind remote with protocol openai needs `model` (the served model name)")
             if not str(self.endpoint).startswith(("http://", "https://")):
                 raise ValueError(f"protocol openai needs an http(s):// url, not {self.endpoint!r}")
+        if self.kind == "vllm":
+            if "protocol" not in self.model_fields_set:  # its default wire: streamed chat
+                object.__setattr__(self, "protocol", GENERATIVE[0])
+            if self.protocol not in GENERATIVE:
+                raise ValueError(f"target kind vllm speaks protocol {' or '.join(GENERATIVE)}, not {self.protocol}")
         if self.api_key_env and not (self.kind == "remote" and self.protocol == "openai"):
             raise ValueError("api_key_env is used by protocol openai only (Triton and SageMaker endpoints take no key)")
         return self
 
     @property
     def stack(self) -> str:
-        """The serving stack: triton, infinity, or openai (an existing OpenAI-compatible endpoint)."""
-        if self.kind == "infinity":
-            return "infinity"
+        """The serving stack: triton, infinity, vllm, or openai (an existing OpenAI-compatible endpoint)."""
+        if self.kind in ("infinity", "vllm"):
+            return self.kind
         return "openai" if self.kind == "remote" and self.protocol == "openai" else "triton"
 
 

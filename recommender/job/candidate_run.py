@@ -26,6 +26,7 @@ from recommender.load.payload import inference_bodies, request_texts
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.stage_times import StageClock
+from recommender.modelrepo.llama import served_folder
 from recommender.modelrepo.native import native_refusal
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
@@ -199,7 +200,8 @@ class CandidateRun:
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
         clock = self.clock
         with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
-            repository = self._repository(run_dir) if placement.deploys else None
+            # a Triton repository; or the model folder of a server that loads one itself (vLLM), or none (Infinity)
+            repository = self._repository(run_dir) if placement.deploys else served_folder(context.spec.model)
         context.stop.check()
         context.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
         estimate = estimate_plan(context.spec, 1, placement.spec)

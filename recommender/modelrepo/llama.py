@@ -20,7 +20,7 @@ from pathlib import Path
 
 from recommender.errors import BuildError
 from recommender.modelrepo.model_source import PACKAGED_MODEL, installed_version, minilm_dir
-from recommender.spec import LlamaArchitecture
+from recommender.spec import LlamaArchitecture, ModelSpec
 
 SEED = 0
 CONTEXT = 4096  # max_position_embeddings: room for long prompts and outputs (vLLM sizes its KV cache from it)
@@ -35,9 +35,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def llama_folder(architecture: LlamaArchitecture, cache: Path = CACHE) -> Path:
-    """The Hugging Face folder of this architecture's Llama, built on first use."""
-    folder = Path(cache) / f"llama-{folder_key(architecture)}"
+def llama_folder(architecture: LlamaArchitecture, cache: Path | None = None) -> Path:
+    """The Hugging Face folder of this architecture's Llama in `cache` (default CACHE), built on first use."""
+    folder = Path(cache or CACHE) / f"llama-{folder_key(architecture)}"
     if (folder / BUILT).exists():
         return folder
     staging = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
@@ -51,6 +51,15 @@ def llama_folder(architecture: LlamaArchitecture, cache: Path = CACHE) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def served_folder(model: ModelSpec) -> Path | None:
+    """The model folder a server that loads one itself (vLLM) is given: the Llama's, built on first use; None for
+    every other source (Triton is given a repository, Infinity serves the packaged MiniLM)."""
+    if model.source != "llama":
+        return None
+    assert isinstance(model.architecture, LlamaArchitecture)  # the spec requires one for llama
+    return llama_folder(model.architecture)
 
 
 def folder_key(architecture: LlamaArchitecture) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from recommender.modelrepo.llama import CHAT_TEMPLATE, llama_folder
+from recommender.modelrepo import llama
+from recommender.modelrepo.llama import CHAT_TEMPLATE, llama_folder, served_folder
 from recommender.modelrepo.model_source import describe, minilm_dir
 from recommender.spec import LlamaArchitecture, ModelSpec
 
@@ -34,3 +35,9 @@ def test_the_folder_is_built_once_per_architecture_with_the_packaged_tokenizer(t
 
 def test_a_user_is_told_the_weights_are_random() -> None:
     assert "RANDOM weights" in describe(ModelSpec(source="llama", architecture=TINY))
+
+
+def test_a_server_that_loads_a_folder_is_given_the_llamas_and_no_other_source_one(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(llama, "CACHE", tmp_path)
+    assert served_folder(ModelSpec(source="llama", architecture=TINY)) == llama_folder(TINY, tmp_path)
+    assert served_folder(ModelSpec(source="minilm")) is None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from recommender.errors import TargetError, TargetUnreachable
+from recommender.errors import InputError, TargetError, TargetUnreachable
 from recommender.hardware import Gpu, cuda_environment
 from recommender.targets import vllm_venv
 from recommender.targets.leftovers import stop_leftovers
@@ -195,8 +195,8 @@ def command(python: Path, model: Path, served_name: str, port: int, flags: list[
 
 
 def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) -> list[str]:
-    """The engine arguments as command-line flags, each one the installed vLLM lists; TargetError naming the first
-    it does not know (or one the target sets itself)."""
+    """The engine arguments as command-line flags, each one the installed vLLM lists; InputError (exit 2: the
+    experiment file's setting) naming the first it does not know, or one the target sets itself."""
     flags: list[str] = []
     for name, value in engine_args.items():
         flag = "--" + name.replace("_", "-")
@@ -204,7 +204,7 @@ def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) 
             flag = "--no-" + flag[2:]
         if flag in OWN_FLAGS or flag not in known or not ENGINE_ARG.match(name):
             said = f"{name}: {str(value).lower()}" if isinstance(value, bool) else name
-            raise TargetError(
+            raise InputError(
                 f"target.engine_args.{said} {_refusal(flag)} ({flag})",
                 hint="`python -m vllm.entrypoints.openai.api_server --help` in the vLLM virtualenv lists the engine "
                 "arguments (the flag names, with _ for -)",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recommender.candidates import expand_candidates
-from recommender.errors import SpecError, TargetError
+from recommender.errors import InputError, SpecError, TargetError
 from recommender.spec import LlamaArchitecture, load_spec
 from recommender.targets import vllm, vllm_venv
 from recommender.targets.vllm import VllmTarget, command, engine_flags, known_flags
@@ -81,9 +81,9 @@ def test_a_vllm_target_is_one_candidate_and_its_engine_configuration_is_in_its_k
 def test_engine_arguments_become_flags_and_an_unknown_one_is_refused_by_name() -> None:
     args = {"max_num_seqs": 8, "enable_prefix_caching": True, "enforce_eager": False}
     assert engine_flags(args, KNOWN) == ["--max-num-seqs", "8", "--enable-prefix-caching", "--no-enforce-eager"]
-    with pytest.raises(TargetError, match=r"engine_args\.max_num_seq is not an argument of vLLM .* \(--max-num-seq\)"):
+    with pytest.raises(InputError, match=r"engine_args\.max_num_seq is not an argument of vLLM .* \(--max-num-seq\)"):
         engine_flags({"max_num_seq": 8}, KNOWN)
-    with pytest.raises(TargetError, match=r"engine_args\.port is set by the vllm target itself"):
+    with pytest.raises(InputError, match=r"engine_args\.port is set by the vllm target itself"):
         engine_flags({"port": 1}, KNOWN)
 
 
@@ -104,7 +104,7 @@ def test_an_unknown_engine_argument_is_refused_before_a_server_starts(tmp_path, 
     started: list[list[str]] = []
     monkeypatch.setattr(vllm.LocalStackDeployment, "launch", lambda self, cmd, env: started.append(cmd))
     target = VllmTarget(engine_args={"max_num_seqs": 8, "speculative_decoding": True})
-    with pytest.raises(TargetError, match="speculative_decoding: true is not an argument"):
+    with pytest.raises(InputError, match="speculative_decoding: true is not an argument"):
         target.deploy(model, "model", tmp_path / "run")
     assert started == [] and not (tmp_path / "run").exists()
     with pytest.raises(TargetError, match="serves a Hugging Face model folder"):

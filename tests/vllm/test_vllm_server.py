@@ -63,6 +63,8 @@ def test_a_streamed_chat_is_answered_token_by_token(chat_server: VllmDeployment)
     assert answer.usage["completion_tokens"] == 12 and answer.usage["prompt_tokens"] > 5
     assert 1 < len(answer.chunk_us) <= 12 and answer.text.strip()
     assert answer.chunk_us == sorted(answer.chunk_us) and answer.chunk_us[-1] <= answer.end_us
+    probed = chat_server.probe(chat_body(chat_server.model_name, 5, 3))  # the job's probe: the same body, unstreamed
+    assert probed["usage"]["completion_tokens"] == 3 and probed["choices"][0]["message"]["content"]
 
 
 def test_the_servers_token_counters_equal_the_records_token_sums(chat_server: VllmDeployment) -> None:

@@ -12,6 +12,7 @@ to a staging folder and renamed last: a build cut short is never taken as built.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -46,8 +47,11 @@ def llama_folder(architecture: LlamaArchitecture, cache: Path | None = None) -> 
     try:
         _build(architecture, staging)
         if not (folder / BUILT).exists():  # another job may have finished the same folder meanwhile
-            shutil.rmtree(folder, ignore_errors=True)
-            staging.rename(folder)
+            shutil.rmtree(folder, ignore_errors=True)  # a folder without its config: not built
+            with contextlib.suppress(OSError):  # lost a race to another job's rename: its folder is the same
+                staging.rename(folder)
+        if not (folder / BUILT).exists():
+            raise BuildError(f"building the Llama folder {folder} failed: it has no {BUILT}")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from recommender.modelrepo import llama
 from recommender.modelrepo.llama import CHAT_TEMPLATE, llama_folder, served_folder
 from recommender.modelrepo.model_source import describe, minilm_dir
@@ -41,3 +43,21 @@ def test_a_server_that_loads_a_folder_is_given_the_llamas_and_no_other_source_on
     monkeypatch.setattr(llama, "CACHE", tmp_path)
     assert served_folder(ModelSpec(source="llama", architecture=TINY)) == llama_folder(TINY, tmp_path)
     assert served_folder(ModelSpec(source="minilm")) is None
+
+
+def test_a_build_cut_short_is_never_taken_as_built(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / f"llama-{llama.folder_key(TINY)}"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("[PAD]\n")  # what a build killed before its config left
+    calls: list[str] = []
+
+    def broken(architecture, staging) -> None:
+        calls.append(staging.name)
+        raise KeyboardInterrupt  # killed mid-build
+
+    monkeypatch.setattr(llama, "_build", broken)
+    with pytest.raises(KeyboardInterrupt):
+        llama_folder(TINY, tmp_path)
+    assert calls and sorted(p.name for p in tmp_path.iterdir()) == [folder.name]  # no staging folder left
+    monkeypatch.undo()
+    assert (llama_folder(TINY, tmp_path) / "config.json").exists()  # built this time

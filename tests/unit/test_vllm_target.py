@@ -87,12 +87,14 @@ def test_engine_arguments_become_flags_and_an_unknown_one_is_refused_by_name() -
         engine_flags({"port": 1}, KNOWN)
 
 
-def test_the_command_runs_eager_unless_the_engine_arguments_say_otherwise() -> None:
+def test_the_command_runs_eager_on_the_cpu_unless_the_engine_arguments_say_otherwise() -> None:
     plain = command(Path("/v/bin/python"), Path("/m"), "model", 8001, ["--max-num-seqs", "8"])
     assert plain[1:3] == ["-m", vllm_venv.MODULE] and plain.count("--enforce-eager") == 1
     assert plain[plain.index("--host") + 1] == "127.0.0.1" and plain[-2:] == ["--max-num-seqs", "8"]
     lazy = command(Path("/v/bin/python"), Path("/m"), "model", 8001, ["--no-enforce-eager"])
     assert "--enforce-eager" not in lazy
+    on_a_gpu = command(Path("/v/bin/python"), Path("/m"), "model", 8001, [], eager=False)
+    assert "--enforce-eager" not in on_a_gpu
 
 
 def test_an_unknown_engine_argument_is_refused_before_a_server_starts(tmp_path, monkeypatch) -> None:

@@ -25,12 +25,13 @@ REDUCED_PRECISION = frozenset({"trt"})
 # other serving stacks' candidates (target.stack): Infinity's engines, and an existing OpenAI endpoint as it is
 STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
+VLLM = "vllm"  # a vllm target's one fixed configuration (its engine arguments: `engine`)
 
 
 def named_as_variant(optimization: str) -> bool:
     """A candidate of this optimization is named `pt-db-ig2-mbs8` (a Triton variant of the grid), not for a stack's
     engine (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
-    return optimization not in STACK_ENGINES and optimization != OPENAI_AS_IS
+    return optimization not in STACK_ENGINES and optimization not in (OPENAI_AS_IS, VLLM)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Candidate:
     precision: str = "fp32"  # fp16: TensorRT engines only; left out of config() at its default (stored keys stay valid)
     target: str = ""  # a multi-target experiment's target label (spec target_label); "" with one target (not hashed)
     padding: str = "max"  # how requests are padded (load/payload.py); left out of config() at "max" (keys stay valid)
+    # a stack's engine configuration as canonical JSON (vllm: its wire, KV cache and engine arguments), so another
+    # configuration is another key; left out of config() when "" (every other candidate's key stays as it was)
+    engine: str = ""
 
     @property
     def name(self) -> str:
@@ -75,6 +79,8 @@ class Candidate:
             del data["target"]
         if data["padding"] == DEFAULT_PADDING:  # added with variants.padding: a max candidate's key stays as it was
             del data["padding"]
+        if not data["engine"]:  # added with the vllm target: no other candidate has one
+            del data["engine"]
         return data
 
     @classmethod
@@ -91,6 +97,7 @@ class Candidate:
             precision=config.get("precision", DEFAULT_PRECISION),
             target=config.get("target", ""),
             padding=config.get("padding", DEFAULT_PADDING),
+            engine=config.get("engine", ""),
         )
 
     @property
@@ -184,12 +191,29 @@ def expand_candidates(spec: ExperimentSpec) -> list[Candidate]:
 
 def stack_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
     """A serving stack's own candidates (the variant grid is Triton's): Infinity's engines x batch sizes (it batches
-    waiting requests by itself: dynamic batching on, its defaults); an existing OpenAI endpoint as it is (one)."""
+    waiting requests by itself: dynamic batching on, its defaults); vLLM's one fixed configuration (it batches up to
+    max_num_seqs sequences, the candidate's max batch size; 0 where the engine's default is left); an existing OpenAI
+    endpoint as it is (one)."""
     if target.stack == "infinity":
         return [
             Candidate(engine, DynamicBatching(), 1, size, target.instance_type, fingerprint, target=label)
             for engine in target.engines
             for size in target.batch_sizes
+        ]
+    if target.stack == "vllm":
+        engine = {"protocol": target.protocol, "kv_cache_gib": target.kv_cache_gib, **target.engine_args}
+        sequences = target.engine_args.get("max_num_seqs", 0)
+        return [
+            Candidate(
+                VLLM,
+                DynamicBatching(),
+                1,
+                sequences if isinstance(sequences, int) and not isinstance(sequences, bool) else 0,
+                target.instance_type,
+                fingerprint,
+                target=label,
+                engine=json.dumps(engine, sort_keys=True, separators=(",", ":")),
+            )
         ]
     if target.stack == "openai":
         return [Candidate(OPENAI_AS_IS, None, 1, 1, target.instance_type, fingerprint, target=label)]

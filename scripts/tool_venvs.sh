@@ -12,6 +12,13 @@ declare -A TOOLS=(
   # the Infinity embedding server (target.kind: infinity): made by recommender's own installer, the one a run uses
   # on first use (recommender/targets/infinity_venv.py holds its pins), here in .venvs/infinity for the tests
   [infinity]="recommender.targets.infinity_venv"
+  # vLLM's OpenAI server (target.kind vllm): the CPU build, made by recommender's own installer like Infinity's
+  # (recommender/targets/vllm_venv.py holds its pin), here in .venvs/vllm for the vllm tier (tests/vllm)
+  [vllm]="recommender.targets.vllm_venv"
+)
+declare -A INSTALLER_VENV=(  # the variable that points recommender's installer at the virtualenv
+  [infinity]="RECOMMENDER_INFINITY_VENV"
+  [vllm]="RECOMMENDER_VLLM_VENV"
 )
 declare -A CHECKS=(  # the command that answers when the tool is installed
   [mlflow]="python -m mlflow.server.auth --help"  # the basic-auth app imports (mlflow[auth]'s Flask-WTF is there)
@@ -22,7 +29,7 @@ for name in "${@:-${!TOOLS[@]}}"; do
   if [[ "${TOOLS[$name]}" == recommender.* ]]; then
     # recommender's own installer: made only when its completion marker is missing (an install cut short, or one
     # made before the marker existed, is finished by pip), at once otherwise
-    RECOMMENDER_INFINITY_VENV="$venv" python3 -m "${TOOLS[$name]}" >/dev/null
+    env "${INSTALLER_VENV[$name]}=$venv" python3 -m "${TOOLS[$name]}" >/dev/null
     continue
   fi
   if [ -x "$venv/bin/${CHECKS[$name]%% *}" ] && $venv/bin/${CHECKS[$name]} >/dev/null 2>&1; then

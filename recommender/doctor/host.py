@@ -18,7 +18,7 @@ from recommender.install import pip_install, requirement
 from recommender.modelrepo.model_source import installed_version
 from recommender.spec import TargetSpec
 from recommender.store.database import explain, open_engine
-from recommender.targets import triton_binary
+from recommender.targets import triton_binary, vllm, vllm_venv
 from recommender.targets.docker import (
     DEFAULT_IMAGE,
     TENSORRT_LABEL,
@@ -57,6 +57,23 @@ def triton_check() -> Check:
         )
 
     return checked("Triton server (local target)", describe)
+
+
+def vllm_check(target: TargetSpec, gpu: bool = False) -> Check:
+    """A vllm target's virtualenv and its engine arguments (vllm.engine_flags, as the run's preflight checks them).
+    A virtualenv not made yet does not fail the host: the first run makes it (a few minutes, once)."""
+    name = "vLLM server (vllm target)"
+    folder = vllm_venv.venv_dir(gpu)
+    if not vllm_venv.installed(folder, gpu):
+        made = f"{vllm_venv.ENVIRONMENT}={folder} python -m recommender.targets.vllm_venv"
+        found = f"no vLLM virtualenv at {folder} yet"
+        return Check(name, found, f"the first run makes it (minutes, about 3.4 GB), or now: {made}", needed=False)
+
+    def describe() -> str:
+        flags = vllm.engine_flags(target.engine_args, vllm.known_flags(folder / "bin" / "python"))
+        return f"{vllm_venv.requirement(gpu)} in {folder}; engine flags: {' '.join(flags) or 'none given'}"
+
+    return checked(name, describe)
 
 
 def gpu_check(hardware: Hardware) -> Check:

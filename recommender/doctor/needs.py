@@ -21,6 +21,7 @@ from recommender.doctor.host import (
     python_check,
     serving_image,
     triton_check,
+    vllm_check,
 )
 from recommender.errors import TargetError
 from recommender.hardware import DETECTED_KINDS, Hardware, ServingHardware, detect_hardware, serving_hardware
@@ -57,6 +58,8 @@ def _target_checks(spec: ExperimentSpec | None, target: TargetSpec, label: str, 
     checks = [where]
     if target.kind == "docker":
         checks += _docker_checks(target.image_uri or DEFAULT_IMAGE, serving.accelerator)
+    if target.kind == "vllm":
+        checks.append(vllm_check(target, serving.accelerator == "gpu"))
     target_class: Any = TARGETS[target.kind]  # a Target class: its ClassVars say how it serves
     if target_class.deploys:
         optimizations = spec.variants.optimizations if spec else OPTIMIZATIONS

@@ -23,9 +23,11 @@ from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
 from recommender.load.payload import inference_bodies, request_texts
+from recommender.load.prompts import prompts_for
 from recommender.load.shapes import traffic_seconds
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.stage_times import StageClock
+from recommender.modelrepo.llama import served_folder
 from recommender.modelrepo.native import native_refusal
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
@@ -37,9 +39,6 @@ from recommender.targets.wire import generation_body, openai_body
 Follow = Callable[[Work, Any], Work | None]
 
 _SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
-GENERATED_TOKENS = 16  # each generation's output tokens until load/prompts.py sets them per prompt (max_tokens)
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     """What became of one candidate run: stored as one run (the last, for a promoted probe)."""
@@ -203,7 +202,8 @@ class CandidateRun:
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
         clock = self.clock
         with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
-            repository = self._repository(run_dir) if placement.deploys else None
+            # a Triton repository; or the model folder of a server that loads one itself (vLLM), or none (Infinity)
+            repository = self._repository(run_dir) if placement.deploys else served_folder(context.spec.model)
         context.stop.check()
         context.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
         estimate = estimate_plan(context.spec, 1, placement.spec)
@@ -239,12 +239,14 @@ class CandidateRun:
         """The request bodies in the deployment's format: KServe bodies of token ids padded as the candidate asks, or
         one text per request for a server that tokenizes (the OpenAI embeddings API): the same requests decoded from
         the same token ids, which it tokenizes to their own lengths. A generative server (chat, completions) gets
-        one generation per text, `GENERATED_TOKENS` tokens long (until load/prompts.py's prompts_for gives each
-        prompt its own output length)."""
+        one generation per prompt (load/prompts.py: synthetic, the payload file's rows or a mooncake trace's), each
+        asking its own output length; the spec's paths are absolute once loaded."""
         payload, wire = self.context.spec.payload, deployment.wire
         if wire.generative:
-            texts = request_texts(payload)
-            return [generation_body(wire, deployment.model_name, t, GENERATED_TOKENS, wire.stream) for t in texts]
+            return [
+                generation_body(wire, deployment.model_name, prompt.content, prompt.output_tokens, wire.stream)
+                for prompt in prompts_for(self.context.spec, Path("."))
+            ]
         if not wire.takes_text:
             return inference_bodies(payload, self.item.candidate.padding)
         return [openai_body(deployment.model_name, [text]) for text in request_texts(payload)]

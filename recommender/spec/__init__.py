@@ -9,7 +9,14 @@ from recommender.spec.base import MAX_GRID, NAME_PATTERN, Accelerator, Optimizat
 from recommender.spec.decision import CapacitySpec, CorrectnessSpec, ImportanceLevel, LatencyThreshold, Objectives
 from recommender.spec.experiment import ExperimentSpec
 from recommender.spec.loader import describe_errors, json_schema, load_spec
-from recommender.spec.model import DEFAULT_TEXTS, BertArchitecture, GenerationSpec, ModelSpec, PayloadSpec
+from recommender.spec.model import (
+    DEFAULT_TEXTS,
+    BertArchitecture,
+    GenerationSpec,
+    LlamaArchitecture,
+    ModelSpec,
+    PayloadSpec,
+)
 from recommender.spec.target import TargetKind, TargetSpec, target_label
 from recommender.spec.traffic import (
     SHAPES,
@@ -40,6 +47,7 @@ __all__ = [
     "GenerationSpec",
     "ImportanceLevel",
     "LatencyThreshold",
+    "LlamaArchitecture",
     "ModelSpec",
     "Objectives",
     "Optimization",

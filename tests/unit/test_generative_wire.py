@@ -169,3 +169,35 @@ def test_a_run_that_is_not_generative_has_no_generation_columns() -> None:
     recorder.record(0.1, 100, True, 1)
     assert not recorder.log().generative and "chunk_us" not in recorder.rows_since(0)
     assert json.dumps(sorted(recorder.rows_since(0))) == '["latency_us", "ok", "t_s", "users"]'
+
+
+def test_synthetic_prompts_aimed_at_an_embeddings_target_are_refused_at_validate(tmp_path) -> None:
+    """A mooncake trace or payload.generation sends prompts; an embeddings or Triton target cannot take them (before
+    this refusal the Locust child failed on a payload index past the three texts)."""
+    from recommender.errors import SpecError
+    from recommender.spec.loader import load_spec
+
+    path = tmp_path / "gen.yaml"
+    path.write_text(
+        "name: g\npayload:\n  generation: {input_tokens: {mean: 8}, output_tokens: {mean: 4}, count: 4}\n"
+        "target: {kind: remote, protocol: openai, url: 'http://127.0.0.1:9/v1', model: m}\n"
+    )
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert "payload.generation: synthetic prompts are sent to generative endpoints only" in str(caught.value.problems)
+
+
+def test_chat_messages_sent_to_a_completions_endpoint_are_refused_with_the_line(tmp_path) -> None:
+    from recommender.errors import SpecError
+    from recommender.spec.loader import load_spec
+
+    (tmp_path / "p.jsonl").write_text('{"prompt": "hello there"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    path = tmp_path / "gen.yaml"
+    path.write_text(
+        "name: g\npayload: {file: p.jsonl}\n"
+        "target: {kind: remote, protocol: openai-completions, url: 'http://127.0.0.1:9/v1', model: m}\n"
+    )
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    text = " ".join(caught.value.problems)
+    assert "p.jsonl: line 2: holds chat `messages`" in text and "speaks openai-completions" in text, text

@@ -78,7 +78,10 @@ def test_each_stack_brings_its_own_candidates_and_the_triton_grid_stays_triton_s
     "target, words",
     [
         ({"kind": "local", "engines": ["optimum"]}, "engines not used by target kind local"),
-        ({"kind": "remote", "protocol": "grpc", "endpoint": "http://x:1"}, "'openai-chat' or 'openai-completions'"),
+        (
+            {"kind": "remote", "protocol": "grpc", "endpoint": "http://x:1"},
+            "'kserve', 'openai', 'openai-chat' or 'openai-completions'",
+        ),
         ({"kind": "remote", "protocol": "openai", "url": "http://x:1"}, "needs `model`"),
         ({"kind": "remote", "protocol": "openai", "url": "sagemaker://x", "model": "m"}, "needs an http(s)://"),
         ({"kind": "infinity", "engines": ["tensorrt"]}, "'torch' or 'optimum'"),

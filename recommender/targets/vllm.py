@@ -1,0 +1,270 @@
+"""The `vllm` target: vLLM's OpenAI-compatible server (`python -m vllm.entrypoints.openai.api_server`, from a
+virtualenv of its own: vllm_venv.py) on loopback, one server per candidate, serving a model folder (model.source
+llama: modelrepo/llama.py) to streamed chat or completions requests.
+
+    VllmTarget(engine_args={"max_num_seqs": 8}).deploy(model_folder, "model", run_dir) -> VllmDeployment
+
+One fixed configuration per target (its `engine_args`, passed as flags: max_num_seqs -> --max-num-seqs 8, true ->
+--flag, false -> --no-flag); an argument the installed vLLM does not know is refused by name before any server
+starts, from the flags its `--help` lists (read once per virtualenv and kept beside it). On the CPU it runs eager
+(--enforce-eager: a start takes about 35 s instead of 80, the graphs it would compile first do not pay back in a
+benchmark's minutes) with a small KV cache (VLLM_CPU_KVCACHE_SPACE, `kv_cache_gib`), no model hub and no usage
+statistics. Ready when GET /v1/models lists the model and one completion of one token answers.
+
+Its server's life (a session of its own, a pid file for what a `kill -9` of the job left, a log in the run
+directory, torn down on every exit path) is local_stack.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from recommender.errors import InputError, TargetError
+from recommender.hardware import Gpu, cuda_environment, detect_hardware, resolve_accelerator
+from recommender.targets import vllm_venv
+from recommender.targets.leftovers import stop_leftovers
+from recommender.targets.local_stack import LocalStackDeployment
+from recommender.targets.server_process import LOOPBACK, free_loopback_ports
+from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, openai
+
+PREFIX = "/v1"
+CHAT, COMPLETIONS = OPENAI_CHAT, OPENAI_COMPLETIONS
+# the server, its API process and its engine's processes (named by setproctitle): what a killed job's server left
+PROCESS_NAMES = frozenset({"python", "python3", "VLLM::EngineCore", "VLLM::EngineCor", "VLLM::Worker"})
+QUIET = {  # no model hub, no usage statistics: everything it serves is on this host
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "VLLM_API_KEY": "",  # a server of ours, on loopback, takes no key (one set for another server is not ours)
+}
+FLAGS_FILE = ".recommender-flags.json"  # beside the virtualenv's marker: the flags its --help lists
+_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
+ENGINE_ARG = re.compile(r"^[a-z][a-z0-9_]*$")
+# set by the target itself: an engine argument may not give them
+EngineValue = bool | int | float | str
+OWN_FLAGS = frozenset({"--model", "--served-model-name", "--host", "--port", "--tokenizer"})
+
+
+@dataclass
+class VllmDeployment(LocalStackDeployment):
+    """A running vLLM server serving one model folder; leaving `with` stops it."""
+
+    server: str = "the vLLM server"
+    protocol: str = CHAT
+    stream: bool = True
+
+    @property
+    def wire(self) -> Wire:
+        """Chat or completions, streamed unless the target says not: the generative wire (its path and answer check
+        are wire.py's)."""
+        return openai(self.prefix, self.protocol, self.stream)
+
+    @property
+    def generation_path(self) -> str:
+        """Where a request is POSTed: <prefix>/chat/completions or <prefix>/completions."""
+        return self.wire.path(self.model_name)
+
+    def probe(self, body: dict, timeout_s: float = 120.0) -> dict:
+        """POST one request, unstreamed; the answer, which must hold a choice with text."""
+        asked = {key: value for key, value in body.items() if key not in ("stream", "stream_options")}
+        what = f"a {self.protocol} request for model {self.model_name!r}"
+        answer = self._call("POST", self.generation_path, what, asked, timeout_s)
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise TargetError(f"{what} at {self.endpoint} answered no choices: {str(answer)[:200]}")
+        return answer
+
+    def _answers_ready(self) -> bool:
+        """GET <prefix>/models lists the model (the engine has loaded it)."""
+        try:
+            return self.model_name in (self.served_models() or [])
+        except TargetError:
+            return False
+
+    def answers_one_token(self, timeout_s: float = 60.0) -> None:
+        """One request of one output token: the engine generates (the API answers before its first step)."""
+        self.probe(self.tiny_request(), timeout_s)
+
+    def tiny_request(self) -> dict[str, Any]:
+        if self.protocol == CHAT:
+            return {"model": self.model_name, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1}
+        return {"model": self.model_name, "prompt": "ready?", "max_tokens": 1}
+
+
+@dataclass
+class VllmTarget:
+    """vLLM on this host (its CPU here; its GPUs where the host has them): one server per candidate."""
+
+    name: ClassVar[str] = "vllm"
+    load_shares_host: ClassVar[bool] = True
+    deploys: ClassVar[bool] = False  # no Triton repository: vLLM loads the model folder itself
+    native_backends: ClassVar[bool] = False
+    protocol: str = CHAT
+    stream: bool = True
+    engine_args: Mapping[str, EngineValue] = field(default_factory=dict)
+    kv_cache_gib: float = 1.0
+    accelerator: str = "auto"  # the target's: which build its virtualenv holds (vllm-cpu, or vllm on a GPU host)
+    ready_timeout: float = 300.0
+    stop_timeout: float = 20.0
+
+    @classmethod
+    def from_spec(cls, target: Any, experiment: str, run_id: str) -> VllmTarget:
+        return cls(
+            protocol=target.protocol,
+            stream=target.stream,
+            engine_args=dict(target.engine_args),
+            kv_cache_gib=target.kv_cache_gib,
+            accelerator=target.accelerator,
+            ready_timeout=target.ready_timeout_seconds,
+        )
+
+    def cancel_on(self, event: threading.Event) -> None:  # Target protocol: deploy returns at once or times out
+        return None
+
+    def preflight(self) -> None:
+        """vLLM's virtualenv for where it serves is there (made now, once, when it is not: a GPU refused on a host
+        without one first) and it knows every engine argument."""
+        gpu = resolve_accelerator(self.accelerator, detect_hardware()) == "gpu"
+        engine_flags(self.engine_args, known_flags(vllm_venv.server_python(gpu)))
+
+    def deploy(
+        self,
+        repository: Path | None,
+        model_name: str,
+        run_dir: Path,
+        gpus: tuple[Gpu, ...] = (),
+        config: Mapping[str, Any] | None = None,
+    ) -> VllmDeployment:
+        """Start the server on the model folder `repository` (a Hugging Face folder: config, weights, tokenizer);
+        returns once it lists the model and has generated one token."""
+        if repository is None or not (Path(repository) / "config.json").exists():
+            raise TargetError(
+                f"the vllm target serves a Hugging Face model folder, and {repository} is none",
+                hint="model.source llama builds one (modelrepo/llama.py)",
+            )
+        python = vllm_venv.server_python(gpu=bool(gpus))
+        flags = engine_flags(self.engine_args, known_flags(python))  # refused before anything starts
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stop_leftovers(run_dir, PROCESS_NAMES)
+        (port,) = free_loopback_ports(1)
+        deployment = VllmDeployment(
+            f"http://{LOOPBACK}:{port}{PREFIX}",
+            model_name,
+            prefix=PREFIX,
+            run_dir=run_dir,
+            stop_timeout=self.stop_timeout,
+            protocol=self.protocol,
+            stream=self.stream,
+        )
+        deployment.log_path = run_dir / "server.log"
+        deployment.metrics_url = f"http://{LOOPBACK}:{port}/metrics"  # its counters: tokens in and out, requests
+        deployment.gpu_uuids = tuple(gpu.uuid for gpu in gpus)
+        with deployment.starting():
+            launched = command(python, Path(repository), model_name, port, flags, eager=not gpus)
+            deployment.launch(launched, self.environment(gpus))
+            deployment.wait_until_ready(self.ready_timeout)
+            deployment.answers_one_token()
+        return deployment
+
+    def environment(self, gpus: tuple[Gpu, ...]) -> dict[str, str]:
+        """QUIET, the CPU's KV cache size, and exactly the candidate's GPUs by UUID (none on the CPU)."""
+        return QUIET | cuda_environment(gpus) | {"VLLM_CPU_KVCACHE_SPACE": f"{self.kv_cache_gib:g}"}
+
+
+def command(python: Path, model: Path, served_name: str, port: int, flags: list[str], eager: bool = True) -> list[str]:
+    """The server's command line: the model folder under the served name, loopback only, `eager` (the CPU's
+    default) unless the engine arguments say (`enforce_eager: true / false`), then the engine arguments' flags."""
+    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
+    eager_flag = ["--enforce-eager"] if eager and not said else []
+    return [
+        str(python),
+        "-m",
+        vllm_venv.MODULE,
+        "--model",
+        str(model),
+        "--served-model-name",
+        served_name,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        *eager_flag,
+        *flags,
+    ]
+
+
+def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) -> list[str]:
+    """The engine arguments as command-line flags, each one the installed vLLM lists; InputError (exit 2: the
+    experiment file's setting) naming the first it does not know, or one the target sets itself."""
+    flags: list[str] = []
+    for name, value in engine_args.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool) and not value:
+            flag = "--no-" + flag[2:]
+        if flag in OWN_FLAGS or flag not in known or not ENGINE_ARG.match(name):
+            said = f"{name}: {str(value).lower()}" if isinstance(value, bool) else name
+            raise InputError(
+                f"target.engine_args.{said} {_refusal(flag)} ({flag})",
+                hint="`python -m vllm.entrypoints.openai.api_server --help` in the vLLM virtualenv lists the engine "
+                "arguments (the flag names, with _ for -)",
+            )
+        flags += [flag] if isinstance(value, bool) else [flag, str(value)]
+    return flags
+
+
+def _refusal(flag: str) -> str:
+    if flag in OWN_FLAGS:
+        return "is set by the vllm target itself"
+    return f"is not an argument of vLLM {vllm_venv.VERSION}"
+
+
+def known_flags(python: Path) -> frozenset[str]:
+    """The flags the virtualenv's server lists in its --help: read once (about 8 s) and kept beside the virtualenv,
+    for the requirement it was made with."""
+    folder = python.parent.parent
+    cache = folder / FLAGS_FILE
+    made_with = (folder / vllm_venv.MARKER).read_text(encoding="utf-8") if (folder / vllm_venv.MARKER).exists() else ""
+    try:
+        kept = json.loads(cache.read_text(encoding="utf-8"))
+        if kept.get("requirement") == made_with and kept.get("flags"):
+            return frozenset(kept["flags"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    flags = help_flags(python)
+    with contextlib.suppress(OSError):  # unkept: read again next time
+        cache.write_text(json.dumps({"requirement": made_with, "flags": sorted(flags)}), encoding="utf-8")
+    return flags
+
+
+def help_flags(python: Path) -> frozenset[str]:
+    """Every --flag the server's --help names; TargetError when it does not answer."""
+    done = subprocess.run(
+        [str(python), "-m", vllm_venv.MODULE, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=os.environ | QUIET,
+        timeout=180,
+    )
+    flags = frozenset(_FLAG.findall(done.stdout))
+    if done.returncode != 0 or "--model" not in flags:
+        tail = (done.stderr or done.stdout).strip().splitlines()
+        raise TargetError(
+            f"`{python} -m {vllm_venv.MODULE} --help` failed (exit {done.returncode}): {tail[-1] if tail else ''}",
+            hint=f"the vLLM virtualenv may be broken: remove {python.parent.parent} (it is made again on first use)",
+        )
+    return flags
+
+
+__all__ = ["CHAT", "COMPLETIONS", "VllmDeployment", "VllmTarget"]

@@ -126,10 +126,14 @@ def _with_prompts(folder: Path) -> None:
     (folder / "chat.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
+CHAT_TARGET = {"kind": "remote", "protocol": "openai-chat", "url": "http://127.0.0.1:9/v1", "model": "m"}
+
+
 def _with_mooncake(folder: Path) -> None:
     _experiment(folder)
     document = json.loads((folder / "experiment.yaml").read_text())
     document["traffic"] = {"trace": {"file": "trace.jsonl", "format": "mooncake"}}
+    document["target"] = CHAT_TARGET  # its prompts go to generative endpoints only
     (folder / "experiment.yaml").write_text(json.dumps(document))
     rows = [(0, 12, 4, [0]), (250, 30, 8, [0, 1]), (600, 7, 2, []), (1000, 50, 16, [2, 3])]
     (folder / "trace.jsonl").write_text(
@@ -146,7 +150,8 @@ def _with_tokenizer(folder: Path) -> None:
     _experiment(folder)
     document = json.loads((folder / "experiment.yaml").read_text())
     generation = {"input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "count": 3, "tokenizer": "tok"}
-    (folder / "experiment.yaml").write_text(json.dumps(document | {"payload": {"generation": generation}}))
+    document |= {"payload": {"generation": generation}, "target": CHAT_TARGET}
+    (folder / "experiment.yaml").write_text(json.dumps(document))
     words = [a + b for a in "abcdefgh" for b in "abcdefghijklmnop"]  # 128 one-token words: prompts can be made
     vocab = {"[UNK]": 0} | {word: k + 1 for k, word in enumerate(words)}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))

@@ -18,6 +18,7 @@ from recommender.load.prompts import TOLERANCE, prompts_for
 from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.modelrepo.model_source import minilm_dir
 from recommender.spec import load_spec
+from tests.unit.test_prompts import CHAT_TARGET
 
 VERSIONS = {"locust": "x"}
 ROWS = [
@@ -38,7 +39,11 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def experiment(folder: Path, lines: list[str], trace: dict | None = None, payload: dict | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "trace.jsonl").write_text("".join(line + "\n" for line in lines))
-    document = {"name": "mc", "traffic": {"trace": {"file": "trace.jsonl", "format": "mooncake"} | (trace or {})}}
+    document = {
+        "name": "mc",
+        "target": CHAT_TARGET,  # a mooncake trace's prompts go to generative endpoints only
+        "traffic": {"trace": {"file": "trace.jsonl", "format": "mooncake"} | (trace or {})},
+    }
     path = folder / "e.yaml"
     path.write_text(yaml.safe_dump(document | ({"payload": payload} if payload else {})))
     return path

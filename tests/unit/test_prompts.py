@@ -33,10 +33,15 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+CHAT_TARGET = {"kind": "remote", "protocol": "openai-chat", "url": "http://127.0.0.1:9/v1", "model": "m"}
+
+
 def write(tmp_path: Path, payload: dict, traffic: dict | None = None) -> Path:
+    """An experiment file whose prompts go to a generative endpoint (synthetic prompts go to no other)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump({"name": "gen", "payload": payload} | ({"traffic": traffic} if traffic else {})))
+    document = {"name": "gen", "payload": payload, "target": CHAT_TARGET} | ({"traffic": traffic} if traffic else {})
+    path.write_text(yaml.safe_dump(document))
     return path
 
 

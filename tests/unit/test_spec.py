@@ -66,7 +66,7 @@ def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     keys = (
         "accelerator, api_key_env, batch_sizes, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, "
         "engine_args, engines, gpus, image_uri, instance_type, kind, kv_cache_gib, model, name, "
-        "price_per_hour, priced_as, protocol, ready_timeout_seconds, region, role_arn"
+        "price_per_hour, priced_as, protocol, ready_timeout_seconds, region, role_arn, stream"
     )
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line
 
@@ -137,7 +137,7 @@ def test_endpoint_instance_count_accepts_its_former_name(tmp_path, key):
         ("{kind: remote}", "target kind remote needs `endpoint`"),
         ("{kind: sagemaker, budget_usd: 0}", "budget_usd: Input should be greater than 0"),
         ("{kind: local, api_key_env: KEY}", "api_key_env not used by target kind local"),
-        ("{kind: remote, url: 'http://h:8000', api_key_env: KEY}", "api_key_env is used by protocol openai only"),
+        ("{kind: remote, url: 'http://h:8000', api_key_env: KEY}", "api_key_env is used by the openai protocols only"),
         (
             "{kind: remote, protocol: openai, url: 'http://h/v1', model: m, api_key_env: 'sk-123 456'}",
             "api_key_env: String should match pattern",  # a key pasted where its variable's name goes

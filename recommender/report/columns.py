@@ -342,6 +342,11 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
 )
 
 
+def only_for(kind: EndpointKind) -> tuple[Metric, ...]:
+    """The catalog's metrics that apply to this endpoint kind alone (a generative run's own figures)."""
+    return tuple(m for m in METRICS.values() if m.kinds == frozenset({kind}))
+
+
 def for_kind(kind: EndpointKind) -> tuple[Metric, ...]:
     """The catalog's metrics that apply to an endpoint kind, in catalog order."""
     return tuple(m for m in METRICS.values() if m.applies(kind))

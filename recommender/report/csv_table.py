@@ -10,11 +10,10 @@ from recommender.report.columns import (
     COST_PER_MILLION,
     COST_PER_MILLION_TOKENS,
     FLEET_SIZE,
-    GENERATIVE,
     INPUT_TOKENS,
     MAX_INVOCATIONS,
-    METRICS,
     MODEL_LATENCY,
+    only_for,
 )
 from recommender.report.rows import Report
 
@@ -52,7 +51,7 @@ FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' 
 
 
 # a generative report's own figures, every one the catalog has for it (every percentile), after the shared fields
-GENERATIVE_ONLY = tuple(m for m in METRICS.values() if m.kinds == GENERATIVE)
+GENERATIVE_ONLY = only_for("generative")
 
 
 def render_csv(report: Report) -> str:

@@ -104,3 +104,19 @@ def test_the_report_shows_the_generative_columns_in_markdown_and_csv(url) -> Non
     assert float(first["ITL p90 (ms)"]) == pytest.approx(15.0) and first["ITL p99 (ms)"] == ""  # p99: 100 a window
     assert float(first["output tokens per second per instance"]) == pytest.approx(440.0)
     assert float(first["goodput (requests/s)"]) == pytest.approx(40.0)
+
+
+def test_the_mlflow_records_carry_the_generative_figures_with_their_intervals(url) -> None:
+    from recommender.review import recommend_from_store
+    from recommender.tracking.records import candidate_records
+
+    store = ResultStore.open(url)
+    rec, _, results = recommend_from_store(store, "llm")
+    first = candidate_records(rec, results, store.window_records)[0]
+    assert first.name == "pt-nodb-ig1-mbs8"
+    assert first.metrics["goodput"] == pytest.approx(40.0)
+    assert first.metrics["output_tokens_per_second"] == pytest.approx(440.0)
+    assert first.metrics["itl_p95"] == pytest.approx(15.0)
+    assert first.metrics["ttft_p95_low"] <= first.metrics["ttft_p95"] <= first.metrics["ttft_p95_high"]
+    assert first.metrics["cost_per_million_output_tokens"] == pytest.approx(3.6 / (440 * 3600) * 1e6)
+    assert first.series["window_output_tokens_per_second"][-1] == pytest.approx(440.0)

@@ -120,3 +120,22 @@ def test_the_mlflow_records_carry_the_generative_figures_with_their_intervals(ur
     assert first.metrics["ttft_p95_low"] <= first.metrics["ttft_p95"] <= first.metrics["ttft_p95_high"]
     assert first.metrics["cost_per_million_output_tokens"] == pytest.approx(3.6 / (440 * 3600) * 1e6)
     assert first.series["window_output_tokens_per_second"][-1] == pytest.approx(440.0)
+
+
+def test_the_dashboard_curve_has_a_point_per_level_and_marks_the_slo_frontier(url) -> None:
+    from dashboard import charts, frames
+    from recommender.metrics.limits import Limits
+
+    store = ResultStore.open(url)
+    spec = ExperimentSpec.model_validate(SPEC)
+    results = store.results("llm", "current")
+    levels = frames.generation_levels(results, store.window_records, Limits.from_spec(spec))
+    by = {(r["configuration"], r["load"]): r for r in levels.to_dict("records")}
+    assert len(by) == 4
+    assert by[("pt-nodb-ig2-mbs8", 2.0)]["meets SLO"] is False  # ITL 30 ms over the 20 ms SLO
+    assert by[("pt-nodb-ig1-mbs8", 2.0)]["output tokens/s per instance"] == pytest.approx(440.0)
+    chart = charts.generation_curve(levels).to_dict()
+    rule = chart["layer"][2]
+    assert rule["mark"]["type"] == "rule"
+    # the frontier: the highest instance throughput within the SLO (ig1 at 40 requests/s, not ig2's 60)
+    assert chart["datasets"][rule["data"]["name"]][0]["output tokens/s per instance"] == pytest.approx(440.0)

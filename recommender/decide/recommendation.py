@@ -496,8 +496,13 @@ def justify(rec: Recommendation) -> str:
     if winner is None:
         return f"No recommendation: {rec.no_winner_reason}."
     c = winner.candidate
+    sustains = (
+        f"a goodput of {_count(c.ipm)} requests per minute per instance within the SLO ({c.ipm / 60:,.2f}/s)"
+        if c.generative
+        else f"{_count(c.ipm)} invocations per minute per instance"
+    )
     sentences = [
-        f"{c.name} sustains {_count(c.ipm)} invocations per minute per instance at "
+        f"{c.name} sustains {sustains} at "
         f"{rec.percentile} {_ms(c.model_latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
         f"{c.error_rate:.2%} errors",
         _sizing_sentence(rec, winner),

@@ -140,3 +140,16 @@ def test_the_dashboard_curve_has_a_point_per_level_and_marks_the_slo_frontier(ur
     assert rule["mark"]["type"] == "rule"
     # the frontier: the highest instance throughput within the SLO (ig1 at 40 requests/s, not ig2's 60)
     assert chart["datasets"][rule["data"]["name"]][0]["output tokens/s per instance"] == pytest.approx(440.0)
+
+
+def test_the_dashboard_ranking_and_curves_pages_show_a_generative_experiment(url, monkeypatch) -> None:
+    from tests.unit.test_dashboard_pages import assert_clean, open_page
+
+    at = open_page(url, "ranking", monkeypatch, experiment="llm")
+    assert_clean(at)
+    assert ("goodput (req/s)", "40.00") in [(m.label, m.value) for m in at.metric]
+    frame = at.dataframe[0].value
+    assert frame["goodput"].iloc[0] == pytest.approx(40.0)
+    at = open_page(url, "curves", monkeypatch, experiment="llm")
+    assert_clean(at)
+    assert any("tokens/s per user" in s.value for s in at.subheader)

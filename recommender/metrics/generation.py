@@ -117,21 +117,23 @@ class WindowGeneration:
 
 def window_generation(log: RequestLog, start: float, end: float) -> WindowGeneration | None:
     """The generation figures of the successful requests completed in [start, end); None for a log without tokens."""
-    if log.ttft_us is None or log.output_tokens is None or log.input_tokens is None:
+    if not log.generative:
         return None
     done = completions_between(log, start, end)
-    part = done.rows(done.ok)
-    assert part.ttft_us is not None and part.output_tokens is not None and part.input_tokens is not None
-    e2e = part.latency_us.astype(np.float64)
-    ttft = part.ttft_us.astype(np.float64)
-    tokens = part.output_tokens.astype(np.int64)
+    if done.ttft_us is None or done.output_tokens is None or done.input_tokens is None:
+        return None
+    good = done.ok & (done.ttft_us >= 0)  # a successful answer streamed a token (the wire's rule; -1: none came)
+    e2e = done.latency_us[good].astype(np.float64)
+    ttft = done.ttft_us[good].astype(np.float64)
+    tokens = done.output_tokens[good].astype(np.int64)
+    given = done.input_tokens[good]
     decode = e2e - ttft
     itl = np.where(tokens >= 2, decode / np.maximum(tokens - 1, 1), np.nan)
     speed = tokens[decode > 0] / (decode[decode > 0] / 1e6)
-    known_input = part.input_tokens[part.input_tokens >= 0]
+    known_input = given[given >= 0]
     return WindowGeneration(
         seconds=max(end - start, 1e-9),
-        requests=len(part),
+        requests=len(e2e),
         output_tokens=int(tokens.sum()),
         input_tokens=int(known_input.sum()) if len(known_input) else None,
         ttft_ms={name: percentile_ms(ttft, name) for name in PERCENTILES},

@@ -83,6 +83,13 @@ def test_a_busy_window_keeps_a_bounded_even_sample() -> None:
     assert g.goodput((SloTerm("ttft", "p50", 49.5),)) == pytest.approx(n / 2 / 2.0, rel=0.02)
 
 
+def test_a_request_that_streamed_no_token_is_not_counted_as_generated() -> None:
+    log = generative_log([0.0, 0.1], [10, 20], [110, 120], [11, 1])
+    log = RequestLog(**{**{k: getattr(log, k) for k in log.__dataclass_fields__}, "ttft_us": np.array([10_000, -1])})
+    g = window_generation(log, 0.0, 1.0)
+    assert g is not None and (g.requests, g.output_tokens, g.kept.ttft_ms) == (1, 11, (10.0,))
+
+
 def test_an_embedding_log_has_no_generation_figures() -> None:
     plain = RequestLog(np.zeros(3), np.full(3, 1000), np.ones(3, bool), np.ones(3))
     assert window_generation(plain, 0.0, 1.0) is None

@@ -99,6 +99,8 @@ def test_the_report_shows_the_generative_columns_in_markdown_and_csv(url) -> Non
     assert "**SLO**: TTFT p95 &lt;= 100 ms, ITL p95 &lt;= 20 ms" in markdown
     assert "sustains a goodput of 2,400 requests per minute per instance within the SLO (40.00/s)" in markdown
     assert "invocations per minute per instance" not in markdown.split("## Ranked configurations")[1]
+    html = invoke("report", "llm", "--db", url, "--format", "html")
+    assert "goodput (requests/s)" in html and "ITL p95 (ms)" in html
     rows = list(csv.DictReader(io.StringIO(invoke("report", "llm", "--db", url, "--format", "csv"))))
     first = rows[0]
     assert first["configuration"] == "pt-nodb-ig1-mbs8"

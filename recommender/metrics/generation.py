@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 KEPT_REQUESTS = 1000  # per-request figures a window keeps for goodput at decision time (JSON: ~30 kB a window)
 SLO_METRICS = ("ttft", "itl", "e2e")  # what an SLO term bounds (per request, in ms)
+# rates of counted things (requests, tokens): an interval at least one count per window wide (per-user speed is a mean)
+COUNTED_RATES = frozenset({"goodput", "request_throughput", "output_tps", "input_tps"})
 
 
 @dataclass(frozen=True)
@@ -226,15 +228,26 @@ def level_figures(terms: tuple[SloTerm, ...]) -> dict[str, WindowFigure]:
 def level_generation(
     level: Level, terms: tuple[SloTerm, ...], measured: Measured, ms_resolution: float
 ) -> GenerationFigures | None:
-    """The level's generation figures (None when its windows have none): every figure with its interval and n; a
-    latency's interval is never narrower than +- `ms_resolution`."""
-    if not any(w.generation for w in level.windows):
+    """The level's generation figures (None when its windows have none): every figure with its interval and n. An
+    interval is never narrower than the measurement's resolution (README "Definitions"): +- `ms_resolution` for a
+    latency, one request (or one token) per window for a rate per second."""
+    seconds = max((w.generation.seconds for w in level.windows if w.generation), default=0.0)
+    if not seconds:
         return None
+    per_window = 1 / seconds  # one request or one token in the longest window, per second: the finest step
     figures = {
-        name: _figure(level, value, measured, ms_resolution if "_ms." in name else 0.0)
+        name: _figure(
+            level, value, measured, ms_resolution if "_ms." in name else _resolution(name, ms_resolution, per_window)
+        )
         for name, value in level_figures(terms).items()
     }
     return GenerationFigures({name: figure for name, figure in figures.items() if figure is not None})
+
+
+def _resolution(name: str, ms_resolution: float, per_window: float) -> float:
+    if "_ms." in name:
+        return ms_resolution
+    return per_window if name in COUNTED_RATES else 0.0
 
 
 def _percentile_of(metric: str, name: str) -> WindowFigure:

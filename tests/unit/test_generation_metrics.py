@@ -133,6 +133,10 @@ def test_an_itl_slo_picks_the_highest_level_within_it() -> None:
     assert g.value("output_tps_per_user") == pytest.approx(10 / 0.045, rel=0.01)
     interval = g.interval("output_tps")
     assert interval is not None and interval.n == 4 and interval.counts == "windows"
+    # four identical windows: the interval is still one request (one token) per 1-s window wide, never +- 0
+    goodput = g.interval("goodput")
+    assert goodput is not None and (goodput.low, goodput.high) == (19.0, 21.0)
+    assert (interval.low, interval.high) == (199.0, 201.0)
 
 
 def test_goodput_at_the_level_follows_the_slo_decided_with() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from recommender.report.columns import INVOCATIONS, MODEL_LATENCY
+from recommender.report.columns import GOODPUT, INVOCATIONS, MODEL_LATENCY, OUTPUT_TPS, OUTPUT_TPS_PER_USER
 
 COLOR = alt.Color("configuration:N", title="configuration")
 
@@ -89,6 +89,40 @@ def frontier(levels: pd.DataFrame, percentile: str) -> alt.Chart:
         )
         .properties(height=320)
     )
+
+
+def generation_curve(levels: pd.DataFrame) -> alt.LayerChart:
+    """The curve LLM users read first, from frames.generation_levels: output tokens/s per user (x) against output
+    tokens/s per instance (y), one point per load level joined in load order; the SLO frontier is marked: a circle
+    meets every SLO term, a cross breaches one, and a dashed rule stands at the highest instance throughput that
+    meets them."""
+    x, y = OUTPUT_TPS_PER_USER.frame, OUTPUT_TPS.frame
+    data = levels.dropna(subset=[x, y]).sort_values(["configuration", "load"])
+    base = alt.Chart(data).encode(
+        x=alt.X(f"{x}:Q", title=f"{OUTPUT_TPS_PER_USER.header} (level mean)"),
+        y=alt.Y(f"{y}:Q", title=f"{OUTPUT_TPS.header} (level mean)"),
+        color=COLOR,
+    )
+    line = base.mark_line().encode(order="load:Q")
+    marks = alt.Scale(domain=[True, False], range=["circle", "cross"])
+    points = base.mark_point(size=90, filled=True).encode(
+        shape=alt.Shape("meets SLO:N", title="meets the SLO", scale=marks),
+        tooltip=[
+            "configuration",
+            "load",
+            alt.Tooltip(f"{x}:Q", format=",.1f"),
+            alt.Tooltip(f"{y}:Q", format=",.0f"),
+            alt.Tooltip(f"{GOODPUT.frame}:Q", format=",.2f"),
+            "meets SLO",
+            "why",
+        ],
+    )
+    best = data[data["meets SLO"]]
+    layers = [line, points]
+    if not best.empty:
+        frontier = pd.DataFrame({y: [best[y].max()], "label": ["SLO frontier"]})
+        layers.append(alt.Chart(frontier).mark_rule(strokeDash=[6, 4], color="#e15759").encode(y=f"{y}:Q"))
+    return alt.layer(*layers).properties(height=340)
 
 
 def server_time(breakdown: pd.DataFrame) -> alt.Chart:

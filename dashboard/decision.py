@@ -21,6 +21,7 @@ from recommender.decide.ranking import IMPORTANCE_WEIGHTS
 from recommender.decide.recommendation import Recommendation, recommend
 from recommender.metrics.limits import Limits
 from recommender.report import Report, build_report
+from recommender.report.columns import only_for
 from recommender.review import stored_spec, with_limits
 from recommender.spec import CapacitySpec, ExperimentSpec, Objectives
 from recommender.store.results import ExperimentInfo
@@ -150,9 +151,13 @@ def rows_frame(report_: Report) -> pd.DataFrame:
         record["excluded_reasons"] = "; ".join(row.excluded_reasons)
         record["notes"] = ", ".join(row.flags)
         record["interval"] = row.interval_text
+        record |= {m.name: m.read(row) for m in GENERATIVE_FIGURES}  # a generative row's figures by catalog name
         rows.append(record)
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows).drop(columns=["generation"], errors="ignore")
     return frame.drop(columns=["recommended", "tied", "pareto", "unstable", "ipm_low", "ipm_high"], errors="ignore")
+
+
+GENERATIVE_FIGURES = tuple(m for m in only_for("generative") if m.figure)
 
 
 def catalog_types() -> list[str]:

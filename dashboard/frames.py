@@ -9,9 +9,10 @@ from typing import Any
 import pandas as pd
 
 from recommender.candidates import CandidateResult, RunStatus
+from recommender.metrics.generation import level_generation
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
-from recommender.metrics.levels import Level, WindowRecord, judge_levels
+from recommender.metrics.levels import LATENCY_RESOLUTION_MS, Level, WindowRecord, judge_levels
 from recommender.metrics.limits import Limits
 from recommender.metrics.payload_lengths import PayloadLengths, input_tokens_per_second
 from recommender.metrics.rules import WindowRules
@@ -20,10 +21,13 @@ from recommender.metrics.stability import describe
 from recommender.report.columns import (
     AVG_BATCH_SIZE,
     ERROR_RATE,
+    GOODPUT,
     INPUT_TOKENS,
     INVOCATIONS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
+    OUTPUT_TPS,
+    OUTPUT_TPS_PER_USER,
     Metric,
 )
 from recommender.store.results import ExperimentInfo
@@ -206,6 +210,33 @@ def levels_table(
         if r.status == RunStatus.OK and r.headline and r.run_id
     ]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def generation_levels(
+    results: Iterable[CandidateResult], windows_of: Callable[[int], list[WindowRecord]], limits: Limits
+) -> pd.DataFrame:
+    """One row per load level of the generative runs (all repeats pooled, judged under `limits`, SLO terms
+    included): output tokens/s per user and per instance (the catalog's frame labels), and whether it meets them."""
+    rows = []
+    for result in results:
+        if result.status != RunStatus.OK or result.headline is None or result.run_id is None:
+            continue
+        for level in judge_levels(windows_of(result.run_id), result.headline.repeats, limits):
+            figures = level_generation(level, limits.terms, result.headline.measured, LATENCY_RESOLUTION_MS)
+            if figures is None:
+                continue
+            rows.append(
+                {
+                    "configuration": result.name,
+                    "load": level.load,
+                    OUTPUT_TPS_PER_USER.frame: figures.value("output_tps_per_user"),
+                    OUTPUT_TPS.frame: figures.value("output_tps"),
+                    GOODPUT.frame: figures.value("goodput"),
+                    "meets SLO": level.meets,
+                    "why": level.why_not,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def text_cell(value: Any) -> str:

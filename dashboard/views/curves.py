@@ -10,6 +10,7 @@ from dashboard import charts, frames, gpu, source
 from dashboard.selection import in_view, measured, nothing_measured
 from recommender.candidates import CandidateResult
 from recommender.metrics.limits import Limits
+from recommender.review import stored_spec
 from recommender.vocabulary import DEFAULT_PERCENTILE, PERCENTILE_NAMES
 
 
@@ -50,6 +51,20 @@ def frontier(picked: list[CandidateResult], default_percentile: str) -> None:
     st.altair_chart(charts.frontier(levels, percentile), width="stretch")
 
 
+def generation_curve(picked: list[CandidateResult], limits: Limits) -> None:
+    """A generative experiment's curve: tokens/s per user against tokens/s per instance, the SLO frontier marked."""
+    levels = frames.generation_levels(picked, source.window_records, limits)
+    if levels.empty:
+        return
+    st.subheader("Output tokens/s per user against per instance (one point per load level, every repeat pooled)")
+    st.caption(
+        "Each point is a load level: higher load moves it up (more tokens/s for the instance) and left (fewer for "
+        "each user). A circle meets every SLO term, a cross breaches one; the dashed rule is the highest instance "
+        "throughput that meets them."
+    )
+    st.altair_chart(charts.generation_curve(levels), width="stretch")
+
+
 def server_time(picked: list[CandidateResult]) -> None:
     st.subheader("Server-side time per request: queue vs compute")
     breakdown = frames.server_breakdown(picked)
@@ -87,6 +102,7 @@ def main() -> None:
         return
     over_time(picked)
     frontier(picked, (info.spec.get("latency_threshold") or {}).get("percentile", DEFAULT_PERCENTILE))
+    generation_curve(picked, Limits.from_spec(stored_spec(info.name, info.spec)))
     server_time(picked)
     hardware_and_gpu(picked)
 

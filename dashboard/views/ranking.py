@@ -5,17 +5,24 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import decision
+from dashboard.decision import GENERATIVE_FIGURES
 from dashboard.selection import decision_in_view
 from dashboard.text import escape, metric_column, number, show_table
+from recommender.decide.ranking import RankInput
 from recommender.decide.recommendation import Recommendation
+from recommender.metrics.generation import GenerationFigures
 from recommender.report.columns import (
     COST_PER_HOUR,
     COST_PER_MILLION,
     COST_PER_MILLION_TOKENS,
     FLEET_SIZE,
+    GENERATION_COSTS,
+    GOODPUT,
     INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
+    OUTPUT_TPS,
+    latencies_at,
 )
 
 COLUMNS = {
@@ -33,13 +40,24 @@ COLUMNS = {
     "score": st.column_config.NumberColumn("score", format="%.3f"),
     "instance_type": st.column_config.TextColumn("instance type"),
     "excluded_reasons": st.column_config.TextColumn("excluded because", width="large"),
+    **{m.name: metric_column(m) for m in GENERATIVE_FIGURES},
+    **{m.field: metric_column(m) for m in GENERATION_COSTS},
 }
+# a generative experiment's columns: the catalog's generative figures in place of the embedding ones
+EMBEDDING_ONLY = (
+    MAX_INVOCATIONS.field,
+    "interval",
+    INPUT_TOKENS.field,
+    MODEL_LATENCY.field,
+    COST_PER_MILLION_TOKENS.field,
+)
 
 ORDER = (
     "rank",
     "name",
     "instance_type",
     "status",
+    *(m.name for m in GENERATIVE_FIGURES),
     "invocations_per_minute",
     "interval",
     "input_tokens_per_second",
@@ -49,6 +67,7 @@ ORDER = (
     "cost_per_hour",
     "cost_per_million",
     "cost_per_million_tokens",
+    *(m.field for m in GENERATION_COSTS),
     "score",
     "notes",
     "excluded_reasons",
@@ -78,8 +97,7 @@ def card(rec: Recommendation) -> None:
             ("Instance type", c.instance_type),
             (f"Instances for {rec.target_ipm:,.0f}/min", str(rec.fleet_size)),
             ("Cost per hour", cost),
-            (f"{rec.percentile} latency at MaxInvocations", number(c.model_latency_ms, 1, "ms")),
-            ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
+            *(_generation_metrics(rec, c.generation) if c.generation is not None else _embedding_metrics(rec, c)),
         ]
         if c.input_tokens_per_second is not None:  # the run recorded its payload (migration 0008)
             metrics.append(("Input tokens per instance", number(c.input_tokens_per_second, 0, "/s")))
@@ -93,6 +111,19 @@ def card(rec: Recommendation) -> None:
             st.warning(f"Tie: {escape(rec.tie_notice)}")
     for note in rec.notes:
         st.caption(f"Note: {escape(note)}")
+
+
+def _embedding_metrics(rec: Recommendation, c: RankInput) -> list[tuple[str, str]]:
+    return [
+        (f"{rec.percentile} latency at MaxInvocations", number(c.model_latency_ms, 1, "ms")),
+        ("MaxInvocations per instance", number(c.invocations_per_minute, 0, "/min")),
+    ]
+
+
+def _generation_metrics(rec: Recommendation, generation: GenerationFigures) -> list[tuple[str, str]]:
+    """Goodput, output tokens/s and TTFT / ITL at the decision percentile, labelled as the catalog labels them."""
+    shown = (GOODPUT, OUTPUT_TPS, *(m for m in latencies_at(rec.percentile) if not m.name.startswith("e2e")))
+    return [(m.frame, number(generation.value(m.figure), m.digits, "")) for m in shown]
 
 
 def by_instance_type(frame):
@@ -120,7 +151,8 @@ def main() -> None:
         st.info("No candidates stored for this experiment yet.")
         return
     frame = by_instance_type(frame)
-    order = [c for c in ORDER if c in frame.columns and not frame[c].isna().all()]
+    hidden = EMBEDDING_ONLY if decision.report(rec).kind == "generative" else ()
+    order = [c for c in ORDER if c in frame.columns and not frame[c].isna().all() and c not in hidden]
     show_table(frame, hide_index=True, column_config=COLUMNS, column_order=order)
 
 

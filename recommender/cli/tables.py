@@ -16,6 +16,7 @@ from rich.text import Text
 
 from recommender.candidates import DEFAULT_PADDING, CandidateResult, named_as_variant
 from recommender.decide.comparison import Outcome
+from recommender.decide.cost import cost_per_million_tokens_at
 from recommender.decide.ranking import RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.headline import Headline, ServerStats
@@ -23,14 +24,24 @@ from recommender.metrics.payload_lengths import cost_per_million_tokens
 from recommender.metrics.stop_reason import StopReason
 from recommender.report.columns import (
     AVG_BATCH_SIZE,
+    BOTH,
     COMPUTE_TIME,
     COST_PER_MILLION,
+    COST_PER_MILLION_OUTPUT_TOKENS,
     COST_PER_MILLION_TOKENS,
+    COST_PER_MILLION_TOTAL_TOKENS,
     ERROR_RATE,
+    GENERATION_LATENCIES,
+    GOODPUT,
     INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
+    OUTPUT_TPS,
+    OUTPUT_TPS_PER_USER,
     QUEUE_TIME,
+    REQUEST_THROUGHPUT,
+    EndpointKind,
+    Metric,
 )
 
 CARD_INDENT = "   "
@@ -80,6 +91,7 @@ class TableColumn:
     priority: int  # 1 is always shown; the highest numbers are dropped first when the width is short
     cell: Callable[[TableRow, Context], str]
     wraps: bool = False  # only text wraps; a figure never does
+    kinds: frozenset[EndpointKind] = BOTH  # the endpoint kinds it is shown for (its metric's, report/columns.py)
 
 
 @dataclass(frozen=True)
@@ -218,6 +230,42 @@ def _cost_per_tokens(row: TableRow, _: Context) -> str:
     return "unpriced" if value is None else COST_PER_MILLION_TOKENS.with_unit(value)
 
 
+def _generated(metric: Metric) -> Callable[[TableRow, Context], str]:
+    """A generation figure's cell: its value at the candidate's level, in the catalog's format."""
+    return lambda row, _: metric.format(row.entry.generated(metric.figure))
+
+
+def _generated_at(family: str) -> Callable[[TableRow, Context], str]:
+    """A generation latency's cell at the decision percentile (`family`: ttft, itl, e2e)."""
+    by_figure = {m.figure: m for m in GENERATION_LATENCIES}
+    return lambda row, ctx: by_figure[f"{family}_ms.{ctx.percentile}"].format(
+        row.entry.generated(f"{family}_ms.{ctx.percentile}")
+    )
+
+
+def _generation_cost(metric: Metric, tokens: Callable[[RankInput], float | None]) -> Callable[[TableRow, Context], str]:
+    """A ranked generative candidate's cost per million tokens ('unpriced' without a price)."""
+
+    def cell(row: TableRow, _: Context) -> str:
+        if row.ranked is None:
+            return "-"
+        value = cost_per_million_tokens_at(row.entry.cost_per_hour, tokens(row.entry))
+        return "unpriced" if value is None else metric.with_unit(value)
+
+    return cell
+
+
+def _generation_column(metric: Metric, priority: int) -> TableColumn:
+    return TableColumn(metric.short, priority, _generated(metric), kinds=metric.kinds)
+
+
+def _latency_column(family: str, priority: int) -> TableColumn:
+    """TTFT / ITL / E2E at the decision percentile: the catalog's short header with the percentile left open."""
+    metric = next(m for m in GENERATION_LATENCIES if m.figure.startswith(f"{family}_ms."))
+    label = metric.short.rsplit(" ", 1)[0] + " {p}"
+    return TableColumn(label, priority, _generated_at(family), kinds=metric.kinds)
+
+
 def _pareto(row: TableRow, _: Context) -> str:
     return "yes" if row.ranked and row.ranked.pareto else "-"
 
@@ -242,25 +290,47 @@ def _verdict(row: TableRow, ctx: Context) -> str:
     return f"{throughput.relative:+.0%} vs #1{noise}"
 
 
+EMBEDDING_ONLY = MAX_INVOCATIONS.kinds  # the embedding figures' columns (report/columns.py)
 COLUMNS = (  # in reading order; the number is the priority (1 always shown, higher dropped first when narrow);
-    # the metrics' labels are the catalog's short headers (report/columns.py)
+    # the metrics' labels are the catalog's short headers (report/columns.py); a column is shown for its kinds
     TableColumn("rank", 1, _rank),
     TableColumn("configuration", 1, lambda row, _: row.entry.name),
-    TableColumn(MAX_INVOCATIONS.short, 1, _max_invocations),
-    TableColumn(INPUT_TOKENS.short, 2, _tokens),
-    TableColumn(MODEL_LATENCY.short, 1, _latency),
+    TableColumn(MAX_INVOCATIONS.short, 1, _max_invocations, kinds=EMBEDDING_ONLY),
+    _generation_column(GOODPUT, 1),
+    _generation_column(OUTPUT_TPS, 1),
+    _generation_column(OUTPUT_TPS_PER_USER, 2),
+    _latency_column("ttft", 1),
+    _latency_column("itl", 1),
+    _latency_column("e2e", 2),
+    TableColumn(INPUT_TOKENS.short, 2, _tokens, kinds=INPUT_TOKENS.kinds),
+    TableColumn(MODEL_LATENCY.short, 1, _latency, kinds=MODEL_LATENCY.kinds),
     TableColumn("verdict", 1, _verdict, wraps=True),
     TableColumn("score", 2, _score),
     TableColumn(COST_PER_MILLION.short, 2, _cost),
-    TableColumn(COST_PER_MILLION_TOKENS.short, 3, _cost_per_tokens),
+    TableColumn(COST_PER_MILLION_TOKENS.short, 3, _cost_per_tokens, kinds=COST_PER_MILLION_TOKENS.kinds),
+    TableColumn(
+        COST_PER_MILLION_OUTPUT_TOKENS.short,
+        2,
+        _generation_cost(COST_PER_MILLION_OUTPUT_TOKENS, lambda c: c.generated("output_tps")),
+        kinds=COST_PER_MILLION_OUTPUT_TOKENS.kinds,
+    ),
+    TableColumn(
+        COST_PER_MILLION_TOTAL_TOKENS.short,
+        3,
+        _generation_cost(COST_PER_MILLION_TOTAL_TOKENS, lambda c: c.total_tps),
+        kinds=COST_PER_MILLION_TOTAL_TOKENS.kinds,
+    ),
+    _generation_column(REQUEST_THROUGHPUT, 3),
     TableColumn("± over", 3, _interval_n),
-    TableColumn("{p} mean over", 4, _samples),
+    TableColumn("{p} mean over", 4, _samples, kinds=EMBEDDING_ONLY),
     TableColumn("breached", 3, _breached),
     TableColumn(ERROR_RATE.short, 3, _errors),
     TableColumn("stable", 3, _stable),
     TableColumn("unstable because", 6, _stability_reason, wraps=True),
-    TableColumn(f"{QUEUE_TIME.short} / {COMPUTE_TIME.short} {QUEUE_TIME.unit}", 4, _server_split),
-    TableColumn(AVG_BATCH_SIZE.short, 4, _batch),
+    TableColumn(
+        f"{QUEUE_TIME.short} / {COMPUTE_TIME.short} {QUEUE_TIME.unit}", 4, _server_split, kinds=QUEUE_TIME.kinds
+    ),
+    TableColumn(AVG_BATCH_SIZE.short, 4, _batch, kinds=AVG_BATCH_SIZE.kinds),
     TableColumn("stopped", 5, _stopped),
     TableColumn("pareto", 5, _pareto),
 )
@@ -270,10 +340,11 @@ INSTANCE_TYPE = TableColumn("instance type", 1, lambda row, _: row.entry.instanc
 
 
 def columns_for(rows: list[TableRow]) -> tuple[TableColumn, ...]:
-    """COLUMNS, with the instance type after the configuration when the candidates ran on more than one target."""
-    if len({row.entry.config.get("target", "") for row in rows}) <= 1:
-        return COLUMNS
-    return WITH_INSTANCE_TYPE
+    """The columns of the rows' endpoint kind (generative when a candidate streamed generations), with the instance
+    type after the configuration when the candidates ran on more than one target."""
+    kind: EndpointKind = "generative" if any(row.entry.generative for row in rows) else "embedding"
+    shown = COLUMNS if len({row.entry.config.get("target", "") for row in rows}) <= 1 else WITH_INSTANCE_TYPE
+    return tuple(column for column in shown if kind in column.kinds)
 
 
 WITH_INSTANCE_TYPE = (*COLUMNS[:2], INSTANCE_TYPE, *COLUMNS[2:])

@@ -2,6 +2,7 @@
 
 CostPerHour          = instance price per hour x instance count
 CostPerInference     = CostPerHour / (MaxInvocations x 60)      (MaxInvocations is per minute)
+CostPerMillionTokens = CostPerHour / (tokens per second x 3600) x 1,000,000   (generative: output or total tokens)
 InitialInstanceCount = ceil(target IPM / MaxInvocations per instance)
     sized on the lower bound of the MaxInvocations interval when there is one (`sizing_ipm`), the point estimate's
     count kept beside it (`fleet_size_at_point`)
@@ -18,6 +19,7 @@ from typing import Any
 from recommender.errors import CostError
 
 MINUTES_PER_HOUR = 60
+SECONDS_PER_HOUR = 3600
 PER_MILLION = 1_000_000
 
 
@@ -59,6 +61,14 @@ def cost_per_inference(cost_per_hour_usd: float, max_invocations_per_minute: flo
 def cost_per_million(cost_per_hour_usd: float, max_invocations_per_minute: float) -> float:
     """USD per million successful inferences (CostPerInference x 1,000,000)."""
     return cost_per_inference(cost_per_hour_usd, max_invocations_per_minute) * PER_MILLION
+
+
+def cost_per_million_tokens_at(cost_per_hour_usd: float | None, tokens_per_second: float | None) -> float | None:
+    """USD per million tokens when the capacity bought for `cost_per_hour_usd` streams `tokens_per_second` (a
+    generative candidate's output tokens/s, or output + input for total tokens); None when either is unknown."""
+    if cost_per_hour_usd is None or not tokens_per_second or tokens_per_second <= 0:
+        return None
+    return _price(cost_per_hour_usd) / (tokens_per_second * SECONDS_PER_HOUR) * PER_MILLION
 
 
 def initial_instance_count(target_ipm: float, ipm_per_instance: float) -> int:

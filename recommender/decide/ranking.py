@@ -42,6 +42,7 @@ from recommender.decide.comparison import Comparison, MetricComparison, Outcome,
 from recommender.decide.cost import cost_per_million
 from recommender.decide.exclusion import Exclusion, ExclusionKind
 from recommender.errors import RankingError
+from recommender.metrics.generation import GenerationFigures
 from recommender.metrics.limits import Limits
 from recommender.metrics.payload_lengths import input_tokens_per_second
 from recommender.spec.decision import DEFAULT_IMPORTANCE
@@ -83,11 +84,26 @@ class RankInput:
     correctness: str | None = None  # what the correctness gate found, in one sentence (correctness/figures.py describe)
     budget_skipped: bool = False  # the budget refused or stopped it (CandidateResult.budget_skipped)
     mean_input_tokens: float | None = None  # the payload's mean input tokens per request (None: not recorded)
+    generation: GenerationFigures | None = None  # a generative candidate's figures at its level (None: embeddings)
 
     @property
     def input_tokens_per_second(self) -> float | None:
         """Input tokens per second at MaxInvocations (metrics/payload_lengths.py)."""
         return input_tokens_per_second(self.invocations_per_minute, self.mean_input_tokens)
+
+    @property
+    def generative(self) -> bool:
+        return self.generation is not None
+
+    def generated(self, name: str) -> float | None:
+        """A generation figure at the candidate's level by name (`output_tps`, `ttft_ms.p95`, ...); None: not known."""
+        return self.generation.value(name) if self.generation is not None else None
+
+    @property
+    def total_tps(self) -> float | None:
+        """Output + input tokens per second at the level (None when either is unknown)."""
+        output, given = self.generated("output_tps"), self.generated("input_tps")
+        return None if output is None or given is None else output + given
 
     @property
     def ipm(self) -> float:

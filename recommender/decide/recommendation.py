@@ -23,6 +23,7 @@ from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.cost import (
     CapacityPlan,
     cost_per_hour,
+    cost_per_million_tokens_at,
     fleet_cost_per_hour,
     initial_instance_count,
     plan_capacity,
@@ -32,6 +33,7 @@ from recommender.decide.ranking import Importance, RankedCandidate, Ranking, Ran
 from recommender.decide.separation import to_separate
 from recommender.errors import CostError
 from recommender.hardware import describe_gpu, describe_served
+from recommender.metrics.generation import GenerationFigures
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
@@ -164,6 +166,7 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
         "cost_per_million": r.cost_per_million,
         "input_tokens_per_second": c.input_tokens_per_second,
         "cost_per_million_tokens": cost_per_million_tokens(r.cost_per_million, c.mean_input_tokens),
+        **_generation_document(c),
         "initial_instance_count": fleet.fleet_size,
         "initial_instance_count_at_point": fleet.fleet_size_at_point,
         "sized_on": fleet.sized_on,
@@ -172,6 +175,17 @@ def _ranked_document(r: RankedCandidate, fleet: Fleet) -> dict[str, Any]:
         "tied_with_winner": r.tied_with_winner,
         "comparison": r.comparison,
         "config": c.config,
+    }
+
+
+def _generation_document(c: RankInput) -> dict[str, Any]:
+    """A generative candidate's figures at its level (each with its interval) and its cost per million tokens."""
+    if c.generation is None:
+        return {}
+    return {
+        "generation": c.generation.to_dict(),
+        "cost_per_million_output_tokens": cost_per_million_tokens_at(c.cost_per_hour, c.generated("output_tps")),
+        "cost_per_million_total_tokens": cost_per_million_tokens_at(c.cost_per_hour, c.total_tps),
     }
 
 
@@ -266,8 +280,7 @@ def rank_input(result: CandidateResult, percentile: str, pricing: Pricing) -> Ra
         gpu=describe_gpu(result.server_stats),
         correctness=describe_correctness(result.correctness),
         budget_skipped=result.budget_skipped,
-        mean_input_tokens=_mean_tokens(result.payload),
-        **(_figures(h, percentile) if h is not None else {}),
+        **({"mean_input_tokens": _mean_tokens(result.payload)} | (_figures(h, percentile) if h is not None else {})),
     )
 
 
@@ -277,7 +290,10 @@ def _mean_tokens(payload: dict[str, Any] | None) -> float | None:
 
 
 def _figures(h: Headline, percentile: str) -> dict[str, Any]:
-    """The measured figures a RankInput takes from a headline, at the decision's percentile."""
+    """The measured figures a RankInput takes from a headline, at the decision's percentile; a generative one is
+    ranked, sized and scaled on its goodput (requests/s within every SLO, x 60: the generative MaxInvocations)."""
+    if h.generation is not None:
+        return _figures(replace(h, generation=None), percentile) | _goodput(h.generation)
     interval = h.ipm_interval or h.latency_interval
     return {
         "invocations_per_minute": h.invocations_per_minute,
@@ -290,6 +306,18 @@ def _figures(h: Headline, percentile: str) -> dict[str, Any]:
         "latency_interval_label": h.latency_interval.label if h.latency_interval else None,
         "window_noise": interval is not None and interval.counts == "windows",
         "samples": h.samples,
+    }
+
+
+def _goodput(generation: GenerationFigures) -> dict[str, Any]:
+    """A generative candidate's throughput figures: goodput per minute and its interval, the generation figures."""
+    goodput, interval = generation.value("goodput"), generation.interval("goodput")
+    per_minute = None if interval is None else replace(interval, low=interval.low * 60, high=interval.high * 60)
+    return {
+        "invocations_per_minute": None if goodput is None else goodput * 60,
+        "ipm_interval": _bounds(per_minute),
+        "generation": generation,
+        "mean_input_tokens": None,  # an embeddings payload's figure; a generation's tokens are in its figures
     }
 
 
@@ -468,8 +496,13 @@ def justify(rec: Recommendation) -> str:
     if winner is None:
         return f"No recommendation: {rec.no_winner_reason}."
     c = winner.candidate
+    sustains = (
+        f"a goodput of {_count(c.ipm)} requests per minute per instance within the SLO ({c.ipm / 60:,.2f}/s)"
+        if c.generative
+        else f"{_count(c.ipm)} invocations per minute per instance"
+    )
     sentences = [
-        f"{c.name} sustains {_count(c.ipm)} invocations per minute per instance at "
+        f"{c.name} sustains {sustains} at "
         f"{rec.percentile} {_ms(c.model_latency_ms)} ms (threshold {rec.threshold_ms:g} ms) with "
         f"{c.error_rate:.2%} errors",
         _sizing_sentence(rec, winner),

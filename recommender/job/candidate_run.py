@@ -39,6 +39,8 @@ from recommender.targets.wire import generation_body, openai_body
 Follow = Callable[[Work, Any], Work | None]
 
 _SUFFIX = {"probe": "-probe", "final": "-final"}  # adaptive search: each stage's artifacts in a folder of its own
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What became of one candidate run: stored as one run (the last, for a promoted probe)."""

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from recommender.metrics.generation import GenerationFigures
 from recommender.metrics.intervals import Interval
 from recommender.metrics.limits import Limits
 from recommender.metrics.server_figures import SERVER_PARTS
@@ -117,11 +118,12 @@ class Figures:
     level_load: float | None = None  # offered load of the level shown: users (closed loop) or requests per second
     repeats_breached: int = 0  # repeats whose own windows at that level breach the limits (or never reached it)
     stability: Stability | None = None  # the stability rule's numbers at that level
+    generation: GenerationFigures | None = None  # a generative run's figures at that level (metrics/generation.py)
 
     @classmethod
     def under(cls, limits: Limits, **decided: Any) -> Figures:
         """The figures decided under `limits`."""
-        return cls(**limits.to_dict(), **decided)
+        return cls(limits.percentile, limits.threshold_ms, limits.max_error_rate, **decided)
 
     @property
     def limits(self) -> Limits | None:
@@ -163,6 +165,8 @@ class Headline(Figures, Measured):
         for name in ("stop_reasons", "notes", "flags", "known_levels"):
             data[name] = list(data[name])
         data["windows"]["chosen"] = list(data["windows"]["chosen"])
+        data["generation"] = self.generation.to_dict() if self.generation else None
+        data["stop_limits"] = self.stop_limits.to_dict() if self.stop_limits else None
         return data
 
     @classmethod
@@ -210,6 +214,7 @@ class Headline(Figures, Measured):
             window_looks=int(data.get("window_looks") or 1),
             repeat_looks=int(data.get("repeat_looks") or 1),
             known_levels=tuple(data.get("known_levels") or ()),
+            generation=GenerationFigures.from_dict(data.get("generation")),
         )
 
 

@@ -22,9 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from recommender.metrics.generation import WindowGeneration, level_generation, term_value
 from recommender.metrics.headline import Figures, Headline, Measured
 from recommender.metrics.intervals import Interval, level_interval
-from recommender.metrics.limits import Limits
+from recommender.metrics.limits import Limits, SloTerm
 from recommender.metrics.rules import WindowRules
 from recommender.metrics.server_figures import SERVER_FIGURES
 from recommender.metrics.stability import Stability
@@ -50,6 +51,7 @@ class WindowRecord:
     ipm: float
     latency_ms: Mapping[str, float | None]
     server: Mapping[str, float | None] = field(default_factory=dict)
+    generation: WindowGeneration | None = None  # a generative window's figures (metrics/generation.py)
 
     def latency(self, percentile: str) -> float | None:
         return self.latency_ms.get(percentile)
@@ -68,6 +70,7 @@ class WindowRecord:
             s.invocations_per_minute,
             dict(s.latency_ms),
             {k: window.server.get(k) for k in SERVER_FIGURES},
+            window.generation,
         )
 
 
@@ -174,20 +177,32 @@ def decide(
 
 def breach(windows: list[WindowRecord], limits: Limits) -> str:
     """Why these windows do not meet the limits, in words ('' when they do)."""
-    p = limits.percentile
     if not windows:
         return "not reached"
     if sum(w.samples for w in windows) == 0:
         return "no successful request"
-    latency = _mean([w.latency(p) for w in windows if w.latency(p) is not None])
-    if latency is None:
-        return f"too few samples for {p} in every window (needs {min_samples(p)} per window)"
-    if latency > limits.threshold_ms:
-        return f"{p} {latency:.1f} ms above the {limits.threshold_ms:g} ms threshold"
+    for index, term in enumerate(limits.terms):
+        why = _term_breach(windows, term, first=index == 0)
+        if why:
+            return why
     requests = sum(w.requests for w in windows)
     errors = sum(w.errors for w in windows) / requests if requests else 0.0
     if errors > limits.max_error_rate:
         return f"error rate {errors:.1%} above the {limits.max_error_rate:.1%} limit"
+    return ""
+
+
+def _term_breach(windows: list[WindowRecord], term: SloTerm, first: bool) -> str:
+    """Why the windows breach one term ('' when within): the mean of their percentiles against its threshold (the
+    first term, the latency threshold, in today's words)."""
+    p = term.percentile
+    figure = _mean([term_value(w, term) for w in windows])
+    name = p if first else term.label
+    if figure is None:
+        return f"too few samples for {name} in every window (needs {min_samples(p)} per window)"
+    if figure > term.threshold_ms:
+        what = "threshold" if first else "SLO"
+        return f"{name} {figure:.1f} ms above the {term.threshold_ms:g} ms {what}"
     return ""
 
 
@@ -238,6 +253,7 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...],
         within_threshold=within,
         repeats_breached=level.breached,
         notes=notes,
+        generation=level_generation(level, limits.terms, measured, LATENCY_RESOLUTION_MS),
     )
 
 
@@ -247,8 +263,8 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
     if chosen is None:
         lowest_run = "the lowest measured" if measured.from_top_stop is not None else "the lowest"
         notes.append(
-            f"no load level meets {limits.percentile} <= {limits.threshold_ms:g} ms and error rate <= "
-            f"{limits.max_error_rate:.1%}: {at} ({lowest_run}) {level.why_not}"
+            f"no load level meets {limits.percentile} <= {limits.threshold_ms:g} ms{_slo_text(limits)} and error "
+            f"rate <= {limits.max_error_rate:.1%}: {at} ({lowest_run}) {level.why_not}"
         )
         if measured.from_top_stop is not None:
             notes.append(from_top_note(measured.from_top_stop))
@@ -258,6 +274,11 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
         notes.append(f"unstable {at}: {level.stability.reason}")
     note = stop_note(measured, limits)
     return notes + ([note] if note else [])
+
+
+def _slo_text(limits: Limits) -> str:
+    """', TTFT p95 <= 500 ms, ITL p95 <= 50 ms': the SLO terms beside the latency threshold ('' without)."""
+    return "".join(f", {term.label} <= {term.threshold_ms:g} ms" for term in limits.slo)
 
 
 def from_top_note(load: float) -> str:

@@ -1,4 +1,9 @@
-"""The limits a decision is taken under: latency percentile and threshold, largest error rate.
+"""The limits a decision is taken under: latency percentile and threshold, largest error rate, and SLO terms.
+
+Today's latency threshold is one term (end-to-end, `percentile`, `threshold_ms`); a generative experiment's `slo:`
+adds terms (`SloTerm`: TTFT, ITL or end-to-end at a percentile, with a threshold in ms). A level meets the limits when
+every term's figure and the error rate are within them (metrics/levels.py); goodput counts the requests whose own
+figures are within every term's threshold (metrics/generation.py).
 
 One frozen record for every place that carries them: the measurement's stop conditions (the limits at measure
 time), the decision at read time (the experiment file's, or the CLI's / dashboard's overrides), the ranking's
@@ -21,18 +26,39 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class SloTerm:
+    """One SLO term: a request figure (`ttft`, `itl`, `e2e`) at a percentile within a threshold (ms)."""
+
+    metric: str
+    percentile: str
+    threshold_ms: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric.upper()} {self.percentile}"
+
+
+@dataclass(frozen=True)
 class Limits:
-    """Latency percentile and threshold (ms), largest error rate (a fraction); defaults are the experiment file's."""
+    """Latency percentile and threshold (ms), largest error rate (a fraction), SLO terms; defaults are the experiment
+    file's."""
 
     percentile: str = DEFAULT_PERCENTILE
     threshold_ms: float = 500.0
     max_error_rate: float = 0.01
+    slo: tuple[SloTerm, ...] = ()
 
     @classmethod
     def from_spec(cls, spec: ExperimentSpec) -> Limits:
-        """The experiment file's limits (`latency_threshold` and `max_error_rate`)."""
+        """The experiment file's limits (`latency_threshold`, `max_error_rate` and `slo`)."""
         threshold = spec.latency_threshold
-        return cls(threshold.percentile, threshold.ms, spec.max_error_rate)
+        slo = spec.slo.terms() if spec.slo is not None else ()
+        return cls(threshold.percentile, threshold.ms, spec.max_error_rate, tuple(SloTerm(*t) for t in slo))
+
+    @property
+    def terms(self) -> tuple[SloTerm, ...]:
+        """Every latency term a level and a request are judged by: the latency threshold (end-to-end), then the SLO."""
+        return (SloTerm("e2e", self.percentile, self.threshold_ms), *self.slo)
 
     def override(
         self, threshold_ms: float | None = None, percentile: str | None = None, max_error_rate: float | None = None
@@ -50,11 +76,17 @@ class Limits:
         return dataclasses.replace(self, **_checked(changed)) if changed else self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain JSON-ready data; `slo` only when there are terms (the stored shape of limits without them)."""
+        data = dataclasses.asdict(self)
+        data["slo"] = [dataclasses.asdict(term) for term in self.slo]
+        return data if self.slo else {name: value for name, value in data.items() if name != "slo"}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Limits | None:
-        return cls(**data) if data else None
+        if not data:
+            return None
+        slo = tuple(SloTerm(**term) for term in data.get("slo") or ())
+        return cls(**{name: value for name, value in data.items() if name != "slo"}, slo=slo)
 
 
 def _checked(values: dict[str, Any]) -> dict[str, Any]:

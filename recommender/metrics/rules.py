@@ -107,4 +107,6 @@ class Rules:
     @classmethod
     def from_json(cls, text: str) -> Rules:
         data = json.loads(text)
-        return cls(Limits(**data["limits"]), WindowRules(**data["windows"]), StopRules(**data["stop"]))
+        return cls(
+            Limits.from_dict(data["limits"]) or Limits(), WindowRules(**data["windows"]), StopRules(**data["stop"])
+        )

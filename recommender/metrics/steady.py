@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from recommender.metrics.generation import WindowGeneration, window_generation
 from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.stability import Stability, judge
@@ -35,6 +36,7 @@ class Window:
     late_share: float | None = None  # open loop: share of sends later than late_ms after their schedule
     generator_cpu: float | None = None  # mean CPU % of the load generator during the window
     server: dict[str, Any] = field(default_factory=dict)  # server-side figures (metrics.host.ServerSampler)
+    generation: WindowGeneration | None = None  # a generative log's figures (metrics/generation.py)
 
     def latency(self, percentile: str) -> float | None:
         return self.stats.latency_ms[percentile]
@@ -65,7 +67,8 @@ def measure_windows(
     rules: Rules,
     timeline: Timeline | None = None,
 ) -> list[Window]:
-    """Window statistics for every span, with stability flags, late-send shares and generator CPU."""
+    """Window statistics for every span, with stability flags, late-send shares, generator CPU and, for a generative
+    log, the generation figures."""
     windows: list[Window] = []
     counters: dict[int, int] = {}
     for phase, start, end in spans:
@@ -78,6 +81,7 @@ def measure_windows(
                 loads[phase],
                 late_share=_late_share(log, start, end, rules.windows.late_ms),
                 generator_cpu=_mean_cpu(timeline, start, end),
+                generation=window_generation(log, start, end),
             )
         )
     return mark_stable(windows, rules.windows, rules.limits.percentile)

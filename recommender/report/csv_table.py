@@ -13,8 +13,9 @@ from recommender.report.columns import (
     INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
+    only_for,
 )
-from recommender.report.rows import Report, ReportRow
+from recommender.report.rows import Report
 
 FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' from the catalog (report/columns.py)
     ("rank", "rank"),
@@ -49,18 +50,23 @@ FIELDS = (  # header ("{p}": the percentile), ReportRow attribute; the metrics' 
 )
 
 
+# a generative report's own figures, every one the catalog has for it (every percentile), after the shared fields
+GENERATIVE_ONLY = only_for("generative")
+
+
 def render_csv(report: Report) -> str:
-    """Header plus one line per candidate; empty cells for missing figures (an unpriced cost is empty, never 0)."""
+    """Header plus one line per candidate; empty cells for missing figures (an unpriced cost is empty, never 0). A
+    generative report adds a column for each generative figure of the catalog."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([header.format(p=report.percentile) for header, _ in FIELDS])
+    extra = GENERATIVE_ONLY if report.kind == "generative" else ()
+    writer.writerow([header.format(p=report.percentile) for header, _ in FIELDS] + [m.csv_heading("") for m in extra])
     for row in report.all_rows:
-        writer.writerow([_value(row, field) for _, field in FIELDS])
+        writer.writerow([_value(getattr(row, field)) for _, field in FIELDS] + [_value(m.read(row)) for m in extra])
     return buffer.getvalue()
 
 
-def _value(row: ReportRow, field: str) -> str:
-    value = getattr(row, field)
+def _value(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -47,7 +47,7 @@ def render_html(report: Report) -> str:
         f'<p class="justification">{escape(report.justification)}</p>',
         f'<p class="tie"><strong>Tie:</strong> {escape(report.tie_notice)}</p>' if report.tie_notice else "",
         "<h2>Ranked configurations</h2>",
-        _table(columns(report.percentile, priced), report.rows, "ranked")
+        _table(columns(report.percentile, priced, report.kind), report.rows, "ranked")
         if report.rows
         else "<p>No candidate is within the limits.</p>",
         f"<p>Score weights: {escape(report.weights)}.</p>",
@@ -112,7 +112,9 @@ def _cell_class(column: ReportColumn) -> str:
 def _excluded(report: Report) -> str:
     if not report.excluded:
         return ""
-    return "<h2>Excluded candidates</h2>\n" + _table(excluded_columns(report.percentile), report.excluded, "excluded")
+    return "<h2>Excluded candidates</h2>\n" + _table(
+        excluded_columns(report.percentile, report.kind), report.excluded, "excluded"
+    )
 
 
 def _payload(report: Report) -> str:

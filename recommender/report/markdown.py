@@ -25,14 +25,19 @@ def render_markdown(report: Report) -> str:
     parts += ["## Ranked configurations", ""]
     priced = any(row.cost_per_million is not None for row in report.rows)
     parts += (
-        _table(columns(report.percentile, priced), report.rows)
+        _table(columns(report.percentile, priced, report.kind), report.rows)
         if report.rows
         else ["No candidate is within the limits."]
     )
     parts += ["", f"Score weights: {_inline(report.weights)}.", ""]
     parts += _payload(report)
     if report.excluded:
-        parts += ["## Excluded candidates", "", *_table(excluded_columns(report.percentile), report.excluded), ""]
+        parts += [
+            "## Excluded candidates",
+            "",
+            *_table(excluded_columns(report.percentile, report.kind), report.excluded),
+            "",
+        ]
     parts += _not_measured(report.excluded)
     parts += _time_spent(report)
     if report.notes:

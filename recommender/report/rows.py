@@ -14,20 +14,27 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from recommender.candidates import instance_group_count_of
+from recommender.decide.cost import cost_per_million_tokens_at
 from recommender.decide.ranking import Excluded, RankedCandidate, RankInput
 from recommender.decide.recommendation import Recommendation
+from recommender.metrics.generation import GenerationFigures
 from recommender.metrics.intervals import RULE as INTERVAL_RULE
 from recommender.metrics.payload_lengths import PayloadLengths, cost_per_million_tokens
 from recommender.metrics.stability import RULE
 from recommender.report.columns import (
     COST_PER_HOUR,
     COST_PER_MILLION,
+    COST_PER_MILLION_OUTPUT_TOKENS,
     COST_PER_MILLION_TOKENS,
     FLEET_SIZE,
+    GENERATION_COSTS,
+    GENERATION_THROUGHPUTS,
     INPUT_TOKENS,
     MAX_INVOCATIONS,
     MODEL_LATENCY,
+    EndpointKind,
     Metric,
+    latencies_at,
 )
 
 OPTIMIZATION_NAMES = {"pt": "PyTorch (TorchScript)", "onnx": "ONNX Runtime", "trt": "TensorRT"}
@@ -67,6 +74,9 @@ class ReportRow:
     budget_skipped: bool = False  # the budget refused or stopped it (store flag, migration 0007)
     input_tokens_per_second: float | None = None  # at MaxInvocations (None: the run's payload was not recorded)
     cost_per_million_tokens: float | None = None  # cost per million inferences / mean input tokens per request
+    generation: GenerationFigures | None = None  # a generative candidate's figures at its level (None: embeddings)
+    cost_per_million_output_tokens: float | None = None  # generative: one instance's cost per million output tokens
+    cost_per_million_total_tokens: float | None = None  # generative: ... per million output + input tokens
 
     @property
     def instances_text(self) -> str:
@@ -125,6 +135,7 @@ class Report:
     definitions: tuple[tuple[str, str], ...] = ()  # term, meaning: how the figures are computed
     time_spent: tuple[tuple[str, float], ...] = ()  # stage, seconds over the stored runs (metrics/stage_times)
     payload: PayloadLengths | None = None  # what the runs were sent: its token-length histogram (None: not recorded)
+    kind: EndpointKind = "embedding"  # generative when a candidate streamed generations: its columns are shown
 
     def time_rows(self) -> tuple[tuple[str, str, str], ...]:
         """Where the experiment's time went: stage, seconds, share of the total (empty when no run kept its stages)."""
@@ -157,13 +168,23 @@ def unpriced(_: Any) -> str:
 def metric_column(
     metric: Metric, percentile: str, field: str = "", text: Callable[[Any], str] | None = None
 ) -> ReportColumn:
-    """A metric's column: the catalog's header, read from its field, printed in its format (unless told otherwise)."""
+    """A metric's column: the catalog's header, read from its field, printed in its format (unless told otherwise);
+    a generation figure is read by its name from the row's generation figures."""
+    if metric.figure:
+        return ReportColumn(metric.heading(percentile), "generation", lambda g: metric.format(_figure(g, metric)))
     return ReportColumn(metric.heading(percentile), field or metric.field, text or metric.format)
 
 
-def columns(percentile: str, priced: bool) -> tuple[ReportColumn, ...]:
-    """The table's columns, headers included; money columns say 'unpriced' instead of a number when unpriced."""
-    return (
+def _figure(generation: GenerationFigures | None, metric: Metric) -> float | None:
+    return generation.value(metric.figure) if generation is not None else None
+
+
+def columns(percentile: str, priced: bool, kind: EndpointKind = "embedding") -> tuple[ReportColumn, ...]:
+    """The table's columns, headers included; money columns say 'unpriced' instead of a number when unpriced. A
+    generative report shows the catalog's generative figures (the decision percentile's latencies) instead of the
+    embedding ones."""
+    money = None if priced else unpriced
+    head = (
         ReportColumn("rank", "rank", text_or_dash),
         ReportColumn("configuration", "name", str),
         ReportColumn("model optimization", "optimization", str),
@@ -174,19 +195,39 @@ def columns(percentile: str, priced: bool) -> tuple[ReportColumn, ...]:
         ReportColumn("GPUs", "gpus", text_or_dash),
         ReportColumn("GPU memory", "gpu_memory_gib", gib),
         metric_column(FLEET_SIZE, percentile, "instances_text", str),
+    )
+    if kind == "generative":
+        figures = tuple(metric_column(m, percentile) for m in (*GENERATION_THROUGHPUTS, *latencies_at(percentile)))
+        costs = (COST_PER_HOUR, COST_PER_MILLION, *GENERATION_COSTS)
+        return (
+            *head[:2],
+            *head[5:],
+            *figures,
+            *(metric_column(m, percentile, text=money) for m in costs),
+            ReportColumn("notes", "flags", ", ".join),
+        )
+    return (
+        *head,
         metric_column(MAX_INVOCATIONS, percentile),
         ReportColumn("95 % interval", "interval_text", str),
         metric_column(INPUT_TOKENS, percentile),
         metric_column(MODEL_LATENCY, percentile),
-        metric_column(COST_PER_HOUR, percentile, text=None if priced else unpriced),
-        metric_column(COST_PER_MILLION, percentile, text=None if priced else unpriced),
-        metric_column(COST_PER_MILLION_TOKENS, percentile, text=None if priced else unpriced),
+        metric_column(COST_PER_HOUR, percentile, text=money),
+        metric_column(COST_PER_MILLION, percentile, text=money),
+        metric_column(COST_PER_MILLION_TOKENS, percentile, text=money),
         ReportColumn("notes", "flags", ", ".join),
     )
 
 
-def excluded_columns(percentile: str) -> tuple[ReportColumn, ...]:
+def excluded_columns(percentile: str, kind: EndpointKind = "embedding") -> tuple[ReportColumn, ...]:
     """Columns of the excluded-candidates table: what was measured, and every reason it is out."""
+    if kind == "generative":
+        return (
+            ReportColumn("configuration", "name", str),
+            ReportColumn("status", "status", str),
+            *(metric_column(m, percentile) for m in (*GENERATION_THROUGHPUTS, *latencies_at(percentile))),
+            ReportColumn("reasons", "excluded_reasons", "; ".join),
+        )
     return (
         ReportColumn("configuration", "name", str),
         ReportColumn("status", "status", str),
@@ -228,6 +269,7 @@ def build_report(rec: Recommendation) -> Report:
         definitions=definitions(rec.percentile),
         time_spent=tuple(rec.time_spent.items()),
         payload=rec.payload,
+        kind="generative" if any(r.generation is not None for r in rows + excluded) else "embedding",
     )
 
 
@@ -282,7 +324,11 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
             f"{fleet.sized_on}"
             + (f"; {fleet.fleet_size_at_point} at the point estimate)" if fleet.on_interval else ")"),
         ),
-        (MAX_INVOCATIONS.header, f"{MAX_INVOCATIONS.format(c.invocations_per_minute)} ({interval})"),
+        *(
+            [(MAX_INVOCATIONS.header, f"{MAX_INVOCATIONS.format(c.invocations_per_minute)} ({interval})")]
+            if not c.generative
+            else _generation_facts(rec, c)
+        ),
         *([(INPUT_TOKENS.header, INPUT_TOKENS.with_unit(c.input_tokens_per_second))] if c.mean_input_tokens else []),
         (
             f"model latency ({rec.percentile})",
@@ -301,6 +347,31 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
             )
         )
     return tuple(items)
+
+
+def _generation_facts(rec: Recommendation, c: RankInput) -> list[tuple[str, str]]:
+    """A generative winner's figures at its level, each with its interval where there is one, and the SLO terms."""
+    slo = ", ".join(f"{t.label} <= {t.threshold_ms:g} ms" for t in rec.ranking.limits.slo)
+    shown = (*GENERATION_THROUGHPUTS, *latencies_at(rec.percentile))
+    items = [(m.header, _with_interval(m, c.generation)) for m in shown]
+    costs = [(m.header, m.with_unit(v)) for m in GENERATION_COSTS if (v := _generation_cost(m, c)) is not None]
+    return ([("SLO", slo)] if slo else []) + items + costs
+
+
+def _with_interval(metric: Metric, generation: GenerationFigures | None) -> str:
+    """'212.4 tokens/s (95 % interval 200.1 to 224.7, n=12 windows ...)', or the value alone without an interval."""
+    if generation is None or generation.value(metric.figure) is None:
+        return "-"
+    interval = generation.interval(metric.figure)
+    text = metric.with_unit(generation.value(metric.figure))
+    if interval is None or not interval.known:
+        return text + " (interval n/a)"
+    return f"{text} (95 % interval {metric.format(interval.low)} to {metric.format(interval.high)}, {interval.label})"
+
+
+def _generation_cost(metric: Metric, c: RankInput) -> float | None:
+    tokens = c.generated("output_tps") if metric is COST_PER_MILLION_OUTPUT_TOKENS else c.total_tps
+    return cost_per_million_tokens_at(c.cost_per_hour, tokens)
 
 
 def _latency_basis(c: RankInput) -> str:
@@ -409,6 +480,11 @@ def _row(
         budget_skipped=c.budget_skipped,
         input_tokens_per_second=c.input_tokens_per_second,
         cost_per_million_tokens=cost_per_million_tokens(per_million, c.mean_input_tokens),
+        generation=c.generation,
+        cost_per_million_output_tokens=cost_per_million_tokens_at(
+            hourly and c.cost_per_hour, c.generated("output_tps")
+        ),
+        cost_per_million_total_tokens=cost_per_million_tokens_at(hourly and c.cost_per_hour, c.total_tps),
     )
 
 

@@ -18,6 +18,32 @@ class LatencyThreshold(Strict):
     ms: float = Field(500, gt=0, description="Threshold in milliseconds.")
 
 
+class SloSpec(Strict):
+    """Service-level objectives of a generative endpoint (README "Definitions"): per request figure, a threshold in ms
+    per percentile, e.g. `ttft_ms: {p95: 500}`. A load level meets them when each term's figure (the mean of its
+    windows' percentiles) is within its threshold; goodput counts the requests whose own figures are within every
+    threshold. They add to `latency_threshold` (the end-to-end term) and are decided at decision time."""
+
+    ttft_ms: dict[Percentile, float] | None = Field(None, description="Time to first token, ms per percentile.")
+    itl_ms: dict[Percentile, float] | None = Field(None, description="Inter-token latency, ms per percentile.")
+    e2e_ms: dict[Percentile, float] | None = Field(None, description="End-to-end latency, ms per percentile.")
+
+    @field_validator("ttft_ms", "itl_ms", "e2e_ms")
+    @classmethod
+    def _positive(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and not value:
+            raise ValueError("give at least one percentile and its threshold, e.g. {p95: 500}")
+        for name, ms in (value or {}).items():
+            if not ms > 0:
+                raise ValueError(f"{name}: the threshold must be above 0 ms, got {ms!r}")
+        return value
+
+    def terms(self) -> list[tuple[str, str, float]]:
+        """(metric, percentile, threshold ms) of every term, in the order ttft, itl, e2e."""
+        given = (("ttft", self.ttft_ms), ("itl", self.itl_ms), ("e2e", self.e2e_ms))
+        return [(metric, name, float(ms)) for metric, by in given for name, ms in (by or {}).items()]
+
+
 ImportanceLevel = Literal["lowest", "low", "medium", "high", "highest"]
 
 

@@ -11,7 +11,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Strict
-from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives, TrackingSpec
+from recommender.spec.decision import (
+    CapacitySpec,
+    CorrectnessSpec,
+    LatencyThreshold,
+    Objectives,
+    SloSpec,
+    TrackingSpec,
+)
 from recommender.spec.model import DEFAULT_TEXTS, ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
@@ -69,6 +76,9 @@ class ExperimentSpec(Strict):
     traffic: TrafficSpec = Field(default_factory=TrafficSpec, description="The load pattern.")
     latency_threshold: LatencyThreshold = Field(default_factory=LatencyThreshold, description="The latency target.")
     max_error_rate: float = Field(0.01, ge=0, le=1, description="Largest acceptable share of failed requests.")
+    slo: SloSpec | None = Field(
+        None, description="Generative endpoints: SLO terms on TTFT, inter-token and end-to-end latency (ms)."
+    )
     objectives: Objectives = Field(
         default_factory=Objectives, description="Ranking importance of cost, latency, throughput."
     )

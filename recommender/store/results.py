@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from recommender.candidates import Candidate, CandidateResult, RunStatus
 from recommender.errors import StoreError
+from recommender.metrics.generation import WindowGeneration
 from recommender.metrics.headline import Headline
 from recommender.metrics.levels import WindowRecord
 from recommender.metrics.server_figures import SERVER_FIGURES
@@ -450,6 +451,7 @@ def _window_record(row: WindowRow) -> WindowRecord:
         row.invocations_per_minute,
         {name: getattr(row, f"{name}_ms") for name in PERCENTILE_NAMES},
         {name: getattr(row, name) for name in SERVER_FIGURES},
+        WindowGeneration.from_dict(row.generation),
     )
 
 
@@ -499,6 +501,7 @@ def _window_row(run_id: int, repeat: int, w: Window) -> WindowRow:
         stable=w.stable,
         late_share=w.late_share,
         generator_cpu_percent=w.generator_cpu,
+        generation=w.generation.to_dict() if w.generation else None,
         **{name: w.server.get(name) for name in SERVER_FIGURES},
         **_latency_columns(s, PERCENTILE_NAMES),
     )

@@ -159,6 +159,8 @@ class WindowRow(RunPart, Percentiles, Base):
     executions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     inferences: Mapped[int | None] = mapped_column(Integer, nullable=True)
     avg_batch_size: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # migration 0009: a generative window's figures (metrics/generation.py WindowGeneration; None: not generative)
+    generation: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class LeaseRow(Base):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from recommender.candidates import CandidateResult, RunStatus
 from recommender.decide.recommendation import Recommendation
 from recommender.metrics.levels import WindowRecord
+from recommender.report.columns import only_for
 from recommender.report.rows import ReportRow, build_report
 from recommender.tracking.mlflow import CandidateRecord
 from recommender.vocabulary import PERCENTILE_NAMES
@@ -34,6 +35,7 @@ def _record(
         series={
             "window_invocations_per_minute": tuple(w.ipm for w in windows),
             f"window_latency_{p}_ms": tuple(w.latency(p) for w in windows),  # None (too few samples): no value
+            **_generation_series(windows),
         },
         tags={
             "recommender.experiment": rec.experiment,
@@ -60,6 +62,7 @@ def _metrics(row: ReportRow, result: CandidateResult) -> dict[str, float]:
         "max_invocations_low": row.ipm_low,
         "max_invocations_high": row.ipm_high,
         **{f"stage_{stage}_s": seconds for stage, seconds in result.server.stages.items()},
+        **_generation_metrics(row),
     }
     if headline is not None:
         latency = headline.latency_interval
@@ -75,6 +78,32 @@ def _metrics(row: ReportRow, result: CandidateResult) -> dict[str, float]:
             **{f"latency_{name}_ms": headline.latency(name) for name in PERCENTILE_NAMES},
         }
     return {name: float(value) for name, value in values.items() if value is not None}
+
+
+def _generation_metrics(row: ReportRow) -> dict[str, float | None]:
+    """A generative candidate's figures, named as the catalog names them, each with its interval's ends."""
+    if row.generation is None:
+        return {}
+    values: dict[str, float | None] = {}
+    for metric in only_for("generative"):
+        if not metric.figure:
+            values[metric.name] = metric.read(row)
+            continue
+        interval = row.generation.interval(metric.figure)
+        values[metric.name] = metric.read(row)
+        values[f"{metric.name}_low"] = interval.low if interval is not None else None
+        values[f"{metric.name}_high"] = interval.high if interval is not None else None
+    return values
+
+
+def _generation_series(windows: list[WindowRecord]) -> dict[str, tuple[float | None, ...]]:
+    """Per window: output tokens/s and TTFT p95 of a generative run (none for an embedding one)."""
+    if not any(w.generation for w in windows):
+        return {}
+    return {
+        "window_output_tokens_per_second": tuple(w.generation.output_tps if w.generation else None for w in windows),
+        "window_ttft_p95_ms": tuple(w.generation.percentile("ttft", "p95") if w.generation else None for w in windows),
+    }
 
 
 def _verdict(row: ReportRow) -> str:

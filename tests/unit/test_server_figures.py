@@ -22,6 +22,7 @@ CLIENT_COLUMNS = {
     "stable",
     "late_share",
     "generator_cpu_percent",
+    "generation",
     "p50_ms",
     "p90_ms",
     "p95_ms",

@@ -63,7 +63,9 @@ class WindowGeneration:
     input_tokens: int | None  # None: no request's prompt tokens are known
     ttft_ms: Mapping[str, float | None]
     itl_ms: Mapping[str, float | None]
-    per_user_tps: float | None  # mean over requests of output tokens / (end-to-end - TTFT)
+    # the tokens after the first over the seconds they took (end-to-end - TTFT), summed over the requests: 1 / the
+    # token-weighted ITL; a mean of per-request rates would be ruled by answers that came in one burst (decode ~ 0)
+    per_user_tps: float | None
     kept: KeptRequests = field(default_factory=KeptRequests)
 
     @property
@@ -131,7 +133,8 @@ def window_generation(log: RequestLog, start: float, end: float) -> WindowGenera
     given = done.input_tokens[good]
     decode = e2e - ttft
     itl = np.where(tokens >= 2, decode / np.maximum(tokens - 1, 1), np.nan)
-    speed = tokens[decode > 0] / (decode[decode > 0] / 1e6)
+    streamed = (tokens >= 2) & (decode > 0)  # per-user speed: the tokens after the first over the time they took
+    decode_s = float(decode[streamed].sum()) / 1e6
     known_input = given[given >= 0]
     return WindowGeneration(
         seconds=max(end - start, 1e-9),
@@ -140,7 +143,7 @@ def window_generation(log: RequestLog, start: float, end: float) -> WindowGenera
         input_tokens=int(known_input.sum()) if len(known_input) else None,
         ttft_ms={name: percentile_ms(ttft, name) for name in PERCENTILES},
         itl_ms={name: percentile_ms(itl[~np.isnan(itl)], name) for name in PERCENTILES},
-        per_user_tps=float(speed.mean()) if len(speed) else None,
+        per_user_tps=float((tokens[streamed] - 1).sum()) / decode_s if decode_s > 0 else None,
         kept=_kept(ttft, itl, e2e),
     )
 

@@ -126,3 +126,42 @@ def test_a_killed_jobs_server_is_removed_by_the_next_deploy_which_leaves_nothing
         assert answer.status == 200 and answer.done and answer.chunk_us
     assert left, "nothing outlived the killed job: this test would not see a leftover"
     assert len(second) >= 2 and alive(second) == []
+
+
+def test_the_products_load_child_counts_what_the_server_counts(chat_server: VllmDeployment, tmp_path: Path) -> None:
+    """The Locust child (the run's load path, not this tier's client) streams chat at concurrency 4 for 6 s: vLLM's
+    own counters grew by the records' token sums, within what the requests cut at the level's end carried (the
+    server counts a cut request's prompt and the tokens it generated before the cut; the records keep no row)."""
+    from recommender.load.runner import LoadRequest, run_load
+    from recommender.spec import Phase
+    from recommender.targets.wire import generation_body
+
+    wire, max_tokens, users = chat_server.wire, 12, 4
+    texts = [" ".join(WORDS[: 3 + i % 7]) for i in range(8)]
+    bodies = [generation_body(wire, chat_server.model_name, text, max_tokens, wire.stream) for text in texts]
+    before = counters(chat_server)
+    result = run_load(
+        LoadRequest(
+            chat_server.host,
+            chat_server.model_name,
+            bodies,
+            [Phase(initial_users=users, spawn_rate=0, duration_seconds=6)],
+            tmp_path,
+            path=wire.path(chat_server.model_name),
+            answer_key=wire.answer_key,
+            wire=wire.name,
+            stream=wire.stream,
+        )
+    )
+    log = result.requests
+    assert log.generative and len(log) >= 8 and log.failures == 0 and bool(log.finished.all())
+    assert set(log.output_tokens.tolist()) == {max_tokens} and not log.tokens_counted.any()
+    assert bool((log.ttft_us > 0).all()) and bool((log.ttft_us <= log.latency_us).all())
+    time.sleep(1.0)  # a request cut at the end finishes on the server; its counts are recorded with its last step
+    after = counters(chat_server)
+    prompt = int(after[COUNTERS[0]] - before[COUNTERS[0]]) - int(log.input_tokens.sum())
+    generated = int(after[COUNTERS[1]] - before[COUNTERS[1]]) - int(log.output_tokens.sum())
+    longest_prompt = int(log.input_tokens.max())
+    # at most `users` requests were in flight at the cut: the server counted them, the records did not
+    assert 0 <= prompt <= users * longest_prompt, (prompt, longest_prompt)
+    assert 0 <= generated <= users * max_tokens, generated

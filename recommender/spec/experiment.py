@@ -11,7 +11,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Strict
-from recommender.spec.decision import CapacitySpec, CorrectnessSpec, LatencyThreshold, Objectives, TrackingSpec
+from recommender.spec.decision import (
+    CapacitySpec,
+    CorrectnessSpec,
+    DecisionSpec,
+    LatencyThreshold,
+    Objectives,
+    TrackingSpec,
+)
 from recommender.spec.model import ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
 from recommender.spec.target import TargetSpec, target_label
@@ -74,6 +81,10 @@ class ExperimentSpec(Strict):
     )
     capacity: CapacitySpec = Field(
         default_factory=CapacitySpec, description="Target load for instance counts and autoscaling."
+    )
+    decision: DecisionSpec = Field(
+        default_factory=DecisionSpec,
+        description="When #1 and #2 are tied: how long the job may measure them more to decide ({max_extra_seconds}).",
     )
     search: SearchSpec = Field(
         default_factory=SearchSpec,

@@ -5,6 +5,7 @@
     ledger.promote(probe, fields, reason, run_dir) -> OpenRun   the probe stored ok, the full measurement opened
     ledger.prune(candidate_id, protocol, reason)   adaptive search took the candidate out of the race
     ledger.final(candidate_id, protocol) -> StoredRun | None    what the reuse check reads
+    ledger.add_repeat(run_id, extra)               a finished run measured once more (job/tiebreak.py)
 
 The job reads frozen dataclasses from here, never ORM rows or their raw JSON; results.py keeps the reads of reports.
 """
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recommender.candidates import RunStatus
 from recommender.metrics.headline import Measured
 from recommender.store.results import BUDGET_SKIP, ResultStore
+
+if TYPE_CHECKING:
+    from recommender.measurement.extra_repeat import ExtraRepeat
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class RunLedger:
         self.finish(probe, RunStatus.OK, reason=reason, fields=fields)
         opened = self.start(probe.candidate_id, probe.protocol, run_dir, probe.hardware, probe.backend, probe.payload)
         return replace(opened, run_dir=run_dir)
+
+    def add_repeat(self, run_id: int, extra: ExtraRepeat) -> None:
+        self.store.add_repeat(run_id, extra.windows, extra.headline, extra.server_stats)
 
     def prune(self, candidate_id: int, protocol: str, reason: str) -> None:
         self.store.prune(candidate_id, protocol, reason)

@@ -97,7 +97,7 @@ class TieBreak:
             return False
         grown = Extra(extra.repeats + 1, extra.seconds + sum(run.clock.seconds.values()))
         more = replace(more, server_stats=more.server_stats | {KEY: grown.to_dict()})
-        context.ledger.add_repeat(result.run_id, more)
+        context.ledger.add_repeat(result.run_id, more.windows, more.headline, more.server_stats)
         return True
 
     def _outcome(self, results: list[CandidateResult]) -> str | None:

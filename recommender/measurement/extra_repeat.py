@@ -68,6 +68,7 @@ def measure_extra(
         workers,
         split,
         MasterSettings.from_traffic(spec.traffic),
+        encoding=spec.traffic.request_encoding,
     )
     number = headline.repeats
     windows = [(number, dataclasses.replace(w, phase_index=headline.phase_index)) for w in repeat.windows]

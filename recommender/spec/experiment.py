@@ -155,6 +155,19 @@ class ExperimentSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _binary_tensors_need_kserve(self) -> ExperimentSpec:
+        if self.traffic.request_encoding != "binary":
+            return self
+        for target in self.all_targets:
+            if target.kind in ("sagemaker", "infinity") or (target.kind == "remote" and target.protocol != "kserve"):
+                raise ValueError(
+                    f"traffic.request_encoding: binary sends KServe v2 binary tensors, which a {target.kind} target "
+                    f"({target.protocol if target.kind == 'remote' else 'its own API'}) does not take; use "
+                    "request_encoding: json"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _ranges_need_adaptive(self) -> ExperimentSpec:
         ranged = sorted(self.variants.ranged_axes())
         if ranged and not self.search.adaptive:

@@ -31,6 +31,7 @@ from recommender.decide.cost import (
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Importance, RankedCandidate, Ranking, RankInput, rank
 from recommender.decide.separation import to_separate
+from recommender.decide.tiebreak import Extra
 from recommender.errors import CostError
 from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.generation import GenerationFigures
@@ -465,6 +466,10 @@ def tie_notice(ranking: Ranking) -> str | None:
 
 def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -> tuple[str, ...]:
     notes = list(ranking.notes)
+    leaders = {r.candidate.key for r in ranking.ranked[:2]}
+    bought = next((e.outcome for r in results if r.key in leaders and (e := Extra.of(r.server_stats)).outcome), None)
+    if bought is not None:  # the job measured the tied leaders more (job/tiebreak.py), under the experiment's limits
+        notes.append(f"measured more to decide: {bought}")
     if not pricing.priced:
         notes.append(
             f"costs are not shown because {pricing.instance_type} is unpriced (it is not free): {UNPRICED_HINT}"

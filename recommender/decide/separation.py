@@ -52,13 +52,14 @@ def to_separate(winner: RankInput, other: RankInput) -> Separation | None:
 
 
 def _effort(figure: str, a: Bounds, b: Bounds) -> Separation:
-    (centre_a, half_a), (centre_b, half_b) = _centre(a), _centre(b)
+    (centre_a, half_a), (centre_b, half_b) = centre(a), centre(b)
     apart = abs(centre_a - centre_b)
     relative = apart / max(abs(centre_a), abs(centre_b)) if apart else 0.0
     times = ((half_a + half_b) / apart) ** 2 if apart else float("inf")
     return Separation(figure, max(times, 1.0), relative)
 
 
-def _centre(bounds: Bounds) -> tuple[float, float]:
+def centre(bounds: Bounds) -> tuple[float, float]:
+    """An interval's centre and half-width."""
     low, high = bounds
     return (low + high) / 2, (high - low) / 2

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import RunStatus
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
@@ -25,7 +25,9 @@ from recommender.job.context import MODEL_NAME, RunContext, WorkItem
 from recommender.load.payload import inference_bodies, request_texts
 from recommender.load.prompts import prompts_for
 from recommender.load.shapes import traffic_seconds
+from recommender.measurement.extra_repeat import ExtraRepeat, measure_extra
 from recommender.measurement.load_search import measure_work
+from recommender.metrics.levels import WindowRecord
 from recommender.metrics.stage_times import StageClock
 from recommender.modelrepo.llama import served_folder
 from recommender.modelrepo.native import native_refusal
@@ -199,27 +201,9 @@ class CandidateRun:
             raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
         if placement.native_backends and (refused := native_refusal(candidate)) is not None:
             raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
-        # one target per candidate: concurrent ones share no client
-        target = target_for(placement.spec, context.spec.name, context.run_id)
-        target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
         clock = self.clock
-        with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
-            # a Triton repository; or the model folder of a server that loads one itself (vLLM), or none (Infinity)
-            repository = self._repository(run_dir) if placement.deploys else served_folder(context.spec.model)
-        context.stop.check()
-        context.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
-        estimate = estimate_plan(context.spec, 1, placement.spec)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(context.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count))
-            stack.callback(clock.stop, "teardown")  # exits run last-in first-out: the teardown is timed around the
-            with clock.timed("deploy"):  # deployment's own exit
-                deployment = stack.enter_context(
-                    target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot), candidate.config())
-                )
-            stack.callback(clock.start, "teardown")
-            bodies = self._bodies(deployment)
-            with clock.timed("probe"):
-                deployment.probe(bodies[0])
+            deployment, bodies = self._deployed(stack, run_dir)
             with clock.timed("correctness"):
                 correctness = {"correctness": self._check(deployment).to_dict()}
             work = self.item.work
@@ -236,6 +220,56 @@ class CandidateRun:
                         self._load(deployment, then, run_dir / "final", bodies) | correctness | {"reason": then.reason}
                     )
         return fields | {"server_stats": {**(fields.get("server_stats") or {}), "stages": clock.seconds}}
+
+    def _deployed(self, stack: contextlib.ExitStack, run_dir: Path) -> tuple[Any, list[dict]]:
+        """Export (cached), deploy and probe, timed; the deployment is torn down (and billed until then) when `stack`
+        closes. Returns the deployment and the request bodies in its format."""
+        context, candidate, placement = self.context, self.item.candidate, self.item.placement
+        # one target per candidate: concurrent ones share no client
+        target = target_for(placement.spec, context.spec.name, context.run_id)
+        target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops
+        clock = self.clock
+        with context.export_lock, clock.timed("export"):  # the cache and the exporters are not safe across threads
+            # a Triton repository; or the model folder of a server that loads one itself (vLLM), or none (Infinity)
+            repository = self._repository(run_dir) if placement.deploys else served_folder(context.spec.model)
+        context.stop.check()
+        context.reporter.stage(candidate, f"deploying on {placement.target_name} ({placement.spec.instance_type})")
+        estimate = estimate_plan(context.spec, 1, placement.spec)
+        stack.enter_context(context.budget.billed(estimate.price_per_hour, estimate.endpoint_instance_count))
+        stack.callback(clock.stop, "teardown")  # exits run last-in first-out: the teardown is timed around the
+        with clock.timed("deploy"):  # deployment's own exit
+            deployment = stack.enter_context(
+                target.deploy(repository, MODEL_NAME, run_dir, placement.gpus_for(self.slot), candidate.config())
+            )
+        stack.callback(clock.start, "teardown")
+        bodies = self._bodies(deployment)
+        with clock.timed("probe"):
+            deployment.probe(bodies[0])
+        return deployment, bodies
+
+    def measure_more(self, stored: CandidateResult, records: list[WindowRecord], run_dir: Path) -> ExtraRepeat:
+        """One further repeat of the stored run at its level, on a deployment of its own (the tied leaders measured
+        more: job/tiebreak.py); nothing is stored here. The correctness gate is not run again: this configuration
+        passed it when the run was measured, from the same cached export."""
+        assert stored.headline is not None  # only a ranked candidate is measured more
+        self.context.reporter.stage(self.item.candidate, "measuring once more to break a tie")
+        try:
+            with contextlib.ExitStack() as stack:
+                deployment, bodies = self._deployed(stack, run_dir)
+                with self.clock.timed("load"), deployment.watched():
+                    server_stats = stored.server_stats or {}
+                    return measure_extra(
+                        deployment,
+                        self.context.spec,
+                        bodies,
+                        run_dir / "load",
+                        stored.headline,
+                        records,
+                        server_stats,
+                        self._progress,
+                    )
+        finally:
+            self.context.budget.release()
 
     def _bodies(self, deployment) -> list[dict]:
         """The request bodies in the deployment's format: KServe bodies of token ids padded as the candidate asks, or
@@ -256,20 +290,20 @@ class CandidateRun:
     def _load(self, deployment, work: Work, run_dir: Path, bodies: list[dict]) -> dict:
         context, candidate = self.context, self.item.candidate
         context.reporter.stage(candidate, "load")
-
-        def progress(p) -> None:
-            context.stop.check()  # an interrupted job: the generator stops and the deployment is torn down
-            context.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
-            context.reporter.load_progress(candidate, p.elapsed_s, p.users, p.requests, p.failures)
-
         started = datetime.now(UTC)
         with deployment.watched():  # a server or stub that dies during the load fails the candidate
-            measured = measure_work(work, deployment, context.spec, bodies, run_dir / "load", progress)
+            measured = measure_work(work, deployment, context.spec, bodies, run_dir / "load", self._progress)
             fields = measured.store_fields()
         cloud = deployment.cloud_metrics(started, datetime.now(UTC))
         if cloud:
             fields["server_stats"] = {**(fields.get("server_stats") or {}), "cloudwatch": cloud}
         return fields
+
+    def _progress(self, p) -> None:
+        context = self.context
+        context.stop.check()  # an interrupted job: the generator stops and the deployment is torn down
+        context.budget.check()  # BudgetExceeded stops the generator and tears the deployment down
+        context.reporter.load_progress(self.item.candidate, p.elapsed_s, p.users, p.requests, p.failures)
 
     def _check(self, deployment):
         """The correctness gate; raises Incorrect (before any load) when the outputs are outside tolerance."""

@@ -26,6 +26,7 @@ from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint, stored_sent
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
+from recommender.job.tiebreak import TieBreak
 from recommender.job.tracking import Tracker
 from recommender.metrics.rules import Rules
 from recommender.review import decided_from_store
@@ -63,13 +64,15 @@ class Job:
                     self._run_all(context, items, strategy.follow)
                 else:
                     self._search(context, strategy)
+                protocols = {p.protocol for p in context.placements}
+                if not context.budget.stopped:  # #1 and #2 tied: measured more while it may help (decision:)
+                    TieBreak(context, self.store, frozenset(protocols)).run()
             except KeyboardInterrupt:
                 self.store.set_experiment_status(self.spec.name, ExperimentStatus.INTERRUPTED)
                 raise
             status = ExperimentStatus.BUDGET_EXHAUSTED if context.budget.stopped else ExperimentStatus.DONE
             self.store.set_experiment_status(self.spec.name, status)
             context.tracker.send()  # the final ranks and verdicts (a failure was said after a candidate)
-            protocols = {p.protocol for p in context.placements}
             return decided_from_store(self.store, self.spec.name, self.spec, protocols)
 
     def _context(self, planned) -> RunContext:

@@ -52,6 +52,7 @@ from recommender.metrics.stop_reason import StopReason
 from recommender.metrics.stopping import planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
 from recommender.targets import kserve, wire
+from recommender.targets.kserve_binary import binary_request
 from recommender.targets.wire import CONTENT_KEYS, GENERATIVE, rows_asked
 
 _SPAWN_RATE = 10_000  # users per second handed to Locust: large, so the count follows the clock, not a ramp
@@ -64,21 +65,35 @@ _REASONS_LOGGED = 20  # distinct reasons for failed answers logged per run (each
 _EVENT_END = b"\n\n"  # a server-sent event ends with a blank line (OpenAI and vLLM write \n line ends)
 
 
+# one request as sent: its bytes, the rows it asks for, and the headers of its own (binary tensors: the JSON header's
+# length and the content type; JSON: none beyond the run's)
+Request = tuple[bytes, int, dict[str, str]]
+
+
 class Bodies:
-    """The request bodies (JSON text: one body or a list of them), serialised once, each with the rows it asks for
-    (what its answer must hold to count as good): sent in turn (`next`), or by payload index (a trace's `at`)."""
+    """The request bodies (JSON text: one body, a list of them, or {"encoding": "binary", "bodies": [...]}: KServe's
+    binary tensor extension, kserve_binary.py), serialised once, each with the rows it asks for (what its answer must
+    hold to count as good) and its own headers: sent in turn (`next`), or by payload index (a trace's `at`)."""
 
     def __init__(self, text: str, source: str) -> None:
         payload = json.loads(text)
-        bodies = payload if isinstance(payload, list) else [payload]
+        binary = isinstance(payload, dict) and payload.get("encoding") == "binary"
+        bodies = payload["bodies"] if binary else payload if isinstance(payload, list) else [payload]
         if not bodies:
             raise ValueError(f"{source} holds an empty list of request bodies")
-        self.serialised = [(json.dumps(body).encode(), rows_asked(body)) for body in bodies]
-        self.turn: Iterator[tuple[bytes, int]] = itertools.cycle(self.serialised)
+        self.serialised = [_request(body, binary) for body in bodies]
+        self.turn: Iterator[Request] = itertools.cycle(self.serialised)
 
-    def next(self, index: int | None = None) -> tuple[bytes, int]:
-        """The body of payload index `index` and its rows; None: the next in turn."""
+    def next(self, index: int | None = None) -> Request:
+        """The body of payload index `index`, its rows and its headers; None: the next in turn."""
         return next(self.turn) if index is None else self.serialised[index]
+
+
+def _request(body: dict, binary: bool) -> Request:
+    if not binary:
+        return json.dumps(body).encode(), rows_asked(body), {}
+    data, headers = binary_request(body)
+    return data, rows_asked(body), headers
 
 
 def answer_problem(status: int, content: bytes, answer_key: str, rows: int) -> str | None:
@@ -317,10 +332,19 @@ class _Inference(User):
         if self.load_run.plan.open_loop:
             self._send_scheduled()
             return
-        users = self.environment.runner.user_count
-        sent_ns = time.monotonic_ns()
-        ok, done_ns, generation = self._post(self.load_run.bodies.next(), sent_ns)
-        self.load_run.record(sent_ns, done_ns, ok, users, generation)
+        self._closed_loop()
+
+    def _closed_loop(self) -> None:
+        """Send, wait for the answer, send again, without handing back to Locust's task scheduler in between: its
+        per-task bookkeeping and the yield to gevent's hub after every task put ~100 us between an answer and the next
+        send (docs/benchmarks.md "Under dynamic batching"), where a real client re-sends at once. Locust stops a user
+        by killing its greenlet (no stop_timeout is set), which ends this loop wherever it is."""
+        run, runner = self.load_run, self.environment.runner
+        while not run.draining:
+            users = runner.user_count
+            sent_ns = time.monotonic_ns()
+            ok, done_ns, generation = self._post(run.bodies.next(), sent_ns)
+            run.record(sent_ns, done_ns, ok, users, generation)
 
     def _send_scheduled(self) -> None:
         run = self.load_run
@@ -336,7 +360,7 @@ class _Inference(User):
         ok, done_ns, generation = self._post(request, scheduled_ns)
         run.record_scheduled(scheduled_ns, sent_ns, done_ns, ok, users, generation)
 
-    def _post(self, request: tuple[bytes, int], origin_ns: int) -> Sent:
+    def _post(self, request: Request, origin_ns: int) -> Sent:
         """Send one request; `origin_ns`: what a generation's token times count from (the send, or its schedule)."""
         run = self.load_run
         run.in_flight += 1
@@ -348,20 +372,20 @@ class _Inference(User):
         finally:
             run.in_flight -= 1
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
+    def _send(self, run: LoadRun, request: Request, origin_ns: int) -> Sent:
         raise NotImplementedError
 
 
 class InferenceUser(_Inference, FastHttpUser):
     """Locust's FastHttpUser (geventhttpclient underneath), its request events and response wrapper included."""
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
-        body, rows = request  # a generative wire is refused for this user before the run (runner.py STREAM_READER)
+    def _send(self, run: LoadRun, request: Request, origin_ns: int) -> Sent:
+        body, rows, own = request  # a generative wire is refused for this user before the run (runner.py STREAM_READER)
         # locust annotates `data` as str | dict, but FastHttpSession sends bytes as they are (geventhttpclient)
         with self.client.post(
             run.path,
             data=body,  # type: ignore[arg-type]
-            headers=run.headers,
+            headers={**run.headers, **own} if own else run.headers,
             catch_response=True,
         ) as response:
             done_ns = time.monotonic_ns()
@@ -384,12 +408,12 @@ class RawInferenceUser(_Inference):
     def on_stop(self) -> None:
         self.http.close()
 
-    def _send(self, run: LoadRun, request: tuple[bytes, int], origin_ns: int) -> Sent:
-        body, rows = request
+    def _send(self, run: LoadRun, request: Request, origin_ns: int) -> Sent:
+        body, rows, own = request
         if run.generative:
             return self._generate(run, body, origin_ns)
         try:
-            response = self.http.post(run.path, body=body, headers=run.headers)
+            response = self.http.post(run.path, body=body, headers={**run.headers, **own} if own else run.headers)
             content = response.read()
         except (OSError, gevent.Timeout, HTTPException):  # refused, reset, timed out, malformed answer: a failure
             return False, time.monotonic_ns(), None

@@ -78,6 +78,7 @@ class LoadRequest:
     answer_key: str = "outputs"  # the JSON key every good answer holds (the OpenAI embeddings API's: data)
     wire: str = "kserve"  # the wire's name (targets/wire.py): a generative one's answers are read per chunk
     stream: bool = True  # a generative wire: answers stream as server-sent events (False: one JSON answer)
+    encoding: str = "json"  # KServe bodies as JSON, or "binary": the binary tensor extension (targets/kserve_binary.py)
 
     @property
     def distributed(self) -> bool:
@@ -213,6 +214,16 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         raise LoadError("no request bodies to send", hint="give the payload at least one KServe v2 request body")
     if not request.plan.levels:
         raise LoadError("no traffic phases", hint="give the traffic at least one phase")
+    if request.encoding == "binary" and (url.scheme not in ("http", "https") or not _kserve(request.bodies)):
+        raise LoadError(
+            "traffic.request_encoding: binary sends KServe v2 binary tensors over HTTP, and this endpoint takes "
+            + (
+                "SageMaker invocations"
+                if url.scheme not in ("http", "https")
+                else "JSON text (a server that tokenizes)"
+            ),
+            hint="set traffic.request_encoding: json for this target",
+        )
     request.out_dir.mkdir(parents=True, exist_ok=True)
     config = ChildConfig(
         model_name=request.model_name,
@@ -227,11 +238,18 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         wire=request.wire,
         stream=request.stream,
     )
-    config.payload_path.write_text(json.dumps(list(request.bodies)))
+    bodies = list(request.bodies)  # the child's Bodies reads either form
+    config.payload_path.write_text(
+        json.dumps({"encoding": "binary", "bodies": bodies} if request.encoding == "binary" else bodies)
+    )
     (request.out_dir / PLAN_FILE).write_text(request.plan.to_json())  # what `export --format aiperf` splits it by
     for stale in (config.result_path, config.progress_path):
         stale.unlink(missing_ok=True)
     return config
+
+
+def _kserve(bodies: Sequence[Mapping[str, object]]) -> bool:
+    return all(isinstance(body.get("inputs"), list) for body in bodies)
 
 
 def _locust_command(endpoint: str, client: str) -> list[str]:

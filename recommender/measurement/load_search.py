@@ -110,7 +110,8 @@ def search_load(
     search, runs = LoadSearch(len(levels), knee_tolerance, capacity_first), []
     while (index := search.ask()) is not None:
         one = plan.with_levels((levels[index],))
-        repeat = measure_once(deployment, one, rules, bodies, out_dir / f"level-{index + 1}", progress)
+        folder, encoding = out_dir / f"level-{index + 1}", spec.traffic.request_encoding
+        repeat = measure_once(deployment, one, rules, bodies, folder, progress, encoding=encoding)
         level = judge_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules.limits, rules.windows)
         search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
         runs.append((index, repeat))
@@ -160,7 +161,8 @@ def measure_level(
     one = plan.with_levels((level,))
     runs: list[Repeat] = []
     for number in range(repeats):
-        runs.append(measure_once(deployment, one, rules, bodies, out_dir / f"repeat-{number + 1}", progress))
+        folder, encoding = out_dir / f"repeat-{number + 1}", spec.traffic.request_encoding
+        runs.append(measure_once(deployment, one, rules, bodies, folder, progress, encoding=encoding))
         if known_over_repeats(runs, rules, repeats):
             break
     return summarize_repeats(runs, rules, repeats)

@@ -115,6 +115,7 @@ def measure(
                 split,
                 MasterSettings.from_traffic(spec.traffic),
                 order,
+                spec.traffic.request_encoding,
             )
         )
         if order is not None:  # from the top: the other repeats measure the level the first one stopped at
@@ -163,6 +164,7 @@ def measure_once(
     split: CpuSplit = CpuSplit(None, None),
     master: MasterSettings = MasterSettings(),
     order: list[int] | None = None,
+    encoding: str = "json",
 ) -> Repeat:
     """One repeat of the plan: one load run, or in precision mode one load run per level (each ending once its
     figures are known), joined on one clock; the server is read before the first and after the last.
@@ -190,6 +192,7 @@ def measure_once(
                 wire=deployment.wire.name,
                 stream=deployment.wire.stream,
                 api_key_env=deployment.api_key_env or "",
+                encoding=encoding,
             )
             runs.append((index, part, run_load(request, progress=progress)))
             if rules.stop.flat and not walk and len(runs) > 1:

@@ -111,6 +111,22 @@ class CorrectnessSpec(Strict):
     )
 
 
+class DecisionSpec(Strict):
+    """Deciding, not only measuring (issue 37 item 7): when #1 and the best candidate tied with it (#2) could be
+    separated by measuring more, the job measures both more, paired and alternating on the same host (each round one
+    further repeat of each one's level), until they separate, separating them is out of reach on this host's noise,
+    or this budget is spent; it says what the extra time bought (decide/tiebreak.py)."""
+
+    max_extra_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="Most seconds spent measuring the tied leaders more, over the experiment's stored runs. Default: "
+        "a quarter of the time its candidates' measurements took, at most 300 s; 0 turns it off. A round starts only "
+        "when its estimate (each one's deploy and one repeat, from its stored stage times) fits in what is left, and "
+        "never after `time_budget_seconds`.",
+    )
+
+
 class TrackingSpec(Strict):
     """Where the results are also sent while the experiment runs."""
 

@@ -14,6 +14,7 @@ from recommender.spec.base import NAME_PATTERN, Strict
 from recommender.spec.decision import (
     CapacitySpec,
     CorrectnessSpec,
+    DecisionSpec,
     LatencyThreshold,
     Objectives,
     SloSpec,
@@ -84,6 +85,10 @@ class ExperimentSpec(Strict):
     )
     capacity: CapacitySpec = Field(
         default_factory=CapacitySpec, description="Target load for instance counts and autoscaling."
+    )
+    decision: DecisionSpec = Field(
+        default_factory=DecisionSpec,
+        description="When #1 and #2 are tied: how long the job may measure them more to decide ({max_extra_seconds}).",
     )
     search: SearchSpec = Field(
         default_factory=SearchSpec,
@@ -166,6 +171,21 @@ class ExperimentSpec(Strict):
             raise ValueError(
                 f"model.source llama is served by target kind vllm only, not {', '.join(sorted(kinds - {'vllm'}))}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _binary_tensors_need_kserve(self) -> ExperimentSpec:
+        if self.traffic.request_encoding != "binary":
+            return self
+        for target in self.all_targets:
+            if target.kind in ("sagemaker", "infinity", "vllm") or (
+                target.kind == "remote" and target.protocol != "kserve"
+            ):
+                raise ValueError(
+                    f"traffic.request_encoding: binary sends KServe v2 binary tensors, which a {target.kind} target "
+                    f"({target.protocol if target.kind == 'remote' else 'its own API'}) does not take; use "
+                    "request_encoding: json"
+                )
         return self
 
     @model_validator(mode="after")

@@ -269,6 +269,13 @@ class TrafficSpec(Strict):
         "for `concurrency` and `rate` levels and under `search: adaptive`, off for `phases` and `stairs` "
         "(SageMaker's fixed phases).",
     )
+    request_encoding: Literal["json", "binary"] = Field(
+        "json",
+        description="How KServe v2 requests carry their token ids: json (the `data` lists) or binary (the binary "
+        "tensor extension real Triton clients send by default: a JSON header, then raw little-endian INT64; answers "
+        "stay JSON). Triton parses binary tensors with less CPU, which the dynamic batcher can notice. Targets that "
+        "take text (Infinity, an OpenAI endpoint) and SageMaker endpoints take json only.",
+    )
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,
         description="Load generator processes on "
@@ -386,6 +393,7 @@ class TrafficSpec(Strict):
             ("worker_wait_seconds", 60),
             ("until_known", None),
             ("trace", None),
+            ("request_encoding", "json"),
         ):
             if data.get(name, default) == default:
                 data.pop(name, None)

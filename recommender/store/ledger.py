@@ -5,18 +5,21 @@
     ledger.promote(probe, fields, reason, run_dir) -> OpenRun   the probe stored ok, the full measurement opened
     ledger.prune(candidate_id, protocol, reason)   adaptive search took the candidate out of the race
     ledger.final(candidate_id, protocol) -> StoredRun | None    what the reuse check reads
+    ledger.add_repeat(run_id, windows, headline, server_stats)   a finished run measured once more (job/tiebreak.py)
 
 The job reads frozen dataclasses from here, never ORM rows or their raw JSON; results.py keeps the reads of reports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from recommender.candidates import RunStatus
-from recommender.metrics.headline import Measured
+from recommender.metrics.headline import Headline, Measured
+from recommender.metrics.steady import Window
 from recommender.store.results import BUDGET_SKIP, ResultStore
 
 
@@ -93,6 +96,12 @@ class RunLedger:
         self.finish(probe, RunStatus.OK, reason=reason, fields=fields)
         opened = self.start(probe.candidate_id, probe.protocol, run_dir, probe.hardware, probe.backend, probe.payload)
         return replace(opened, run_dir=run_dir)
+
+    def add_repeat(
+        self, run_id: int, windows: Sequence[tuple[int, Window]], headline: Headline, server_stats: dict[str, Any]
+    ) -> None:
+        """A further repeat of a finished run: its windows, and the headline and server figures decided again."""
+        self.store.add_repeat(run_id, windows, headline, server_stats)
 
     def prune(self, candidate_id: int, protocol: str, reason: str) -> None:
         self.store.prune(candidate_id, protocol, reason)

@@ -191,6 +191,32 @@ class ResultStore:
 
         self._write(work)
 
+    def add_repeat(
+        self, run_id: int, windows: Sequence[tuple[int, Window]], headline: Headline, server_stats: dict
+    ) -> None:
+        """A further repeat of a finished run (the tied leaders measured more, job/tiebreak.py): its windows added,
+        the headline and server figures decided again over every repeat put in place."""
+
+        def work(session: Session) -> None:
+            run = session.get(Run, run_id, with_for_update=True)
+            if run is None:
+                raise StoreError(f"run {run_id} is not in the store", hint="It was deleted meanwhile; run again.")
+            run.headline, run.server_stats = headline.to_dict(), server_stats
+            session.add_all(_window_row(run.id, repeat, w) for repeat, w in windows)
+
+        self._write(work)
+
+    def set_server_stats(self, run_id: int, server_stats: dict) -> None:
+        """Replace a finished run's server figures (what measuring the tied leaders more bought is kept there)."""
+
+        def work(session: Session) -> None:
+            run = session.get(Run, run_id, with_for_update=True)
+            if run is None:
+                raise StoreError(f"run {run_id} is not in the store", hint="It was deleted meanwhile; run again.")
+            run.server_stats = server_stats
+
+        self._write(work)
+
     def save_imported_run(
         self,
         spec: ExperimentSpec,

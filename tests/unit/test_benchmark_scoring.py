@@ -58,10 +58,17 @@ def test_perf_analyzers_log_is_scored_by_our_window_rule() -> None:
     assert (stats.p50_ms, stats.p95_ms) == pytest.approx(((3.448 + 7.624) / 2, 3.448 + 0.95 * (7.624 - 3.448)))
 
 
-def rounds(tool: str, load: fidelity.Load, *figures: tuple[float, float, float, float]) -> list[fidelity.Measurement]:
-    """One Measurement per round from (throughput, p50 ms, p95 ms, Triton compute ms)."""
+def rounds(
+    tool: str,
+    load: fidelity.Load,
+    *figures: tuple[float, float, float, float],
+    batch: float = float("nan"),
+    gap: tuple[float, float] = (float("nan"), float("nan")),
+) -> list[fidelity.Measurement]:
+    """One Measurement per round from (throughput, p50 ms, p95 ms, Triton compute ms), with the server's mean batch
+    and the re-send gap (p50, p95 us) in every round."""
     return [
-        fidelity.Measurement(tool, load, WindowStats(rate, p50, p95, 1000, 0), 0.2, compute)
+        fidelity.Measurement(tool, load, WindowStats(rate, p50, p95, 1000, 0), 0.2, compute, "", batch, gap)
         for rate, p50, p95, compute in figures
     ]
 
@@ -77,9 +84,23 @@ def test_fidelity_compares_the_medians_over_rounds_with_the_tolerances() -> None
     """bert-tiny at c=1 over 3 rounds (docs/benchmarks.md, issue 11): each tool's min, median and max per figure."""
     c1 = fidelity.Load(False, 1)
     theirs = rounds(
-        "perf_analyzer", c1, (203.8, 3.575, 8.388, 3.304), (218.2, 2.105, 9.181, 3.509), (234.2, 3.906, 10.21, 4.081)
+        "perf_analyzer",
+        c1,
+        (203.8, 3.575, 8.388, 3.304),
+        (218.2, 2.105, 9.181, 3.509),
+        (234.2, 3.906, 10.21, 4.081),
+        batch=2.0,
+        gap=(40.0, 90.0),
     )
-    ours = rounds("ours", c1, (183.2, 4.024, 10.22, 3.118), (208.0, 3.54, 9.737, 3.574), (217.3, 5.036, 10.23, 4.02))
+    ours = rounds(
+        "ours",
+        c1,
+        (183.2, 4.024, 10.22, 3.118),
+        (208.0, 3.54, 9.737, 3.574),
+        (217.3, 5.036, 10.23, 4.02),
+        batch=1.5,
+        gap=(400.0, 900.0),
+    )
     rows = table_rows(
         fidelity.report([m for pair in zip(theirs, ours, strict=True) for m in pair], argparse.Namespace())
     )
@@ -90,6 +111,9 @@ def test_fidelity_compares_the_medians_over_rounds_with_the_tolerances() -> None
         "p50 (ms)": ("3.575", "4.024", "1.126", "PASS"),  # 12.6 % off but within 1 ms
         "p95 (ms)": ("9.181", "10.22", "1.113", "FAIL"),  # 1.04 ms off: beyond both 10 % and 1 ms
         "Triton compute_infer (ms)": ("3.509", "3.574", "1.019", ""),
+        "Triton avg batch (inferences/execution)": ("2", "1.5", "0.750", ""),  # the batches each tool's load formed
+        "re-send gap p50 (us, answer -> next send)": ("40", "400", "10.000", ""),
+        "re-send gap p95 (us)": ("90", "900", "10.000", ""),
     }
 
 

@@ -28,7 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     "correctness": SHARED | {"spec", "modelrepo", "load.payload", "targets.wire"},
     "load": SHARED
     | {"spec", "metrics", "modelrepo.model_source", "targets.kserve", "targets.lifeline", "targets.invoke_target"}
-    | {"targets.wire"},  # what a good answer looks like (pure: kserve.py and the standard library only)
+    | {"targets.wire"}  # what a good answer looks like (pure: kserve.py and the standard library only)
+    | {"targets.kserve_binary"},  # the binary tensor extension (standard library only)
     "metrics": {"errors", "vocabulary", "hardware"},  # plus `spec` as a type only (TYPE_CHECKING), for from_spec
     "measurement": SHARED | {"spec", "search", "targets", "load", "metrics"},
     "store": SHARED | {"spec", "candidates", "metrics"},
@@ -58,7 +59,7 @@ CHILD_MODULES = {
     "targets",
     "targets.kserve",
 }
-CHILD_MODULES |= {"targets.lifeline", "targets.invoke_target", "targets.wire"}
+CHILD_MODULES |= {"targets.lifeline", "targets.invoke_target", "targets.wire", "targets.kserve_binary"}
 
 
 def _modules() -> dict[str, Path]:

@@ -190,7 +190,15 @@ class FakeDeployment:
     endpoint = "http://127.0.0.1:9"
 
     def statistics(self) -> dict:
-        return {"model_stats": [{"inference_stats": {"compute_infer": {"count": 1, "ns": 1000}}}]}
+        return {
+            "model_stats": [
+                {
+                    "inference_count": 1,
+                    "execution_count": 1,
+                    "inference_stats": {"compute_infer": {"count": 1, "ns": 1000}},
+                }
+            ]
+        }
 
 
 FAKE_PERF_ANALYZER = """#!{python}
@@ -216,7 +224,7 @@ def perf_analyzer(tmp_path: Path, monkeypatch, ran_s: float) -> PerfAnalyzer:
 
 
 def fidelity_args() -> argparse.Namespace:
-    return argparse.Namespace(warmup=1.0, interval_ms=1000, stability=1000.0, max_trials=10)
+    return argparse.Namespace(warmup=1.0, interval_ms=1000, stability=1000.0, max_trials=10, encoding="json")
 
 
 def test_fidelity_refuses_a_perf_analyzer_run_shorter_than_its_window(tmp_path: Path, monkeypatch) -> None:

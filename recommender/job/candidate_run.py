@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import RunStatus
+from recommender.candidates import VLLM, RunStatus
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
@@ -33,6 +33,7 @@ from recommender.modelrepo.repository import candidate_repository, serving_backe
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
+from recommender.targets.vllm_rules import candidate_refusal
 from recommender.targets.wire import generation_body, openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
@@ -199,6 +200,10 @@ class CandidateRun:
             raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
         if placement.native_backends and (refused := native_refusal(candidate)) is not None:
             raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
+        if candidate.optimization == VLLM:  # an engine configuration vLLM would refuse at start
+            gpus = len(placement.gpus_for(self.slot)) if placement.serving.accelerator == "gpu" else None
+            if (refused := candidate_refusal(candidate.config(), gpus, context.spec.model)) is not None:
+                raise CandidateSkipped(refused)
         # one target per candidate: concurrent ones share no client
         target = target_for(placement.spec, context.spec.name, context.run_id)
         target.cancel_on(context.stop.event)  # a SageMaker endpoint still starting stops waiting when the job stops

@@ -71,7 +71,10 @@ def _memory(engine: Mapping[str, Any], gpus: int | None) -> str | None:
         return f"gpu_memory_utilization ({share}) must be above 0 and at most 1"
     kv = engine.get("kv_cache_gib")
     if gpus is None and kv is not None and float(kv) != int(float(kv)):
-        return f"VLLM_CPU_KVCACHE_SPACE is read as a whole number of GiB, not {float(kv):g} (kv_cache_gib)"
+        return (
+            f"VLLM_CPU_KVCACHE_SPACE is read with int(): invalid literal for int() with base 10: '{float(kv):g}' "
+            "(kv_cache_gib: a whole number of GiB)"
+        )
     return None
 
 

@@ -202,10 +202,7 @@ class VllmTarget:
 
 
 def command(python: Path, model: Path, served_name: str, port: int, flags: list[str], eager: bool = True) -> list[str]:
-    """The server's command line: the model folder under the served name, loopback only, `eager` (the CPU's
-    default) unless the engine arguments say (`enforce_eager: true / false`), then the engine arguments' flags."""
-    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
-    eager_flag = ["--enforce-eager"] if eager and not said else []
+    """The server's command line: the model folder under the served name, loopback only, then `served_flags`."""
     return [
         str(python),
         "-m",
@@ -218,9 +215,15 @@ def command(python: Path, model: Path, served_name: str, port: int, flags: list[
         LOOPBACK,
         "--port",
         str(port),
-        *eager_flag,
-        *flags,
+        *served_flags(flags, eager),
     ]
+
+
+def served_flags(flags: list[str], eager: bool) -> list[str]:
+    """The engine flags as served: `--enforce-eager` first where the server runs eager (the CPU's default) unless
+    the engine arguments say (`enforce_eager: true / false`)."""
+    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
+    return (["--enforce-eager"] if eager and not said else []) + flags
 
 
 def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) -> list[str]:
@@ -228,9 +231,7 @@ def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) 
     experiment file's setting) naming the first it does not know, or one the target sets itself."""
     flags: list[str] = []
     for name, value in engine_args.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool) and not value:
-            flag = "--no-" + flag[2:]
+        flag = flag_of(name, value)
         if flag in OWN_FLAGS or flag not in known or not ENGINE_ARG.match(name):
             said = f"{name}: {str(value).lower()}" if isinstance(value, bool) else name
             raise InputError(
@@ -251,6 +252,12 @@ def setting_flags(engine_args: Mapping[str, EngineValue | list[EngineValue]], kn
         for one in (value if isinstance(value, list) else [value])
         for flag in engine_flags({name: one}, known)
     ]
+
+
+def flag_of(name: str, value: EngineValue) -> str:
+    """An engine argument's flag: max_num_seqs -> --max-num-seqs; a false switch -> --no-<flag>."""
+    flag = "--" + name.replace("_", "-")
+    return "--no-" + flag[2:] if isinstance(value, bool) and not value else flag
 
 
 def _refusal(flag: str) -> str:

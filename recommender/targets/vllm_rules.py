@@ -19,6 +19,8 @@ Each rule is vLLM 0.32's, read in its source (site-packages/vllm), not guessed:
 - tensor_parallel_size x pipeline_parallel_size: at most the GPUs the candidate is given (ParallelConfig in
   vllm/config/parallel.py: "World size (n) is larger than the number of available GPUs"); the attention heads
   divisible by it (ModelConfig.verify_with_parallel_config).
+- max_model_len: at most the model's max_position_embeddings (ModelConfig's _get_and_verify_max_len; the built
+  Llama sets no model_max_length, and VLLM_ALLOW_LONG_MAX_MODEL_LEN is not set).
 - kv_cache_gib: VLLM_CPU_KVCACHE_SPACE is read with int() (platforms/cpu.py): a fraction of a GiB stops the server.
 """
 
@@ -43,6 +45,7 @@ def refusal(engine: Mapping[str, Any], gpus: int | None, context: int, heads: in
         _dtype(engine)
         or _parallel(engine, gpus, heads)
         or _memory(engine, gpus)
+        or _length(engine, context)
         or _scheduler(engine, gpus is None, int(engine.get("max_model_len", context)))
     )
     return f"vLLM {VERSION} refuses it: {reason}" if reason else None
@@ -74,6 +77,16 @@ def _memory(engine: Mapping[str, Any], gpus: int | None) -> str | None:
         return (
             f"VLLM_CPU_KVCACHE_SPACE is read with int(): invalid literal for int() with base 10: '{float(kv):g}' "
             "(kv_cache_gib: a whole number of GiB)"
+        )
+    return None
+
+
+def _length(engine: Mapping[str, Any], context: int) -> str | None:
+    asked = int(engine.get("max_model_len", context))
+    if asked > context:  # model_max_length: the built Llama's config.json sets none
+        return (
+            f"User-specified max_model_len ({asked}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={context} or model_max_length=None in model's config.json)."
         )
     return None
 

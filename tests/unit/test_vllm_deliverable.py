@@ -17,8 +17,10 @@ from typer.testing import CliRunner
 
 from recommender.candidates import engine_settings, expand_candidates
 from recommender.cli import build_app
+from recommender.decide.autoscaling import plan_scaling
 from recommender.metrics.headline import Headline
-from recommender.spec import ExperimentSpec
+from recommender.report.vllm_deliverable import TokenPlan, manifests, serve_command
+from recommender.spec import ExperimentSpec, load_spec
 from recommender.store.results import ResultStore
 from tests.unit.test_generation_report import TOKENS, windows
 
@@ -139,3 +141,21 @@ def test_a_lower_ranked_export_compares_with_the_recommendation_and_the_default(
     readme = (tmp_path / "third" / "README.md").read_text()
     assert f"- the recommendation, vllm-seqs8-nopc: {ranked[2]['comparison']}" in readme
     assert f"- the engine's default, vllm-default (against the recommendation): {ranked[1]['comparison']}" in readme
+
+
+def test_on_a_gpu_the_server_is_not_eager_and_asks_for_its_tensor_parallel_gpus(tmp_path) -> None:
+    path = tmp_path / "gpu.yaml"
+    llama = "model: {source: llama, architecture: {layers: 2, hidden: 64, heads: 4}}\n"
+    path.write_text(
+        "name: gpu\n" + llama + "target: {kind: vllm, engine_args: {tensor_parallel_size: [2], dtype: float16}}\n"
+    )
+    candidate = next(c for c in expand_candidates(load_spec(path)) if c.name == "vllm-tp2")
+    words = shlex.split(serve_command(candidate, "gpu"))
+    assert words[:2] == ["vllm", "serve"] and "--enforce-eager" not in words  # no CPU KV variable either
+    assert words[words.index("--tensor-parallel-size") + 1] == "2" and words[words.index("--dtype") + 1] == "float16"
+    plan = TokenPlan(100.0, 90.0, "point estimate", 50.0, None, 3, plan_scaling("gpu", 100.0, 270.0), None, None, None)
+    deployment, *_ = manifests(candidate, "gpu", "gpu-vllm-tp2", plan, "registry.example/vllm:0.32.0")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}} and "env" not in container
+    assert container["image"] == "registry.example/vllm:0.32.0" and deployment["spec"]["replicas"] == 3
+    kubernetes_validate.validate(deployment, KUBERNETES, strict=True)

@@ -121,6 +121,7 @@ CPU = None  # refusal's gpus on the CPU
         ({"tensor_parallel_size": 2}, 1, "World size (2) is larger than the number of available GPUs (1)"),
         ({"tensor_parallel_size": 3}, 4, "attention heads (4) must be divisible by tensor parallel size (3)"),
         ({"gpu_memory_utilization": 1.5}, 1, "gpu_memory_utilization (1.5) must be above 0 and at most 1"),
+        ({"max_model_len": CONTEXT * 2}, CPU, f"max_model_len ({CONTEXT * 2}) is greater than the derived"),
         ({"kv_cache_gib": 1.5}, CPU, "invalid literal for int() with base 10: '1.5'"),
     ],
 )

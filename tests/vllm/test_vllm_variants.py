@@ -36,6 +36,7 @@ CPU_CONFIGURATIONS: list[tuple[dict, str | None]] = [
     ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
     ({"kv_cache_gib": 1.5}, "invalid literal for int() with base 10: '1.5'"),
     ({"kv_cache_gib": 2, "enable_prefix_caching": False}, None),
+    ({"max_model_len": CONTEXT + 1}, f"User-specified max_model_len ({CONTEXT + 1}) is greater than the derived"),
 ]
 RUN_SECONDS = 150  # the grid's bound: two server starts (about 35 s each here), two short loads, one skip
 

@@ -34,6 +34,15 @@ from recommender.modelrepo.llama import CONTEXT
 from recommender.targets.vllm_venv import VERSION
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")  # vllm/config/model.py ModelDType
+# the numeric settings these rules read, as vLLM's parser types them (kv_cache_gib: our float, VLLM_CPU_KVCACHE_SPACE)
+NUMBERS = {
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "gpu_memory_utilization": float,
+    "kv_cache_gib": float,
+}
 CPU_BATCHED_TOKENS, CPU_SEQUENCES = 2048, 128  # get_batch_defaults on the CPU, OPENAI_API_SERVER, per rank
 
 
@@ -41,14 +50,38 @@ def refusal(engine: Mapping[str, Any], gpus: int | None, context: int, heads: in
     """Why vLLM would refuse this engine configuration (its settings and kv_cache_gib), or None. `gpus`: the GPUs the
     candidate is given, None on the CPU; `context`: the model's max_position_embeddings (max_model_len's default);
     `heads`: its attention heads."""
+    typed = _typed(engine)
+    if isinstance(typed, str):
+        return f"vLLM {VERSION} refuses it: {typed}"
+    length = typed.get("max_model_len", context)
+    known = isinstance(length, int) and not isinstance(length, bool)  # else vLLM's own forms ("1k"): not judged here
     reason = (
-        _dtype(engine)
-        or _parallel(engine, gpus, heads)
-        or _memory(engine, gpus)
-        or _length(engine, context)
-        or _scheduler(engine, gpus is None, int(engine.get("max_model_len", context)))
+        _dtype(typed)
+        or _parallel(typed, gpus, heads)
+        or _memory(typed, gpus)
+        or (_length(length, context) or _scheduler(typed, gpus is None, length) if known else None)
     )
     return f"vLLM {VERSION} refuses it: {reason}" if reason else None
+
+
+def _typed(engine: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The settings with their numbers as numbers (as vLLM's argument parser reads the flag's text), or its refusal:
+    `argument --max-num-seqs: invalid int value: 'x'`, or a number below its least (the config's `ge=1`)."""
+    typed = dict(engine)
+    for name, kind in NUMBERS.items():
+        value = engine.get(name)
+        if value is None:
+            continue
+        try:
+            number = kind(str(value)) if not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None:
+            return f"argument --{name.replace('_', '-')}: invalid {kind.__name__} value: {str(value)!r}"
+        if kind is int and number < 1:
+            return f"{name}: Input should be greater than or equal to 1 (given {number})"
+        typed[name] = number
+    return typed
 
 
 def _dtype(engine: Mapping[str, Any]) -> str | None:
@@ -81,8 +114,7 @@ def _memory(engine: Mapping[str, Any], gpus: int | None) -> str | None:
     return None
 
 
-def _length(engine: Mapping[str, Any], context: int) -> str | None:
-    asked = int(engine.get("max_model_len", context))
+def _length(asked: int, context: int) -> str | None:
     if asked > context:  # model_max_length: the built Llama's config.json sets none
         return (
             f"User-specified max_model_len ({asked}) is greater than the derived max_model_len "

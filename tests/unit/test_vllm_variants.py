@@ -122,6 +122,10 @@ CPU = None  # refusal's gpus on the CPU
         ({"tensor_parallel_size": 3}, 4, "attention heads (4) must be divisible by tensor parallel size (3)"),
         ({"gpu_memory_utilization": 1.5}, 1, "gpu_memory_utilization (1.5) must be above 0 and at most 1"),
         ({"max_model_len": CONTEXT * 2}, CPU, f"max_model_len ({CONTEXT * 2}) is greater than the derived"),
+        ({"max_num_seqs": "eight"}, CPU, "argument --max-num-seqs: invalid int value: 'eight'"),
+        ({"tensor_parallel_size": True}, CPU, "argument --tensor-parallel-size: invalid int value: 'True'"),
+        ({"tensor_parallel_size": 0}, 1, "tensor_parallel_size: Input should be greater than or equal to 1"),
+        ({"max_num_batched_tokens": 8.5}, CPU, "argument --max-num-batched-tokens: invalid int value: '8.5'"),
         ({"kv_cache_gib": 1.5}, CPU, "invalid literal for int() with base 10: '1.5'"),
     ],
 )
@@ -141,6 +145,7 @@ def test_what_vllm_refuses_is_refused_with_its_reason(engine: dict, gpus: int | 
         ({"tensor_parallel_size": 2, "gpu_memory_utilization": 0.5}, 2),
         ({"kv_cache_gib": 2.0}, CPU),
         ({"kv_cache_gib": 1.5}, 1),  # the CPU's variable: a GPU does not read it
+        ({"max_num_seqs": "8", "max_model_len": "1k"}, CPU),  # a flag's text; vLLM's own length forms not judged
     ],
 )
 def test_what_vllm_starts_is_not_refused(engine: dict, gpus: int | None) -> None:

@@ -1,7 +1,8 @@
 """vLLM engine settings as variants against the real vLLM: the refusals (targets/vllm_rules.py) are vLLM's own
 (each configuration handed to vLLM's own engine configuration code, in its virtualenv, with nothing started), and
 a grid of listed settings runs through `recommender run` with real servers: the engine's default and max_num_seqs 1
-measured, max_num_seqs 4096 skipped with vLLM's reason before any server starts."""
+measured, max_num_seqs 4096 skipped with vLLM's reason before any server starts; the winner's deliverable is
+exported from those runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
+import yaml
 
 from recommender.candidates import RunStatus
 from recommender.modelrepo.llama import CONTEXT
@@ -107,3 +110,19 @@ def test_a_grid_of_engine_settings_runs_through_recommender_run(vllm_venv_in_use
     logs = {path.parent.name.split("-")[1]: path.read_text() for path in tmp_path.rglob("server.log")}
     assert sorted(logs) == ["default", "seqs1"]  # no server for the refused one
     assert "--max-num-seqs" not in logs["default"] and "'max_num_seqs': 1" in logs["seqs1"]
+    # the winner's deliverable from these real runs: its serve line and manifests (schema-valid; nothing applied)
+    exported = subprocess.run(
+        [sys.executable, "-m", "recommender", "export", "variants", "--out", "deliver"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    serve = (tmp_path / "deliver" / "serve.sh").read_text()
+    winner = next(name for name in ("vllm-default", "vllm-seqs1") if f"# {name} as measured" in serve)
+    assert ("--max-num-seqs 1" in serve) == (winner == "vllm-seqs1")
+    for document in yaml.safe_load_all((tmp_path / "deliver" / "kubernetes.yaml").read_text()):
+        kubernetes_validate.validate(document, "1.30", strict=True)

@@ -25,7 +25,20 @@ REDUCED_PRECISION = frozenset({"trt"})
 # other serving stacks' candidates (target.stack): Infinity's engines, and an existing OpenAI endpoint as it is
 STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
-VLLM = "vllm"  # a vllm target's one fixed configuration (its engine arguments: `engine`)
+VLLM = "vllm"  # a vllm target's candidates (their engine arguments: `engine`)
+ENGINE_VARIANT = "variant"  # in a vLLM variant's engine JSON: its name (`seqs8-chunk`, `default`); no engine argument
+DEFAULT_KV_CACHE_GIB = 1.0  # the vllm target's KV cache when kv_cache_gib is not one value (spec.target's default)
+# short names of vLLM's settings in a variant's name: on/off switches (chunk / nochunk), dtypes, the rest
+_SWITCH_NAMES = {"enable_chunked_prefill": "chunk", "enable_prefix_caching": "pc", "enforce_eager": "eager"}
+_DTYPE_NAMES = {"bfloat16": "bf16", "float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16"}
+_SETTING_NAMES = {
+    "max_num_seqs": "seqs",
+    "max_num_batched_tokens": "tok",
+    "gpu_memory_utilization": "gmu",
+    "tensor_parallel_size": "tp",
+    "quantization": "q-",
+    "max_model_len": "len",
+}
 
 
 def named_as_variant(optimization: str) -> bool:
@@ -60,7 +73,8 @@ class Candidate:
         if self.optimization in STACK_ENGINES:
             return f"{self.optimization}-mbs{self.max_batch_size}{on}"
         if not named_as_variant(self.optimization):
-            return f"{self.optimization}{on}"
+            variant = json.loads(self.engine).get(ENGINE_VARIANT) if self.engine else None
+            return f"{self.optimization}{'-' + variant if variant else ''}{on}"
         batching = "db" if self.dynamic_batching is not None else "nodb"
         precision = "" if self.precision == DEFAULT_PRECISION else f"-{self.precision}"
         padding = "" if self.padding == DEFAULT_PADDING else f"-{self.padding}"
@@ -201,23 +215,69 @@ def stack_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[C
             for size in target.batch_sizes
         ]
     if target.stack == "vllm":
-        engine = {"protocol": target.protocol, "kv_cache_gib": target.kv_cache_gib, **target.engine_args}
-        sequences = target.engine_args.get("max_num_seqs", 0)
-        return [
-            Candidate(
-                VLLM,
-                DynamicBatching(),
-                1,
-                sequences if isinstance(sequences, int) and not isinstance(sequences, bool) else 0,
-                target.instance_type,
-                fingerprint,
-                target=label,
-                engine=json.dumps(engine, sort_keys=True, separators=(",", ":")),
-            )
-        ]
+        return vllm_candidates(target, fingerprint, label)
     if target.stack == "openai":
         return [Candidate(OPENAI_AS_IS, None, 1, 1, target.instance_type, fingerprint, target=label)]
     return []
+
+
+def vllm_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
+    """vLLM's candidates: the target's one configuration (its key as it always was) when no setting is a list;
+    else one per combination of the listed values (named for them: `vllm-seqs8-chunk`), and first the engine's
+    default (`vllm-default`: every listed setting left to vLLM, the KV cache at its 1 GiB), which is always
+    measured. A single value is every candidate's. max_num_seqs is the candidate's max batch size (0: vLLM's)."""
+    fixed = {name: value for name, value in target.engine_args.items() if not isinstance(value, list)}
+    listed = target.variant_settings
+    kv = target.kv_cache_gib if not isinstance(target.kv_cache_gib, list) else DEFAULT_KV_CACHE_GIB
+    if not listed:
+        return [_vllm_candidate(target, fingerprint, label, {"kv_cache_gib": kv, **fixed})]
+    combinations = [dict(zip(listed, values, strict=True)) for values in itertools.product(*listed.values())]
+    default = {"kv_cache_gib": kv, **fixed, ENGINE_VARIANT: "default"}
+    return [_vllm_candidate(target, fingerprint, label, default)] + [
+        _vllm_candidate(
+            target, fingerprint, label, {"kv_cache_gib": kv, **fixed, **chosen, ENGINE_VARIANT: variant_name(chosen)}
+        )
+        for chosen in combinations
+    ]
+
+
+def _vllm_candidate(target: TargetSpec, fingerprint: str, label: str, settings: dict[str, Any]) -> Candidate:
+    engine = {"protocol": target.protocol, **settings}
+    sequences = settings.get("max_num_seqs", 0)
+    return Candidate(
+        VLLM,
+        DynamicBatching(),
+        1,
+        sequences if isinstance(sequences, int) and not isinstance(sequences, bool) else 0,
+        target.instance_type,
+        fingerprint,
+        target=label,
+        engine=json.dumps(engine, sort_keys=True, separators=(",", ":")),
+    )
+
+
+def variant_name(chosen: Mapping[str, Any]) -> str:
+    """A vLLM variant's name from its listed settings, in their order: `seqs8-chunk-pc`, `bf16-kv2g`; a setting
+    without a short name is written `<name><value>`."""
+    parts = []
+    for name, value in chosen.items():
+        if isinstance(value, bool) and name in _SWITCH_NAMES:
+            parts.append(_SWITCH_NAMES[name] if value else "no" + _SWITCH_NAMES[name])
+        elif name == "dtype":
+            parts.append(_DTYPE_NAMES.get(str(value), str(value)))
+        elif name == "kv_cache_gib":
+            parts.append(f"kv{value:g}g")
+        else:
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            parts.append(f"{_SETTING_NAMES.get(name, name.replace('_', ''))}{shown}")
+    return "-".join(parts)
+
+
+def engine_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A vLLM candidate's engine settings from its stored configuration: the engine arguments and kv_cache_gib
+    (without the wire and the variant's name); {} for a candidate of another stack."""
+    engine = json.loads(config.get("engine") or "{}")
+    return {name: value for name, value in engine.items() if name not in ("protocol", ENGINE_VARIANT)}
 
 
 def target_index(spec: ExperimentSpec, candidate: Candidate) -> int:

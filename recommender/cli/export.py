@@ -134,7 +134,9 @@ def _said(console: Console, deliverable: Deliverable) -> None:
         f"{deliverable.scaling.min_capacity}-{deliverable.scaling.max_capacity}",
         highlight=False,
     )
-    for path in (deliverable.repository, *deliverable.files):
+    for path in [deliverable.repository, *deliverable.files]:
+        if path is None:  # a vLLM deliverable has no Triton repository
+            continue
         console.print(f"  {path}", highlight=False)
 
 

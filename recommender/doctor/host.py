@@ -70,7 +70,7 @@ def vllm_check(target: TargetSpec, gpu: bool = False) -> Check:
         return Check(name, found, f"the first run makes it (minutes, about 3.4 GB), or now: {made}", needed=False)
 
     def describe() -> str:
-        flags = vllm.engine_flags(target.engine_args, vllm.known_flags(folder / "bin" / "python"))
+        flags = vllm.setting_flags(target.engine_args, vllm.known_flags(folder / "bin" / "python"))
         return f"{vllm_venv.requirement(gpu)} in {folder}; engine flags: {' '.join(flags) or 'none given'}"
 
     return checked(name, describe)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import CandidateResult, RunStatus
+from recommender.candidates import VLLM, CandidateResult, RunStatus
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
@@ -35,6 +35,7 @@ from recommender.modelrepo.repository import candidate_repository, serving_backe
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
+from recommender.targets.vllm_rules import candidate_refusal
 from recommender.targets.wire import generation_body, openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
@@ -201,6 +202,10 @@ class CandidateRun:
             raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
         if placement.native_backends and (refused := native_refusal(candidate)) is not None:
             raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
+        if candidate.optimization == VLLM:  # an engine configuration vLLM would refuse at start
+            gpus = len(placement.gpus_for(self.slot)) if placement.serving.accelerator == "gpu" else None
+            if (refused := candidate_refusal(candidate.config(), gpus, context.spec.model)) is not None:
+                raise CandidateSkipped(refused)
         clock = self.clock
         with contextlib.ExitStack() as stack:
             deployment, bodies = self._deployed(stack, run_dir)

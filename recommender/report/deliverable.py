@@ -7,7 +7,9 @@ Application Auto Scaling request bodies that deploy and scale it, and a README s
     DIR/autoscaling/{register_scalable_target.json, put_scaling_policy.json}
     DIR/README.md
 
-Nothing here talks to AWS: the JSON files are request bodies for `aws ... --cli-input-json` or boto3.
+A vLLM candidate's deliverable is its `vllm serve` command line and Kubernetes manifests instead
+(report/vllm_deliverable.py). Nothing here talks to AWS: the JSON files are request bodies for
+`aws ... --cli-input-json` or boto3.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import Candidate, CandidateResult, RunStatus, model_fingerprint
+from recommender.candidates import VLLM, Candidate, CandidateResult, RunStatus, model_fingerprint
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
@@ -26,6 +28,7 @@ from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.files import paths
 from recommender.files.destination import claim_folder, plain_name
 from recommender.modelrepo.repository import candidate_repository, size_threads
+from recommender.report.vllm_deliverable import write_vllm_deliverable
 from recommender.spec import ExperimentSpec
 from recommender.targets import kserve
 
@@ -54,7 +57,7 @@ class Deliverable:
     candidate: Candidate
     ranked: RankedCandidate
     out_dir: Path
-    repository: Path
+    repository: Path | None  # the Triton model repository (None: a vLLM candidate, which serves a model folder)
     instance_type: str
     fleet_size: int  # InitialInstanceCount for the target load
     scaling: ScalingPlan
@@ -119,6 +122,12 @@ def write_deliverable(
     picked = chosen(rec, options.position)
     candidate = _checked_candidate(picked, spec)
     served = Served.of(picked.candidate.key, results)
+    if candidate.optimization == VLLM:
+        out = claim_folder(options.out_dir, options.force)
+        plan, written = write_vllm_deliverable(rec, spec, picked, out, options.image, served.accelerator)
+        return Deliverable(
+            candidate, picked, out, None, rec.pricing.instance_type, plan.replicas, plan.scaling, written, served
+        )
     plain_name(options.model_name, "model name")
     out = claim_folder(options.out_dir, options.force)
     repository = _emptied(out / "model_repository")

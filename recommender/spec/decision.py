@@ -79,6 +79,13 @@ class CapacitySpec(Strict):
         le=1,
         description="Target-tracking value = MaxInvocations per instance x headroom (AWS suggests 0.5 to start).",
     )
+    target_output_tokens_per_second: float | None = Field(
+        None,
+        gt=0,
+        description="A generative winner's peak load in output tokens per second: its deliverable's replicas are "
+        "ceil(target / output tokens/s per instance) and its autoscaling is planned on output tokens/s; unset, they "
+        "are sized on target_invocations_per_minute (requests within the SLOs).",
+    )
 
 
 class CorrectnessSpec(Strict):

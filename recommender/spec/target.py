@@ -14,6 +14,9 @@ OPENAI_PROTOCOLS = ("openai", "openai-chat", "openai-completions")  # targets/wi
 # targets/wire.py GENERATIVE: the generative wires, what a vllm target speaks
 GENERATIVE_PROTOCOLS = ("openai-chat", "openai-completions")
 EngineValue = bool | int | float | str
+# a vllm engine setting: one value (every candidate's), or a list of values (one candidate per value: a variant)
+EngineSetting = EngineValue | Annotated[list[EngineValue], Field(min_length=1)]
+KvCacheGib = Annotated[float, Field(gt=0)]
 InfinityEngine = Literal["torch", "optimum"]
 # target fields that only one kind uses: field -> the kinds it applies to
 _KIND_FIELDS = {
@@ -138,14 +141,19 @@ class TargetSpec(Strict):
         min_length=1,
         description="infinity: the server's largest batch (--batch-size); it batches waiting requests on its own.",
     )
-    engine_args: dict[str, EngineValue] = Field(
+    engine_args: dict[str, EngineSetting] = Field(
         default_factory=dict,
         description="vllm: the engine's arguments, each passed as its flag ({max_num_seqs: 8} -> --max-num-seqs 8; "
         "true -> --flag, false -> --no-flag); one the installed vLLM does not know is refused before any server "
-        "starts. On the CPU the server runs eager (--enforce-eager) unless `enforce_eager: false`.",
+        "starts. On the CPU the server runs eager (--enforce-eager) unless `enforce_eager: false`. A list of values "
+        "({max_num_seqs: [1, 8], enable_chunked_prefill: [true, false]}) makes them variants: one candidate per "
+        "combination, plus the engine's default (every listed setting left to vLLM), named for what they set "
+        "(vllm-seqs8-nochunk, vllm-default); a combination vLLM would refuse is skipped with vLLM's reason.",
     )
-    kv_cache_gib: float = Field(
-        1.0, gt=0, description="vllm on the CPU: the KV cache's size in GiB (VLLM_CPU_KVCACHE_SPACE)."
+    kv_cache_gib: KvCacheGib | Annotated[list[KvCacheGib], Field(min_length=1)] = Field(
+        1.0,
+        description="vllm on the CPU: the KV cache's size in GiB (VLLM_CPU_KVCACHE_SPACE; vLLM reads it as a whole "
+        "number); a list makes it a variant, the default candidate keeps 1.",
     )
     accelerator: Accelerator = Field(
         "auto",
@@ -192,6 +200,11 @@ class TargetSpec(Strict):
             if not str(self.endpoint).startswith(("http://", "https://")):
                 raise ValueError(f"protocol {self.protocol} needs an http(s):// url, not {self.endpoint!r}")
         if self.kind == "vllm":
+            repeated = [
+                name for name, values in self.variant_settings.items() if len(set(map(repr, values))) < len(values)
+            ]
+            if repeated:
+                raise ValueError(f"engine setting {repeated[0]} lists a value twice")
             if "protocol" not in self.model_fields_set:  # its default wire: streamed chat
                 object.__setattr__(self, "protocol", GENERATIVE_PROTOCOLS[0])
             if self.protocol not in GENERATIVE_PROTOCOLS:
@@ -212,6 +225,16 @@ class TargetSpec(Strict):
         if self.kind in ("infinity", "vllm"):
             return self.kind
         return "openai" if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS else "triton"
+
+    @property
+    def variant_settings(self) -> dict[str, list[EngineValue]]:
+        """vllm: the settings given as lists (engine arguments by name, and `kv_cache_gib`), each with its values."""
+        listed: dict[str, list[EngineValue]] = {
+            name: list(value) for name, value in self.engine_args.items() if isinstance(value, list)
+        }
+        if isinstance(self.kv_cache_gib, list):
+            listed["kv_cache_gib"] = list(self.kv_cache_gib)
+        return listed
 
     @property
     def generative(self) -> bool:

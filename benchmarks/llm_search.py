@@ -89,7 +89,7 @@ def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
         spec["target"]["engine_args"] = QUICK["engine_args"]
         spec["traffic"] |= QUICK["traffic"]
         spec["traffic"]["concurrency"] = {"users": QUICK["users"], "duration_seconds": QUICK["seconds"]}
-        spec["search"]["racing"] = {"final_repeats": 1, "eta": 3, "probe_seconds": 2}
+        spec["search"]["racing"] = {"final_repeats": 2, "eta": 3, "probe_seconds": 2}
     return spec
 
 

@@ -207,10 +207,14 @@ class AiperfSearch:
     iterations: int
     wall_s: float
     error: str | None = None
+    output_tps: float | None = None  # its objective there: output tokens/s (AIPerf's output_token_throughput)
+    reason: str | None = None  # why its search stopped (its convergence_reason)
 
     def row(self) -> str:
         found = "none met the SLAs" if self.concurrency is None else f"concurrency {self.concurrency}"
-        said = f"failed: {self.error}" if self.error else found
+        if self.output_tps is not None:
+            found += f", {self.output_tps:,.0f} output tokens/s"
+        said = f"failed: {self.error}" if self.error else f"{found} ({self.reason})"
         return f"| AIPerf on the {self.label} | {said} | {self.iterations} | {self.wall_s:,.0f} s |"
 
 
@@ -244,10 +248,16 @@ def aiperf_search(spec: Mapping[str, Any], result, label: str, work: Path) -> Ai
         if history is None:
             raise RuntimeError(f"aiperf wrote no search_history.json under {out / 'artifacts'}")
         found = json.loads(history.read_text())
-        boundary = (found.get("boundary_summary") or {}).get("feasible_max") or {}
-        value = next((v for k, v in boundary.items() if k.endswith("concurrency")), None)
-        concurrency = int(value) if isinstance(value, int | float) else None
-        return AiperfSearch(label, concurrency, len(found.get("iterations") or []), time.monotonic() - started)
+        boundary = (found.get("boundary_summary") or {}).get("feasible_max") or {}  # {value, objective_value, ...}
+        value, tps = boundary.get("value"), boundary.get("objective_value")
+        return AiperfSearch(
+            label,
+            int(value) if isinstance(value, int | float) else None,
+            len(found.get("iterations") or []),
+            time.monotonic() - started,
+            output_tps=float(tps) if isinstance(tps, int | float) else None,
+            reason=found.get("convergence_reason"),
+        )
     except Exception as failure:  # the peer tool's failure is its result, recorded, not our error
         return AiperfSearch(
             label, None, 0, time.monotonic() - started, _one_line(f"{type(failure).__name__}: {failure}")
@@ -290,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["|---|---|---|---|", *rows, ""]
         if not args.no_aiperf:
             best, chosen = pick(grid.results), pick(adaptive.results)
-            targets = {"grid's best": best} | ({"adaptive pick": chosen} if chosen and chosen.key != best.key else {})
+            targets = {"grid best": best} | ({"adaptive pick": chosen} if chosen and chosen.key != best.key else {})
             peer = [aiperf_search(spec, r, label, folder) for label, r in targets.items() if r is not None]
             lines += [
                 "| AIPerf max-concurrency-under-sla (monotonic) | found | iterations | wall |",

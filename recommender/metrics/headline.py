@@ -132,6 +132,23 @@ class Figures:
             return None
         return Limits(self.percentile, self.threshold_ms, self.max_error_rate)
 
+    @property
+    def objective(self) -> float | None:
+        """What a search ranks the run on, per minute of one instance: a generative run's goodput x 60 (requests/min
+        within every SLO, at the highest level meeting them), else MaxInvocations; None when no level met them."""
+        goodput = self.generation.value("goodput") if self.generation is not None else None
+        if self.max_invocations is None or goodput is None:
+            return self.max_invocations
+        return goodput * 60
+
+    @property
+    def objective_interval(self) -> Interval | None:
+        """The interval of `objective` (goodput's x 60, or MaxInvocations')."""
+        goodput = self.generation.interval("goodput") if self.generation is not None else None
+        if self.max_invocations is None or goodput is None:
+            return self.ipm_interval
+        return replace(goodput, mean=goodput.mean * 60, low=goodput.low * 60, high=goodput.high * 60)
+
 
 @dataclass(frozen=True)
 class Headline(Figures, Measured):

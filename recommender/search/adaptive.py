@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from recommender.candidates import Candidate, CandidateResult, RunStatus
+from recommender.candidates import Candidate, CandidateResult, RunStatus, target_index
 from recommender.metrics.headline import Headline
 from recommender.search.plan import planned_total
 from recommender.search.racing import Entrant, judge, keep_count
@@ -50,6 +50,7 @@ class AdaptiveSearch:
         self, spec: ExperimentSpec, candidates: list[Candidate], clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.search, self.clock, self.started = spec.search, clock, clock()
+        self.spec = spec
         self.sampler = Sampler(spec) if spec.variants.ranged_axes() else None
         self.climb = Climb(candidates, spec.search.unimodal) if not self.sampler and spec.search.unimodal else None
         self.pending = deque(() if self.sampler or self.climb else candidates)
@@ -78,7 +79,7 @@ class AdaptiveSearch:
         """Right after a probe, on its deployment: its full measurement when it is the last probe and the best one
         (it would be judged first anyway), else None (judged after every probe)."""
         self.probes[work.candidate.key] = (work.candidate, headline)
-        if self._more_to_probe(work.candidate.key, headline.max_invocations) or self._budget_spent() is not None:
+        if self._more_to_probe(work.candidate.key, headline.objective) or self._budget_spent() is not None:
             return None
         best = self._best_unjudged()
         if best is None or best[0].key != work.candidate.key:
@@ -89,12 +90,12 @@ class AdaptiveSearch:
         key = work.candidate.key
         if work.stage == "probe":
             self.probed.add(key)
-            ipm = result.headline.max_invocations if result.headline is not None else None
+            ipm = result.headline.objective if result.headline is not None else None
             self.known[key] = ipm or 0.0
             if self.climb is not None:
                 self.climb.probed.add(key)
             if self.sampler is not None:
-                self.sampler.tell(work.candidate, _max_invocations(result))
+                self.sampler.tell(work.candidate, _objective(result))
             if result.headline is not None and result.status in (RunStatus.OK, RunStatus.PRUNED):
                 self.probes.setdefault(key, (work.candidate, result.headline))
         headline, full = result.headline, self.search.racing.final_repeats
@@ -110,7 +111,7 @@ class AdaptiveSearch:
             self.climb, self.candidates = None, []
             return self.queue.popleft() if self.queue else None
         candidate = self._next_candidate()
-        probed = [(c, h.max_invocations) for c, h in self.probes.values()]
+        probed = [(c, h.objective) for c, h in self.probes.values()]
         if candidate is None:
             if self.climb is not None:  # every slice's climb has stopped: the rest were not on the way
                 for left in self._unasked():
@@ -133,7 +134,12 @@ class AdaptiveSearch:
             knee_tolerance=self.search.knee_tolerance,
             seconds=self.search.racing.probe_seconds,
             capacity_first=True,
+            bisect=self._generative(candidate),
         )
+
+    def _generative(self, candidate: Candidate) -> bool:
+        """A generative candidate's probe bisects the load axis for its goodput under the SLOs."""
+        return self.spec.all_targets[target_index(self.spec, candidate)].generative
 
     def _next_candidate(self) -> Candidate | None:
         if self.sampler is not None:
@@ -185,7 +191,7 @@ class AdaptiveSearch:
     def _best_unjudged(self) -> tuple[Candidate, Headline] | None:
         """The probed candidate with the highest probe not judged yet (one that met no level comes last)."""
         waiting = [(c, h) for key, (c, h) in self.probes.items() if key not in self.judged]
-        return max(waiting, key=lambda pair: pair[1].max_invocations or -1.0, default=None)
+        return max(waiting, key=lambda pair: pair[1].objective or -1.0, default=None)
 
     def _leader_low(self) -> float | None:
         """The leader's lower bound for the structure rule: the best full measurement's, else the best probe less
@@ -193,7 +199,7 @@ class AdaptiveSearch:
         measured = [e.low for e in self.full.values() if e.max_invocations is not None]
         if measured:
             return max(measured)
-        probes = [h.max_invocations for _, h in self.probes.values() if h.max_invocations is not None]
+        probes = [h.objective for _, h in self.probes.values() if h.objective is not None]
         return max(probes) / (1 + self.search.racing.margin) if probes else None
 
     def _budget_spent(self) -> str | None:
@@ -207,9 +213,11 @@ class AdaptiveSearch:
 
 
 def _entrant(candidate: Candidate, headline: Headline) -> Entrant:
-    return Entrant(candidate.key, candidate.name, headline.max_invocations, headline.ipm_interval)
+    """The candidate as racing judges it: on its objective (goodput per minute for a generative one)."""
+    unit = "IPM" if headline.generation is None else "good requests/min"
+    return Entrant(candidate.key, candidate.name, headline.objective, headline.objective_interval, unit)
 
 
-def _max_invocations(result: CandidateResult) -> float | None:
+def _objective(result: CandidateResult) -> float | None:
     headline = result.headline
-    return headline.max_invocations if result.status == RunStatus.OK and headline is not None else None
+    return headline.objective if result.status == RunStatus.OK and headline is not None else None

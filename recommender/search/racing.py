@@ -2,8 +2,9 @@
 
 Every candidate is probed first (a brief load search); the probes are then judged one at a time, the highest first
 (search/adaptive.py), each against the leader: the candidate measured in full so far whose MaxInvocations interval
-has the highest lower bound. The candidate is measured in full (the experiment's repeats at the level its probe
-found) when its probe could still contain the best:
+has the highest lower bound. A generative candidate's figure is its goodput per minute instead (requests within every
+SLO: `Headline.objective`), the same rules on it. The candidate is measured in full (the experiment's repeats at
+the level its probe found) when its probe could still contain the best:
 
   1. some load level met the limits, and
   2. its upper bound, widened by `margin` (a probe's interval rests on a few windows of one brief run), is not
@@ -33,6 +34,7 @@ class Entrant:
     name: str
     max_invocations: float | None  # None: no level met the limits
     interval: Interval | None  # of MaxInvocations (None or n=1: no noise estimate)
+    unit: str = "IPM"  # what the figure counts: MaxInvocations, or "good requests/min" (a generative candidate's)
 
     @property
     def low(self) -> float:
@@ -92,5 +94,5 @@ def judge(probe: Entrant, full: list[Entrant], margin: float, keep: int) -> tupl
 
 def _bounds(e: Entrant) -> str:
     if e.interval is None or not e.interval.known:
-        return f"{e.max_invocations:,.0f} IPM (no interval)"
-    return f"{e.max_invocations:,.0f} IPM [{e.interval.low:,.0f}, {e.interval.high:,.0f}] ({e.interval.label})"
+        return f"{e.max_invocations:,.0f} {e.unit} (no interval)"
+    return f"{e.max_invocations:,.0f} {e.unit} [{e.interval.low:,.0f}, {e.interval.high:,.0f}] ({e.interval.label})"

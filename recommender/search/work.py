@@ -1,7 +1,8 @@
 """What a search strategy hands the job: one piece of work at a time (ask), and what the job tells it back (tell).
 
 stage  full   measure the candidate with the experiment's whole traffic plan (grid search)
-       probe  a load search, 1 short repeat per tried level, the highest level first (adaptive search)
+       probe  a load search, 1 short repeat per tried level, the highest level first (adaptive search); a
+              generative candidate's bisects the load axis (measurement/load_search.Bisection)
        final  `repeats` load runs at the level the probe found (adaptive search, after every probe: on a deployment of
               its own, or on the probe's when `follow` asks for it right after the last probe)
        prune  no measurement: the candidate's latest run becomes `pruned`, with `reason`
@@ -29,6 +30,7 @@ class Work:
     knee_tolerance: float = 0.05  # probe: where the load search stops
     seconds: float | None = None  # probe: each tried level runs this long (None: the traffic plan's duration)
     capacity_first: bool = False  # probe: the highest level first, found there when it meets the limits
+    bisect: bool = False  # probe: bisect the load axis for the highest level meeting the SLOs (a generative one)
 
     @property
     def measures(self) -> bool:

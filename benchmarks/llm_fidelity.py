@@ -25,9 +25,10 @@ rate; `--rounds` rounds (default 3) alternating which tool goes first. The table
 (medians over the rounds) against the targets: tokens/s and requests/s within +-5 %, TTFT and ITL within +-10 % or
 +-1 ms.
 
-Until the streaming Locust child lands (issue 39's wire: `LoadRequest.wire`), our side is "no result: this checkout's
-load driver has no generative wire" at every level; the AIPerf side, the endpoint and the table run as they are.
-Run on a quiet host (the figures of a shared one are not the tools'):
+The server is pinned to the last CPU and each tool in its turn to the others (`--server-cpus`, `--tool-cpus`):
+unpinned on a 2-core host, AIPerf's dozen processes (controller, timing, dataset, workers, record processors) took
+the server's cores and its TTFT at c=1 read 173 ms against 12 ms open loop, and ours, run right after it, read what
+AIPerf's exit still cost. Run on a quiet host (the figures of a shared one are not the tools'):
 
     python benchmarks/llm_fidelity.py --out llm_fidelity.md                # about 3 x 4 x 2 x (40 + 10) s
     python benchmarks/llm_fidelity.py --smoke                               # one short round at c=1 (a check)
@@ -205,6 +206,7 @@ def run_aiperf(
     command += ["--artifact-dir", str(out), "--ui", "none", "--no-gpu-telemetry", "--no-server-metrics"]
     command += level.aiperf_arguments()
     env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+    command = command if args.tool_cpus is None else ["taskset", "-c", args.tool_cpus, *command]
     done = run_tool(command, env=env)
     (out.parent / f"{out.name}.log").write_text(done.output)
     if done.returncode != 0:
@@ -231,6 +233,8 @@ def run_ours(url: str, level: Level, bodies: list[dict], args: argparse.Namespac
     plan = level.plan(args.warmup + args.span + TAIL_S)
     wire = WIRES[args.endpoint_type]
     settings: dict[str, Any] = {"path": PATHS[args.endpoint_type], "answer_key": "choices", "wire": wire}
+    if args.tool_cpus is not None:
+        settings["generator_cpus"] = tuple(int(cpu) for cpu in args.tool_cpus.split(","))
     result = run_load(LoadRequest(url, SERVED, bodies, plan, out, **settings))
     try:
         figures = score(result.requests, args.warmup, args.span)
@@ -297,6 +301,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, default=WORK_DIR)
     parser.add_argument("--out", type=Path, help="write the report (Markdown) here too")
+    cpus = os.cpu_count() or 1
+    parser.add_argument(
+        "--server-cpus",
+        default=str(cpus - 1) if cpus >= 2 else None,
+        help="CPUs the vLLM server is pinned to (taskset list; default: the last CPU). AIPerf runs a dozen processes; "
+        "unpinned on a small host they take the server's cores and measure themselves",
+    )
+    parser.add_argument(
+        "--tool-cpus",
+        default=",".join(map(str, range(cpus - 1))) if cpus >= 2 else None,
+        help="CPUs both tools are pinned to, each in its turn (default: every CPU but the server's)",
+    )
     parser.add_argument("--smoke", action="store_true", help="one round at c=1, short windows: a check, no figures")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -316,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = write_input_file(texts, args.output_tokens, args.work / "prompts.jsonl")
     bodies = generation_bodies(args.endpoint_type, texts, args.output_tokens)
     measurements = []
-    with vllm_server(model_dir, args.work / "vllm.log", SERVED) as url:
+    with vllm_server(model_dir, args.work / "vllm.log", SERVED, cpus=args.server_cpus) as url:
         for number in range(1, args.rounds + 1):
             args.round = number
             for level in _levels(args):

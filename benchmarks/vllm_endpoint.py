@@ -47,17 +47,22 @@ def vllm_server(
     max_num_seqs: int | None = 8,
     flags: Sequence[str] = (),
     kv_cache_gib: int = 1,
+    port: int | None = None,
+    cpus: str | None = None,
 ) -> Iterator[str]:
     """vLLM's OpenAI server for `model_dir` as `served` on a free loopback port; its base URL once /health answers.
     `flags`: more engine flags (targets/vllm.engine_flags: a candidate's settings; max_num_seqs None: vLLM's own or
-    the one they set); `kv_cache_gib`: VLLM_CPU_KVCACHE_SPACE."""
+    the one they set); `kv_cache_gib`: VLLM_CPU_KVCACHE_SPACE; `port`: this one on loopback (default: a free one);
+    `cpus`: pin the server to these CPUs (taskset's list, e.g. "1"; None: unpinned)."""
     if not VLLM_PYTHON.exists():
         raise RuntimeError(f"no vLLM virtualenv at {VLLM_PYTHON.parent.parent} (RECOMMENDER_VLLM_VENV)")
-    (port,) = free_loopback_ports(1)
+    if port is None:
+        (port,) = free_loopback_ports(1)
     command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     command += ["--served-model-name", served, "--host", LOOPBACK, "--port", str(port), "--enforce-eager"]
     command += ["--max-model-len", str(MAX_MODEL_LEN), "--seed", str(SEED), *flags]
     command += [] if max_num_seqs is None else ["--max-num-seqs", str(max_num_seqs)]
+    command = command if cpus is None else ["taskset", "-c", cpus, *command]
     env = os.environ | {
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
@@ -83,3 +88,26 @@ def _wait_ready(process, url: str, log: Path) -> None:
                 return
         time.sleep(1)
     raise RuntimeError(f"vLLM not ready after {START_TIMEOUT_S} s:\n{log_tail(log, 30)}")
+
+
+def main() -> None:
+    """Serve the tiny Llama on loopback until Ctrl-C (the remote endpoint of experiments/llm-quick.yaml)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8011, help="Loopback port (default 8011).")
+    parser.add_argument("--served", default="tiny-llama", help="The model name it answers to (default tiny-llama).")
+    parser.add_argument("--work", type=Path, default=ROOT / ".recommender" / "endpoint", help="Model and log folder.")
+    args = parser.parse_args()
+    model = build_test_llama(args.work / "models")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with vllm_server(model, args.work / "vllm.log", args.served, port=args.port) as url:
+        print(f"serving {args.served} at {url}/v1 (log {args.work / 'vllm.log'}); Ctrl-C stops it", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

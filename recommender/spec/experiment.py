@@ -160,16 +160,19 @@ class ExperimentSpec(Strict):
 
     @model_validator(mode="after")
     def _vllm_serves_a_llama(self) -> ExperimentSpec:
-        """A vllm target generates: it serves the Llama of `model.source: llama`, and nothing else does."""
+        """A vllm target generates: it serves the Llama of `model.source: llama`, which only a generative target (vllm, or
+        a remote chat / completions endpoint) can be sent to."""
         kinds = {target.kind for target in self.all_targets}
         if "vllm" in kinds and self.model.source != "llama":
             raise ValueError(
                 f"target kind vllm serves a generative model: set model.source llama (with its architecture), "
                 f"not {self.model.source}"
             )
-        if self.model.source == "llama" and kinds - {"vllm"}:
+        others = sorted({target.kind for target in self.all_targets if not target.generative})
+        if self.model.source == "llama" and others:
             raise ValueError(
-                f"model.source llama is served by target kind vllm only, not {', '.join(sorted(kinds - {'vllm'}))}"
+                f"model.source llama is a generative model: served by target kind vllm (or measured on a generative "
+                f"remote endpoint, protocol openai-chat or openai-completions), not {', '.join(others)}"
             )
         return self
 

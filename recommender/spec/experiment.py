@@ -160,8 +160,8 @@ class ExperimentSpec(Strict):
 
     @model_validator(mode="after")
     def _vllm_serves_a_llama(self) -> ExperimentSpec:
-        """A vllm target generates: it serves the Llama of `model.source: llama`, which only a generative target (vllm, or
-        a remote chat / completions endpoint) can be sent to."""
+        """A vllm target generates: it serves the Llama of `model.source: llama`, which only a generative target (vllm,
+        or a remote chat / completions endpoint) can be sent to."""
         kinds = {target.kind for target in self.all_targets}
         if "vllm" in kinds and self.model.source != "llama":
             raise ValueError(

@@ -101,7 +101,9 @@ def test_relative_model_path_resolves_against_the_file(tmp_path):
     assert spec.model.path == (tmp_path / "m.onnx").resolve()
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "bert.yaml", "g4dn-sizes.yaml", "search.yaml", "stacks.yaml", "llm.yaml"])
+@pytest.mark.parametrize(
+    "name", ["quickstart.yaml", "bert.yaml", "g4dn-sizes.yaml", "search.yaml", "stacks.yaml", "llm.yaml"]
+)
 def test_shipped_experiments_validate(name):
     assert isinstance(load_spec(EXPERIMENTS / name), ExperimentSpec)
 

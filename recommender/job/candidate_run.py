@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import VLLM, CandidateResult, RunStatus
+from recommender.candidates import VLLM, CandidateResult, RunStatus, engine_settings
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
@@ -29,13 +29,13 @@ from recommender.measurement.extra_repeat import ExtraRepeat, measure_extra
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.levels import WindowRecord
 from recommender.metrics.stage_times import StageClock
-from recommender.modelrepo.llama import served_folder
+from recommender.modelrepo.llama import CONTEXT, served_folder
 from recommender.modelrepo.native import native_refusal
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
-from recommender.targets.vllm_rules import candidate_refusal
+from recommender.targets.vllm_rules import refusal as vllm_refusal
 from recommender.targets.wire import generation_body, openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
@@ -204,7 +204,9 @@ class CandidateRun:
             raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
         if candidate.optimization == VLLM:  # an engine configuration vLLM would refuse at start
             gpus = len(placement.gpus_for(self.slot)) if placement.serving.accelerator == "gpu" else None
-            if (refused := candidate_refusal(candidate.config(), gpus, context.spec.model)) is not None:
+            heads = getattr(context.spec.model.architecture, "heads", None)  # the Llama's, for tensor parallel
+            settings = engine_settings(candidate.config())
+            if (refused := vllm_refusal(settings, gpus, CONTEXT, heads)) is not None:
                 raise CandidateSkipped(refused)
         clock = self.clock
         with contextlib.ExitStack() as stack:

@@ -29,8 +29,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recommender.candidates import engine_settings
-from recommender.modelrepo.llama import CONTEXT
 from recommender.targets.vllm_venv import VERSION
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")  # vllm/config/model.py ModelDType
@@ -142,10 +140,3 @@ def _scheduler(engine: Mapping[str, Any], cpu: bool, max_model_len: int) -> str 
     if sequences is not None and int(tokens) < int(sequences):
         return f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({sequences})."
     return None
-
-
-def candidate_refusal(config: Mapping[str, Any], gpus: int | None, model: Any) -> str | None:
-    """`refusal` for a vLLM candidate's stored configuration, on the model of `model.source: llama` (its context
-    and attention heads)."""
-    architecture = getattr(model, "architecture", None)
-    return refusal(engine_settings(config), gpus, CONTEXT, getattr(architecture, "heads", None))

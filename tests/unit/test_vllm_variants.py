@@ -17,7 +17,7 @@ from recommender.modelrepo.llama import CONTEXT
 from recommender.spec import load_spec
 from recommender.targets import vllm, vllm_venv
 from recommender.targets.vllm import VllmTarget, setting_flags
-from recommender.targets.vllm_rules import candidate_refusal, refusal
+from recommender.targets.vllm_rules import refusal
 from tests.unit.test_vllm_target import KNOWN, LLAMA
 
 GRID = "target:\n  kind: vllm\n  engine_args: {max_num_seqs: [1, 8], enable_chunked_prefill: [true, false]}\n"
@@ -155,8 +155,10 @@ def test_what_vllm_starts_is_not_refused(engine: dict, gpus: int | None) -> None
 def test_a_candidate_is_judged_on_its_own_settings_and_the_models_heads(tmp_path) -> None:
     spec = spec_of(tmp_path, "target: {kind: vllm, engine_args: {tensor_parallel_size: [1, 3]}}\n")
     found = {candidate.name: candidate for candidate in expand_candidates(spec)}
-    assert candidate_refusal(found["vllm-tp1"].config(), 1, spec.model) is None
-    assert "divisible by tensor parallel size (3)" in str(candidate_refusal(found["vllm-tp3"].config(), 4, spec.model))
+    heads = spec.model.architecture.heads  # type: ignore[union-attr]  # a llama spec has one
+    assert refusal(engine_settings(found["vllm-tp1"].config()), 1, CONTEXT, heads) is None
+    refused = refusal(engine_settings(found["vllm-tp3"].config()), 4, CONTEXT, heads)
+    assert "divisible by tensor parallel size (3)" in str(refused)
 
 
 def test_a_deployment_serves_its_candidates_settings_and_kv_cache(tmp_path, monkeypatch) -> None:

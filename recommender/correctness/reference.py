@@ -165,6 +165,7 @@ def _greedy(folder: Path) -> GenerationReference:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     seen: dict[str, Continuation] = {}
@@ -216,5 +217,5 @@ def _continue(model: Any, ids: list[int], n: int) -> Continuation:
             logprobs.append(float(top.values[0]))
             margins.append(float(top.values[0] - top.values[1]))
             step = torch.tensor([[token]], dtype=torch.int64)
-            out = model(step, past_key_values=out.past_key_values, use_cache=True)
+            out = model(step, cache=out.cache, use_cache=True)
     return Continuation(tokens, logprobs, margins)

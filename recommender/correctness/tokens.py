@@ -9,9 +9,11 @@ as the prompt, the log-probability it gives each reference token and its own top
 - Lower precision (bf16, fp16, vLLM's `auto` 16-bit type, quantised weights) is judged by token agreement (the
   share of positions whose reference token is the candidate's top token given the reference prefix, teacher
   forced; free-running where the server gives no logprobs) and by the largest |candidate logprob - reference
-  logprob| of the reference tokens. A position where the reference's own margin is within the precision's logprob
-  tolerance is a near-tie that precision may flip: it is counted as agreeing (and counted as a tie). Free-running,
-  the positions after a first divergence follow another prefix and are not judged.
+  logprob| of the reference tokens. A disagreement where the reference's own margin is a near-tie that the
+  precision may flip is counted as agreeing (and counted as a tie): teacher forced, a margin within twice the
+  logprob error measured at that position (and within the precision's logprob tolerance); free-running, a margin
+  within the logprob tolerance, and the positions after that divergence follow another prefix and are not judged.
+  Where every margin is within a loose row's tolerance (random weights at q4), only the logprob error can refuse.
 - A candidate below its precision's agreement, or above its logprob tolerance, is incorrect; the reason names the
   first diverging position of its free-running output and both tokens.
 """
@@ -122,10 +124,11 @@ def judge(
 ) -> TokenFigures:
     """The figures of one prompt. Exact (min_agreement 1): the share of free-running positions equal (a missing
     position is unequal). Otherwise: teacher-forced agreement when `forced`, else free-running up to the first
-    divergence, with near-ties (reference margin <= logprob_atol) agreeing."""
+    divergence, with near-ties agreeing (the reference's margin within what the measured error could flip)."""
     n = len(reference.tokens)
     divergence = first_divergence(reference, served)
-    tie = lambda i: reference.margins[i] <= tolerance.logprob_atol
+    error_at = lambda i: abs(forced.logprobs[i] - reference.logprobs[i]) if forced is not None else math.inf
+    tie = lambda i: reference.margins[i] <= min(tolerance.logprob_atol, 2 * error_at(i))
     if tolerance.min_agreement >= 1:
         agreeing, ties = sum(1 for i in range(n) if i < len(served) and served[i] == reference.tokens[i]), 0
     elif forced is not None:

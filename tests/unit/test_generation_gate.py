@@ -59,11 +59,17 @@ def test_lower_precision_is_judged_teacher_forced_and_a_flip_at_a_near_tie_is_a_
     flipped = judge("prompt 1", REFERENCE, [5, 9, 9, 9], forced([5, 9, 7, 8], 0.01), BF16, decode)
     assert (flipped.agreement, flipped.ties, flipped.teacher_forced) == (0.75, 0, True)
     assert "teacher-forced token agreement 0.75 < 0.9 (bf16)" in (verdict([flipped], BF16, "bf16") or "")
-    # the same flip where the reference's own top-2 margin is within bf16's logprob tolerance: a tie, not a change
-    tied_reference = Continuation(REFERENCE.tokens, REFERENCE.logprobs, [0.5, BF16.logprob_atol / 2, 0.5, 0.5])
+    # the same flip where the reference's own top-2 margin (0.015) is within what the error measured there (0.01 on
+    # each of two logprobs) can flip, and within bf16's logprob tolerance: a tie, not a change
+    tied_reference = Continuation(REFERENCE.tokens, REFERENCE.logprobs, [0.5, 0.015, 0.5, 0.5])
     tie = judge("prompt 1", tied_reference, [5, 9, 9, 9], forced([5, 9, 7, 8], 0.01), BF16, decode)
     assert (tie.agreement, tie.ties) == (1.0, 1) and verdict([tie], BF16, "bf16") is None
     assert tie.first_divergence is not None and tie.first_divergence["position"] == 1  # kept in the figures
+    # an error too small to flip that margin (2 x 0.005 < 0.015) leaves the flip unexplained: a disagreement
+    unexplained = judge("prompt 1", tied_reference, [5, 9, 9, 9], forced([5, 9, 7, 8], 0.005), BF16, decode)
+    assert (unexplained.agreement, unexplained.ties) == (0.75, 0)
+    # a loose row's tolerance does not excuse a flip the measured error cannot explain either
+    assert judge("prompt 1", REFERENCE, [5, 9], forced([5, 9, 7, 8], 0.1), token_tolerance("q4"), decode).ties == 0
 
 
 def test_lower_precision_is_refused_when_the_reference_tokens_logprobs_move_beyond_its_tolerance() -> None:

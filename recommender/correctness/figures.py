@@ -3,6 +3,9 @@
 An element passes when |served - reference| <= atol + rtol x |reference| (numpy.allclose's rule), and an output
 passes when every element does and, for an output with more than one value per row (an embedding), every row's
 cosine similarity with the reference row is at least min_cosine.
+
+`Correctness` is what either gate stores with a run (a generative one's figures are tokens.py's), and `describe` the
+sentence reports say of it.
 """
 
 from __future__ import annotations

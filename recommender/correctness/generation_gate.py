@@ -14,13 +14,14 @@ server's completions route, so that the candidate and the reference start from t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from recommender.correctness.cases import prompt_cases
 from recommender.correctness.figures import Correctness
 from recommender.correctness.reference import GenerationReference, generation_reference
-from recommender.correctness.tokens import Continuation, TeacherForced, TokenTolerance, judge, token_tolerance, verdict
+from recommender.correctness.tokens import Continuation, TeacherForced, judge, token_tolerance, verdict
 from recommender.errors import TargetError
 from recommender.load.prompts import prompts_for
 from recommender.spec import ExperimentSpec
@@ -92,7 +93,7 @@ def _free_running(
     return served_tokens(answer, reference.tokenize)
 
 
-def served_tokens(answer: dict, tokenize: Any) -> tuple[list[int], str]:
+def served_tokens(answer: dict, tokenize: Callable[[str], list[int]]) -> tuple[list[int], str]:
     """(token ids, how they were read): the choice's `token_ids` ("served"), else its text tokenized
     ("re-tokenized": a detokenized text may not tokenize back to the same ids, so such a prompt can look diverged)."""
     ids = first_choice(answer).get("token_ids")
@@ -121,7 +122,7 @@ def teacher_forced(answer: dict, prompt_length: int, tokens: list[int]) -> Teach
         if not isinstance(row, dict):
             return None
         entries = {int(key): value for key, value in row.items() if isinstance(value, dict)}
-        if token not in entries or not entries:
+        if token not in entries:
             return None
         logprobs.append(float(entries[token]["logprob"]))
         top.append(min(entries, key=lambda key: (entries[key].get("rank") or 1 << 30, -entries[key]["logprob"])))
@@ -140,4 +141,4 @@ def _body(endpoint: GenerativeEndpoint, prompt: list[int], max_tokens: int) -> d
     }
 
 
-__all__ = ["TokenTolerance", "check_generation", "served_tokens", "teacher_forced", "tolerance_settings"]
+__all__ = ["check_generation", "served_tokens", "teacher_forced", "tolerance_settings"]

@@ -66,13 +66,22 @@ def text_cases(payload: PayloadSpec, max_batch_size: int) -> list[Case]:
     return cases
 
 
+def prompt_cases(lengths: list[int]) -> list[tuple[str, int]]:
+    """The generation gate's prompts: (name, index) of the shortest, median and longest prompt by input tokens, named
+    `prompt N` (N: its place among the experiment's prompts, from 1)."""
+    return [(f"prompt {index + 1}", index) for index in _indices(lengths)]
+
+
 def _profile(rows: list[list[int]]) -> list[tuple[str, int]]:
     """(name, request index) of the shortest, median and longest request (the first of each length; one case where
     two are the same request), in payload order. Named `sample text N` (N: the request's place in the payload, from
     1), the names a reference outputs file keys its rows by."""
-    lengths = [len(ids) for ids in rows]
-    indices = sorted({lengths.index(length) for length in length_profile(lengths)})
-    return [(f"sample text {index + 1}", index) for index in indices]
+    return [(f"sample text {index + 1}", index) for index in _indices([len(ids) for ids in rows])]
+
+
+def _indices(lengths: list[int]) -> list[int]:
+    """The first index of the shortest, median and longest length (one where two coincide), in order."""
+    return sorted({lengths.index(length) for length in length_profile(lengths)})
 
 
 def _padded(rows: list[list[int]], padding: str, maximum: int) -> tuple[list[list[int]], list[list[int]]]:

@@ -3,13 +3,16 @@
 An element passes when |served - reference| <= atol + rtol x |reference| (numpy.allclose's rule), and an output
 passes when every element does and, for an output with more than one value per row (an embedding), every row's
 cosine similarity with the reference row is at least min_cosine.
+
+`Correctness` is what either gate stores with a run (a generative one's figures are tokens.py's), and `describe` the
+sentence reports say of it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Defaults per precision. fp32: a served fp32 model (libtorch, onnxruntime, OpenVINO) differs from eager PyTorch by
@@ -23,8 +26,25 @@ DEFAULTS = {
 
 
 OFF_NOTE = "correctness not checked (correctness: off)"
-# a generative endpoint's answers are sampled tokens, not outputs a reference computes: its gate is issue 40's
-GENERATION_NOTE = "not checked: generation (no correctness gate for generated tokens yet)"
+# a generative endpoint whose model is not here (a remote one, not `source: llama`) has no reference to be judged by
+GENERATION_NOTE = "not checked: generation (the generation gate needs the model here: model.source llama)"
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """What the gate found: stored per run (the figures, the tolerances, the reference's identity and version)."""
+
+    checked: bool
+    passed: bool
+    reason: str | None = None
+    tolerance: dict[str, Any] | None = None
+    precision: str | None = None
+    reference: dict[str, str] | None = None
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    unchecked_cases: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -163,8 +183,26 @@ def describe(stored: dict[str, Any] | None) -> str:
         return stored.get("reason") or OFF_NOTE
     t, ref = stored["tolerance"], stored.get("reference") or {}
     version = f", {ref['library']} {ref['version']}" if ref.get("library") else ""
+    if "generated_tokens" in t:  # a generative run's: greedy tokens (tokens.py)
+        return _describe_tokens(stored, t, f"{ref.get('kind')}{version}")
     within = f"atol {t['atol']:g}, rtol {t['rtol']:g}, cosine >= {t['min_cosine']:g}"
     if not stored.get("passed"):
         return f"outputs differ from the reference ({ref.get('kind')}{version}): {stored.get('reason')}"
     checked = len(stored.get("figures", []))
     return f"outputs match the reference ({ref.get('kind')}{version}) within {within} on {checked} outputs checked"
+
+
+def _describe_tokens(stored: dict[str, Any], t: dict[str, Any], reference: str) -> str:
+    precision = stored.get("precision") or "fp32"
+    if not stored.get("passed"):
+        return f"greedy tokens differ from the reference ({reference}) at {precision}: {stored.get('reason')}"
+    within = (
+        "exactly"
+        if t["min_agreement"] >= 1
+        else f"within token agreement >= {t['min_agreement']:g}, logprob error <= {t['logprob_atol']:g}"
+    )
+    prompts = len(stored.get("figures", []))
+    return (
+        f"greedy tokens match the reference ({reference}) {within} at {precision}, "
+        f"{t['generated_tokens']} tokens of {prompts} prompts"
+    )

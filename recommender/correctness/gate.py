@@ -1,26 +1,33 @@
 """The gate: send the check cases to a deployed endpoint (the probe path every target has) and judge the answers.
 
 check_outputs(deployment, spec, max_batch_size, precision, padding) -> Correctness (stored with the run)
+
+A generative endpoint's gate is generation_gate.py's (greedy tokens against transformers fp32 on the same weights).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Protocol
 
 from recommender.correctness.cases import Case, check_cases, text_cases
 from recommender.correctness.figures import (
     GENERATION_NOTE,
     OFF_NOTE,
+    Correctness,
     OutputFigures,
     Tolerance,
     compare,
     tolerance_of,
     verdict,
 )
+from recommender.correctness.generation_gate import check_generation, tolerance_settings
 from recommender.correctness.reference import reference_for
+from recommender.correctness.tokens import engine_precision
 from recommender.errors import RecommenderError, TargetError
+from recommender.modelrepo.llama import served_folder
 from recommender.spec import ExperimentSpec
 from recommender.targets.wire import Wire, embeddings_of, openai_body
 
@@ -42,33 +49,20 @@ class Endpoint(Protocol):
     def probe(self, body: dict, timeout_s: float = 120.0) -> dict: ...
 
 
-@dataclass(frozen=True)
-class Correctness:
-    """What the gate found: stored per run (the figures, the tolerances, the reference's identity and version)."""
-
-    checked: bool
-    passed: bool
-    reason: str | None = None
-    tolerance: dict[str, float] | None = None
-    precision: str | None = None
-    reference: dict[str, str] | None = None
-    figures: list[dict[str, Any]] = field(default_factory=list)
-    unchecked_cases: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def check_outputs(
     endpoint: Endpoint, spec: ExperimentSpec, max_batch_size: int, precision: str = "fp32", padding: str = "max"
 ) -> Correctness:
     """Every check case through the endpoint (padded as the candidate's load: `padding`), compared with the
-    reference; `passed` False with the reason when out of tolerance. A generative endpoint is not checked
-    (GENERATION_NOTE): its answers are generated tokens, which no reference output here says are right."""
-    if endpoint.wire.generative:
-        return Correctness(checked=False, passed=True, reason=GENERATION_NOTE)
+    reference; `passed` False with the reason when out of tolerance. A generative endpoint's greedy tokens are
+    judged against the model's own (generation_gate.py); one whose model is not here (not `source: llama`) is not
+    checked (GENERATION_NOTE)."""
     if spec.correctness == "off":
         return Correctness(checked=False, passed=True, reason=OFF_NOTE)
+    if endpoint.wire.generative:
+        folder = served_folder(spec.model)
+        if folder is None:
+            return Correctness(checked=False, passed=True, reason=GENERATION_NOTE)
+        return check_generation(endpoint, spec, folder, precision)  # type: ignore[arg-type]
     tolerance = tolerance_of(spec.correctness.model_dump(), precision)
     reference = reference_for(spec.model, spec.correctness.reference_outputs)
     figures, unchecked, differences = [], [], list[str]()
@@ -99,11 +93,13 @@ def check_outputs(
     )
 
 
-def gate_settings(spec: ExperimentSpec, precision: str = "fp32", generative: bool = False) -> dict[str, float] | None:
-    """The tolerances a run is judged with now (None: gate off, or a generative endpoint's, not checked); a stored run
-    judged otherwise is measured again."""
-    if spec.correctness == "off" or generative:
+def gate_settings(spec: ExperimentSpec, precision: str = "fp32", generative: bool = False) -> dict[str, Any] | None:
+    """The tolerances a run is judged with now (None: gate off, or a generative endpoint whose model is not here);
+    a stored run judged otherwise is measured again."""
+    if spec.correctness == "off":
         return None
+    if generative:
+        return tolerance_settings(spec, precision) if spec.model.source == "llama" else None
     return asdict(tolerance_of(spec.correctness.model_dump(), precision))
 
 
@@ -116,8 +112,12 @@ def judged_alike(
 
 
 def precision_of(config: dict[str, Any]) -> str:
-    """A candidate's precision (fp32 unless its configuration names one)."""
-    return config.get("precision") or "fp32"
+    """A candidate's precision: the one its configuration names; a generative engine's from its engine settings
+    (`dtype`, quantisation: tokens.engine_precision); else fp32."""
+    if config.get("precision"):
+        return config["precision"]
+    engine = json.loads(config["engine"]) if config.get("engine") else None
+    return engine_precision(engine) if isinstance(engine, dict) else "fp32"
 
 
 def _case_figures(

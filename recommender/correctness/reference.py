@@ -4,7 +4,9 @@
 - a user TorchScript file: that file on CPU with PyTorch (TorchScript);
 - a user ONNX file: that file with onnxruntime's CPU execution provider;
 - `correctness.reference_outputs`: a JSON file {case name: {output name: [[values per row]]}} for an endpoint whose
-  model is not available here (remote); only the cases it names are checked.
+  model is not available here (remote); only the cases it names are checked;
+- a generative model (the served folder of modelrepo/llama.py): transformers on the same weights, fp32, greedy
+  (`generation_reference`): each prompt's first N tokens with their logprobs and top-2 margins.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from recommender.correctness.cases import Case
+from recommender.correctness.tokens import Continuation
 from recommender.errors import SpecError
 from recommender.files.document import load_json
 from recommender.spec import ModelSpec
@@ -129,3 +132,90 @@ def _onnxruntime(path: Path) -> Reference:
 def _rows(array: Any) -> Rows:
     """[rows][values]: the first dimension is the batch, the rest flattened."""
     return array.reshape(array.shape[0], -1).astype(float).tolist()
+
+
+@dataclass(frozen=True)
+class GenerationReference:
+    """Identity, the prompt's token ids as the served folder's tokenizer makes them (chat: its chat template), a
+    prompt's greedy continuation, and a token's text."""
+
+    identity: dict[str, str]
+    prompt_ids: Callable[[str | tuple[dict, ...], bool], list[int]]
+    continuation: Callable[[list[int], int], Continuation]
+    decode: Callable[[int], str]
+    tokenize: Callable[[str], list[int]]  # a generated text's tokens (for a server that returns no token ids)
+
+
+_GENERATIVE: dict[str, GenerationReference] = {}  # by folder: loaded once per process, each continuation once
+
+
+def generation_reference(folder: Path) -> GenerationReference:
+    """The reference of a generative model folder: loaded once per process; each (prompt, N) computed once."""
+    key = str(Path(folder).resolve())
+    with _KEPT_LOCK:
+        if key not in _GENERATIVE:
+            _GENERATIVE[key] = _greedy(Path(folder))
+        return _GENERATIVE[key]
+
+
+def _greedy(folder: Path) -> GenerationReference:
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    seen: dict[str, Continuation] = {}
+    lock = threading.Lock()
+
+    def prompt_ids(content: str | tuple[dict, ...], chat: bool) -> list[int]:
+        """Completions: the text as the server tokenizes a prompt (special tokens added); chat: the messages through
+        the chat template, then tokenized as the server does (none added: the template holds the text)."""
+        if chat:
+            messages = [{"role": "user", "content": content}] if isinstance(content, str) else list(content)
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        assert isinstance(content, str)  # a completions prompt is a text (wire.generation_body refuses messages)
+        return list(tokenizer(content)["input_ids"])
+
+    def continuation(ids: list[int], n: int) -> Continuation:
+        key = json.dumps([ids, n])
+        with lock:
+            if key not in seen:
+                seen[key] = _continue(model, ids, n)
+            return seen[key]
+
+    return GenerationReference(
+        {
+            "kind": f"transformers fp32 greedy on CPU (the served folder's weights: {folder.name})",
+            "library": "transformers",
+            "version": transformers.__version__,
+        },
+        prompt_ids,
+        continuation,
+        lambda token: str(tokenizer.decode([token])),
+        lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"]),
+    )
+
+
+def _continue(model: Any, ids: list[int], n: int) -> Continuation:
+    """N greedy steps (end of sequence ignored, as the gate asks the server): each step's top token, its logprob and
+    the margin to the second."""
+    import torch
+
+    tokens, logprobs, margins = [], [], []
+    with torch.no_grad():
+        out = model(torch.tensor([ids], dtype=torch.int64), use_cache=True)
+        for _ in range(n):
+            scores = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            top = torch.topk(scores, 2)
+            token = int(top.indices[0])
+            tokens.append(token)
+            logprobs.append(float(top.values[0]))
+            margins.append(float(top.values[0] - top.values[1]))
+            step = torch.tensor([[token]], dtype=torch.int64)
+            out = model(step, cache=out.cache, use_cache=True)
+    return Continuation(tokens, logprobs, margins)

@@ -110,6 +110,14 @@ class CorrectnessSpec(Strict):
         description="Lowest cosine similarity of an output row (an "
         "embedding) with the reference's. Default fp32 0.9999, fp16 0.999.",
     )
+    generated_tokens: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description="A generative candidate: how many greedy output tokens (temperature 0) of each gate prompt "
+        "are compared with the reference's (transformers fp32 on the same weights); the tolerances per precision "
+        'are correctness/tokens.py\'s table (README "Correctness gate").',
+    )
     reference_outputs: Path | None = Field(
         None,
         description="A JSON file {case name: {output name: [[values per row]]}} "

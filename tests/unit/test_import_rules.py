@@ -24,8 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "candidates": SHARED | {"spec", "metrics"},
     "search": SHARED | {"spec", "candidates", "metrics"},
     "modelrepo": SHARED | {"spec", "candidates", "load.payload"},
-    "targets": SHARED | {"modelrepo.model_source"},
-    "correctness": SHARED | {"spec", "modelrepo", "load.payload", "targets.wire"},
+    "targets": SHARED | {"candidates", "modelrepo.model_source"},
+    "correctness": SHARED | {"spec", "modelrepo", "load.payload", "load.prompts", "targets.wire"},
     "load": SHARED
     | {"spec", "metrics", "modelrepo.model_source", "targets.kserve", "targets.lifeline", "targets.invoke_target"}
     | {"targets.wire"}  # what a good answer looks like (pure: kserve.py and the standard library only)

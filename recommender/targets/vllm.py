@@ -36,7 +36,7 @@ from recommender.targets import vllm_venv
 from recommender.targets.leftovers import stop_leftovers
 from recommender.targets.local_stack import LocalStackDeployment
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports
-from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, openai
+from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, generation_body, openai
 
 PREFIX = "/v1"
 CHAT, COMPLETIONS = OPENAI_CHAT, OPENAI_COMPLETIONS
@@ -95,12 +95,7 @@ class VllmDeployment(LocalStackDeployment):
 
     def answers_one_token(self, timeout_s: float = 60.0) -> None:
         """One request of one output token: the engine generates (the API answers before its first step)."""
-        self.probe(self.tiny_request(), timeout_s)
-
-    def tiny_request(self) -> dict[str, Any]:
-        if self.protocol == CHAT:
-            return {"model": self.model_name, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1}
-        return {"model": self.model_name, "prompt": "ready?", "max_tokens": 1}
+        self.probe(generation_body(self.wire, self.model_name, "ready?", 1, stream=False), timeout_s)
 
 
 @dataclass

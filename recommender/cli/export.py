@@ -14,7 +14,7 @@ from recommender.cli import options
 from recommender.errors import UsageError
 from recommender.files import paths
 from recommender.files.destination import claim_folder
-from recommender.importers.aiperf import aiperf_endpoint_type, write_aiperf
+from recommender.importers.aiperf import aiperf_endpoint_type, aiperf_url, write_aiperf
 from recommender.job.stored_levels import StoredLevel, stored_levels
 from recommender.redaction import redact
 from recommender.report.deliverable import Deliverable, ExportOptions, chosen, write_deliverable
@@ -87,7 +87,8 @@ def export_command(
                 level.records,
                 level.started_at,
                 picked.candidate.name,
-                spec.target.endpoint or "",
+                # the target's own URL (remote), else where the run sent its requests (a local server's port)
+                spec.target.endpoint or (aiperf_url(level.sent_to, endpoint_type) if level.sent_to else None),
                 level.load,
                 endpoint_type,
             )

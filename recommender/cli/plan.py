@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import typer
@@ -19,6 +20,7 @@ from rich.table import Table
 from recommender.candidates import expand_candidates
 from recommender.cli import options
 from recommender.decide.budget import CostEstimate, check_budget, estimate_plan, experiment_budget, total_estimate
+from recommender.job.refusals import planned_refusals
 from recommender.job.schedule import slot_group, slots_for
 from recommender.load.shapes import traffic_seconds
 from recommender.modelrepo.model_source import describe
@@ -36,7 +38,10 @@ def plan(
     Exits 1 when the estimate is above the budget (a run would refuse to start).
     """
     spec = load_spec(spec_file)
-    per_target = target_estimates(spec)
+    candidates = expand_candidates(spec)
+    refused = planned_refusals(spec, candidates)
+    skipped = {c.name: refused[c.key] for c in candidates[: planned_total(spec, len(candidates))] if c.key in refused}
+    per_target = target_estimates(spec, refused)
     estimate, minutes = total_estimate(per_target), wall_minutes(spec, per_target)
     budget = experiment_budget(spec)
     over = estimate.usd > budget if budget is not None else False
@@ -45,8 +50,9 @@ def plan(
             json.dumps(
                 {
                     "search": spec.search.strategy,
-                    "space": len(expand_candidates(spec)),
+                    "space": len(candidates),
                     "candidates": estimate.candidates,
+                    "skipped": [{"name": name, "reason": reason} for name, reason in skipped.items()],
                     "minutes": minutes,
                     "instance_hours": estimate.instance_hours,
                     "price_per_hour": estimate.price_per_hour,
@@ -61,10 +67,10 @@ def plan(
         )
     else:
         console = Console()
-        console.print(plan_table(spec))
+        console.print(plan_table(spec, refused))
         console.print(cost_table(spec, per_target))
         console.print(
-            f"estimated duration: {minutes:.0f} min ({estimate.candidates} candidates, deploy and teardown "
+            f"estimated duration: {minutes:.0f} min ({_count(estimate.candidates, skipped)}, deploy and teardown "
             f"included{_parallel_note(spec)}{_known_note(spec)})",
             highlight=False,
         )
@@ -76,10 +82,12 @@ def plan(
     check_budget(estimate, budget)  # exit 1 with the budget message when a run would refuse to start
 
 
-def target_estimates(spec: ExperimentSpec) -> list[CostEstimate]:
+def target_estimates(spec: ExperimentSpec, refused: Mapping[str, str] | None = None) -> list[CostEstimate]:
     """One estimate per target (spec.all_targets order) for the candidates it may run (search/plan.py: max_candidates
-    applied; adaptive: the candidates it may probe, each counted as if measured in full, an upper bound)."""
-    counts = planned_counts(spec, expand_candidates(spec))
+    applied; adaptive: the candidates it may probe, each counted as if measured in full, an upper bound); those the
+    job skips before starting them (`refused`, by key: job/refusals.py) cost nothing and are not counted."""
+    candidates = expand_candidates(spec)
+    counts = planned_counts(spec, candidates, refused if refused is not None else planned_refusals(spec, candidates))
     return [estimate_plan(spec, counts[i], target) for i, target in enumerate(spec.all_targets)]
 
 
@@ -102,6 +110,14 @@ def wall_minutes(spec: ExperimentSpec, per_target: list[CostEstimate]) -> float:
         spec.search.budget.minutes if spec.search.adaptive else None,
     ]
     return min([minutes, *(limit for limit in limits if limit is not None)])
+
+
+def _count(to_run: int, skipped: Mapping[str, str]) -> str:
+    """`3 to run, 1 skipped (vllm-seqs4096: vLLM 0.32.0 refuses it: ...)`; `3 candidates` when none is skipped."""
+    if not skipped:
+        return f"{to_run} candidates"
+    why = "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+    return f"{to_run} to run, {len(skipped)} skipped before any server starts ({why})"
 
 
 def _parallel_note(spec: ExperimentSpec) -> str:
@@ -155,7 +171,9 @@ def cost_table(spec: ExperimentSpec, per_target: list[CostEstimate]) -> Table:
     return table
 
 
-def plan_table(spec: ExperimentSpec) -> Table:
+def plan_table(spec: ExperimentSpec, refused: Mapping[str, str] | None = None) -> Table:
+    """The candidates, each marked where the job skips it (over max_candidates; `refused` by key, job/refusals.py)."""
+    refused = refused or {}
     load_s = traffic_seconds(spec.traffic)
     candidates = expand_candidates(spec)
     traffic = f"{load_s:g} s of traffic each in full ({spec.traffic.shape}, {spec.traffic.repeats} repeat(s))"
@@ -178,8 +196,15 @@ def plan_table(spec: ExperimentSpec) -> Table:
     for index, c in enumerate(candidates):
         batching = _batching(c.dynamic_batching or False)
         capped = spec.max_candidates is not None and index >= spec.max_candidates
+        mark = (
+            " (over max_candidates: skipped)"
+            if capped
+            else " (refused before start: skipped)"
+            if c.key in refused
+            else ""
+        )
         table.add_row(
-            c.name + (" (over max_candidates: skipped)" if capped else ""),
+            c.name + mark,
             c.key,
             c.optimization,
             batching,

@@ -106,8 +106,11 @@ def gate_settings(spec: ExperimentSpec, precision: str = "fp32", generative: boo
 def judged_alike(
     stored: dict[str, Any] | None, spec: ExperimentSpec, precision: str = "fp32", generative: bool = False
 ) -> bool:
-    """Whether a stored run's gate (off, or its tolerances) is the one the experiment asks for now."""
+    """Whether a stored run's gate (off, or its tolerances) is the one the experiment asks for now; an engine's
+    `auto` precision is the one the stored run's engine served (generation_gate.served_precision)."""
     was = stored.get("tolerance") if stored and stored.get("checked") else None
+    if precision == "auto" and stored and stored.get("precision"):
+        precision = stored["precision"]
     return was == gate_settings(spec, precision, generative)
 
 

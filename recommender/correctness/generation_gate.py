@@ -21,7 +21,15 @@ from typing import Any, Protocol
 from recommender.correctness.cases import prompt_cases
 from recommender.correctness.figures import Correctness
 from recommender.correctness.reference import GenerationReference, generation_reference
-from recommender.correctness.tokens import Continuation, TeacherForced, judge, token_tolerance, verdict
+from recommender.correctness.tokens import (
+    Continuation,
+    TeacherForced,
+    TokenTolerance,
+    engine_precision,
+    judge,
+    token_tolerance,
+    verdict,
+)
 from recommender.errors import TargetError
 from recommender.load.prompts import prompts_for
 from recommender.spec import ExperimentSpec
@@ -30,6 +38,7 @@ from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, firs
 
 class GenerativeEndpoint(Protocol):
     model_name: str
+    served_dtype: str | None  # what the engine says it serves at (None: it does not say)
 
     @property
     def wire(self) -> Wire: ...
@@ -39,10 +48,30 @@ class GenerativeEndpoint(Protocol):
     def _call(self, method: str, path: str, what: str, body: dict | None, timeout_s: float) -> Any: ...
 
 
+def tolerance_for(spec: ExperimentSpec, precision: str) -> TokenTolerance:
+    """The precision's row of the table, each of its two bounds replaced by the experiment's where it states one
+    (`correctness.min_agreement`, `correctness.logprob_atol`), as atol / rtol / min_cosine are for an embedding."""
+    assert spec.correctness != "off"  # the caller checks
+    row, given = token_tolerance(precision), spec.correctness
+    return TokenTolerance(
+        row.min_agreement if given.min_agreement is None else given.min_agreement,
+        row.logprob_atol if given.logprob_atol is None else given.logprob_atol,
+    )
+
+
+def served_precision(endpoint: GenerativeEndpoint, precision: str) -> str:
+    """The precision to judge at: `auto` (the engine's own choice) becomes the dtype the engine says it served
+    (VllmDeployment.served_dtype, read from its start log: vLLM 0.32 downcasts this float32 model to bf16 on an
+    x86 or aarch64 CPU), so that the tolerance and the stored precision say what was served; `auto` when the
+    engine does not say (its row is the 16-bit types' loosest)."""
+    served = endpoint.served_dtype
+    return engine_precision({"dtype": served}) if precision == "auto" and served else precision
+
+
 def tolerance_settings(spec: ExperimentSpec, precision: str) -> dict[str, Any]:
     """What a generative run is judged with (stored as its tolerance; a run judged otherwise is measured again)."""
     assert spec.correctness != "off"  # the caller checks
-    tolerance = token_tolerance(precision)
+    tolerance = tolerance_for(spec, precision)
     return {
         "generated_tokens": spec.correctness.generated_tokens,
         "min_agreement": tolerance.min_agreement,
@@ -53,7 +82,8 @@ def tolerance_settings(spec: ExperimentSpec, precision: str) -> dict[str, Any]:
 def check_generation(endpoint: GenerativeEndpoint, spec: ExperimentSpec, folder: Path, precision: str) -> Correctness:
     """The gate's prompts (shortest, median, longest by input tokens) through the endpoint, judged; a Correctness."""
     assert spec.correctness != "off"  # the caller checks
-    n, tolerance = spec.correctness.generated_tokens, token_tolerance(precision)
+    precision = served_precision(endpoint, precision)
+    n, tolerance = spec.correctness.generated_tokens, tolerance_for(spec, precision)
     reference = generation_reference(folder)
     prompts = prompts_for(spec, Path("."))  # the spec's paths are absolute once loaded
     chat = endpoint.wire.name == OPENAI_CHAT
@@ -141,4 +171,11 @@ def _body(endpoint: GenerativeEndpoint, prompt: list[int], max_tokens: int) -> d
     }
 
 
-__all__ = ["check_generation", "served_tokens", "teacher_forced", "tolerance_settings"]
+__all__ = [
+    "check_generation",
+    "served_precision",
+    "served_tokens",
+    "teacher_forced",
+    "tolerance_for",
+    "tolerance_settings",
+]

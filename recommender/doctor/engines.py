@@ -5,6 +5,7 @@ checks with the engines' versions.
     engine_check(optimization, serving, native, where, image) -> Check   what is there, or what is missing and its fix
     engine_refusals(optimizations, serving, native, image)     -> {optimization: why, with the command}  (the job's
                                                                   preflight)
+    placement_refusal(optimization, serving)                   -> why it cannot serve there at all, or None (the plan)
 
 The local target serves with the Python-backend runner in this interpreter's environment (targets/triton_binary.py),
 so every engine it uses is imported here, and on a GPU each CUDA build is compared with the driver (NVML's CUDA
@@ -43,6 +44,13 @@ def engine_refusals(
     """Why each optimization cannot serve on this placement, with the fix (absent: it can)."""
     checks = {o: engine_check(o, serving, native, "", image) for o in dict.fromkeys(optimizations)}
     return {o: f"{check.found}: {check.fix}" for o, check in checks.items() if not check.passed}
+
+
+def placement_refusal(optimization: str, serving: ServingHardware) -> str | None:
+    """Why `optimization` cannot serve where the target serves, whatever is installed (TensorRT on the CPU or on a
+    remote machine), as engine_refusals words it; None where it may. Nothing is imported: `recommender plan`'s."""
+    refusal = _trt_placement(serving) if optimization == "trt" else None
+    return f"{refusal[0]}: {refusal[1]}" if refusal is not None else None
 
 
 def engine_check(

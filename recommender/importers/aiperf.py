@@ -404,12 +404,13 @@ def _shown(value: Any) -> str:
 
 
 def write_aiperf(
-    folder: Path, records: RequestLog, started_at: float, model: str, url: str, load: Load, endpoint_type: str
+    folder: Path, records: RequestLog, started_at: float, model: str, url: str | None, load: Load, endpoint_type: str
 ) -> list[Path]:
     """profile_export.jsonl and profile_export_aiperf.json for `records` of one load run at `load` (t_s from
     `started_at`, epoch s) against an `endpoint_type` endpoint (embeddings; chat or completions for a generative log);
     the send time, the latency and a generation's TTFT and chunk times are exact to the microsecond, the latency kept
-    as measured (from the scheduled send for an open-loop run)."""
+    as measured (from the scheduled send for an open-loop run). `url`: the base URL the endpoint's path follows
+    (aiperf_url); None where it is not known: `urls` is then left out rather than written empty."""
     if (endpoint_type in GENERATIVE) != records.generative:
         raise ValueError(f"endpoint type {endpoint_type} for a {'generative' if records.generative else 'plain'} log")
     folder.mkdir(parents=True, exist_ok=True)
@@ -430,6 +431,14 @@ def write_aiperf(
         aggregate |= _generation_aggregate(per_request, records, (end_ns - first_ns) / 1e9)
     (folder / AGGREGATE_FILE).write_text(json.dumps(aggregate, indent=2), encoding="utf-8")
     return [folder / RECORDS_FILE, folder / AGGREGATE_FILE]
+
+
+def aiperf_url(sent_to: str, endpoint_type: str) -> str:
+    """The URL AIPerf's `urls` holds for requests sent to `sent_to`: the base its endpoint path is appended to
+    (`http://127.0.0.1:8000/v1` for `.../v1/chat/completions`, as a remote target's endpoint is given), or the URL as
+    it is where it does not end in the type's path (a Triton infer URL)."""
+    suffix = SUFFIXES[endpoint_type]
+    return sent_to.removesuffix(suffix) if sent_to.endswith(suffix) else sent_to
 
 
 def aiperf_endpoint_type(protocol: str, generative: bool) -> str:
@@ -513,13 +522,13 @@ def _generation_aggregate(per_request: list[dict[str, Any]], records: RequestLog
 
 
 def _export_aggregate(
-    records: RequestLog, first_ns: int, end_ns: int, model: str, url: str, load: Load, endpoint_type: str
+    records: RequestLog, first_ns: int, end_ns: int, model: str, url: str | None, load: Load, endpoint_type: str
 ) -> dict[str, Any]:
     """The aggregate JSON's request figures, computed as AIPerf does (numpy linear percentiles, population std)."""
     latency_ms = records.latency_us[records.ok] / 1e3
     seconds = (end_ns - first_ns) / 1e9
     ok = int(np.count_nonzero(records.ok))
-    endpoint: dict[str, Any] = {"urls": [url], "type": endpoint_type}
+    endpoint: dict[str, Any] = ({"urls": [url]} if url else {}) | {"type": endpoint_type}
     if records.generative:
         assert records.tokens_counted is not None
         counted = bool(np.any(records.tokens_counted))

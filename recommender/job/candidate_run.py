@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import VLLM, CandidateResult, RunStatus, engine_settings
+from recommender.candidates import CandidateResult, RunStatus
 from recommender.correctness.gate import Incorrect, check_outputs, judged_alike, precision_of
 from recommender.decide.budget import BudgetExceeded, estimate_plan
 from recommender.errors import CandidateSkipped, RecommenderError, interruption_reason
 from recommender.job.context import MODEL_NAME, RunContext, WorkItem
+from recommender.job.refusals import refusal
 from recommender.load.payload import inference_bodies, request_texts
 from recommender.load.prompts import prompts_for
 from recommender.load.shapes import traffic_seconds
@@ -29,13 +30,11 @@ from recommender.measurement.extra_repeat import ExtraRepeat, measure_extra
 from recommender.measurement.load_search import measure_work
 from recommender.metrics.levels import WindowRecord
 from recommender.metrics.stage_times import StageClock
-from recommender.modelrepo.llama import CONTEXT, served_folder
-from recommender.modelrepo.native import native_refusal
+from recommender.modelrepo.llama import served_folder
 from recommender.modelrepo.repository import candidate_repository, serving_backend, size_threads
 from recommender.search import Work
 from recommender.store.ledger import OpenRun, StoredRun, budget_reason
 from recommender.targets.registry import target_for
-from recommender.targets.vllm_rules import refusal as vllm_refusal
 from recommender.targets.wire import generation_body, openai_body
 
 # adaptive search: after the probe, the full measurement on the same deployment (None: nothing more)
@@ -198,16 +197,10 @@ class CandidateRun:
         (adaptive search): the probe is then stored as a run of its own and the full measurement gets the next (the
         ledger's promote)."""
         context, candidate, placement = self.context, self.item.candidate, self.item.placement
-        if (missing := placement.engine_refusals.get(candidate.optimization)) is not None:
-            raise CandidateSkipped(missing)  # found at preflight: nothing exported, no server started
-        if placement.native_backends and (refused := native_refusal(candidate)) is not None:
-            raise CandidateSkipped(refused)  # a configuration the image's backend cannot serve
-        if candidate.optimization == VLLM:  # an engine configuration vLLM would refuse at start
-            gpus = len(placement.gpus_for(self.slot)) if placement.serving.accelerator == "gpu" else None
-            heads = getattr(context.spec.model.architecture, "heads", None)  # the Llama's, for tensor parallel
-            settings = engine_settings(candidate.config())
-            if (refused := vllm_refusal(settings, gpus, CONTEXT, heads)) is not None:
-                raise CandidateSkipped(refused)
+        gpus = len(placement.gpus_for(self.slot)) if placement.serving.accelerator == "gpu" else None
+        refused = refusal(context.spec, candidate, placement.native_backends, gpus, placement.engine_refusals)
+        if refused is not None:  # nothing exported, no server started
+            raise CandidateSkipped(refused)
         clock = self.clock
         with contextlib.ExitStack() as stack:
             deployment, bodies = self._deployed(stack, run_dir)

@@ -25,6 +25,7 @@ from recommender.hardware import serving_hardware
 from recommender.job.candidate_run import CandidateRun
 from recommender.job.context import JobOptions, Placement, Reporter, RunContext, WorkItem
 from recommender.job.protocol import protocol_fingerprint, stored_sent
+from recommender.job.refusals import planned_refusals
 from recommender.job.schedule import Slot, SlotPool, Stop, group_slots, run_all, slot_group
 from recommender.job.tiebreak import TieBreak
 from recommender.job.tracking import Tracker
@@ -57,7 +58,8 @@ class Job:
         with self.store.lease(self.spec.name, wait=self.options.wait):
             candidates = expand_candidates(self.spec)
             strategy = strategy_for(self.spec, candidates)  # search/: which candidate next, and how much to measure
-            context = self._context(planned_counts(self.spec, candidates))
+            # the money budget is checked against the candidates it may start (not those skipped before: no cost)
+            context = self._context(planned_counts(self.spec, candidates, planned_refusals(self.spec, candidates)))
             try:
                 if strategy.independent:  # grid: every piece of work is known up front
                     items = [_item(context, work, i, strategy.total) for i, work in enumerate(iter(strategy.ask, None))]

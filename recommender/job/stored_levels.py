@@ -13,6 +13,7 @@ the whole plan (no `level-N` folder); anything else is refused, naming the file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 
 from recommender.errors import RecommenderError
 from recommender.importers.aiperf import CONCURRENCY, RATE, Load
-from recommender.load.result import PLAN_FILE, LoadResult
+from recommender.load.result import PLAN_FILE, SENT_TO_FILE, LoadResult
 from recommender.load.shapes import TrafficPlan, compile_traffic
 from recommender.metrics.records import RequestLog
 from recommender.metrics.rules import Rules
@@ -39,6 +40,7 @@ class StoredLevel:
     records: RequestLog
     started_at: float
     source: Path  # the load.npz it was cut from
+    sent_to: str | None = None  # where its requests were sent (load/result.py SENT_TO_FILE); None: not kept
 
 
 def stored_levels(store: ResultStore, spec: ExperimentSpec, run_id: int | None) -> list[StoredLevel]:
@@ -87,8 +89,18 @@ def _levels(path: Path, plan: TrafficPlan, warmup_s: float, window_s: float) -> 
             if level.rate is not None
             else Load(CONCURRENCY, level.load)
         )
-        parts.append(StoredLevel(load, repeat, records, result.started_at + first, path))
+        parts.append(StoredLevel(load, repeat, records, result.started_at + first, path, sent_to(path)))
     return parts
+
+
+def sent_to(path: Path) -> str | None:
+    """The URL the load run at `path` sent its requests to, as kept beside it; None for a run measured before it was
+    kept (or whose file is unreadable: the URL is a label, not a figure)."""
+    try:
+        url = json.loads(path.with_name(SENT_TO_FILE).read_text(encoding="utf-8")).get("url")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return url if isinstance(url, str) and url else None
 
 
 def _repeat(path: Path) -> int:

@@ -23,6 +23,9 @@ from recommender.metrics.records import (
 )
 
 PLAN_FILE = "plan.json"  # beside each load.npz: the TrafficPlan that load run ran (its levels, their loads), as JSON
+# beside each load.npz: {"url": where its requests were sent, the path included, credentials redacted}; a local
+# server's port is chosen per run, so this is the only place that says where it served
+SENT_TO_FILE = "sent_to.json"
 
 
 @dataclass(frozen=True)

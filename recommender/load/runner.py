@@ -34,10 +34,12 @@ from recommender.load.generators import (
     master_arguments,
     worker_arguments,
 )
-from recommender.load.result import PLAN_FILE, LoadProgress, LoadResult
+from recommender.load.result import PLAN_FILE, SENT_TO_FILE, LoadProgress, LoadResult
 from recommender.load.shapes import PhaseLike, PlanLevel, TrafficPlan
 from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.rules import Rules
+from recommender.redaction import redact
+from recommender.targets import kserve
 from recommender.targets.lifeline import die_with_parent
 from recommender.targets.wire import GENERATIVE
 
@@ -243,6 +245,9 @@ def _prepare(request: LoadRequest) -> ChildConfig:
         json.dumps({"encoding": "binary", "bodies": bodies} if request.encoding == "binary" else bodies)
     )
     (request.out_dir / PLAN_FILE).write_text(request.plan.to_json())  # what `export --format aiperf` splits it by
+    path = request.path or kserve.infer_path(request.model_name)  # as the child posts it (locustfile.py)
+    sent_to = redact(request.endpoint.rstrip("/") + path)  # the URL `export --format aiperf` names
+    (request.out_dir / SENT_TO_FILE).write_text(json.dumps({"url": sent_to}))
     for stale in (config.result_path, config.progress_path):
         stale.unlink(missing_ok=True)
     return config

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Collection
 
 from recommender.candidates import Candidate, target_index
 from recommender.spec import ExperimentSpec
@@ -28,11 +29,17 @@ def planned_total(spec: ExperimentSpec, grid_size: int) -> int:
     return min(spec.search.budget.candidates or capped, capped)
 
 
-def planned_counts(spec: ExperimentSpec, candidates: list[Candidate]) -> Counter[int]:
-    """The most candidates the job starts per target (index into spec.all_targets)."""
+def planned_counts(
+    spec: ExperimentSpec, candidates: list[Candidate], skipped: Collection[str] = frozenset()
+) -> Counter[int]:
+    """The most candidates the job starts per target (index into spec.all_targets); `skipped`: the keys of those
+    it skips before starting them (job/refusals.py), which cost nothing (a grid's max_candidates still counts them:
+    the job skips them in their place)."""
     total = planned_total(spec, len(candidates))
     if not spec.search.adaptive:
-        return Counter(target_index(spec, c) for c in candidates[:total])
+        return Counter(target_index(spec, c) for c in candidates[:total] if c.key not in skipped)
+    candidates = [c for c in candidates if c.key not in skipped]
+    total = planned_total(spec, len(candidates))
     shares = Counter(target_index(spec, c) for c in candidates)
     if total >= len(candidates):
         return shares

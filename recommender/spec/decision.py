@@ -116,7 +116,22 @@ class CorrectnessSpec(Strict):
         le=256,
         description="A generative candidate: how many greedy output tokens (temperature 0) of each gate prompt "
         "are compared with the reference's (transformers fp32 on the same weights); the tolerances per precision "
-        'are correctness/tokens.py\'s table (README "Correctness gate").',
+        'are correctness/tokens.py\'s table (README "Correctness gate") unless min_agreement or logprob_atol '
+        "is given.",
+    )
+    min_agreement: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="A generative candidate: the least share of gate positions whose greedy token is the "
+        "reference's (1: every free-running token equal, as fp32 must be). Default the precision's row of "
+        'correctness/tokens.py\'s table (README "Correctness gate"): fp32 1, bf16 and fp16 0.9, q8 0.8, q4 0.6.',
+    )
+    logprob_atol: float | None = Field(
+        None,
+        ge=0,
+        description="A generative candidate: the largest |served - reference| logprob of a reference token (teacher "
+        "forced). Default the precision's row: fp32 1e-3, fp16 0.01, bf16 0.05, q8 0.2, q4 0.5.",
     )
     reference_outputs: Path | None = Field(
         None,

@@ -44,6 +44,8 @@ class OpenAIEndpoint(Deployment):
     # sent with every request of this process (an API key: `Authorization: Bearer ...`); never printed (repr). The
     # load's processes read the key themselves from `api_key_env` (Deployment): it never crosses Locust's channel
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    # the dtype the engine says it serves at (vLLM: from its start log, targets/vllm.py); None where it does not say
+    served_dtype: str | None = None
     host: str = field(init=False)
 
     def __post_init__(self) -> None:

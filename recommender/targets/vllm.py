@@ -52,6 +52,8 @@ QUIET = {  # no model hub, no usage statistics: everything it serves is on this 
 FLAGS_FILE = ".recommender-flags.json"  # beside the virtualenv's marker: the flags its --help lists
 _FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 ENGINE_ARG = re.compile(r"^[a-z][a-z0-9_]*$")
+# the engine's configuration line at start and its dtype there (not kv_cache_dtype's, not a head's: no word before)
+_ENGINE_DTYPE = re.compile(r"LLM engine \(v[^)]*\) with config: .*?(?<![\w.])dtype=torch\.(\w+)")
 # set by the target itself: an engine argument may not give them
 EngineValue = bool | int | float | str
 OWN_FLAGS = frozenset({"--model", "--served-model-name", "--host", "--port", "--tokenizer"})
@@ -175,6 +177,7 @@ class VllmTarget:
             deployment.launch(launched, self.environment(gpus, kv_cache_gib))
             deployment.wait_until_ready(self.ready_timeout)
             deployment.answers_one_token()
+        deployment.served_dtype = logged_dtype(deployment.log_path)
         return deployment
 
     def settings(self, config: Mapping[str, Any] | None) -> tuple[dict[str, EngineValue], float]:
@@ -194,6 +197,18 @@ class VllmTarget:
         """QUIET, the CPU's KV cache size, and exactly the candidate's GPUs by UUID (none on the CPU)."""
         kv = self.kv_cache_gib if kv_cache_gib is None else kv_cache_gib
         return QUIET | cuda_environment(gpus) | {"VLLM_CPU_KVCACHE_SPACE": f"{kv:g}"}
+
+
+def logged_dtype(log: Path) -> str | None:
+    """The dtype the engine serves at, as its start log says (`Initializing a V1 LLM engine (v0.32.0) with config:
+    model=..., dtype=torch.bfloat16, ...`: what `--dtype auto` resolved to, e.g. this float32 Llama downcast to
+    bf16 on the CPU), e.g. "bfloat16"; None when the log has no such line."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _ENGINE_DTYPE.findall(text)
+    return found[-1] if found else None
 
 
 def command(python: Path, model: Path, served_name: str, port: int, flags: list[str], eager: bool = True) -> list[str]:

@@ -6,6 +6,7 @@ settings (a run judged with other settings is measured again)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,11 +14,12 @@ from recommender.candidates import Candidate, DynamicBatching
 from recommender.correctness.cases import prompt_cases
 from recommender.correctness.figures import describe
 from recommender.correctness.gate import gate_settings, judged_alike, precision_of
-from recommender.correctness.generation_gate import served_tokens, teacher_forced
+from recommender.correctness.generation_gate import served_precision, served_tokens, teacher_forced, tolerance_for
 from recommender.correctness.tokens import (
     TOKEN_TOLERANCES,
     Continuation,
     TeacherForced,
+    TokenTolerance,
     engine_precision,
     judge,
     token_tolerance,
@@ -154,6 +156,45 @@ def test_a_generative_run_is_judged_again_when_its_tokens_or_precision_differ() 
     assert not judged_alike(stored, llama_spec(generated_tokens=32), "bf16", generative=True)
     never_gated = {"checked": False, "passed": True, "reason": "not checked: generation (...)"}
     assert not judged_alike(never_gated, spec, "bf16", generative=True)  # measured before the gate: gated now
+
+
+def test_an_experiment_may_state_the_generation_tolerances_and_they_are_stored_and_judged_with() -> None:
+    """A stated bound replaces the precision row's (as atol / rtol / min_cosine do for an embedding); the other
+    stays the row's; a run judged with other bounds is measured again."""
+    strict = llama_spec(min_agreement=1, logprob_atol=0.001)
+    assert tolerance_for(strict, "bf16") == TokenTolerance(1.0, 0.001)
+    assert tolerance_for(llama_spec(logprob_atol=0.5), "bf16") == TokenTolerance(0.9, 0.5)
+    assert tolerance_for(llama_spec(), "bf16") == BF16
+    settings = gate_settings(strict, "bf16", generative=True)
+    assert settings == {"generated_tokens": 16, "min_agreement": 1.0, "logprob_atol": 0.001}
+    stored = {"checked": True, "passed": True, "tolerance": gate_settings(llama_spec(), "bf16", generative=True)}
+    assert not judged_alike(stored, strict, "bf16", generative=True)
+
+
+@pytest.mark.parametrize(
+    ("asked", "served", "judged"),
+    [
+        ("auto", "bfloat16", "bf16"),  # vLLM's auto on the CPU: this float32 Llama downcast to bf16
+        ("auto", "float16", "fp16"),
+        ("auto", "float32", "fp32"),
+        ("auto", None, "auto"),  # the engine did not say: the 16-bit types' loosest row
+        ("fp32", "float32", "fp32"),
+        ("q8", "bfloat16", "q8"),  # quantised weights stay judged as quantised
+    ],
+)
+def test_auto_is_judged_at_the_dtype_the_engine_served(asked: str, served: str | None, judged: str) -> None:
+    endpoint = SimpleNamespace(served_dtype=served)
+    assert served_precision(endpoint, asked) == judged  # type: ignore[arg-type]
+
+
+def test_a_stored_auto_run_is_reused_at_the_precision_its_engine_served() -> None:
+    """Judged at fp16 (what auto served on that host), a run is reused when its candidate asks `auto` again, though
+    the `auto` row's bounds differ from fp16's."""
+    spec = llama_spec()
+    stored = {"checked": True, "passed": True, "precision": "fp16", "tolerance": gate_settings(spec, "fp16", True)}
+    assert gate_settings(spec, "fp16", True) != gate_settings(spec, "auto", True)
+    assert judged_alike(stored, spec, "auto", generative=True)
+    assert not judged_alike(stored, spec, "fp32", generative=True)
 
 
 def test_the_stored_verdict_reads_as_one_sentence() -> None:

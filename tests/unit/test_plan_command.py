@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from recommender.candidates import expand_candidates
 from recommender.cli import build_app
 from recommender.decide.budget import BudgetExceeded, RunBudget
+from recommender.job.refusals import planned_refusals
 from recommender.load.shapes import traffic_seconds
 from recommender.search.plan import planned_counts
 from recommender.spec import ExperimentSpec
@@ -165,3 +166,50 @@ def test_an_estimate_measured_until_known_says_it_is_the_most_it_takes(tmp_path,
     assert done.exit_code == 0, done.output
     line = next(line for line in done.output.splitlines() if line.startswith("estimated duration"))
     assert ("measured until known" not in line) if says is None else (says in line)
+
+
+def test_candidates_refused_before_any_server_starts_are_counted_as_skipped_not_to_run(tmp_path) -> None:
+    """vLLM settings vLLM refuses at start and TensorRT on the CPU are skipped by the job before anything starts:
+    the plan's count, duration and cost leave them out and say why, as the run's money budget does."""
+    llm = {
+        "name": "p",
+        "model": {"source": "llama", "architecture": {"layers": 1, "hidden": 64, "heads": 2}},
+        "target": {"kind": "vllm", "engine_args": {"max_num_seqs": [1, 4096]}},
+        "traffic": {"phases": [{"duration_seconds": 60}]},
+    }
+    path = tmp_path / "llm.json"
+    path.write_text(json.dumps(llm))
+    done = CliRunner().invoke(build_app(), ["plan", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    estimate = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    (target,) = estimate["targets"]
+    assert (estimate["space"], estimate["candidates"], target["candidates"]) == (3, 2, 2)  # default and seqs1
+    (skipped,) = estimate["skipped"]
+    assert skipped["name"] == "vllm-seqs4096"
+    assert "max_num_batched_tokens (2048) must be greater than or equal to max_num_seqs (4096)" in skipped["reason"]
+    assert estimate["minutes"] == pytest.approx(2 * target["minutes_per_candidate"])
+    said = CliRunner().invoke(build_app(), ["plan", str(path)])
+    assert said.exit_code == 0, said.output
+    words = " ".join(said.output.split())  # the console wraps the line
+    assert "2 to run, 1 skipped before any server starts (vllm-seqs4096: vLLM 0.32.0 refuses it:" in words, words
+
+    cpu = {"target": {"accelerator": "cpu"}, "variants": {"optimizations": ["onnx", "trt"], "dynamic_batching": [True]}}
+    trt = plan_json(tmp_path, cpu)
+    assert (trt["space"], trt["candidates"]) == (2, 1)
+    (skipped,) = trt["skipped"]
+    assert skipped["name"].startswith("trt-") and skipped["reason"].startswith("TensorRT needs an NVIDIA GPU")
+
+
+def test_a_runs_budget_counts_only_the_candidates_it_may_start() -> None:
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "p",
+            "model": {"source": "llama", "architecture": {"layers": 1, "hidden": 64, "heads": 2}},
+            "target": {"kind": "vllm", "engine_args": {"max_num_seqs": [1, 4096]}},
+        }
+    )
+    candidates = expand_candidates(spec)
+    refused = planned_refusals(spec, candidates)
+    assert [c.name for c in candidates if c.key in refused] == ["vllm-seqs4096"]
+    assert planned_counts(spec, candidates, refused) == {0: 2}
+    assert planned_counts(spec, candidates) == {0: 3}

@@ -12,9 +12,10 @@ import pytest
 
 from recommender.candidates import expand_candidates
 from recommender.errors import RecommenderError
-from recommender.importers.aiperf import CONCURRENCY, RATE, Load, read_aiperf, write_aiperf
+from recommender.importers.aiperf import CONCURRENCY, RATE, Load, aiperf_url, read_aiperf, write_aiperf
 from recommender.job.stored_levels import stored_levels
-from recommender.load.result import PLAN_FILE, LoadResult
+from recommender.load.result import PLAN_FILE, SENT_TO_FILE, LoadResult
+from recommender.load.runner import LoadRequest, _prepare
 from recommender.load.shapes import compile_traffic
 from recommender.metrics.records import TIMELINE_DTYPES, RequestLog, Timeline
 from recommender.spec import ExperimentSpec
@@ -98,3 +99,32 @@ def test_a_level_run_without_its_plan_is_refused_naming_the_file(tmp_path: Path)
     write_run(tmp_path / "run" / "level-2", np.arange(0, 20, 0.5), np.full(40, 2), None)
     with pytest.raises(RecommenderError, match=r"level-2/load.npz: a load run of one level, measured before"):
         stored_levels(*stored(tmp_path, spec))
+
+
+def test_where_a_run_sent_its_requests_is_kept_beside_them_and_named_in_the_aiperf_export(tmp_path: Path) -> None:
+    """A local server's port is chosen per run: the load run keeps its URL (load/runner.py), the export names it as
+    AIPerf's base URL; a run that kept none leaves `urls` out, never `[""]`."""
+    spec = spec_of({"concurrency": {"users": [2], "duration_seconds": 20}})
+    request = LoadRequest(
+        "http://user:secret@127.0.0.1:40123",
+        "model",
+        [{"model": "model", "messages": []}],
+        compile_traffic(spec.traffic),
+        tmp_path / "prepared",
+        path="/v1/chat/completions",
+    )
+    _prepare(request)  # what a load run writes before its child starts, beside where its records go
+    write_run(tmp_path / "run" / "load", np.arange(0, 20, 0.5), np.full(40, 2), None)
+    (tmp_path / "prepared" / SENT_TO_FILE).replace(tmp_path / "run" / "load" / SENT_TO_FILE)
+    (level,) = stored_levels(*stored(tmp_path, spec))
+    assert level.sent_to == "http://user:***@127.0.0.1:40123/v1/chat/completions"  # no credential kept
+    assert aiperf_url(level.sent_to, "chat") == "http://user:***@127.0.0.1:40123/v1"
+    assert aiperf_url("http://127.0.0.1:1/v2/models/m/infer", "embeddings") == "http://127.0.0.1:1/v2/models/m/infer"
+
+    log = RequestLog(np.arange(10) / 5, np.full(10, 2000), np.ones(10, dtype=bool), np.full(10, 2))
+    write_aiperf(tmp_path / "named", log, STARTED, "m", "http://127.0.0.1:40123/v1", Load(CONCURRENCY, 2), "embeddings")
+    named = json.loads((tmp_path / "named" / "profile_export_aiperf.json").read_text())
+    assert named["input_config"]["endpoint"]["urls"] == ["http://127.0.0.1:40123/v1"]
+    write_aiperf(tmp_path / "unknown", log, STARTED, "m", None, Load(CONCURRENCY, 2), "embeddings")
+    unknown = json.loads((tmp_path / "unknown" / "profile_export_aiperf.json").read_text())
+    assert "urls" not in unknown["input_config"]["endpoint"] and unknown["input_config"]["endpoint"]["type"]

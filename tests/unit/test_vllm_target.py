@@ -14,7 +14,7 @@ from recommender.candidates import expand_candidates
 from recommender.errors import InputError, SpecError, TargetError
 from recommender.spec import LlamaArchitecture, load_spec
 from recommender.targets import vllm, vllm_venv
-from recommender.targets.vllm import VllmTarget, command, engine_flags, known_flags
+from recommender.targets.vllm import VllmTarget, command, engine_flags, known_flags, logged_dtype
 
 LLAMA = "model:\n  source: llama\n  architecture: {layers: 2, hidden: 64, heads: 4}\n"
 # flags as the installed vLLM's --help lists them (its usage lines), the part these tests need
@@ -95,6 +95,28 @@ def test_the_command_runs_eager_on_the_cpu_unless_the_engine_arguments_say_other
     assert "--enforce-eager" not in lazy
     on_a_gpu = command(Path("/v/bin/python"), Path("/m"), "model", 8001, [], eager=False)
     assert "--enforce-eager" not in on_a_gpu
+
+
+# vLLM 0.32.0's engine line at start (its API server's log, shortened), `--dtype auto` on a float32 model on the CPU
+ENGINE_LINE = (
+    "(EngineCore pid=5973) INFO 11-28 01:39:43 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: "
+    "model='/root/.cache/recommender/models/llama-891ef40b8cd6a848', skip_tokenizer_init=False, tokenizer_mode=auto, "
+    "trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=4096, quantization=None, kv_cache_dtype=auto, "
+    "device_config=cpu, seed=0\n"
+)
+
+
+def test_the_served_dtype_is_read_from_the_engines_start_line(tmp_path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "(APIServer pid=5640) INFO [model.py:2495] Downcasting torch.float32 to torch.bfloat16.\n" + ENGINE_LINE
+    )
+    assert logged_dtype(log) == "bfloat16"
+    log.write_text(ENGINE_LINE.replace("dtype=torch.bfloat16", "dtype=torch.float32").replace("=auto", "=fp8_e5m2"))
+    assert logged_dtype(log) == "float32"  # not kv_cache_dtype's
+    log.write_text("(APIServer pid=1) INFO dtype=torch.float16 said elsewhere\n")
+    assert logged_dtype(log) is None  # only the engine's own line says what it serves
+    assert logged_dtype(tmp_path / "absent.log") is None
 
 
 def test_an_unknown_engine_argument_is_refused_before_a_server_starts(tmp_path, monkeypatch) -> None:

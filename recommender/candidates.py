@@ -13,6 +13,7 @@ from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec, TargetSpec, target_label
+from recommender.spec.llamacpp import LlamaCppSettings
 from recommender.spec.search import IntRange
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
@@ -26,12 +27,13 @@ REDUCED_PRECISION = frozenset({"trt"})
 STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
 VLLM = "vllm"  # a vllm target's one fixed configuration (its engine arguments: `engine`)
+LLAMACPP = "llamacpp"  # a llamacpp target's candidates: one per combination of its settings (`engine`)
 
 
 def named_as_variant(optimization: str) -> bool:
     """A candidate of this optimization is named `pt-db-ig2-mbs8` (a Triton variant of the grid), not for a stack's
     engine (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
-    return optimization not in STACK_ENGINES and optimization not in (OPENAI_AS_IS, VLLM)
+    return optimization not in STACK_ENGINES and optimization not in (OPENAI_AS_IS, VLLM, LLAMACPP)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Candidate:
         on = f"@{self.target}" if self.target else ""
         if self.optimization in STACK_ENGINES:
             return f"{self.optimization}-mbs{self.max_batch_size}{on}"
+        if self.optimization == LLAMACPP:  # its settings: llamacpp-f32-np4-b2048-ub512-t1
+            return f"{LlamaCppSettings.from_engine(self.engine).name}{on}"
         if not named_as_variant(self.optimization):
             return f"{self.optimization}{on}"
         batching = "db" if self.dynamic_batching is not None else "nodb"
@@ -215,9 +219,29 @@ def stack_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[C
                 engine=json.dumps(engine, sort_keys=True, separators=(",", ":")),
             )
         ]
+    if target.stack == "llamacpp":
+        return llamacpp_candidates(target, fingerprint, label)
     if target.stack == "openai":
         return [Candidate(OPENAI_AS_IS, None, 1, 1, target.instance_type, fingerprint, target=label)]
     return []
+
+
+def llamacpp_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
+    """llama.cpp's candidates: one per combination of its settings (spec/llamacpp.py), its parallel slots as the
+    candidate's max batch size (the sequences it decodes together), its settings and wire as `engine`."""
+    return [
+        Candidate(
+            LLAMACPP,
+            DynamicBatching(),
+            1,
+            settings.parallel,
+            target.instance_type,
+            fingerprint,
+            target=label,
+            engine=settings.engine(target.protocol),
+        )
+        for settings in target.llamacpp.settings()
+    ]
 
 
 def target_index(spec: ExperimentSpec, candidate: Candidate) -> int:

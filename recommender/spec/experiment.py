@@ -21,7 +21,7 @@ from recommender.spec.decision import (
 )
 from recommender.spec.model import DEFAULT_TEXTS, ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
-from recommender.spec.target import TargetSpec, target_label
+from recommender.spec.target import LLAMA_SERVERS, TargetSpec, target_label
 from recommender.spec.traffic import TrafficSpec, UntilKnown
 from recommender.spec.variants import VariantGrid
 
@@ -155,16 +155,19 @@ class ExperimentSpec(Strict):
 
     @model_validator(mode="after")
     def _vllm_serves_a_llama(self) -> ExperimentSpec:
-        """A vllm target generates: it serves the Llama of `model.source: llama`, and nothing else does."""
+        """A vllm or llamacpp target generates: it serves the Llama of `model.source: llama`, and nothing else
+        does."""
         kinds = {target.kind for target in self.all_targets}
-        if "vllm" in kinds and self.model.source != "llama":
+        servers = kinds & set(LLAMA_SERVERS)
+        if servers and self.model.source != "llama":
             raise ValueError(
-                f"target kind vllm serves a generative model: set model.source llama (with its architecture), "
-                f"not {self.model.source}"
+                f"target kind {' and '.join(sorted(servers))} serves a generative model: set model.source llama "
+                f"(with its architecture), not {self.model.source}"
             )
-        if self.model.source == "llama" and kinds - {"vllm"}:
+        if self.model.source == "llama" and kinds - set(LLAMA_SERVERS):
             raise ValueError(
-                f"model.source llama is served by target kind vllm only, not {', '.join(sorted(kinds - {'vllm'}))}"
+                f"model.source llama is served by target kind {' or '.join(LLAMA_SERVERS)} only, not "
+                f"{', '.join(sorted(kinds - set(LLAMA_SERVERS)))}"
             )
         return self
 

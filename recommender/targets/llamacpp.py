@@ -34,7 +34,7 @@ from recommender.targets.gguf import gguf_file
 from recommender.targets.leftovers import stop_leftovers
 from recommender.targets.local_stack import LocalStackDeployment
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports
-from recommender.targets.wire import OPENAI_CHAT
+from recommender.targets.wire import OPENAI_CHAT, generation_body
 
 PREFIX = "/v1"
 HEALTH = "/health"  # 200 once the model is loaded, 503 while it loads
@@ -58,11 +58,7 @@ class LlamaCppDeployment(LocalStackDeployment):
 
     def answers_one_token(self, timeout_s: float = 60.0) -> None:
         """One request of one output token: the server generates."""
-        if self.protocol == OPENAI_CHAT:
-            body: dict[str, Any] = {"messages": [{"role": "user", "content": "ready?"}]}
-        else:
-            body = {"prompt": "ready?"}
-        self.probe({"model": self.model_name, "max_tokens": 1, **body}, timeout_s)
+        self.probe(generation_body(self.wire, self.model_name, "ready?", 1, stream=False), timeout_s)
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """The real llama-server through the product's llamacpp target: the tiny Llama converted to GGUF (f32 and q8_0, each
-once), a streamed chat read by the load child's own stream reader (load/token_stream.py) as the load reads it (a
-finish reason, `usage` and `[DONE]`, as many tokens as asked), and a teardown that leaves no process."""
+once) with its WordPiece vocabulary, which the server tokenizes to the very ids of the folder's own tokenizer
+(/tokenize, with and without [CLS] ... [SEP]); a streamed chat read by the load child's own stream reader
+(load/token_stream.py) as the load reads it (a finish reason, `usage` and `[DONE]`, as many tokens as asked), and a
+teardown that leaves no process."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
+from transformers import AutoTokenizer
 
 from recommender.load.token_stream import TokenStream
 from recommender.spec.llamacpp import LlamaCppSettings
@@ -23,6 +26,27 @@ from tests.llamacpp.conftest import READY_S
 
 pytestmark = pytest.mark.llamacpp
 MAX_TOKENS = 12
+# texts the folder's tokenizer splits in several ways: words, pieces (##), punctuation, capitals, accents, digits
+TEXTS = (
+    "the quick brown fox jumps over",
+    "Hello, World! Don't tokenize THIS differently.",
+    "naïve café résumé: unbelievably 12345 tokens",
+    "user: how many tokens?\nassistant:",
+)
+
+
+def server_tokens(host: str, text: str, add_special: bool) -> list[int]:
+    """llama-server's own tokenization of `text` (its /tokenize, beside the OpenAI routes)."""
+    url = urlsplit(host)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        body = {"content": text, "add_special": add_special}
+        connection.request("POST", "/tokenize", json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200, response.read()[:300]
+        return json.loads(response.read())["tokens"]
+    finally:
+        connection.close()
 
 
 def streamed(host: str, path: str, body: dict) -> TokenStream:
@@ -66,8 +90,13 @@ def test_a_streamed_chat_is_read_as_the_load_reads_it(
     target = LlamaCppTarget(settings=settings, ready_timeout=READY_S)
     with target.deploy(model_folder, "model", tmp_path / "run") as deployment:
         pids = deployment.server_pids()
+        tokenizer = AutoTokenizer.from_pretrained(str(model_folder))
+        for text in TEXTS:  # the GGUF's vocabulary is the folder's: the same ids, special tokens added or not
+            assert server_tokens(deployment.host, text, True) == tokenizer(text)["input_ids"], text
+            plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+            assert server_tokens(deployment.host, text, False) == plain, text
         body = generation_body(deployment.wire, "model", "the quick brown fox jumps over", MAX_TOKENS)
-        reader = streamed(deployment.host, deployment.generation_path, body)
+        reader = streamed(deployment.host, deployment.wire.path("model"), body)
         ok, reason, generation = reader.outcome()
         assert ok, reason
         assert reader.finish_reason == "length" and reader.done

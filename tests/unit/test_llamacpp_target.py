@@ -127,6 +127,7 @@ def test_deploy_refuses_what_it_cannot_serve_before_anything_starts(tmp_path) ->
 
 FAKE_CONVERTER = """import sys
 from pathlib import Path
+from conversion.llama import LlamaModel
 args = sys.argv[1:]
 folder, out, kind = Path(args[0]), Path(args[args.index("--outfile") + 1]), args[args.index("--outtype") + 1]
 calls = folder.parent / "calls"
@@ -134,8 +135,24 @@ calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
 if kind == "q8_0" and (folder / "fail").exists():
     print("ERROR: the converter cannot read this folder")
     sys.exit(1)
-out.write_bytes(b"GGUF" + kind.encode())
+out.write_bytes(b"GGUF" + kind.encode() + b":" + LlamaModel().set_vocab().encode())
 """
+# the converter's model classes as the script imports them from beside it: its Llama's vocabulary is BPE's
+FAKE_CONVERSION = {
+    "__init__.py": "",
+    "llama.py": "class LlamaModel:\n    def set_vocab(self):\n        return 'gpt2'\n",
+    "bert.py": "class BertModel:\n    def set_vocab(self):\n        return 'bert'\n",
+}
+
+
+def fake_converter(tmp_path: Path) -> Path:
+    """A stand-in for convert_hf_to_gguf.py with its `conversion` package beside it, as llamacpp_venv unpacks it."""
+    converter = tmp_path / "converter" / "convert_hf_to_gguf.py"
+    (converter.parent / "conversion").mkdir(parents=True)
+    converter.write_text(FAKE_CONVERTER)
+    for name, text in FAKE_CONVERSION.items():
+        (converter.parent / "conversion" / name).write_text(text)
+    return converter
 
 
 def model_folder(tmp_path: Path) -> Path:
@@ -158,11 +175,11 @@ def test_the_gguf_key_follows_the_folders_bytes_the_type_and_the_converter(tmp_p
 
 def test_a_gguf_file_is_converted_once_and_a_failed_conversion_leaves_nothing(tmp_path) -> None:
     folder = model_folder(tmp_path)
-    converter = tmp_path / "convert_hf_to_gguf.py"
-    converter.write_text(FAKE_CONVERTER)
+    converter = fake_converter(tmp_path)
     python = Path(sys.executable)
     made = gguf_file(folder, "f32", converter, python, "v1")
-    assert made == gguf_path(folder, "f32", "v1") and made.read_bytes() == b"GGUFf32"
+    # converted, its Llama given the BERT class's WordPiece vocabulary (the BPE one has no merges for llama-server)
+    assert made == gguf_path(folder, "f32", "v1") and made.read_bytes() == b"GGUFf32:bert"
     assert gguf_file(folder, "f32", converter, python, "v1") == made
     assert (tmp_path / "calls").read_text() == "x"  # the second call found the file: no conversion
     (folder / "fail").write_text("")

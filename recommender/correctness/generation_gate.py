@@ -5,8 +5,10 @@ reference (transformers fp32 greedy on the served folder's weights; correctness/
 
 Each prompt is sent as token ids (the served folder's tokenizer; chat prompts through its chat template) to the
 server's completions route, so that the candidate and the reference start from the same ids whatever the wire:
-- free-running: N tokens, temperature 0, end of sequence ignored, the token ids asked for (`return_token_ids`: vLLM);
-  a server that returns none has its text tokenized here (said per prompt: `token_ids: re-tokenized`);
+- free-running: N tokens, temperature 0, end of sequence ignored, the token ids asked for (`return_token_ids`: vLLM;
+  `n_probs: 1`: llama.cpp's llama-server gives each generated token's id with its probabilities, and each server
+  ignores the other's field); a server that returns neither has its text tokenized here (said per prompt:
+  `token_ids: re-tokenized`);
 - teacher forcing: the prompt followed by the reference's N tokens, one token asked, `prompt_logprobs: 1` (vLLM:
   per prompt position, the logprob of the token there with its rank, and the top token); a server that returns no
   prompt logprobs is judged on its free-running tokens alone.
@@ -88,15 +90,21 @@ def _free_running(
     endpoint: GenerativeEndpoint, case: str, ids: list[int], n: int, reference: GenerationReference
 ) -> tuple[list[int], str]:
     """The candidate's N greedy tokens: the server's token ids, else its text tokenized here."""
-    body = _body(endpoint, ids, n) | {"return_token_ids": True}
+    body = _body(endpoint, ids, n) | {"return_token_ids": True, "n_probs": 1}
     answer = _post(endpoint, case, body)
     return served_tokens(answer, reference.tokenize)
 
 
 def served_tokens(answer: dict, tokenize: Callable[[str], list[int]]) -> tuple[list[int], str]:
-    """(token ids, how they were read): the choice's `token_ids` ("served"), else its text tokenized
-    ("re-tokenized": a detokenized text may not tokenize back to the same ids, so such a prompt can look diverged)."""
-    ids = first_choice(answer).get("token_ids")
+    """(token ids, how they were read): the choice's `token_ids` (vLLM), else the `id` of each generated token in its
+    `logprobs.content` (llama-server, asked `n_probs`), both "served"; else its text tokenized ("re-tokenized": a
+    detokenized text may not tokenize back to the same ids, so such a prompt can look diverged)."""
+    choice = first_choice(answer)
+    ids = choice.get("token_ids")
+    if not isinstance(ids, list):
+        logprobs = choice.get("logprobs")
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        ids = [entry.get("id") if isinstance(entry, dict) else None for entry in content or []] or None
     if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         return list(ids), "served"
     return list(tokenize(generated_text(answer, OPENAI_COMPLETIONS))), "re-tokenized"

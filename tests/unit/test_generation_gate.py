@@ -102,6 +102,9 @@ def test_without_logprobs_lower_precision_is_judged_free_running_up_to_a_near_ti
         ({}, "auto"),  # vLLM's default: a float32 model downcast to its platform's 16-bit type
         ({"dtype": "float32", "quantization": "fp8"}, "q8"),
         ({"quant": "Q4_K_M"}, "q4"),
+        ({"gguf_type": "f32", "parallel": 4}, "fp32"),  # llama.cpp's candidates: their GGUF type
+        ({"gguf_type": "q8_0"}, "q8"),
+        ({"gguf_type": "q4_K_M"}, "q4"),
     ],
 )
 def test_a_generative_candidates_precision_is_read_from_its_engine_settings(engine: dict, precision: str) -> None:
@@ -115,6 +118,10 @@ def test_the_servers_token_ids_are_read_and_a_text_only_answer_is_tokenized_and_
     tokenize = lambda text: [len(word) for word in text.split()]
     assert served_tokens({"choices": [{"text": "a bb", "token_ids": [3, 4]}]}, tokenize) == ([3, 4], "served")
     assert served_tokens({"choices": [{"text": "a bb"}]}, tokenize) == ([1, 2], "re-tokenized")
+    # llama-server asked n_probs: each generated token's id in its logprobs (what its OpenAI completions route has)
+    llama_cpp = {"text": "a bb", "logprobs": {"content": [{"id": 7, "token": "a"}, {"id": 8, "token": " bb"}]}}
+    assert served_tokens({"choices": [llama_cpp]}, tokenize) == ([7, 8], "served")
+    assert served_tokens({"choices": [{"text": "a bb", "logprobs": None}]}, tokenize) == ([1, 2], "re-tokenized")
 
 
 def test_prompt_logprobs_give_the_reference_tokens_logprob_and_the_candidates_top_token() -> None:

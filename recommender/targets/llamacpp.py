@@ -143,15 +143,22 @@ class LlamaCppTarget:
 
 
 def command(
-    binary: Path, model: Path, served_name: str, port: int, settings: LlamaCppSettings, context: int
+    binary: Path,
+    model: Path,
+    served_name: str,
+    port: int,
+    settings: LlamaCppSettings,
+    context: int,
+    host: str = LOOPBACK,
 ) -> list[str]:
-    """The server's command line: the GGUF file under the served name, loopback only, the Llama's context per slot,
-    the chat template the file holds (--jinja: the Llama folder's), then the candidate's settings."""
+    """The server's command line: the GGUF file under the served name, on `host` (loopback here; the deliverable's
+    on every interface), the Llama's context per slot, the chat template the file holds (--jinja: the Llama
+    folder's), then the candidate's settings."""
     return [
         str(binary),
         "--model", str(model),
         "--alias", served_name,
-        "--host", LOOPBACK,
+        "--host", host,
         "--port", str(port),
         "--ctx-size", str(context * settings.parallel),
         "--jinja",

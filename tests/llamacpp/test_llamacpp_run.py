@@ -1,6 +1,7 @@
 """`recommender run` of a llamacpp target end to end, with real llama-servers: two candidates (the tiny Llama as f32
 and as q8_0 GGUF) converted, started, gated against the transformers fp32 reference (the f32 one must match it
-exactly, token ids read from the server), loaded, stored and ranked; the report shows their output tokens/s."""
+exactly, token ids read from the server), loaded, stored and ranked; the report shows their output tokens/s, and the
+winner's deliverable is its llama-server command line and schema-valid manifests."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
+import yaml
 
 from recommender.candidates import RunStatus
 from recommender.correctness.tokens import TOKEN_TOLERANCES
@@ -84,3 +87,12 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     ranked = shown.stdout[shown.stdout.index("## Ranked configurations") :]
     assert "output tokens per second per instance" in ranked and F32 in ranked, shown.stdout
     assert len(list(tmp_path.rglob("server.log"))) == 2  # one server per candidate
+
+    delivered = recommender(tmp_path, "export", "llamacpp-run", "--out", "deliver", timeout=120)
+    assert delivered.returncode == 0, delivered.stdout + delivered.stderr
+    winner = next(
+        name for name in (F32, Q8) if f"# {name} as measured (cpu)" in (tmp_path / "deliver/serve.sh").read_text()
+    )
+    assert results[winner].status == RunStatus.OK  # an incorrect candidate is never the one delivered
+    for document in yaml.safe_load_all((tmp_path / "deliver" / "kubernetes.yaml").read_text()):
+        kubernetes_validate.validate(document, "1.30", strict=True)

@@ -8,6 +8,9 @@ about 17 output tokens/s where `-t 1` served about 700). Two signs, either one e
 - oversubscribed: threads + the load generator's core > the cores the run recorded (its hardware's cpu_cores);
 - a measured collapse: output tokens/s below COLLAPSE times that of the same settings with fewer threads.
 
+A candidate adaptive search pruned after its probe counts too, on its probe's figures (said so): a candidate on the
+cliff is the first one the search prunes, and the report must still say why.
+
     cliff_notes(results) -> ["llama.cpp threads cliff: llamacpp-f32-np1-b2048-ub512-t2: ...", ...]
 """
 
@@ -29,6 +32,7 @@ class _Measured:
     settings: LlamaCppSettings
     cores: int | None
     output_tps: float | None
+    probed: bool  # pruned after its probe: its figures are the probe's
 
 
 def cliff_notes(results: Sequence[CandidateResult]) -> list[str]:
@@ -50,8 +54,9 @@ def cliff_notes(results: Sequence[CandidateResult]) -> list[str]:
             and one.output_tps < COLLAPSE * fewer.output_tps
         ):
             why.append(
-                f"it served {one.output_tps:.0f} output tokens/s where {fewer.name} (-t "
-                f"{fewer.settings.threads}) served {fewer.output_tps:.0f}"
+                f"it served {one.output_tps:.0f} output tokens/s{' in its probe' if one.probed else ''} where "
+                f"{fewer.name} (-t {fewer.settings.threads}) served {fewer.output_tps:.0f}"
+                f"{' in its probe' if fewer.probed else ''}"
             )
         if why:
             notes.append(
@@ -63,13 +68,14 @@ def cliff_notes(results: Sequence[CandidateResult]) -> list[str]:
 
 
 def _measured(result: CandidateResult) -> _Measured | None:
-    if result.config.get("optimization") != LLAMACPP or result.status != RunStatus.OK:
+    if result.config.get("optimization") != LLAMACPP or result.status not in (RunStatus.OK, RunStatus.PRUNED):
         return None
     settings = LlamaCppSettings.from_engine(result.config["engine"])
     cores = (result.hardware or {}).get("cpu_cores")
     generation = result.headline.generation if result.headline is not None else None
     tps = generation.value("output_tps") if generation is not None else None
-    return _Measured(result.name, settings, cores if isinstance(cores, int) else None, tps)
+    probed = result.status == RunStatus.PRUNED
+    return _Measured(result.name, settings, cores if isinstance(cores, int) else None, tps, probed)
 
 
 def _best_with_fewer_threads(one: _Measured, measured: Sequence[_Measured]) -> _Measured | None:

@@ -223,7 +223,7 @@ def test_a_virtualenv_without_its_marker_or_its_server_is_not_taken_as_made(tmp_
 # --- the threads cliff -----------------------------------------------------------------------------
 
 
-def result(tmp_path: Path, threads: int, output_tps: float, cores: int) -> CandidateResult:
+def result(tmp_path: Path, threads: int, output_tps: float, cores: int, status: str = RunStatus.OK) -> CandidateResult:
     (candidate,) = expand_candidates(
         spec_of(tmp_path, LLAMA + f"target: {{kind: llamacpp, llamacpp: {{threads: [{threads}]}}}}\n")
     )
@@ -232,7 +232,7 @@ def result(tmp_path: Path, threads: int, output_tps: float, cores: int) -> Candi
         candidate.key,
         candidate.name,
         candidate.config(),
-        RunStatus.OK,
+        status,
         None,
         headline,
         None,
@@ -255,6 +255,11 @@ def test_the_report_says_why_a_candidate_is_on_the_threads_cliff(tmp_path) -> No
     # a collapse alone is enough, and said with its figures
     (collapsed,) = cliff_notes([result(tmp_path, 1, 700.0, cores=8), result(tmp_path, 2, 100.0, cores=8)])
     assert "served 100 output tokens/s" in collapsed and "this host has" not in collapsed
+    # adaptive search prunes such a candidate after its probe: still said, on its probe's figures
+    pruned = result(tmp_path, 2, 17.0, cores=2, status=RunStatus.PRUNED)
+    (probed,) = cliff_notes([one, pruned])
+    assert "it served 17 output tokens/s in its probe where llamacpp-f32-np1-b2048-ub512-t1 (-t 1) served 700" in probed
+    assert cliff_notes([one, result(tmp_path, 2, 17.0, cores=2, status=RunStatus.FAILED)]) == []  # not measured
 
 
 def test_doctor_says_a_virtualenv_not_built_yet_is_built_by_the_first_run(tmp_path, monkeypatch) -> None:

@@ -11,7 +11,11 @@ server's completions route, so that the candidate and the reference start from t
   `token_ids: re-tokenized`);
 - teacher forcing: the prompt followed by the reference's N tokens, one token asked, `prompt_logprobs: 1` (vLLM:
   per prompt position, the logprob of the token there with its rank, and the top token); a server that returns no
-  prompt logprobs is judged on its free-running tokens alone.
+  prompt logprobs (llama-server) is asked one step per position instead: the prompt followed by the reference's
+  first k tokens, one token asked with its STEP_PROBS most probable tokens and their logprobs (`n_probs`: llama.cpp
+  computes them over the whole vocabulary), so the logprob it gives the reference token there and its own top token;
+  a server that gives neither, or whose top STEP_PROBS at some position leave the reference token out, is judged on
+  its free-running tokens alone.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from recommender.errors import TargetError
 from recommender.load.prompts import prompts_for
 from recommender.spec import ExperimentSpec
 from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, first_choice, generated_text, openai
+
+STEP_PROBS = 20  # teacher forcing one step at a time: the most probable tokens asked for at each position
 
 
 class GenerativeEndpoint(Protocol):
@@ -114,7 +120,37 @@ def _teacher_forced(
     endpoint: GenerativeEndpoint, case: str, ids: list[int], expected: Continuation
 ) -> TeacherForced | None:
     body = _body(endpoint, ids + expected.tokens, 1) | {"prompt_logprobs": 1}
-    return teacher_forced(_post(endpoint, case, body), len(ids), expected.tokens)
+    forced = teacher_forced(_post(endpoint, case, body), len(ids), expected.tokens)
+    return forced if forced is not None else _stepwise(endpoint, case, ids, expected.tokens)
+
+
+def _stepwise(endpoint: GenerativeEndpoint, case: str, ids: list[int], tokens: list[int]) -> TeacherForced | None:
+    """Teacher forcing one position at a time (a server without prompt logprobs); None where it cannot be read."""
+    logprobs, top = [], []
+    for position, token in enumerate(tokens):
+        body = _body(endpoint, ids + tokens[:position], 1) | {"n_probs": STEP_PROBS}
+        step = next_token_logprobs(_post(endpoint, case, body))
+        if step is None or token not in step[1]:
+            return None
+        top.append(step[0])
+        logprobs.append(step[1][token])
+    return TeacherForced(logprobs, top)
+
+
+def next_token_logprobs(answer: dict) -> tuple[int, dict[int, float]] | None:
+    """(the token generated, {token id: logprob} of the most probable ones) of a one-token answer with llama-server's
+    `logprobs.content` (asked `n_probs`); None when it has none."""
+    logprobs = first_choice(answer).get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        return None
+    first = content[0]
+    entries = [e for e in first.get("top_logprobs") or [] if isinstance(e, dict)]
+    found = {e["id"]: float(e["logprob"]) for e in entries if isinstance(e.get("id"), int) and "logprob" in e}
+    chosen = first.get("id")
+    if not found or not isinstance(chosen, int):
+        return None
+    return chosen, found
 
 
 def teacher_forced(answer: dict, prompt_length: int, tokens: list[int]) -> TeacherForced | None:
@@ -149,4 +185,4 @@ def _body(endpoint: GenerativeEndpoint, prompt: list[int], max_tokens: int) -> d
     }
 
 
-__all__ = ["check_generation", "served_tokens", "teacher_forced", "tolerance_settings"]
+__all__ = ["check_generation", "next_token_logprobs", "served_tokens", "teacher_forced", "tolerance_settings"]

@@ -1,7 +1,8 @@
 """`recommender run` of a llamacpp target end to end, with real llama-servers: two candidates (the tiny Llama as f32
 and as q8_0 GGUF) converted, started, gated against the transformers fp32 reference (the f32 one must match it
-exactly, token ids read from the server), loaded, stored and ranked; the report shows their output tokens/s, and the
-winner's deliverable is its llama-server command line and schema-valid manifests."""
+exactly, token ids read from the server, teacher forced one position at a time), loaded, stored and ranked; the
+report shows their output tokens/s, and the winner's deliverable is its llama-server command line and schema-valid
+manifests."""
 
 from __future__ import annotations
 
@@ -73,13 +74,17 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     assert exact.correctness is not None and exact.correctness["checked"] and exact.correctness["passed"]
     assert exact.correctness["precision"] == "fp32"
     assert all(f["token_ids"] == "served" and f["first_divergence"] is None for f in exact.correctness["figures"])
+    # teacher forced one position at a time (llama-server returns no prompt logprobs): fp32's logprob tolerance holds
+    assert all(f["teacher_forced"] for f in exact.correctness["figures"]), exact.correctness["figures"]
+    atol = TOKEN_TOLERANCES["fp32"].logprob_atol
+    assert max(f["max_logprob_error"] for f in exact.correctness["figures"]) <= atol
     assert exact.headline is not None and exact.headline.requests > 0 and exact.headline.failures == 0
 
     quantised = results[Q8]  # q8_0: judged by token agreement at q8's stated tolerance, its ids the server's
     gate = quantised.correctness
     assert gate is not None and gate["checked"] and gate["precision"] == "q8", gate
     assert gate["tolerance"]["min_agreement"] == TOKEN_TOLERANCES["q8"].min_agreement
-    assert all(f["token_ids"] == "served" for f in gate["figures"])
+    assert all(f["token_ids"] == "served" and f["teacher_forced"] for f in gate["figures"]), gate["figures"]
     assert quantised.status == (RunStatus.OK if gate["passed"] else RunStatus.INCORRECT), quantised.reason
 
     shown = recommender(tmp_path, "report", "llamacpp-run", timeout=120)

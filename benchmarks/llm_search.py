@@ -1,13 +1,13 @@
 """Searching a generative stack: the grid against adaptive search on experiments/llm.yaml's space, and AIPerf's own
 search of the load on the grid's best and on adaptive's pick (issue 40's benchmark).
 
-    python benchmarks/llm_search.py --out llm_search.md     # experiments/llm.yaml as it is: 13 vLLM candidates
+    python benchmarks/llm_search.py --out llm_search.md     # experiments/llm.yaml as it is: 13 vLLM, 8 llama.cpp
     python benchmarks/llm_search.py --runs 3                # 3 runs of each strategy, alternating
-    python benchmarks/llm_search.py --quick                 # smoke test: 3 candidates, 2 short levels, 1 run
+    python benchmarks/llm_search.py --quick                 # smoke test: 4 candidates, 2 short levels, 1 run
     python benchmarks/llm_search.py --no-aiperf             # without AIPerf's search
 
 Each run is `recommender run FILE --fresh` in a subprocess against its own fresh SQLite database (the real vLLM
-server per candidate, real Locust; benchmarks/search.py `run_once`), the file experiments/llm.yaml with
+server or llama-server per candidate, real Locust; benchmarks/search.py `run_once`), the file experiments/llm.yaml with
 `search.strategy` set to grid or to adaptive, the two alternating. Per run pair it prints both wall times and their
 ratio (target: adaptive <= 0.3 x the grid) and adaptive's pick against the grid's best. The objective is the one
 both strategies rank on: goodput per instance-hour under the SLOs (`Headline.objective`: requests within every SLO
@@ -18,18 +18,20 @@ Whether adaptive's pick is the grid's best or tied with it is judged in ONE pair
 runs the same configuration drifts more than configurations differ): the grid's best, adaptive's pick and the
 engine's default (`vllm-default`, always a candidate) are each measured `--paired-rounds` times (default 5), once per
 round in an order that alternates, each measurement a `recommender run --fresh` of an experiment with that one
-engine configuration (its settings as single values) and 1 repeat; a pick is judged against the grid's best by the
-per-round differences of goodput/min: tied when their mean's 95 % interval contains 0. The default's row is the
-issue's second target (the recommended configuration's goodput at least 1.5x the default's under the same SLOs).
+engine configuration (its target alone, its settings as single values) and 1 repeat; a pick is judged against the
+grid's best by the per-round differences of goodput/min: tied when their mean's 95 % interval contains 0. The
+default's row is the issue's second target (the recommended configuration's goodput at least 1.5x the default's
+under the same SLOs).
 
 AIPerf's own search (`.venvs/aiperf`, 0.13): `aiperf profile --search-recipe max-concurrency-under-sla
 --search-style monotonic` (its exponential probe and bisection of concurrency; `--concurrency-max` the experiment's
-highest level) under the same TTFT and ITL thresholds (AIPerf's recipe reads TTFT at p95 and ITL at p95), on a vLLM
-server started with the grid's best engine settings, then with adaptive's pick's (benchmarks/vllm_endpoint.py
-`vllm_server`, the flags targets/vllm.engine_flags makes, the same model folder modelrepo/llama.py builds, with the
-fixed --max-model-len of that helper): its highest concurrency meeting them, its iterations and its wall time. It
-tunes the load of a server already configured; the rows show what tuning the server adds beyond that. A failed
-AIPerf search is recorded with its error and the benchmark goes on.
+highest level) under the same TTFT and ITL thresholds (AIPerf's recipe reads TTFT at p95 and ITL at p95), on a
+server started with the grid's best engine settings, then with adaptive's pick's: vLLM through
+benchmarks/vllm_endpoint.py `vllm_server` (the flags targets/vllm.engine_flags makes, the same model folder
+modelrepo/llama.py builds, with the fixed --max-model-len of that helper), llama.cpp through the product's own
+llamacpp target (the candidate's settings, its GGUF file): its highest concurrency meeting them, its iterations and
+its wall time. It tunes the load of a server already configured; the rows show what tuning the server adds beyond
+that. A failed AIPerf search is recorded with its error and the benchmark goes on.
 
 Run on a quiet host (the figures of a shared one are not the strategies'). Exits non-zero only on errors of our own
 runs, never on a missed target or a peer's failure.
@@ -38,14 +40,15 @@ runs, never on a missed target or a peer's failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,24 +62,34 @@ import paired  # noqa: E402
 from search import RunFailed, _one_line, decided, run_once  # noqa: E402
 from vllm_endpoint import VLLM_PYTHON, vllm_server  # noqa: E402
 
+from recommender.candidates import LLAMACPP  # noqa: E402
 from recommender.modelrepo.llama import llama_folder  # noqa: E402
 from recommender.spec import load_spec  # noqa: E402
+from recommender.spec.llamacpp import LlamaCppSettings  # noqa: E402
+from recommender.targets.llamacpp import LlamaCppTarget  # noqa: E402
 from recommender.targets.vllm import engine_flags, known_flags  # noqa: E402
 
 EXPERIMENT = ROOT / "experiments" / "llm.yaml"
 AIPERF = ROOT / ".venvs" / "aiperf" / "bin" / "aiperf"
 SERVED = "llm"
 ENGINE_EXTRA = ("protocol", "variant", "kv_cache_gib")  # in a vLLM candidate's engine JSON, not engine arguments
-# the smoke test: experiments/llm.yaml with a smaller model, 3 candidates (2 settings and the default), 2 short levels
+# the smoke test: experiments/llm.yaml with a smaller model, 4 candidates (vLLM: 2 settings and the default;
+# llama.cpp: one), 2 short levels
 QUICK = {
     "model": {"source": "llama", "architecture": {"layers": 1, "hidden": 64, "heads": 2}},
     "payload": {"generation": {"input_tokens": {"mean": 16}, "output_tokens": {"mean": 4}, "count": 8}},
     "engine_args": {"max_num_seqs": [2, 4]},
+    "llamacpp": {"gguf_types": ["f32"], "parallel": [2], "threads": [1]},
     "traffic": {"warmup_seconds": 1, "window_seconds": 2, "repeats": 1},
     "users": [1, 4],
     "seconds": 5,
 }
 GRID_BEST, ADAPTIVE, DEFAULT = "grid best", "adaptive pick", "engine default"
+
+
+def targets(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiment's targets (`targets:`, or its one `target:`)."""
+    return list(spec["targets"]) if "targets" in spec else [spec["target"]]
 
 
 def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
@@ -86,7 +99,11 @@ def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
     if quick:
         spec["model"] = QUICK["model"]
         spec["payload"] = QUICK["payload"]
-        spec["target"]["engine_args"] = QUICK["engine_args"]
+        for target in targets(spec):
+            if target["kind"] == "vllm":
+                target["engine_args"] = QUICK["engine_args"]
+            elif target["kind"] == "llamacpp":
+                target["llamacpp"] = QUICK["llamacpp"]
         spec["traffic"] |= QUICK["traffic"]
         spec["traffic"]["concurrency"] = {"users": QUICK["users"], "duration_seconds": QUICK["seconds"]}
         spec["search"]["racing"] = {"final_repeats": 2, "eta": 3, "probe_seconds": 2}
@@ -94,13 +111,14 @@ def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
 
 
 def write(folder: Path, spec: Mapping[str, Any], name: str, **changes: Any) -> Path:
-    """The experiment with `changes` (search strategy, one engine configuration, repeats) as FILE.yaml in `folder`."""
+    """The experiment with `changes` (search strategy, one candidate's configuration: its target alone with its
+    settings as single values, repeats) as FILE.yaml in `folder`."""
     written = copy.deepcopy(dict(spec)) | {"name": name}
     if "strategy" in changes:
         written["search"] = written.get("search", {}) | {"strategy": changes["strategy"]}
-    if "engine_args" in changes:
-        written["target"] = written["target"] | {"engine_args": changes["engine_args"]}
-        written["target"]["kv_cache_gib"] = changes["kv_cache_gib"]
+    if "candidate" in changes:
+        written.pop("targets", None)
+        written["target"] = one_configuration(spec, changes["candidate"])
     if "repeats" in changes:
         written["traffic"] = written["traffic"] | {"repeats": changes["repeats"]}
     path = folder / f"{name}.yaml"
@@ -124,6 +142,27 @@ def engine_settings(result) -> tuple[dict[str, Any], float]:
     """A vLLM candidate's engine arguments and KV cache (GiB) from its stored configuration."""
     engine = json.loads(result.config.get("engine") or "{}")
     return {k: v for k, v in engine.items() if k not in ENGINE_EXTRA}, float(engine.get("kv_cache_gib", 1.0))
+
+
+def one_configuration(spec: Mapping[str, Any], result) -> dict[str, Any]:
+    """The target a candidate ran on (by its label: the target's name, or the one target), its settings as single
+    values: one candidate."""
+    label = result.config.get("target")
+    found = [t for t in targets(spec) if not label or label in (t.get("name"), t.get("instance_type"))]
+    target = copy.deepcopy(found[0])
+    if result.config.get("optimization") == LLAMACPP:
+        settings = asdict(LlamaCppSettings.from_engine(result.config["engine"]))
+        names = {"gguf_type": "gguf_types"}  # the lists' names, where they are not the setting's own
+        target["llamacpp"] = {names.get(name, name): [value] for name, value in settings.items()}
+    else:
+        args, kv = engine_settings(result)
+        target |= {"engine_args": args, "kv_cache_gib": kv}
+    return target
+
+
+def is_default(result) -> bool:
+    """vLLM's default candidate (`vllm-default`: every listed setting left to vLLM)."""
+    return json.loads(result.config.get("engine") or "{}").get("variant") == "default"
 
 
 @dataclass(frozen=True)
@@ -151,9 +190,8 @@ def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any]
     label -> goodput/min within the SLOs per round (None: outside them, or that run failed: printed)."""
     paths = {}
     for label, result in picks.items():
-        args, kv = engine_settings(result)
         name = f"{tag}-{label.replace(' ', '-')}"
-        paths[label] = write(folder, spec, name, strategy="grid", engine_args=args, kv_cache_gib=kv, repeats=1)
+        paths[label] = write(folder, spec, name, strategy="grid", candidate=result, repeats=1)
     figures: dict[str, list[float | None]] = {label: [] for label in picks}
     for number, labels in enumerate(paired.order(list(picks), rounds), start=1):
         for label in labels:
@@ -173,7 +211,7 @@ def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: S
     best = pick(grid.results)
     if best is None:
         return ["the grid found no configuration within the SLOs"], "n/a"
-    default = next((r for r in grid.results.values() if r.name.endswith("-default")), None)
+    default = next((r for r in grid.results.values() if is_default(r)), None)
     chosen = {GRID_BEST: best, ADAPTIVE: pick(adaptive.results), DEFAULT: default}
     first: dict[str, str] = {}  # configuration key -> the label it is measured under
     for label, result in chosen.items():
@@ -218,17 +256,30 @@ class AiperfSearch:
         return f"| AIPerf on the {self.label} | {said} | {self.iterations} | {self.wall_s:,.0f} s |"
 
 
+def served(result, model: Path, out: Path) -> contextlib.AbstractContextManager[str]:
+    """A server with `result`'s engine settings on loopback: its OpenAI base url while the `with` lasts."""
+    if result.config.get("optimization") == LLAMACPP:
+        return _llamacpp_url(result, model, out)
+    args, kv = engine_settings(result)
+    flags = engine_flags(args, known_flags(VLLM_PYTHON))
+    return vllm_server(model, out / "vllm.log", SERVED, max_num_seqs=None, flags=flags, kv_cache_gib=int(kv))
+
+
+@contextlib.contextmanager
+def _llamacpp_url(result, model: Path, out: Path) -> Iterator[str]:
+    with LlamaCppTarget().deploy(model, SERVED, out / "llamacpp", config=result.config) as deployment:
+        yield deployment.host  # without /v1, as vllm_server gives it
+
+
 def aiperf_search(spec: Mapping[str, Any], result, label: str, work: Path) -> AiperfSearch:
-    """AIPerf's max-concurrency-under-sla (monotonic) on a vLLM server with `result`'s engine settings."""
+    """AIPerf's max-concurrency-under-sla (monotonic) on a server with `result`'s engine settings."""
     started = time.monotonic()
     slo, traffic = spec["slo"], spec["traffic"]
     generation = spec["payload"]["generation"]
     try:
-        args, kv = engine_settings(result)
-        flags = engine_flags(args, known_flags(VLLM_PYTHON))
         model = llama_folder(load_spec(write(work, spec, f"aiperf-{label.replace(' ', '-')}")).model.architecture)
         out = work / f"aiperf-{label.replace(' ', '-')}"
-        with vllm_server(model, out / "vllm.log", SERVED, max_num_seqs=None, flags=flags, kv_cache_gib=int(kv)) as url:
+        with served(result, model, out) as url:
             command = [str(AIPERF), "profile", "--model", SERVED, "--url", url, "--endpoint-type", "chat"]
             command += ["--streaming", "--tokenizer", str(model), "--extra-inputs", "ignore_eos:true"]
             command += ["--prompt-input-tokens-mean", str(generation["input_tokens"]["mean"])]

@@ -13,6 +13,7 @@ from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec, TargetSpec, target_label
+from recommender.spec.llamacpp import LlamaCppSettings
 from recommender.spec.search import IntRange
 
 # The stored configuration's key for `instance_group_count`. It keeps its first name: a candidate's key is a hash of
@@ -26,6 +27,7 @@ REDUCED_PRECISION = frozenset({"trt"})
 STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
 VLLM = "vllm"  # a vllm target's candidates (their engine arguments: `engine`)
+LLAMACPP = "llamacpp"  # a llamacpp target's candidates: one per combination of its settings (`engine`)
 ENGINE_VARIANT = "variant"  # in a vLLM variant's engine JSON: its name (`seqs8-chunk`, `default`); no engine argument
 DEFAULT_KV_CACHE_GIB = 1.0  # the vllm target's KV cache when kv_cache_gib is not one value (spec.target's default)
 # short names of vLLM's settings in a variant's name: on/off switches (chunk / nochunk), dtypes, the rest
@@ -44,7 +46,7 @@ _SETTING_NAMES = {
 def named_as_variant(optimization: str) -> bool:
     """A candidate of this optimization is named `pt-db-ig2-mbs8` (a Triton variant of the grid), not for a stack's
     engine (`torch-mbs32`) or as the endpoint it is (`openai-endpoint`)."""
-    return optimization not in STACK_ENGINES and optimization not in (OPENAI_AS_IS, VLLM)
+    return optimization not in STACK_ENGINES and optimization not in (OPENAI_AS_IS, VLLM, LLAMACPP)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Candidate:
         on = f"@{self.target}" if self.target else ""
         if self.optimization in STACK_ENGINES:
             return f"{self.optimization}-mbs{self.max_batch_size}{on}"
+        if self.optimization == LLAMACPP:  # its settings: llamacpp-f32-np4-b2048-ub512-t1
+            return f"{LlamaCppSettings.from_engine(self.engine).name}{on}"
         if not named_as_variant(self.optimization):
             variant = json.loads(self.engine).get(ENGINE_VARIANT) if self.engine else None
             return f"{self.optimization}{'-' + variant if variant else ''}{on}"
@@ -216,6 +220,8 @@ def stack_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[C
         ]
     if target.stack == "vllm":
         return vllm_candidates(target, fingerprint, label)
+    if target.stack == "llamacpp":
+        return llamacpp_candidates(target, fingerprint, label)
     if target.stack == "openai":
         return [Candidate(OPENAI_AS_IS, None, 1, 1, target.instance_type, fingerprint, target=label)]
     return []
@@ -278,6 +284,24 @@ def engine_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     (without the wire and the variant's name); {} for a candidate of another stack."""
     engine = json.loads(config.get("engine") or "{}")
     return {name: value for name, value in engine.items() if name not in ("protocol", ENGINE_VARIANT)}
+
+
+def llamacpp_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
+    """llama.cpp's candidates: one per combination of its settings (spec/llamacpp.py), its parallel slots as the
+    candidate's max batch size (the sequences it decodes together), its settings and wire as `engine`."""
+    return [
+        Candidate(
+            LLAMACPP,
+            DynamicBatching(),
+            1,
+            settings.parallel,
+            target.instance_type,
+            fingerprint,
+            target=label,
+            engine=settings.engine(target.protocol),
+        )
+        for settings in target.llamacpp.settings()
+    ]
 
 
 def target_index(spec: ExperimentSpec, candidate: Candidate) -> int:

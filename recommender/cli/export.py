@@ -136,7 +136,7 @@ def _said(console: Console, deliverable: Deliverable) -> None:
         highlight=False,
     )
     for path in [deliverable.repository, *deliverable.files]:
-        if path is None:  # a vLLM deliverable has no Triton repository
+        if path is None:  # a generative (vLLM, llama.cpp) deliverable has no Triton repository
             continue
         console.print(f"  {path}", highlight=False)
 

@@ -5,11 +5,17 @@ reference (transformers fp32 greedy on the served folder's weights; correctness/
 
 Each prompt is sent as token ids (the served folder's tokenizer; chat prompts through its chat template) to the
 server's completions route, so that the candidate and the reference start from the same ids whatever the wire:
-- free-running: N tokens, temperature 0, end of sequence ignored, the token ids asked for (`return_token_ids`: vLLM);
-  a server that returns none has its text tokenized here (said per prompt: `token_ids: re-tokenized`);
+- free-running: N tokens, temperature 0, end of sequence ignored, the token ids asked for (`return_token_ids`: vLLM;
+  `n_probs: 1`: llama.cpp's llama-server gives each generated token's id with its probabilities, and each server
+  ignores the other's field); a server that returns neither has its text tokenized here (said per prompt:
+  `token_ids: re-tokenized`);
 - teacher forcing: the prompt followed by the reference's N tokens, one token asked, `prompt_logprobs: 1` (vLLM:
   per prompt position, the logprob of the token there with its rank, and the top token); a server that returns no
-  prompt logprobs is judged on its free-running tokens alone.
+  prompt logprobs (llama-server) is asked one step per position instead: the prompt followed by the reference's
+  first k tokens, one token asked with its STEP_PROBS most probable tokens and their logprobs (`n_probs`: llama.cpp
+  computes them over the whole vocabulary), so the logprob it gives the reference token there and its own top token;
+  a server that gives neither, or whose top STEP_PROBS at some position leave the reference token out, is judged on
+  its free-running tokens alone.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from recommender.errors import TargetError
 from recommender.load.prompts import prompts_for
 from recommender.spec import ExperimentSpec
 from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, first_choice, generated_text, openai
+
+STEP_PROBS = 20  # teacher forcing one step at a time: the most probable tokens asked for at each position
 
 
 class GenerativeEndpoint(Protocol):
@@ -118,15 +126,21 @@ def _free_running(
     endpoint: GenerativeEndpoint, case: str, ids: list[int], n: int, reference: GenerationReference
 ) -> tuple[list[int], str]:
     """The candidate's N greedy tokens: the server's token ids, else its text tokenized here."""
-    body = _body(endpoint, ids, n) | {"return_token_ids": True}
+    body = _body(endpoint, ids, n) | {"return_token_ids": True, "n_probs": 1}
     answer = _post(endpoint, case, body)
     return served_tokens(answer, reference.tokenize)
 
 
 def served_tokens(answer: dict, tokenize: Callable[[str], list[int]]) -> tuple[list[int], str]:
-    """(token ids, how they were read): the choice's `token_ids` ("served"), else its text tokenized
-    ("re-tokenized": a detokenized text may not tokenize back to the same ids, so such a prompt can look diverged)."""
-    ids = first_choice(answer).get("token_ids")
+    """(token ids, how they were read): the choice's `token_ids` (vLLM), else the `id` of each generated token in its
+    `logprobs.content` (llama-server, asked `n_probs`), both "served"; else its text tokenized ("re-tokenized": a
+    detokenized text may not tokenize back to the same ids, so such a prompt can look diverged)."""
+    choice = first_choice(answer)
+    ids = choice.get("token_ids")
+    if not isinstance(ids, list):
+        logprobs = choice.get("logprobs")
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        ids = [entry.get("id") if isinstance(entry, dict) else None for entry in content or []] or None
     if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         return list(ids), "served"
     return list(tokenize(generated_text(answer, OPENAI_COMPLETIONS))), "re-tokenized"
@@ -136,7 +150,37 @@ def _teacher_forced(
     endpoint: GenerativeEndpoint, case: str, ids: list[int], expected: Continuation
 ) -> TeacherForced | None:
     body = _body(endpoint, ids + expected.tokens, 1) | {"prompt_logprobs": 1}
-    return teacher_forced(_post(endpoint, case, body), len(ids), expected.tokens)
+    forced = teacher_forced(_post(endpoint, case, body), len(ids), expected.tokens)
+    return forced if forced is not None else _stepwise(endpoint, case, ids, expected.tokens)
+
+
+def _stepwise(endpoint: GenerativeEndpoint, case: str, ids: list[int], tokens: list[int]) -> TeacherForced | None:
+    """Teacher forcing one position at a time (a server without prompt logprobs); None where it cannot be read."""
+    logprobs, top = [], []
+    for position, token in enumerate(tokens):
+        body = _body(endpoint, ids + tokens[:position], 1) | {"n_probs": STEP_PROBS}
+        step = next_token_logprobs(_post(endpoint, case, body))
+        if step is None or token not in step[1]:
+            return None
+        top.append(step[0])
+        logprobs.append(step[1][token])
+    return TeacherForced(logprobs, top)
+
+
+def next_token_logprobs(answer: dict) -> tuple[int, dict[int, float]] | None:
+    """(the token generated, {token id: logprob} of the most probable ones) of a one-token answer with llama-server's
+    `logprobs.content` (asked `n_probs`); None when it has none."""
+    logprobs = first_choice(answer).get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        return None
+    first = content[0]
+    entries = [e for e in first.get("top_logprobs") or [] if isinstance(e, dict)]
+    found = {e["id"]: float(e["logprob"]) for e in entries if isinstance(e.get("id"), int) and "logprob" in e}
+    chosen = first.get("id")
+    if not found or not isinstance(chosen, int):
+        return None
+    return chosen, found
 
 
 def teacher_forced(answer: dict, prompt_length: int, tokens: list[int]) -> TeacherForced | None:
@@ -173,6 +217,7 @@ def _body(endpoint: GenerativeEndpoint, prompt: list[int], max_tokens: int) -> d
 
 __all__ = [
     "check_generation",
+    "next_token_logprobs",
     "served_precision",
     "served_tokens",
     "teacher_forced",

@@ -61,13 +61,18 @@ _DTYPES = {  # vLLM's --dtype values (and the short names) -> a row of the table
     "auto": "auto",
 }
 _EIGHT_BIT = ("q8", "int8", "fp8", "w8")
+_GGUF_FLOATS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}  # llama.cpp's unquantised GGUF types
 
 
 def engine_precision(engine: Mapping[str, Any]) -> str:
-    """The precision a generative candidate serves at, from its engine configuration: quantised weights (a
-    `quantization` or GGUF `quant` setting: q8 for 8-bit names, else q4, the loosest row), else its `dtype` (absent:
-    `auto`, the engine's own choice; vLLM downcasts a float32 model to a 16-bit type)."""
-    quant = engine.get("quantization") or engine.get("quant")
+    """The precision a generative candidate serves at, from its engine configuration: a llama.cpp candidate's GGUF
+    type (`gguf_type`: f32, f16 and bf16 as they are, any other a quantised one), quantised weights (a `quantization`
+    or GGUF `quant` setting: q8 for 8-bit names, else q4, the loosest row), else its `dtype` (absent: `auto`, the
+    engine's own choice; vLLM downcasts a float32 model to a 16-bit type)."""
+    gguf_type = str(engine.get("gguf_type") or "").lower()
+    if gguf_type in _GGUF_FLOATS:
+        return _GGUF_FLOATS[gguf_type]
+    quant = engine.get("quantization") or engine.get("quant") or gguf_type
     if quant:
         return "q8" if any(mark in str(quant).lower() for mark in _EIGHT_BIT) else "q4"
     dtype = str(engine.get("dtype") or "auto").lower()

@@ -31,6 +31,7 @@ from recommender.decide.cost import (
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Importance, RankedCandidate, Ranking, RankInput, rank
 from recommender.decide.separation import to_separate
+from recommender.decide.thread_cliff import cliff_notes
 from recommender.decide.tiebreak import Extra
 from recommender.errors import CostError
 from recommender.hardware import describe_gpu, describe_served
@@ -485,6 +486,7 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
         notes.append(
             f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'
         )
+    notes += cliff_notes(results)  # llama.cpp candidates with more threads than the host can give
     return tuple(notes)
 
 

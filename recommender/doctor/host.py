@@ -18,7 +18,7 @@ from recommender.install import pip_install, requirement
 from recommender.modelrepo.model_source import installed_version
 from recommender.spec import TargetSpec
 from recommender.store.database import explain, open_engine
-from recommender.targets import triton_binary, vllm, vllm_venv
+from recommender.targets import llamacpp_venv, triton_binary, vllm, vllm_venv
 from recommender.targets.docker import (
     DEFAULT_IMAGE,
     TENSORRT_LABEL,
@@ -72,6 +72,27 @@ def vllm_check(target: TargetSpec, gpu: bool = False) -> Check:
     def describe() -> str:
         flags = vllm.setting_flags(target.engine_args, vllm.known_flags(folder / "bin" / "python"))
         return f"{vllm_venv.requirement(gpu)} in {folder}; engine flags: {' '.join(flags) or 'none given'}"
+
+    return checked(name, describe)
+
+
+def llamacpp_check(target: TargetSpec) -> Check:
+    """A llamacpp target's virtualenv (llama-server built) and the candidates its settings make. A virtualenv not made
+    yet does not fail the host: the first run builds it (about 10 minutes on 2 cores, once)."""
+    name = "llama.cpp server (llamacpp target)"
+    folder = llamacpp_venv.venv_dir()
+    if not llamacpp_venv.installed(folder):
+        made = f"{llamacpp_venv.ENVIRONMENT}={folder} python -m recommender.targets.llamacpp_venv"
+        found = f"no llama.cpp virtualenv at {folder} yet"
+        return Check(
+            name, found, f"the first run builds it (about 10 minutes on 2 cores), or now: {made}", needed=False
+        )
+
+    def describe() -> str:
+        server = llamacpp_venv.server_path(folder)
+        return (
+            f"{llamacpp_venv.REQUIREMENT}: {server}; {len(target.llamacpp.settings())} candidate(s) from its settings"
+        )
 
     return checked(name, describe)
 

@@ -17,6 +17,7 @@ from recommender.doctor.host import (
     docker_check,
     gpu_check,
     image_versions_check,
+    llamacpp_check,
     nvidia_runtime_check,
     python_check,
     serving_image,
@@ -60,6 +61,8 @@ def _target_checks(spec: ExperimentSpec | None, target: TargetSpec, label: str, 
         checks += _docker_checks(target.image_uri or DEFAULT_IMAGE, serving.accelerator)
     if target.kind == "vllm":
         checks.append(vllm_check(target, serving.accelerator == "gpu"))
+    if target.kind == "llamacpp":
+        checks.append(llamacpp_check(target))
     target_class: Any = TARGETS[target.kind]  # a Target class: its ClassVars say how it serves
     if target_class.deploys:
         optimizations = spec.variants.optimizations if spec else OPTIMIZATIONS

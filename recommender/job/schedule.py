@@ -55,9 +55,9 @@ class Stop:
 
 
 def slot_group(target: Any, index: int) -> str:
-    """The hardware a target's candidates run on: this host for local, docker, infinity and vllm, the endpoint for
-    remote, the target's own endpoints for sagemaker. Targets in one group share its slots."""
-    if target.kind in ("local", "docker", "infinity", "vllm"):
+    """The hardware a target's candidates run on: this host for local, docker, infinity, vllm and llamacpp, the
+    endpoint for remote, the target's own endpoints for sagemaker. Targets in one group share its slots."""
+    if target.kind in ("local", "docker", "infinity", "vllm", "llamacpp"):
         return "this host"
     if target.kind == "remote":
         return f"remote {target.endpoint}"

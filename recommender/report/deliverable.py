@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import VLLM, Candidate, CandidateResult, RunStatus, model_fingerprint
+from recommender.candidates import LLAMACPP, VLLM, Candidate, CandidateResult, RunStatus, model_fingerprint
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
@@ -28,6 +28,7 @@ from recommender.errors import CandidateSkipped, ExportError, IncorrectExport
 from recommender.files import paths
 from recommender.files.destination import claim_folder, plain_name
 from recommender.modelrepo.repository import candidate_repository, size_threads
+from recommender.report.llamacpp_deliverable import write_llamacpp_deliverable
 from recommender.report.vllm_deliverable import write_vllm_deliverable
 from recommender.spec import ExperimentSpec
 from recommender.targets import kserve
@@ -122,9 +123,12 @@ def write_deliverable(
     picked = chosen(rec, options.position)
     candidate = _checked_candidate(picked, spec)
     served = Served.of(picked.candidate.key, results)
-    if candidate.optimization == VLLM:
+    if candidate.optimization in (VLLM, LLAMACPP):
         out = claim_folder(options.out_dir, options.force)
-        plan, written = write_vllm_deliverable(rec, spec, picked, out, options.image, served.accelerator)
+        if candidate.optimization == VLLM:
+            plan, written = write_vllm_deliverable(rec, spec, picked, out, options.image, served.accelerator)
+        else:
+            plan, written = write_llamacpp_deliverable(rec, spec, picked, out, options.image)
         return Deliverable(
             candidate, picked, out, None, rec.pricing.instance_type, plan.replicas, plan.scaling, written, served
         )

@@ -64,7 +64,7 @@ def token_plan(rec: Recommendation, picked: RankedCandidate, spec: ExperimentSpe
     output = c.generated("output_tps")
     if not output or output <= 0:
         raise ExportError(
-            f"{c.name} has no output tokens per second to size a vLLM deployment on",
+            f"{c.name} has no output tokens per second to size a deployment on",
             hint="measure it again: a generative run stores its tokens per window",
         )
     interval = c.generation.interval("output_tps") if c.generation is not None else None
@@ -189,7 +189,7 @@ def write_vllm_deliverable(
     )
     documents = manifests(candidate, accelerator, name, plan, image)
     manifest = out / "kubernetes.yaml"
-    manifest.write_text(yaml.dump_all(documents, Dumper=_Plain, sort_keys=False))
+    manifest.write_text(manifest_yaml(documents))
     readme = out / "README.md"
     readme.write_text(vllm_readme(rec, picked, candidate, plan, accelerator, image))
     return plan, (serve, manifest, readme)
@@ -225,6 +225,34 @@ def vllm_readme(
     accelerator: str,
     image: str | None,
 ) -> str:
+    placeholders = [f"`{CLAIM_PLACEHOLDER}`"] + ([] if image else [f"`{IMAGE_PLACEHOLDER}`"])
+    lines = [
+        f"# {candidate.name} from experiment {rec.experiment} (vLLM)",
+        "",
+        *figure_lines(rec, picked, plan),
+        "## Contents",
+        "",
+        f"- `serve.sh`: the `vllm serve` command line as measured on the {accelerator.upper()} (its engine "
+        "arguments; the model folder at " + f"`{MODEL_PATH}`).",
+        "- `kubernetes.yaml`: a Deployment (replicas above, readiness on `GET /v1/models`), a Service on port "
+        f"{PORT} and a HorizontalPodAutoscaler on the Pods metric `{TOKENS_METRIC}` (the per-pod rate of vLLM's "
+        "`vllm:generation_tokens_total`, which a metrics adapter such as Prometheus Adapter must expose).",
+        "",
+        "## Before you deploy",
+        "",
+        "Replace " + ", ".join(placeholders) + " in kubernetes.yaml, and put the model folder the benchmark served "
+        "(model.source llama: the folder `recommender run` built under ~/.cache/recommender/models) on that volume.",
+        "",
+        "```sh",
+        "kubectl apply -f kubernetes.yaml",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def figure_lines(rec: Recommendation, picked: RankedCandidate, plan: TokenPlan) -> list[str]:
+    """A generative deliverable's README from its rank to its comparisons (whichever engine serves it)."""
     c, s = picked.candidate, plan.scaling
     target = (
         f"{plan.target_output_tps:,.0f} output tokens/s (capacity.target_output_tokens_per_second)"
@@ -232,10 +260,7 @@ def vllm_readme(
         else f"{rec.target_ipm:,.0f} requests per minute within the SLOs (capacity.target_invocations_per_minute; "
         "set capacity.target_output_tokens_per_second to size on tokens)"
     )
-    placeholders = [f"`{CLAIM_PLACEHOLDER}`"] + ([] if image else [f"`{IMAGE_PLACEHOLDER}`"])
-    lines = [
-        f"# {candidate.name} from experiment {rec.experiment} (vLLM)",
-        "",
+    return [
         f"Rank {picked.rank} of {len(rec.ranking.ranked)} ranked candidates"
         + (
             " (the recommendation)."
@@ -265,25 +290,12 @@ def vllm_readme(
         "",
         *comparisons(rec, picked),
         "",
-        "## Contents",
-        "",
-        f"- `serve.sh`: the `vllm serve` command line as measured on the {accelerator.upper()} (its engine "
-        "arguments; the model folder at " + f"`{MODEL_PATH}`).",
-        "- `kubernetes.yaml`: a Deployment (replicas above, readiness on `GET /v1/models`), a Service on port "
-        f"{PORT} and a HorizontalPodAutoscaler on the Pods metric `{TOKENS_METRIC}` (the per-pod rate of vLLM's "
-        "`vllm:generation_tokens_total`, which a metrics adapter such as Prometheus Adapter must expose).",
-        "",
-        "## Before you deploy",
-        "",
-        "Replace " + ", ".join(placeholders) + " in kubernetes.yaml, and put the model folder the benchmark served "
-        "(model.source llama: the folder `recommender run` built under ~/.cache/recommender/models) on that volume.",
-        "",
-        "```sh",
-        "kubectl apply -f kubernetes.yaml",
-        "```",
-        "",
     ]
-    return "\n".join(lines)
+
+
+def manifest_yaml(documents: list[dict]) -> str:
+    """Kubernetes documents as one YAML stream, each mapping written out where it appears."""
+    return yaml.dump_all(documents, Dumper=_Plain, sort_keys=False)
 
 
 class _Plain(yaml.SafeDumper):
@@ -305,4 +317,14 @@ def _usd(value: float | None) -> str:
     return "unpriced (set target.price_per_hour or target.priced_as)" if value is None else f"{value:,.4f} USD"
 
 
-__all__ = ["TokenPlan", "manifests", "serve_command", "token_plan", "write_vllm_deliverable"]
+__all__ = [
+    "TokenPlan",
+    "comparisons",
+    "figure_lines",
+    "kubernetes_name",
+    "manifest_yaml",
+    "manifests",
+    "serve_command",
+    "token_plan",
+    "write_vllm_deliverable",
+]

@@ -22,7 +22,7 @@ from recommender.spec.decision import (
 )
 from recommender.spec.model import DEFAULT_TEXTS, ModelSpec, PayloadSpec
 from recommender.spec.search import SearchSpec
-from recommender.spec.target import TargetSpec, target_label
+from recommender.spec.target import LLAMA_SERVERS, TargetSpec, target_label
 from recommender.spec.traffic import TrafficSpec, UntilKnown
 from recommender.spec.variants import VariantGrid
 
@@ -160,19 +160,21 @@ class ExperimentSpec(Strict):
 
     @model_validator(mode="after")
     def _vllm_serves_a_llama(self) -> ExperimentSpec:
-        """A vllm target generates: it serves the Llama of `model.source: llama`, which only a generative target (vllm,
-        or a remote chat / completions endpoint) can be sent to."""
+        """A vllm or llamacpp target generates: it serves the Llama of `model.source: llama`, which only a generative
+        target (vllm, llamacpp, or a remote chat / completions endpoint) can be sent to."""
         kinds = {target.kind for target in self.all_targets}
-        if "vllm" in kinds and self.model.source != "llama":
+        servers = kinds & set(LLAMA_SERVERS)
+        if servers and self.model.source != "llama":
             raise ValueError(
-                f"target kind vllm serves a generative model: set model.source llama (with its architecture), "
-                f"not {self.model.source}"
+                f"target kind {' and '.join(sorted(servers))} serves a generative model: set model.source llama "
+                f"(with its architecture), not {self.model.source}"
             )
         others = sorted({target.kind for target in self.all_targets if not target.generative})
         if self.model.source == "llama" and others:
             raise ValueError(
-                f"model.source llama is a generative model: served by target kind vllm (or measured on a generative "
-                f"remote endpoint, protocol openai-chat or openai-completions), not {', '.join(others)}"
+                f"model.source llama is a generative model: served by target kind {' or '.join(LLAMA_SERVERS)} (or "
+                f"measured on a generative remote endpoint, protocol openai-chat or openai-completions), not "
+                f"{', '.join(others)}"
             )
         return self
 
@@ -181,7 +183,7 @@ class ExperimentSpec(Strict):
         if self.traffic.request_encoding != "binary":
             return self
         for target in self.all_targets:
-            if target.kind in ("sagemaker", "infinity", "vllm") or (
+            if target.kind in ("sagemaker", "infinity", *LLAMA_SERVERS) or (
                 target.kind == "remote" and target.protocol != "kserve"
             ):
                 raise ValueError(

@@ -7,8 +7,11 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, model_validator
 
 from recommender.spec.base import NAME_PATTERN, Accelerator, Strict
+from recommender.spec.llamacpp import LlamaCppVariants
 
-TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity", "vllm"]
+TargetKind = Literal["local", "docker", "sagemaker", "remote", "infinity", "vllm", "llamacpp"]
+# the kinds that start a server of their own for model.source llama (the Llama folder), and generate
+LLAMA_SERVERS = ("vllm", "llamacpp")
 Protocol = Literal["kserve", "openai", "openai-chat", "openai-completions"]
 OPENAI_PROTOCOLS = ("openai", "openai-chat", "openai-completions")  # targets/wire.py OPENAI_WIRES
 # targets/wire.py GENERATIVE: the generative wires, what a vllm target speaks
@@ -26,14 +29,15 @@ _KIND_FIELDS = {
     "image_uri": ("sagemaker", "docker"),
     "endpoint": ("remote",),
     "gpus": ("docker",),
-    "protocol": ("remote", "vllm"),
-    "stream": ("remote", "vllm"),
+    "protocol": ("remote", "vllm", "llamacpp"),
+    "stream": ("remote", "vllm", "llamacpp"),
     "model": ("remote",),
     "api_key_env": ("remote",),
     "engines": ("infinity",),
     "batch_sizes": ("infinity",),
     "engine_args": ("vllm",),
     "kv_cache_gib": ("vllm",),
+    "llamacpp": ("llamacpp",),
 }
 
 
@@ -55,7 +59,9 @@ class TargetSpec(Strict):
         "remote: an endpoint that already exists (benchmark only, nothing deployed or deleted); "
         "infinity: the Infinity embedding server (infinity-emb, in a virtualenv of its own) on loopback, one "
         "candidate per engine and batch size; vllm: vLLM's OpenAI server (in a virtualenv of its own) on loopback "
-        "serving model.source llama, one candidate (its engine_args).",
+        "serving model.source llama, one candidate (its engine_args); llamacpp: llama.cpp's llama-server (built "
+        "once into a virtualenv of its own) on loopback serving model.source llama converted to GGUF, one candidate "
+        "per combination of its `llamacpp` settings.",
     )
     instance_type: str = Field(
         "local-cpu",
@@ -155,6 +161,11 @@ class TargetSpec(Strict):
         description="vllm on the CPU: the KV cache's size in GiB (VLLM_CPU_KVCACHE_SPACE; vLLM reads it as a whole "
         "number); a list makes it a variant, the default candidate keeps 1.",
     )
+    llamacpp: LlamaCppVariants = Field(
+        default_factory=LlamaCppVariants,
+        description="llamacpp: the settings to compare (GGUF types, parallel slots, batch and micro-batch sizes, "
+        "threads, continuous batching), one candidate per combination.",
+    )
     accelerator: Accelerator = Field(
         "auto",
         description="What serves the model: auto (the GPUs when this host has them, detected through NVML, else "
@@ -205,11 +216,12 @@ class TargetSpec(Strict):
             ]
             if repeated:
                 raise ValueError(f"engine setting {repeated[0]} lists a value twice")
+        if self.kind in LLAMA_SERVERS:
             if "protocol" not in self.model_fields_set:  # its default wire: streamed chat
                 object.__setattr__(self, "protocol", GENERATIVE_PROTOCOLS[0])
             if self.protocol not in GENERATIVE_PROTOCOLS:
                 raise ValueError(
-                    f"target kind vllm speaks protocol {' or '.join(GENERATIVE_PROTOCOLS)}, not {self.protocol}"
+                    f"target kind {self.kind} speaks protocol {' or '.join(GENERATIVE_PROTOCOLS)}, not {self.protocol}"
                 )
         if self.api_key_env and not (self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS):
             raise ValueError(
@@ -221,8 +233,8 @@ class TargetSpec(Strict):
 
     @property
     def stack(self) -> str:
-        """The serving stack: triton, infinity, vllm, or openai (an existing OpenAI-compatible endpoint)."""
-        if self.kind in ("infinity", "vllm"):
+        """The serving stack: triton, infinity, vllm, llamacpp, or openai (an existing OpenAI-compatible endpoint)."""
+        if self.kind in ("infinity", *LLAMA_SERVERS):
             return self.kind
         return "openai" if self.kind == "remote" and self.protocol in OPENAI_PROTOCOLS else "triton"
 
@@ -238,8 +250,9 @@ class TargetSpec(Strict):
 
     @property
     def generative(self) -> bool:
-        """The target's answers are generated tokens (an openai-chat or openai-completions endpoint, or vLLM)."""
-        return self.kind == "vllm" or (self.kind == "remote" and self.protocol in GENERATIVE_PROTOCOLS)
+        """The target's answers are generated tokens (an openai-chat or openai-completions endpoint, vLLM or
+        llama.cpp)."""
+        return self.kind in LLAMA_SERVERS or (self.kind == "remote" and self.protocol in GENERATIVE_PROTOCOLS)
 
 
 def target_label(target: TargetSpec) -> str:

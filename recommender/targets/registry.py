@@ -12,6 +12,7 @@ from recommender.errors import TargetError
 from recommender.targets.base import Target
 from recommender.targets.docker import DockerTarget
 from recommender.targets.infinity import InfinityTarget
+from recommender.targets.llamacpp import LlamaCppTarget
 from recommender.targets.local import LocalTarget
 from recommender.targets.remote import RemoteTarget
 from recommender.targets.sagemaker import SageMakerTarget
@@ -19,7 +20,18 @@ from recommender.targets.vllm import VllmTarget
 
 # Read-only: targets are added here, in code, not registered at run time.
 TARGETS: Mapping[str, type] = MappingProxyType(
-    {cls.name: cls for cls in (LocalTarget, DockerTarget, SageMakerTarget, RemoteTarget, InfinityTarget, VllmTarget)}
+    {
+        cls.name: cls
+        for cls in (
+            LocalTarget,
+            DockerTarget,
+            SageMakerTarget,
+            RemoteTarget,
+            InfinityTarget,
+            VllmTarget,
+            LlamaCppTarget,
+        )
+    }
 )
 
 

@@ -14,7 +14,15 @@ from recommender.candidates import Candidate, DynamicBatching
 from recommender.correctness.cases import prompt_cases
 from recommender.correctness.figures import describe
 from recommender.correctness.gate import gate_settings, judged_alike, precision_of
-from recommender.correctness.generation_gate import served_precision, served_tokens, teacher_forced, tolerance_for
+from recommender.correctness.generation_gate import (
+    STEP_PROBS,
+    _teacher_forced,
+    next_token_logprobs,
+    served_precision,
+    served_tokens,
+    teacher_forced,
+    tolerance_for,
+)
 from recommender.correctness.tokens import (
     TOKEN_TOLERANCES,
     Continuation,
@@ -26,6 +34,7 @@ from recommender.correctness.tokens import (
     verdict,
 )
 from recommender.spec import ExperimentSpec
+from recommender.targets.wire import openai
 
 REFERENCE = Continuation(tokens=[5, 6, 7, 8], logprobs=[-1.0, -2.0, -3.0, -4.0], margins=[0.5, 0.5, 0.5, 0.5])
 FP32, BF16 = TOKEN_TOLERANCES["fp32"], TOKEN_TOLERANCES["bf16"]
@@ -104,6 +113,9 @@ def test_without_logprobs_lower_precision_is_judged_free_running_up_to_a_near_ti
         ({}, "auto"),  # vLLM's default: a float32 model downcast to its platform's 16-bit type
         ({"dtype": "float32", "quantization": "fp8"}, "q8"),
         ({"quant": "Q4_K_M"}, "q4"),
+        ({"gguf_type": "f32", "parallel": 4}, "fp32"),  # llama.cpp's candidates: their GGUF type
+        ({"gguf_type": "q8_0"}, "q8"),
+        ({"gguf_type": "q4_K_M"}, "q4"),
     ],
 )
 def test_a_generative_candidates_precision_is_read_from_its_engine_settings(engine: dict, precision: str) -> None:
@@ -117,6 +129,10 @@ def test_the_servers_token_ids_are_read_and_a_text_only_answer_is_tokenized_and_
     tokenize = lambda text: [len(word) for word in text.split()]
     assert served_tokens({"choices": [{"text": "a bb", "token_ids": [3, 4]}]}, tokenize) == ([3, 4], "served")
     assert served_tokens({"choices": [{"text": "a bb"}]}, tokenize) == ([1, 2], "re-tokenized")
+    # llama-server asked n_probs: each generated token's id in its logprobs (what its OpenAI completions route has)
+    llama_cpp = {"text": "a bb", "logprobs": {"content": [{"id": 7, "token": "a"}, {"id": 8, "token": " bb"}]}}
+    assert served_tokens({"choices": [llama_cpp]}, tokenize) == ([7, 8], "served")
+    assert served_tokens({"choices": [{"text": "a bb", "logprobs": None}]}, tokenize) == ([1, 2], "re-tokenized")
 
 
 def test_prompt_logprobs_give_the_reference_tokens_logprob_and_the_candidates_top_token() -> None:
@@ -130,6 +146,47 @@ def test_prompt_logprobs_give_the_reference_tokens_logprob_and_the_candidates_to
     assert found == TeacherForced([-1.5, -2.5], [4, 6])
     assert teacher_forced({"choices": [{"text": ""}]}, 2, [5, 6]) is None  # a server that returns none
     assert teacher_forced({"choices": [{"prompt_logprobs": rows[:3]}]}, 2, [5, 6]) is None
+
+
+class StepServer:
+    """A server without prompt logprobs that answers one token with its most probable ones, as llama-server does
+    (`logprobs.content[0]`: the token generated, `top_logprobs`); `probs(prompt)` gives {token: logprob}."""
+
+    model_name = "model"
+    wire = openai("/v1", "openai-completions")
+
+    def __init__(self, probs) -> None:
+        self.probs, self.asked = probs, []
+
+    def _call(self, method: str, path: str, what: str, body: dict, timeout_s: float) -> dict:
+        self.asked.append(body)
+        if "n_probs" not in body:  # vLLM's prompt_logprobs request: ignored, one token without logprobs
+            return {"choices": [{"text": "w", "logprobs": None}]}
+        ranked = sorted(self.probs(body["prompt"]).items(), key=lambda item: -item[1])[: body["n_probs"]]
+        top = [{"id": token, "token": f"w{token}", "logprob": logprob} for token, logprob in ranked]
+        content = [{"id": top[0]["id"], "logprob": top[0]["logprob"], "top_logprobs": top}] if top else []
+        return {"choices": [{"text": "w", "logprobs": {"content": content} if content else None}]}
+
+
+def test_a_server_without_prompt_logprobs_is_teacher_forced_one_position_at_a_time() -> None:
+    # after the prompt [1, 2] and the reference prefix, the server prefers the reference token except at position 2
+    def probs(prompt: list[int]) -> dict[int, float]:
+        position = len(prompt) - 2
+        expected = REFERENCE.tokens[position]
+        return {expected: -1.2, 4: -1.1} if position == 2 else {expected: REFERENCE.logprobs[position] + 0.01, 4: -9.0}
+
+    server = StepServer(probs)
+    forced = _teacher_forced(server, "prompt 1", [1, 2], REFERENCE)
+    assert forced == TeacherForced([-0.99, -1.99, -1.2, -3.99], [5, 6, 4, 8])
+    steps = [body for body in server.asked if "n_probs" in body]  # after the one prompt_logprobs request
+    assert [b["prompt"] for b in steps] == [[1, 2], [1, 2, 5], [1, 2, 5, 6], [1, 2, 5, 6, 7]]
+    assert all(b["max_tokens"] == 1 and b["temperature"] == 0 and b["n_probs"] == STEP_PROBS for b in steps)
+    # the reference token outside its top tokens at some position: not teacher forced (free-running judges it)
+    assert _teacher_forced(StepServer(lambda prompt: {4: -0.1}), "prompt 1", [1, 2], REFERENCE) is None
+    # a server that returns no logprobs at all: one step asked, then free-running
+    silent = StepServer(lambda prompt: {})
+    assert _teacher_forced(silent, "prompt 1", [1, 2], REFERENCE) is None and len(silent.asked) == 2
+    assert next_token_logprobs({"choices": [{"text": "w", "logprobs": None}]}) is None
 
 
 def test_the_gate_prompts_are_the_shortest_median_and_longest() -> None:

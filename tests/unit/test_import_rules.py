@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "candidates": SHARED | {"spec", "metrics"},
     "search": SHARED | {"spec", "candidates", "metrics"},
     "modelrepo": SHARED | {"spec", "candidates", "load.payload"},
-    "targets": SHARED | {"candidates", "modelrepo.model_source"},
+    "targets": SHARED | {"candidates", "modelrepo.model_source", "spec.llamacpp"},
     "correctness": SHARED | {"spec", "modelrepo", "load.payload", "load.prompts", "targets.wire"},
     "load": SHARED
     | {"spec", "metrics", "modelrepo.model_source", "targets.kserve", "targets.lifeline", "targets.invoke_target"}

@@ -13,9 +13,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import llm_search
 
-from recommender.candidates import CandidateResult
+from recommender.candidates import LLAMACPP, CandidateResult, expand_candidates
 from recommender.metrics.generation import GenerationFigure, GenerationFigures
 from recommender.metrics.headline import Headline
+from recommender.spec import load_spec
+from recommender.spec.llamacpp import LlamaCppSettings
 
 
 def result(name: str, requests: float | None, goodput: float, status: str = "ok", **engine) -> CandidateResult:
@@ -44,10 +46,38 @@ def test_a_candidates_engine_settings_are_its_engine_arguments_and_kv_cache():
 def test_the_benchmark_runs_the_shipped_experiment_and_the_smoke_test_a_smaller_one(tmp_path):
     shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
     full = llm_search.experiment(shipped, quick=False)
-    assert full["target"] == shipped["target"] and "budget" not in full["search"]
+    assert full["targets"] == shipped["targets"] and "budget" not in full["search"]
+    assert [t["kind"] for t in llm_search.targets(full)] == ["vllm", "llamacpp"]  # both stacks
+    assert 12 <= len(expand_candidates(load_spec(llm_search.EXPERIMENT))) <= 24  # the space
+    assert llm_search.targets(full)[1]["llamacpp"]["threads"] == [1, 2]  # the threads cliff is in the space
     quick = llm_search.experiment(shipped, quick=True)
-    assert quick["target"]["engine_args"] == {"max_num_seqs": [2, 4]} and quick["slo"] == shipped["slo"]
-    path = llm_search.write(tmp_path, quick, "one", strategy="grid", engine_args={"max_num_seqs": 4}, kv_cache_gib=1.0)
+    vllm, llamacpp = llm_search.targets(quick)
+    assert vllm["engine_args"] == {"max_num_seqs": [2, 4]} and quick["slo"] == shipped["slo"]
+    assert llamacpp["llamacpp"] == {"gguf_types": ["f32"], "parallel": [2], "threads": [1]}
+    assert len(expand_candidates(load_spec(llm_search.write(tmp_path, quick, "quick")))) == 4
+    chosen = result("seqs4", 600.0, 8.0, max_num_seqs=4)
+    chosen.config["target"] = "vllm"  # the vllm target's candidate (its label: the target's name)
+    path = llm_search.write(tmp_path, quick, "one", strategy="grid", candidate=chosen)
     written = yaml.safe_load(path.read_text())
-    assert written["name"] == "one" and written["search"]["strategy"] == "grid"
-    assert written["target"]["engine_args"] == {"max_num_seqs": 4} and shipped["target"]["engine_args"] != {}
+    assert written["name"] == "one" and written["search"]["strategy"] == "grid" and "targets" not in written
+    assert written["target"]["engine_args"] == {"max_num_seqs": 4} and written["target"]["kind"] == "vllm"
+    assert written["target"]["kv_cache_gib"] == 2.0 and shipped["targets"][0]["engine_args"] != {}
+    assert len(expand_candidates(load_spec(path))) == 1
+
+
+def test_a_llamacpp_pick_is_written_as_its_target_alone_with_its_settings():
+    shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
+    settings = LlamaCppSettings("q8_0", parallel=8, threads=2)
+    config = {"optimization": LLAMACPP, "target": "llamacpp", "engine": settings.engine("openai-chat")}
+    picked = CandidateResult("llamacpp-q8_0", "k", config, "ok", None, None, None, 1, 1.0, None)
+    assert not llm_search.is_default(picked)
+    target = llm_search.one_configuration(shipped, picked)
+    assert target["kind"] == "llamacpp" and target["name"] == "llamacpp"
+    assert target["llamacpp"] == {
+        "gguf_types": ["q8_0"],
+        "parallel": [8],
+        "batch": [2048],
+        "ubatch": [512],
+        "threads": [2],
+        "continuous_batching": [True],
+    }

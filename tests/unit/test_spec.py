@@ -65,7 +65,7 @@ def test_unknown_key_far_from_any_lists_valid_keys(tmp_path):
     (line,) = problems_of(path)
     keys = (
         "accelerator, api_key_env, batch_sizes, bucket, budget_usd, endpoint, endpoint_instance_count, endpoint_url, "
-        "engine_args, engines, gpus, image_uri, instance_type, kind, kv_cache_gib, model, name, "
+        "engine_args, engines, gpus, image_uri, instance_type, kind, kv_cache_gib, llamacpp, model, name, "
         "price_per_hour, priced_as, protocol, ready_timeout_seconds, region, role_arn, stream"
     )
     assert f"target.zzzzzz: unknown key (valid keys: {keys})" in line

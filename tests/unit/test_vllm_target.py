@@ -63,7 +63,9 @@ def test_a_vllm_target_speaks_chat_by_default_and_only_a_generative_protocol(tmp
 
 def test_vllm_and_llama_go_together_and_engine_args_are_a_vllm_field(tmp_path) -> None:
     assert "set model.source llama" in problems(tmp_path, "target: {kind: vllm}\n")
-    assert "served by target kind vllm (or measured on a generative remote endpoint" in problems(tmp_path, LLAMA)
+    assert "served by target kind vllm or llamacpp (or measured on a generative remote endpoint" in problems(
+        tmp_path, LLAMA
+    )
     assert "engine_args not used by target kind local" in problems(
         tmp_path, "target: {kind: local, engine_args: {max_num_seqs: 4}}\n"
     )

@@ -1,0 +1,102 @@
+"""llama.cpp's settings (target.kind llamacpp): the lists an experiment file gives (`target.llamacpp`), and one
+candidate's settings, as the candidate's `engine` JSON, its name and llama-server's flags.
+
+    LlamaCppVariants(parallel=[1, 4], threads=[1]).settings() -> [LlamaCppSettings(...), ...]  (the grid)
+    LlamaCppSettings.from_engine(candidate.engine).flags()   -> ["-np", "4", "-b", "2048", ...]
+
+A micro-batch larger than its batch is served as the batch (llama.cpp caps -ub at -b), so such a pair is the
+candidate with -ub equal to -b, never a second one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from recommender.spec.base import Strict
+
+GgufType = Literal["f32", "q8_0"]  # modelrepo/gguf.py GGUF_TYPES
+Positive = Annotated[int, Field(ge=1, le=65536)]
+
+
+@dataclass(frozen=True)
+class LlamaCppSettings:
+    """One llama-server configuration: the weights' GGUF type and the server's flags."""
+
+    gguf_type: str = "f32"
+    parallel: int = 1  # -np: slots, sequences decoded together
+    batch: int = 2048  # -b: the logical batch (tokens per decode call)
+    ubatch: int = 512  # -ub: the physical batch (tokens per compute graph)
+    threads: int = 1  # -t and -tb: CPU threads generating and processing prompts
+    continuous_batching: bool = True  # -cb / -nocb
+
+    @property
+    def name(self) -> str:
+        """`llamacpp-f32-np4-b2048-ub512-t1` (`-nocb` appended with continuous batching off)."""
+        batching = "" if self.continuous_batching else "-nocb"
+        return f"llamacpp-{self.gguf_type}-np{self.parallel}-b{self.batch}-ub{self.ubatch}-t{self.threads}{batching}"
+
+    def flags(self) -> list[str]:
+        """llama-server's flags for these settings (the GGUF file, host, port and context are the target's)."""
+        return [
+            "--parallel", str(self.parallel),
+            "--batch-size", str(self.batch),
+            "--ubatch-size", str(self.ubatch),
+            "--threads", str(self.threads),
+            "--threads-batch", str(self.threads),
+            "--cont-batching" if self.continuous_batching else "--no-cont-batching",
+        ]  # fmt: skip
+
+    def engine(self, protocol: str) -> str:
+        """The candidate's `engine`: its wire and these settings as canonical JSON (its key)."""
+        return json.dumps({"protocol": protocol, **asdict(self)}, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_engine(cls, engine: str) -> LlamaCppSettings:
+        """The settings back from a candidate's `engine` (the inverse of `engine`; the wire is left out)."""
+        data = json.loads(engine)
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+class LlamaCppVariants(Strict):
+    """llama.cpp's settings to compare: one candidate per combination (target.llamacpp)."""
+
+    gguf_types: list[GgufType] = Field(
+        default_factory=lambda: list[GgufType](["f32"]),
+        min_length=1,
+        description="The weights' GGUF types: f32 (the Llama folder as it is) and q8_0 (8-bit blocks), converted "
+        "by the converter llama.cpp's source ships and cached beside the folder.",
+    )
+    parallel: list[Positive] = Field(
+        default_factory=lambda: [1], min_length=1, description="Parallel slots (-np): sequences decoded together."
+    )
+    batch: list[Positive] = Field(
+        default_factory=lambda: [2048], min_length=1, description="Logical batch size in tokens (-b)."
+    )
+    ubatch: list[Positive] = Field(
+        default_factory=lambda: [512],
+        min_length=1,
+        description="Physical batch size in tokens (-ub); one larger than the batch is served as the batch.",
+    )
+    threads: list[Positive] = Field(
+        default_factory=lambda: [1],
+        min_length=1,
+        description="CPU threads (-t and -tb). A trap on a shared host: threads that, with the load generator's "
+        "core, exceed the host's cores spin-wait for each other and throughput collapses; the report says so.",
+    )
+    continuous_batching: list[bool] = Field(
+        default_factory=lambda: [True], min_length=1, description="Continuous batching on (-cb) or off (-nocb)."
+    )
+
+    def settings(self) -> list[LlamaCppSettings]:
+        """Every combination, in the lists' order, each once (-ub capped at -b first)."""
+        seen: dict[LlamaCppSettings, None] = {}
+        for gguf_type, parallel, batch, ubatch, threads, batching in itertools.product(
+            self.gguf_types, self.parallel, self.batch, self.ubatch, self.threads, self.continuous_batching
+        ):
+            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, min(ubatch, batch), threads, batching))
+        return list(seen)

@@ -28,6 +28,9 @@ STACK_ENGINES = frozenset({"torch", "optimum"})
 OPENAI_AS_IS = "openai-endpoint"
 VLLM = "vllm"  # a vllm target's candidates (their engine arguments: `engine`)
 LLAMACPP = "llamacpp"  # a llamacpp target's candidates: one per combination of its settings (`engine`)
+# the generative engines: each batches continuously on its own (Triton's dynamic batching settings do not apply;
+# a candidate's max batch size is the engine's sequences / slots)
+GENERATIVE_ENGINES = frozenset({VLLM, LLAMACPP})
 ENGINE_VARIANT = "variant"  # in a vLLM variant's engine JSON: its name (`seqs8-chunk`, `default`); no engine argument
 DEFAULT_KV_CACHE_GIB = 1.0  # the vllm target's KV cache when kv_cache_gib is not one value (spec.target's default)
 # short names of vLLM's settings in a variant's name: on/off switches (chunk / nochunk), dtypes, the rest

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from recommender.candidates import expand_candidates
+from recommender.candidates import GENERATIVE_ENGINES, expand_candidates
 from recommender.cli import options
 from recommender.decide.budget import CostEstimate, check_budget, estimate_plan, experiment_budget, total_estimate
 from recommender.job.refusals import planned_refusals
@@ -194,7 +194,8 @@ def plan_table(spec: ExperimentSpec, refused: Mapping[str, str] | None = None) -
     ):
         table.add_column(column)
     for index, c in enumerate(candidates):
-        batching = _batching(c.dynamic_batching or False)
+        engine = c.optimization in GENERATIVE_ENGINES  # batches continuously: max batch is its sequences / slots
+        batching = "continuous (the engine's)" if engine else _batching(c.dynamic_batching or False)
         capped = spec.max_candidates is not None and index >= spec.max_candidates
         mark = (
             " (over max_candidates: skipped)"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recommender.candidates import LLAMACPP, VLLM, Candidate, CandidateResult, RunStatus, model_fingerprint
+from recommender.candidates import GENERATIVE_ENGINES, VLLM, Candidate, CandidateResult, RunStatus, model_fingerprint
 from recommender.decide.autoscaling import ScalingPlan, plan_scaling
 from recommender.decide.ranking import RankedCandidate
 from recommender.decide.recommendation import Recommendation, endpoint_name_for
@@ -123,7 +123,7 @@ def write_deliverable(
     picked = chosen(rec, options.position)
     candidate = _checked_candidate(picked, spec)
     served = Served.of(picked.candidate.key, results)
-    if candidate.optimization in (VLLM, LLAMACPP):
+    if candidate.optimization in GENERATIVE_ENGINES:
         out = claim_folder(options.out_dir, options.force)
         if candidate.optimization == VLLM:
             plan, written = write_vllm_deliverable(rec, spec, picked, out, options.image, served.accelerator)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -213,3 +214,18 @@ def test_a_runs_budget_counts_only_the_candidates_it_may_start() -> None:
     assert [c.name for c in candidates if c.key in refused] == ["vllm-seqs4096"]
     assert planned_counts(spec, candidates, refused) == {0: 2}
     assert planned_counts(spec, candidates) == {0: 3}
+
+
+def test_a_generative_engines_candidates_are_planned_as_batching_continuously_not_with_tritons_settings(
+    tmp_path,
+) -> None:
+    """vLLM and llama.cpp batch on their own: the plan's batching column says so, not the Triton dynamic batching a
+    Triton candidate's row shows (before: "on, delay 100 us, preferred []" on every vllm and llamacpp row)."""
+    path = tmp_path / "llm.yaml"
+    root = Path(__file__).resolve().parents[2]
+    path.write_text((root / "experiments" / "llm.yaml").read_text())
+    said = CliRunner(env={"COLUMNS": "250"}).invoke(build_app(), ["plan", str(path)])
+    assert said.exit_code == 0, said.output
+    rows = [line for line in said.output.splitlines() if "@vllm" in line or "@llamacpp" in line]
+    assert len(rows) == 21, said.output
+    assert all("continuous (the engine's)" in row and "delay" not in row for row in rows), rows

@@ -107,7 +107,7 @@ def bought(ranking: Ranking, extras: Mapping[str, Extra], known_within: float = 
     if not second.tied_with_winner:
         return f"#1 and #2 separated after {more}: {_difference(first.candidate, second.candidate)}"
     separation = to_separate(first.candidate, second.candidate)
-    spread = noise(first.candidate, separation.figure if separation else "throughput")
+    figure = separation.figure if separation else "throughput"
     apart = f"{separation.apart:.1%}" if separation else "unknown"
     if _known(first.candidate, second.candidate, known_within):
         return (
@@ -115,9 +115,12 @@ def bought(ranking: Ranking, extras: Mapping[str, Extra], known_within: float = 
             f"that can tell ({apart}); choose between them on other grounds, or ask for more precision "
             "(traffic.until_known.relative_half_width)"
         )
+    # both intervals, not #1's alone: the tie is their overlap, and #2's may be the wide one (in a 100-candidate
+    # grid, #1's latency was known within +-3.4 % and the two 15.5 % apart, still overlapping through #2's interval)
+    spreads = f"#1 +-{noise(first.candidate, figure):.1%}, #2 +-{noise(second.candidate, figure):.1%}"
     return (
-        f"#1 and #2 still tied after {more}: this host's noise (+-{spread:.1%}) is larger than their difference "
-        f"({apart}); measure on a quieter host, or choose between them on other grounds"
+        f"#1 and #2 still tied after {more}: their {figure} differs by {apart}, within this host's noise ({spreads}); "
+        "measure on a quieter host, or choose between them on other grounds"
     )
 
 

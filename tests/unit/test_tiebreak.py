@@ -126,7 +126,8 @@ def test_equal_leaders_end_still_tied_with_the_plain_sentence(store):
     sentence = rounds_until_decided(store, spec, ipms, most=3)
 
     assert sentence is not None and sentence.startswith("#1 and #2 still tied after 3 more paired repeats (+72 s)")
-    assert "this host's noise (+-" in sentence and "measure on a quieter host" in sentence
+    assert "within this host's noise (#1 +-" in sentence and ", #2 +-" in sentence
+    assert "measure on a quieter host" in sentence
 
 
 def test_leaders_known_within_the_precision_end_tied_and_say_so(store):
@@ -172,3 +173,22 @@ def test_the_budget_counts_what_was_spent_before_and_what_a_round_costs(store):
     key = results[0].key
     measure_more(store, spec, 1000.0, key, 14.0)
     assert spent(decided_from_store(store, spec.name, spec)) == 14.0
+
+
+def test_a_tie_through_the_runner_ups_wide_interval_names_both_intervals_not_the_winners_alone():
+    """Seen in a real grid: #1's latency known within +-3.4 %, #2's 15.5 % away but overlapping through its own wide
+    interval. The sentence said "this host's noise (+-3.4%) is larger than their difference (15.5%)", false as
+    written; it names both intervals now."""
+    from types import SimpleNamespace
+
+    from recommender.decide.tiebreak import bought
+
+    first = SimpleNamespace(key="a", ipm_interval=(990.0, 1010.0), latency_interval=(0.966, 1.034))
+    second = SimpleNamespace(key="b", ipm_interval=(985.0, 1015.0), latency_interval=(0.9, 1.5))  # centre 1.2
+    ranking = SimpleNamespace(
+        winner=SimpleNamespace(candidate=first),
+        ranked=[SimpleNamespace(candidate=first), SimpleNamespace(candidate=second, tied_with_winner=True)],
+    )
+    sentence = bought(ranking, {"a": Extra(repeats=4, seconds=40.0)}, known_within=0.01)  # type: ignore[arg-type]
+    assert sentence is not None
+    assert "their latency differs by 16.7%, within this host's noise (#1 +-3.4%, #2 +-25.0%)" in sentence, sentence

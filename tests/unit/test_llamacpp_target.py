@@ -276,12 +276,3 @@ def test_doctor_says_a_virtualenv_not_built_yet_is_built_by_the_first_run(tmp_pa
     server.write_text("")
     check = llamacpp_check(target)
     assert check.passed and str(server) in check.found and "2 candidate(s)" in check.found
-
-
-def test_llama_cpp_is_built_without_its_tests_and_examples_after_the_callers_own_cmake_args(monkeypatch):
-    from recommender.targets.llamacpp_venv import build_environment
-
-    monkeypatch.delenv("CMAKE_ARGS", raising=False)
-    assert build_environment()["CMAKE_ARGS"] == "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
-    monkeypatch.setenv("CMAKE_ARGS", "-DGGML_CUDA=on")
-    assert build_environment()["CMAKE_ARGS"] == "-DGGML_CUDA=on -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"

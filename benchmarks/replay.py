@@ -127,10 +127,11 @@ class Grid:
                 figures[key] = (headline.max_invocations, headline.ipm_interval)
         return Reading("in-sample", figures)
 
-    def run_to_run(self) -> tuple[float, int]:
+    def run_to_run(self) -> tuple[float, int, int]:
         """The relative standard deviation of one repeat's MaxInvocations around its candidate's mean, pooled over the
-        candidates within the limits in every stored repeat, and its degrees of freedom (0: fewer than 2 repeats)."""
-        squares, df = 0.0, 0
+        candidates within the limits in every stored repeat, its degrees of freedom (0: fewer than 2 repeats) and the
+        repeat figures it pools."""
+        squares, df, figures = 0.0, 0, 0
         for s in self.stored.values():
             values = [s.truth[r].max_invocations for r in self.repeats]
             known = [v for v in values if v is not None]
@@ -138,14 +139,14 @@ class Grid:
                 continue
             mean = statistics.mean(known)
             squares += sum((v / mean - 1.0) ** 2 for v in known)
-            df += len(known) - 1
-        return (math.sqrt(squares / df), df) if df else (0.0, 0)
+            df, figures = df + len(known) - 1, figures + len(known)
+        return (math.sqrt(squares / df), df, figures) if df else (0.0, 0, 0)
 
     def held_out(self, repeat: int) -> Reading | None:
         """Each candidate's mean MaxInvocations over the repeats other than `repeat`, its interval from the pooled
         run-to-run variance (t(0.975, df) x sd / sqrt(repeats held out), relative); None with 1 stored repeat."""
         others = [r for r in self.repeats if r != repeat]
-        spread, df = self.run_to_run()
+        spread, df, pooled = self.run_to_run()
         if not others or df == 0:
             return None
         half = t_quantile_95(df) * spread / math.sqrt(len(others))
@@ -155,7 +156,9 @@ class Grid:
             if len(known) < len(others):
                 continue  # outside the limits in a held-out repeat
             mean = statistics.mean(known)
-            interval = Interval(mean, mean * (1 - half), mean * (1 + half), df + 1, "repeat figures, sd pooled, df n-1")
+            # n: the repeat figures the run-to-run sd pools (over every candidate); the mean is the held-out repeats'
+            counts = f"repeat figures pooled for the run-to-run sd (df {df}), mean of {len(known)} held out"
+            interval = Interval(mean, mean * (1 - half), mean * (1 + half), pooled, counts)
             figures[key] = (mean, interval)
         return Reading("held-out", figures)
 
@@ -175,6 +178,8 @@ def load_grid(url: str, spec: ExperimentSpec) -> Grid:
         measured = result.headline.measured if result.headline else Measured()
         windows: dict[int, dict[float, list[WindowRecord]]] = {}
         for record in store.window_records(result.run_id):
+            if record.repeat >= spec.traffic.repeats:
+                continue  # a further repeat the job's tie-break added (job/tiebreak.py): not the grid's protocol
             windows.setdefault(record.repeat, {}).setdefault(record.load, []).append(record)
         one = dataclasses.replace(measured, repeats=1)
         truth = {
@@ -363,7 +368,7 @@ def report(grid: Grid, spec: ExperimentSpec, args: argparse.Namespace) -> int:
         f"repeat(s); {grid.seconds:,.0f} s (a one-repeat grid, all stages: the reference); levels {grid.loads}; "
         f"load-run start cost {grid.run_start_s:.2f} s"
     )
-    spread, df = grid.run_to_run()
+    spread, df, _ = grid.run_to_run()
     if df:
         print(f"run to run: one repeat's MaxInvocations varies by {spread:.1%} (relative sd, pooled, df {df})")
     readings: dict[int, tuple[Reading, Reading | None]] = {}

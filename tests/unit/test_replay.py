@@ -68,7 +68,7 @@ def test_the_stored_grid_is_read_with_its_costs_and_its_best(stored):
     assert reading.standing(reading.best) == "same"
     ig4 = next(k for k, s in grid.stored.items() if s.candidate.name == "pt-db-ig4-mbs1")
     assert reading.standing(ig4) == "NOT tied"
-    assert grid.held_out(0) is None and grid.run_to_run() == (0.0, 0)  # one repeat: nothing held out
+    assert grid.held_out(0) is None and grid.run_to_run() == (0.0, 0, 0)  # one repeat: nothing held out
 
 
 def test_adaptive_replays_find_the_best_without_deploying_past_the_fall(stored):
@@ -102,10 +102,12 @@ def test_the_stored_100_candidate_grid_replays_from_the_checkout(capsys):
     stored, spec = root / "benchmarks/data/grid100.db.xz", root / "benchmarks/replay_grid100.yaml"
     code = replay.main(["--db", str(stored), "--spec", str(spec), "--seeds", "3"])
     out = capsys.readouterr().out
-    assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 1 repeat(s); 2,464 s" in out
-    assert "drawn from repeat 0, in-sample: best pt-db-ig1-mbs16@0us 577,780 IPM" in out
-    assert "drawn from repeat 0, held-out: n/a (one stored repeat" in out
+    assert code == 0 and "stored grid: 100 candidates (0 not measured ok, left out), 2 repeat(s); 2,689 s" in out
+    assert "run to run: one repeat's MaxInvocations varies by 16.7% (relative sd, pooled, df 100)" in out
+    assert "drawn from repeat 0, in-sample: best pt-db-ig3-mbs8@1000us 487,930 IPM" in out
+    assert "drawn from repeat 0, held-out: best pt-db-ig2-mbs8@100us 467,580 IPM [311,175, 623,985] (n=200 " in out
     assert "adaptive, in-sample: pick same as or tied with the best in 3 of 3 seeds" in out
+    assert "adaptive, held-out: pick same as or tied with the best in 3 of 3 seeds" in out
     assert "within 10 % in " in out and "adaptive, in-sample: its first full measurement was same as or tied" in out
 
 
@@ -163,7 +165,7 @@ def test_the_held_out_judge_catches_a_candidate_best_in_one_repeat_by_chance(two
 
 def test_the_run_to_run_spread_is_pooled_over_the_candidates_repeats(two_repeats):
     grid = replay.load_grid(*two_repeats)
-    spread, df = grid.run_to_run()
+    spread, df, _ = grid.run_to_run()
     # by hand from the planted figures: each candidate's two repeats around their mean, relative, squared, summed
     squares = 0.0
     for s in grid.stored.values():
@@ -177,3 +179,20 @@ def test_the_run_to_run_spread_is_pooled_over_the_candidates_repeats(two_repeats
     figure, interval = held_out.figures[lucky]
     assert held_out.best == lucky and interval is not None
     assert interval.high - figure == pytest.approx(figure * 2.086 * spread, rel=1e-3)  # t(0.975, 20) x sd, 1 repeat
+
+
+def test_further_repeats_a_tie_break_added_to_the_leaders_are_not_part_of_the_replayed_grid(two_repeats):
+    """A grid run ends with the job's tie-break (decision.max_extra_seconds), which adds repeats 2, 3, ... to the two
+    leaders' runs (job/tiebreak.py). The replay's grid is the traffic plan's repeats only: a further repeat would be
+    counted as a stored repeat of its own, held out against, and would spread the run's start cost over its count."""
+    url, spec = two_repeats
+    store = ResultStore.open(url)
+    (result,) = [r for r in store.results(spec.name, store.current_protocols(spec.name) or "") if r.name == LUCKY]
+    assert result.run_id is not None
+    extra = [(2, w) for _, w in windows(900_000.0)]  # a further repeat, far above anything the grid measured
+    store.add_repeat(result.run_id, extra, Headline(repeats=3), result.server_stats)
+    assert {r.repeat for r in store.window_records(result.run_id)} == {0, 1, 2}
+    grid = replay.load_grid(url, spec)
+    assert grid.repeats == [0, 1]
+    lucky = next(k for k, s in grid.stored.items() if s.candidate.name == LUCKY)
+    assert sorted(grid.stored[lucky].windows) == [0, 1]

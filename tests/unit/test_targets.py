@@ -41,7 +41,10 @@ def test_registry_maps_local() -> None:
 
 @pytest.mark.parametrize(
     ("name", "hint"),
-    [("locl", "did you mean 'local'"), ("k8s", "known targets: docker, infinity, local, remote, sagemaker")],
+    [
+        ("locl", "did you mean 'local'"),
+        ("k8s", "known targets: docker, infinity, llamacpp, local, remote, sagemaker, vllm"),
+    ],
 )
 def test_unknown_target(name: str, hint: str) -> None:
     with pytest.raises(TargetError, match="unknown target") as error:

@@ -96,6 +96,7 @@ def experiment(base: Mapping[str, Any], quick: bool) -> dict[str, Any]:
     """experiments/llm.yaml as the benchmark runs it (the smoke test's smaller version with --quick)."""
     spec = copy.deepcopy(dict(base))
     spec.get("search", {}).pop("budget", None)  # the benchmark compares strategies, not budgets
+    spec["decision"] = {"max_extra_seconds": 0}  # timed on their search alone: no tie-break of the leaders after it
     if quick:
         spec["model"] = QUICK["model"]
         spec["payload"] = QUICK["payload"]

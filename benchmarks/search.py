@@ -93,6 +93,7 @@ traffic:
   until_known: false  # the protocol recorded in docs/benchmarks.md (levels of 3 windows: too short to end early)
 latency_threshold: {{percentile: p95, ms: {threshold}}}
 search: {{strategy: {strategy}, racing: {{final_repeats: 3, eta: 3, margin: 0.1, probe_seconds: {probe}}}}}
+decision: {{max_extra_seconds: 0}}  # the strategies are timed on their search alone: no tie-break after it
 """
 FULL = dict(
     batching="[false, true]",

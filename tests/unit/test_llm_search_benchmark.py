@@ -47,6 +47,7 @@ def test_the_benchmark_runs_the_shipped_experiment_and_the_smoke_test_a_smaller_
     shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
     full = llm_search.experiment(shipped, quick=False)
     assert full["targets"] == shipped["targets"] and "budget" not in full["search"]
+    assert full["decision"] == {"max_extra_seconds": 0}  # timed on the search alone: no tie-break after it
     assert [t["kind"] for t in llm_search.targets(full)] == ["vllm", "llamacpp"]  # both stacks
     assert 12 <= len(expand_candidates(load_spec(llm_search.EXPERIMENT))) <= 24  # the space
     assert llm_search.targets(full)[1]["llamacpp"]["threads"] == [1, 2]  # the threads cliff is in the space

@@ -220,21 +220,31 @@ def plan_table(spec: ExperimentSpec, refused: Mapping[str, str] | None = None) -
 
 def summary(spec: ExperimentSpec) -> str:
     """One line: how many candidates (the search's share of them) on which targets, for `run` and `validate`."""
-    size = len(expand_candidates(spec))
+    candidates = expand_candidates(spec)
+    size = len(candidates)
     if spec.search.adaptive and spec.variants.ranged_axes():
-        count = f"adaptive search: up to {planned_total(spec, size)} candidates sampled from a space of {size:,}"
-    elif spec.search.adaptive:
-        count = f"{size} candidates, adaptive search: up to {planned_total(spec, size)} probed"
+        sampled = planned_total(spec, size)
+        return f"adaptive search: up to {sampled} candidates sampled from a space of {size:,} on {_where(spec)}"
+    skipped = len(planned_refusals(spec, candidates))  # skipped before any server starts: `plan` names them
+    said = f"{size} candidates" + (
+        f" ({skipped} skipped before any server starts: see `recommender plan`)" if skipped else ""
+    )
+    size -= skipped
+    if spec.search.adaptive:
+        count = f"{said}, adaptive search: up to {planned_total(spec, size)} probed"
     else:
         capped = planned_total(spec, size)
-        count = f"{size} candidates" + (f" (the first {capped} measured: max_candidates)" if capped < size else "")
+        count = said + (f" (the first {capped} measured: max_candidates)" if capped < size else "")
+    return f"{count} on {_where(spec)}"
+
+
+def _where(spec: ExperimentSpec) -> str:
     targets = spec.all_targets
-    where = (
+    return (
         f"target {targets[0].kind} ({targets[0].instance_type})"
         if len(targets) == 1
         else f"{len(targets)} targets: " + ", ".join(target_label(t) for t in targets)
     )
-    return f"{count} on {where}"
 
 
 def space_table(spec: ExperimentSpec, size: int, traffic: str) -> Table:

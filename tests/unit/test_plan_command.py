@@ -193,6 +193,10 @@ def test_candidates_refused_before_any_server_starts_are_counted_as_skipped_not_
     assert said.exit_code == 0, said.output
     words = " ".join(said.output.split())  # the console wraps the line
     assert "2 to run, 1 skipped before any server starts (vllm-seqs4096: vLLM 0.32.0 refuses it:" in words, words
+    checked = CliRunner().invoke(build_app(), ["validate", str(path)])  # `run` prints the same line first
+    assert checked.exit_code == 0, checked.output
+    said_there = " ".join(checked.output.split())
+    assert "3 candidates (1 skipped before any server starts: see `recommender plan`) on target vllm" in said_there
 
     cpu = {"target": {"accelerator": "cpu"}, "variants": {"optimizations": ["onnx", "trt"], "dynamic_batching": [True]}}
     trt = plan_json(tmp_path, cpu)

@@ -24,10 +24,12 @@ from recommender.decide.recommendation import Recommendation
 from recommender.errors import ExportError
 from recommender.modelrepo.llama import CONTEXT
 from recommender.report.vllm_deliverable import (
+    CLAIM_PLACEHOLDER,
     TokenPlan,
     figure_lines,
     kubernetes_name,
     manifest_yaml,
+    serving_manifests,
     token_plan,
 )
 from recommender.spec import ExperimentSpec
@@ -37,7 +39,6 @@ from recommender.targets.llamacpp import command
 PORT = 8080  # llama-server's own default port
 MODEL_DIR = "/models"  # where the volume with the GGUF file is mounted in the container
 IMAGE_PLACEHOLDER = "<LLAMA_CPP_SERVER_IMAGE>"
-CLAIM_PLACEHOLDER = "<MODEL_VOLUME_CLAIM>"
 # the Pods metric the HorizontalPodAutoscaler reads: the rate of llama-server's llamacpp:tokens_predicted_total
 # counter per pod, as a metrics adapter (e.g. Prometheus Adapter) must expose it
 TOKENS_METRIC = "llamacpp_tokens_predicted_per_second"
@@ -62,7 +63,6 @@ def manifests(candidate: Candidate, name: str, plan: TokenPlan, image: str | Non
     """The Kubernetes Deployment, Service and HorizontalPodAutoscaler serving `candidate` (`name`: a DNS-1123
     label), as plain data."""
     words = shlex.split(serve_command(candidate))
-    labels = {"app.kubernetes.io/name": name}
     container: dict[str, Any] = {
         "name": "llama-server",
         "image": image or IMAGE_PLACEHOLDER,
@@ -72,49 +72,7 @@ def manifests(candidate: Candidate, name: str, plan: TokenPlan, image: str | Non
         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
         "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": True}],
     }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": plan.replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [{"name": "model", "persistentVolumeClaim": {"claimName": CLAIM_PLACEHOLDER}}],
-                },
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
-    }
-    average = f"{round(plan.scaling.target_value * 1000)}m"
-    autoscaler = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": plan.scaling.min_capacity,
-            "maxReplicas": plan.scaling.max_capacity,
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {
-                        "metric": {"name": TOKENS_METRIC},
-                        "target": {"type": "AverageValue", "averageValue": average},
-                    },
-                }
-            ],
-        },
-    }
-    return [deployment, service, autoscaler]
+    return serving_manifests(name, container, plan, PORT, TOKENS_METRIC)
 
 
 def write_llamacpp_deliverable(

@@ -109,7 +109,6 @@ def manifests(candidate: Candidate, accelerator: str, name: str, plan: TokenPlan
     words = shlex.split(serve_command(candidate, accelerator))
     environment = [word for word in words if "=" in word and not word.startswith("-")]
     command = words[len(environment) :]
-    labels = {"app.kubernetes.io/name": name}
     container: dict[str, Any] = {
         "name": "vllm",
         "image": image or IMAGE_PLACEHOLDER,
@@ -124,6 +123,13 @@ def manifests(candidate: Candidate, accelerator: str, name: str, plan: TokenPlan
     if accelerator == "gpu":
         gpus = int(engine_settings(candidate.config()).get("tensor_parallel_size", 1))
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    return serving_manifests(name, container, plan, PORT, TOKENS_METRIC)
+
+
+def serving_manifests(name: str, container: dict[str, Any], plan: TokenPlan, port: int, metric: str) -> list[dict]:
+    """A generative engine's Deployment (its `container`, the model from a volume claim), Service (`port`) and
+    HorizontalPodAutoscaler on the per-pod tokens/s `metric`, for vLLM's and llama.cpp's deliverables alike."""
+    labels = {"app.kubernetes.io/name": name}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -144,7 +150,7 @@ def manifests(candidate: Candidate, accelerator: str, name: str, plan: TokenPlan
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
     }
     autoscaler = {
         "apiVersion": "autoscaling/v2",
@@ -158,7 +164,7 @@ def manifests(candidate: Candidate, accelerator: str, name: str, plan: TokenPlan
                 {
                     "type": "Pods",
                     "pods": {
-                        "metric": {"name": TOKENS_METRIC},
+                        "metric": {"name": metric},
                         "target": {
                             "type": "AverageValue",
                             "averageValue": f"{round(plan.scaling.target_value * 1000)}m",

@@ -34,7 +34,7 @@ from recommender.targets.gguf import gguf_file
 from recommender.targets.leftovers import stop_leftovers
 from recommender.targets.local_stack import LocalStackDeployment
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports
-from recommender.targets.wire import OPENAI_CHAT, generation_body
+from recommender.targets.wire import OPENAI_CHAT
 
 PREFIX = "/v1"
 HEALTH = "/health"  # 200 once the model is loaded, 503 while it loads
@@ -55,10 +55,6 @@ class LlamaCppDeployment(LocalStackDeployment):
             return True
         except TargetError:
             return False
-
-    def answers_one_token(self, timeout_s: float = 60.0) -> None:
-        """One request of one output token: the server generates."""
-        self.probe(generation_body(self.wire, self.model_name, "ready?", 1, stream=False), timeout_s)
 
 
 @dataclass

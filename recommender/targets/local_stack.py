@@ -22,6 +22,7 @@ from recommender.targets.leftovers import PID_FILE, ServerRecord
 from recommender.targets.local import LOG_TAIL_LINES
 from recommender.targets.openai_endpoint import OpenAIEndpoint
 from recommender.targets.server_process import log_tail, process_tree, start_in_session, stop_session
+from recommender.targets.wire import generation_body
 
 
 @dataclass
@@ -43,6 +44,11 @@ class LocalStackDeployment(OpenAIEndpoint):
             raise TargetError(f"cannot start {self.server}: {error}") from error
         with contextlib.suppress(psutil.NoSuchProcess):
             ServerRecord.of(self._process.pid, "").write(self.run_dir)
+
+    def answers_one_token(self, timeout_s: float = 60.0) -> None:
+        """One request of one output token through this deployment's own probe: a generative engine generates (its
+        API answers before its first step; vLLM and llama.cpp alike)."""
+        self.probe(generation_body(self.wire, self.model_name, "ready?", 1, stream=False), timeout_s)
 
     def server_pids(self) -> list[int]:
         return process_tree(self._process)

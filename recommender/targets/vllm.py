@@ -36,7 +36,7 @@ from recommender.targets import vllm_venv
 from recommender.targets.leftovers import stop_leftovers
 from recommender.targets.local_stack import LocalStackDeployment
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports
-from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, generation_body, openai
+from recommender.targets.wire import OPENAI_CHAT, OPENAI_COMPLETIONS, Wire, openai
 
 PREFIX = "/v1"
 CHAT, COMPLETIONS = OPENAI_CHAT, OPENAI_COMPLETIONS
@@ -94,10 +94,6 @@ class VllmDeployment(LocalStackDeployment):
             return self.model_name in (self.served_models() or [])
         except TargetError:
             return False
-
-    def answers_one_token(self, timeout_s: float = 60.0) -> None:
-        """One request of one output token: the engine generates (the API answers before its first step)."""
-        self.probe(generation_body(self.wire, self.model_name, "ready?", 1, stream=False), timeout_s)
 
 
 @dataclass

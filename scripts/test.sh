@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test,postgres,openvino,gpu]"
 bash scripts/install_system_packages.sh   # chromium (dashboard browser test), wrk (generator benchmark), postgresql,
                                           # docker.io and debootstrap (the docker tier: its own dockerd, a CPU image)
-bash scripts/tool_venvs.sh                # tools with their own pins, each in .venvs/NAME: MLflow's server, Infinity, AIPerf, vLLM
+bash scripts/tool_venvs.sh                # tools with their own pins, each in .venvs/NAME: MLflow's server, Infinity, AIPerf, vLLM, llama.cpp
 # Static gates first: lint, formatting and types (mypy reads its files from pyproject.toml).
 python3 -m ruff check recommender dashboard tests benchmarks containers scripts
 python3 -m ruff format --check recommender dashboard tests benchmarks containers scripts

@@ -6,9 +6,7 @@ manifests."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -18,7 +16,8 @@ import yaml
 from recommender.candidates import RunStatus
 from recommender.correctness.tokens import TOKEN_TOLERANCES
 from recommender.store.results import ResultStore
-from tests.llamacpp.conftest import ROOT, TINY
+from tests.llamacpp.conftest import TINY
+from tests.processes import run_recommender
 
 pytestmark = pytest.mark.llamacpp
 RUN_SECONDS = 240  # two conversions (about 15 s each here), two server starts (seconds), two gates, two short loads
@@ -45,20 +44,7 @@ latency_threshold: {{percentile: p95, ms: 60000}}
 
 
 def recommender(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,  # the fixture's RECOMMENDER_LLAMACPP_VENV and RECOMMENDER_VLLM_VENV among them
-        "HOME": str(tmp_path / "home"),  # the model folder and its GGUF files are built under ~/.cache: this test's
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "recommender", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_recommender(tmp_path, *args, timeout=timeout)  # the fixture's RECOMMENDER_LLAMACPP_VENV passed on
 
 
 def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_path: Path) -> None:

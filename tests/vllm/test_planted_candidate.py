@@ -21,10 +21,8 @@ incorrect loaded and stored `ok`), its status, its figures and the deliverable a
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +30,8 @@ import yaml
 
 from recommender.candidates import RunStatus
 from recommender.store.results import ResultStore
-from tests.vllm.conftest import ROOT, TINY
+from tests.processes import run_recommender
+from tests.vllm.conftest import TINY
 
 pytestmark = pytest.mark.vllm
 # gate tokens per prompt, of 3 prompts: bf16 flips a greedy token where the reference's margin is below its error
@@ -62,20 +61,7 @@ PLANTED = ("vllm-bf16", "vllm-default")
 
 
 def recommender(workdir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,  # the fixture's RECOMMENDER_VLLM_VENV among them
-        "HOME": str(workdir / "home"),  # the model folder is built under ~/.cache: this test's own
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "recommender", *args],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_recommender(workdir, *args, timeout=timeout)  # the fixture's RECOMMENDER_VLLM_VENV passed on
 
 
 def test_a_bf16_candidate_beyond_its_stated_tolerance_is_incorrect_ranked_out_and_never_delivered(

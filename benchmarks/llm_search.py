@@ -63,6 +63,7 @@ from search import RunFailed, _one_line, decided, run_once  # noqa: E402
 from vllm_endpoint import VLLM_PYTHON, vllm_server  # noqa: E402
 
 from recommender.candidates import LLAMACPP  # noqa: E402
+from recommender.correctness.figures import describe  # noqa: E402
 from recommender.modelrepo.llama import llama_folder  # noqa: E402
 from recommender.spec import load_spec  # noqa: E402
 from recommender.spec.llamacpp import LlamaCppSettings  # noqa: E402
@@ -208,10 +209,11 @@ def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any]
 
 def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: Search, rounds: int, tag: str):
     """The grid's best, adaptive's pick and the engine's default, each measured once (a pick that is another's shares
-    its figures) in one paired run; each judged against the grid's best. Returns (rows, adaptive's verdict)."""
+    its figures) in one paired run; each judged against the grid's best. Returns (rows, adaptive's verdict, the
+    lines on each pick against the default)."""
     best = pick(grid.results)
     if best is None:
-        return ["the grid found no configuration within the SLOs"], "n/a"
+        return ["the grid found no configuration within the SLOs"], "n/a", []
     default = next((r for r in grid.results.values() if is_default(r)), None)
     chosen = {GRID_BEST: best, ADAPTIVE: pick(adaptive.results), DEFAULT: default}
     first: dict[str, str] = {}  # configuration key -> the label it is measured under
@@ -236,7 +238,34 @@ def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: S
             verdict = said
         shown = ", ".join("n/a" if v is None else f"{v:,.0f}" for v in values) or "not measured"
         rows.append(f"| {label} | {result.name} | {shown} | {said} |")
-    return rows, verdict
+    against = [
+        over_default(label, chosen[label].name, figures.get(first[chosen[label].key], []), figures.get(DEFAULT, []))
+        for label in (ADAPTIVE, GRID_BEST)
+        if chosen[label] is not None and default is not None and chosen[label].key != default.key
+    ]
+    return rows, verdict, against
+
+
+def over_default(label: str, name: str, values: list[float | None], default: list[float | None]) -> str:
+    """A pick's goodput against the engine default's in the same paired rounds: the ratio of their means over the
+    rounds where both were measured within the SLOs (target >= 1.5)."""
+    both = [(v, d) for v, d in zip(values, default, strict=False) if v is not None and d is not None]
+    if not both:
+        return f"{label} ({name}) against the engine default: no round measured both within the SLOs"
+    mine, theirs = (sum(pair[i] for pair in both) / len(both) for i in (0, 1))
+    ratio = f"{mine / theirs:.2f}x" if theirs > 0 else "the default had no goodput"
+    return (
+        f"{label} ({name}) against the engine default: {ratio} its goodput per instance-hour ({mine:,.0f} against "
+        f"{theirs:,.0f} good requests/min, mean of {len(both)} paired rounds; target >= 1.5x)"
+    )
+
+
+def gate_rows(results: Mapping[str, Any]) -> list[str]:
+    """The generation gate's verdict on every candidate (the grid measures them all): status and its sentence."""
+    rows = ["| candidate | status | the gate |", "|---|---|---|"]
+    for result in sorted(results.values(), key=lambda r: r.name):
+        rows.append(f"| {result.name} | {result.status} | {describe(result.correctness)} |")
+    return rows
 
 
 @dataclass(frozen=True)
@@ -344,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         searches = {strategy: run_search(folder, spec, strategy, number) for strategy in order}
         grid, adaptive = searches["grid"], searches["adaptive"]
-        rows, verdict = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}")
+        rows, verdict, against = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}")
         lines += [f"## Run {number}", "", f"- {grid.line()}", f"- {adaptive.line()}"]
         lines += [f"- wall time adaptive / grid: {adaptive.wall_s / grid.wall_s:.2f} (target <= 0.30)"]
         lines += [f"- adaptive's pick against the grid's best (paired, {rounds} rounds): {verdict}", ""]
         lines += ["| configuration | candidate | good requests/min per round | against the grid's best |"]
-        lines += ["|---|---|---|---|", *rows, ""]
+        lines += ["|---|---|---|---|", *rows, "", *(f"- {line}" for line in against), ""]
+        lines += ["The generation gate on every candidate (the grid's run):", "", *gate_rows(grid.results), ""]
         if not args.no_aiperf:
             best, chosen = pick(grid.results), pick(adaptive.results)
             targets = {"grid best": best} | ({"adaptive pick": chosen} if chosen and chosen.key != best.key else {})
@@ -359,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 "|---|---|---|---|",
             ]
             lines += [p.row() for p in peer] + [""]
-        print("\n".join(lines[-20:]), flush=True)
+        print("\n".join(lines[-60:]), flush=True)
     report = "\n".join(lines)
     print(report)
     if args.out is not None:

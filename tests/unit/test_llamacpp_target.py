@@ -276,3 +276,13 @@ def test_doctor_says_a_virtualenv_not_built_yet_is_built_by_the_first_run(tmp_pa
     server.write_text("")
     check = llamacpp_check(target)
     assert check.passed and str(server) in check.found and "2 candidate(s)" in check.found
+
+
+def test_llama_cpp_is_built_without_its_tests_and_examples_one_compiler_per_core_keeping_the_users_settings() -> None:
+    lean = llamacpp_venv.build_environment({"PATH": "/bin"})
+    assert lean["CMAKE_ARGS"] == "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+    assert int(lean["LLAMA_CPP_BUILD_JOBS"]) >= 1  # the sdist's `cmake --build -j` is unbounded without it
+    assert lean["PATH"] == "/bin"
+    users = llamacpp_venv.build_environment({"CMAKE_ARGS": "-DGGML_CUDA=ON", "LLAMA_CPP_BUILD_JOBS": "8"})
+    assert users["CMAKE_ARGS"].split() == ["-DGGML_CUDA=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
+    assert users["LLAMA_CPP_BUILD_JOBS"] == "8"

@@ -82,3 +82,15 @@ def test_a_llamacpp_pick_is_written_as_its_target_alone_with_its_settings():
         "threads": [2],
         "continuous_batching": [True],
     }
+
+
+def test_a_pick_is_set_against_the_default_on_the_rounds_that_measured_both_within_the_slos():
+    line = llm_search.over_default("adaptive pick", "vllm-seqs8", [300.0, None, 330.0], [200.0, 210.0, 220.0])
+    assert "1.50x" in line and "mean of 2 paired rounds" in line  # (300+330)/2 over (200+220)/2; round 2 left out
+    assert "no round" in llm_search.over_default("grid best", "x", [None, 1.0], [5.0, None])
+
+
+def test_the_gate_is_reported_for_every_candidate_with_its_status():
+    refused = result("bf16", 600.0, 8.0, status="incorrect")
+    rows = llm_search.gate_rows({"a": result("f32", 600.0, 8.0), "b": refused})
+    assert len(rows) == 4 and "| bf16 | incorrect |" in rows[2] and "| f32 | ok |" in rows[3]

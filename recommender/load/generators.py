@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recommender.errors import LoadError
-from recommender.targets.lifeline import die_with_parent
+from recommender.targets.lifeline import die_with_parent, exit_reason
 
 WORKER_STOP_WAIT_S = 10.0
 _TERM_GRACE_S = 3.0
@@ -126,12 +126,6 @@ def generator_cpus(setting: Sequence[int] | None, available: Sequence[int]) -> t
     if len(cpus) < 4:
         return None
     return tuple(cpus[-max(1, len(cpus) // 4) :])
-
-
-def exit_reason(returncode: int) -> str:
-    if returncode < 0:
-        return f"killed by {signal.Signals(-returncode).name}"
-    return f"exited with code {returncode}"
 
 
 @dataclass

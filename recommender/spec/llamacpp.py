@@ -33,12 +33,21 @@ class LlamaCppSettings:
     ubatch: int = 512  # -ub: the physical batch (tokens per compute graph)
     threads: int = 1  # -t and -tb: CPU threads generating and processing prompts
     continuous_batching: bool = True  # -cb / -nocb
+    # --repack / --no-repack: llama.cpp's weight repacking into its CPU "extra buffer types"; on x86 for f32 and q8_0
+    # that is the AMX kernels. Off unless asked: a CPU that advertises AMX where the host does not let programs use
+    # it (a VM: this project's own build host) kills llama-server with SIGILL loading q8_0 (`tilezero`, #UD)
+    repack: bool = False
 
     @property
     def name(self) -> str:
-        """`llamacpp-f32-np4-b2048-ub512-t1` (`-nocb` appended with continuous batching off)."""
+        """`llamacpp-f32-np4-b2048-ub512-t1` (`-nocb` appended with continuous batching off, `-repack` with weight
+        repacking on)."""
         batching = "" if self.continuous_batching else "-nocb"
-        return f"llamacpp-{self.gguf_type}-np{self.parallel}-b{self.batch}-ub{self.ubatch}-t{self.threads}{batching}"
+        repack = "-repack" if self.repack else ""
+        return (
+            f"llamacpp-{self.gguf_type}-np{self.parallel}-b{self.batch}-ub{self.ubatch}-t{self.threads}{batching}"
+            f"{repack}"
+        )
 
     def flags(self) -> list[str]:
         """llama-server's flags for these settings (the GGUF file, host, port and context are the target's)."""
@@ -49,11 +58,14 @@ class LlamaCppSettings:
             "--threads", str(self.threads),
             "--threads-batch", str(self.threads),
             "--cont-batching" if self.continuous_batching else "--no-cont-batching",
+            "--repack" if self.repack else "--no-repack",
         ]  # fmt: skip
 
     def engine(self, protocol: str) -> str:
-        """The candidate's `engine`: its wire and these settings as canonical JSON (its key)."""
-        return json.dumps({"protocol": protocol, **asdict(self)}, sort_keys=True, separators=(",", ":"))
+        """The candidate's `engine`: its wire and these settings as canonical JSON (its key). Repacking is written
+        only when on: a candidate's key stays what it was before the setting existed."""
+        settings = {name: value for name, value in asdict(self).items() if name != "repack" or value}
+        return json.dumps({"protocol": protocol, **settings}, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_engine(cls, engine: str) -> LlamaCppSettings:
@@ -92,11 +104,26 @@ class LlamaCppVariants(Strict):
         default_factory=lambda: [True], min_length=1, description="Continuous batching on (-cb) or off (-nocb)."
     )
 
+    repack: list[bool] = Field(
+        default_factory=lambda: [False],
+        min_length=1,
+        description="Weight repacking (--repack / --no-repack; llama-server's own default is on). Off by default: on "
+        "x86 it runs q8_0 on AMX, and a CPU that advertises AMX where its host does not enable it (some VMs) kills "
+        "llama-server with an illegal instruction while it loads the model; [false, true] compares both where AMX "
+        "works (a candidate that dies is recorded failed with its reason).",
+    )
+
     def settings(self) -> list[LlamaCppSettings]:
         """Every combination, in the lists' order, each once (-ub capped at -b first)."""
         seen: dict[LlamaCppSettings, None] = {}
-        for gguf_type, parallel, batch, ubatch, threads, batching in itertools.product(
-            self.gguf_types, self.parallel, self.batch, self.ubatch, self.threads, self.continuous_batching
+        for gguf_type, parallel, batch, ubatch, threads, batching, repack in itertools.product(
+            self.gguf_types,
+            self.parallel,
+            self.batch,
+            self.ubatch,
+            self.threads,
+            self.continuous_batching,
+            self.repack,
         ):
-            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, min(ubatch, batch), threads, batching))
+            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, min(ubatch, batch), threads, batching, repack))
         return list(seen)

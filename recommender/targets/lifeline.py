@@ -29,3 +29,20 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return arm
+
+
+def exit_reason(returncode: int) -> str:
+    """How a process ended, in words: its exit code, or the signal that killed it (an illegal instruction said for
+    what it usually is)."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"killed by signal {-returncode}"
+    if name == "SIGILL":
+        return (
+            "killed by SIGILL (an illegal instruction: this CPU advertises an instruction set its host does not let "
+            "programs run, such as AMX in some VMs, or the binary was built for another CPU)"
+        )
+    return f"killed by {name}"

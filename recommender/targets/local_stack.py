@@ -19,6 +19,7 @@ import psutil
 
 from recommender.errors import TargetError
 from recommender.targets.leftovers import PID_FILE, ServerRecord
+from recommender.targets.lifeline import exit_reason
 from recommender.targets.local import LOG_TAIL_LINES
 from recommender.targets.openai_endpoint import OpenAIEndpoint
 from recommender.targets.server_process import log_tail, process_tree, start_in_session, stop_session
@@ -63,7 +64,7 @@ class LocalStackDeployment(OpenAIEndpoint):
         code = self._process.poll() if self._process else -1
         if code is not None:
             raise TargetError(
-                f"{self.server} exited with code {code} before it served {self.model_name!r}", hint=self.log_tail()
+                f"{self.server} {exit_reason(code)} before it served {self.model_name!r}", hint=self.log_tail()
             )
 
     def _stop(self) -> None:

@@ -70,6 +70,7 @@ def test_the_serve_command_line_reads_back_to_the_winners_settings(exported) -> 
         ubatch=int(values["--ubatch-size"]),
         threads=int(values["--threads"]),
         continuous_batching="--cont-batching" in words,
+        repack="--repack" in words,
     )
     assert back == LlamaCppSettings.from_engine(ranking["ranked"][0]["config"]["engine"])
     assert values["--threads-batch"] == values["--threads"] and values["--host"] == "0.0.0.0"

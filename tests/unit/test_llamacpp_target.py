@@ -286,3 +286,12 @@ def test_llama_cpp_is_built_without_its_tests_and_examples_one_compiler_per_core
     users = llamacpp_venv.build_environment({"CMAKE_ARGS": "-DGGML_CUDA=ON", "LLAMA_CPP_BUILD_JOBS": "8"})
     assert users["CMAKE_ARGS"].split() == ["-DGGML_CUDA=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
     assert users["LLAMA_CPP_BUILD_JOBS"] == "8"
+
+
+def test_weight_repacking_is_off_unless_asked_and_a_candidate_without_it_keeps_its_key() -> None:
+    plain = LlamaCppSettings()
+    assert plain.flags()[-1] == "--no-repack" and "repack" not in plain.engine("openai-chat")
+    assert LlamaCppSettings.from_engine(plain.engine("openai-chat")) == plain
+    repacked = LlamaCppSettings(repack=True)
+    assert repacked.flags()[-1] == "--repack" and repacked.name.endswith("-repack")
+    assert LlamaCppSettings.from_engine(repacked.engine("openai-chat")) == repacked

@@ -81,6 +81,7 @@ def test_a_llamacpp_pick_is_written_as_its_target_alone_with_its_settings():
         "ubatch": [512],
         "threads": [2],
         "continuous_batching": [True],
+        "repack": [False],
     }
 
 

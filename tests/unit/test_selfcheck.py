@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.load.generators import auto_workers, exit_reason, generator_cpus
+from recommender.load.generators import auto_workers, generator_cpus
 from recommender.metrics.records import RequestLog, Timeline
 from recommender.metrics.selfcheck import SATURATED_CPU, level_flags, saturated, server_slowed, stream_lagged
 from recommender.metrics.steady import Window
 from recommender.metrics.summary import WindowStats
+from recommender.targets.lifeline import exit_reason
 
 
 def window(index: int, start: float, compute_us: float | None = None) -> Window:
@@ -119,3 +120,8 @@ def test_a_generative_level_is_flagged_when_its_busy_reader_falls_behind(
 def test_a_run_that_is_not_generative_has_no_stream_flag() -> None:
     log = RequestLog(np.zeros(3), np.full(3, 10), np.ones(3, bool), np.ones(3))
     assert stream_lagged(log, (0.0, 10.0), timeline([99.0] * 10)) is None
+
+
+def test_an_illegal_instruction_is_said_for_what_it_usually_is() -> None:
+    assert exit_reason(-4).startswith("killed by SIGILL (an illegal instruction: this CPU advertises")
+    assert exit_reason(-200) == "killed by signal 200"

@@ -1,7 +1,7 @@
 """Searching a generative stack: the grid against adaptive search on experiments/llm.yaml's space, and AIPerf's own
 search of the load on the grid's best and on adaptive's pick (issue 40's benchmark).
 
-    python benchmarks/llm_search.py --out llm_search.md     # experiments/llm.yaml as it is: 13 vLLM, 8 llama.cpp
+    python benchmarks/llm_search.py --out llm_search.md     # experiments/llm.yaml as it is: 13 vLLM, 9 llama.cpp
     python benchmarks/llm_search.py --runs 3                # 3 runs of each strategy, alternating
     python benchmarks/llm_search.py --quick                 # smoke test: 4 candidates, 2 short levels, 1 run
     python benchmarks/llm_search.py --no-aiperf             # without AIPerf's search
@@ -16,12 +16,13 @@ highest.
 
 Whether adaptive's pick is the grid's best or tied with it is judged in ONE paired run (benchmarks/paired.py: between
 runs the same configuration drifts more than configurations differ): the grid's best, adaptive's pick and the
-engine's default (`vllm-default`, always a candidate) are each measured `--paired-rounds` times (default 5), once per
-round in an order that alternates, each measurement a `recommender run --fresh` of an experiment with that one
-engine configuration (its target alone, its settings as single values) and 1 repeat; a pick is judged against the
-grid's best by the per-round differences of goodput/min: tied when their mean's 95 % interval contains 0. The
-default's row is the issue's second target (the recommended configuration's goodput at least 1.5x the default's
-under the same SLOs).
+engine's default (the grid best's engine's: `vllm-default` or `llamacpp-default`, always candidates) are each
+measured `--paired-rounds` times (default 5), once per round in an order that alternates, each measurement a
+`recommender run --fresh` of an experiment with that one engine configuration (its target alone, its settings as
+single values) and 1 repeat; a pick is judged against the grid's best by the per-round differences of goodput/min:
+tied when their mean's 95 % interval contains 0. The default's row is the issue's second target (the recommended
+configuration's goodput at least 1.5x the default's under the same SLOs), printed as the ratio of their means over
+the rounds that measured both; the generation gate's verdict on every candidate of the grid's run follows.
 
 AIPerf's own search (`.venvs/aiperf`, 0.13): `aiperf profile --search-recipe max-concurrency-under-sla
 --search-style monotonic` (its exponential probe and bisection of concurrency; `--concurrency-max` the experiment's
@@ -66,6 +67,7 @@ from recommender.candidates import LLAMACPP  # noqa: E402
 from recommender.correctness.figures import describe  # noqa: E402
 from recommender.modelrepo.llama import llama_folder  # noqa: E402
 from recommender.spec import load_spec  # noqa: E402
+from recommender.spec.llamacpp import DEFAULT as LLAMACPP_DEFAULT  # noqa: E402
 from recommender.spec.llamacpp import LlamaCppSettings  # noqa: E402
 from recommender.targets.llamacpp import LlamaCppTarget  # noqa: E402
 from recommender.targets.vllm import engine_flags, known_flags  # noqa: E402
@@ -163,7 +165,10 @@ def one_configuration(spec: Mapping[str, Any], result) -> dict[str, Any]:
 
 
 def is_default(result) -> bool:
-    """vLLM's default candidate (`vllm-default`: every listed setting left to vLLM)."""
+    """An engine's default candidate (`vllm-default`: every listed setting left to vLLM; `llamacpp-default`:
+    llama-server's own slots, batch sizes and threads)."""
+    if result.config.get("optimization") == LLAMACPP:
+        return LlamaCppSettings.from_engine(result.config["engine"]) == LLAMACPP_DEFAULT
     return json.loads(result.config.get("engine") or "{}").get("variant") == "default"
 
 
@@ -214,7 +219,8 @@ def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: S
     best = pick(grid.results)
     if best is None:
         return ["the grid found no configuration within the SLOs"], "n/a", []
-    default = next((r for r in grid.results.values() if is_default(r)), None)
+    engine = best.config.get("optimization")  # the default of the grid best's engine: what tuning it added
+    default = next((r for r in grid.results.values() if is_default(r) and r.config.get("optimization") == engine), None)
     chosen = {GRID_BEST: best, ADAPTIVE: pick(adaptive.results), DEFAULT: default}
     first: dict[str, str] = {}  # configuration key -> the label it is measured under
     for label, result in chosen.items():

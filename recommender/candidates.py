@@ -13,6 +13,7 @@ from typing import Any
 
 from recommender.metrics.headline import Headline, ServerStats
 from recommender.spec import DynamicBatching, ExperimentSpec, TargetSpec, target_label
+from recommender.spec.llamacpp import DEFAULT as LLAMACPP_DEFAULT
 from recommender.spec.llamacpp import LlamaCppSettings
 from recommender.spec.search import IntRange
 
@@ -290,20 +291,25 @@ def engine_settings(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def llamacpp_candidates(target: TargetSpec, fingerprint: str, label: str) -> list[Candidate]:
-    """llama.cpp's candidates: one per combination of its settings (spec/llamacpp.py), its parallel slots as the
-    candidate's max batch size (the sequences it decodes together), its settings and wire as `engine`."""
+    """llama.cpp's candidates: one per combination of its settings (spec/llamacpp.py), and first, when there is more
+    than one, the engine's default (`llamacpp-default`: llama-server's own slots, batch sizes and threads), which is
+    always measured, as vLLM's; its parallel slots are the candidate's max batch size (the sequences it decodes
+    together; 0 where llama-server's own is left), its settings and wire its `engine`."""
+    combinations = target.llamacpp.settings()
+    if len(combinations) > 1 and LLAMACPP_DEFAULT not in combinations:
+        combinations = [LLAMACPP_DEFAULT, *combinations]
     return [
         Candidate(
             LLAMACPP,
             DynamicBatching(),
             1,
-            settings.parallel,
+            settings.parallel or 0,
             target.instance_type,
             fingerprint,
             target=label,
             engine=settings.engine(target.protocol),
         )
-        for settings in target.llamacpp.settings()
+        for settings in combinations
     ]
 
 

@@ -41,6 +41,8 @@ def cliff_notes(results: Sequence[CandidateResult]) -> list[str]:
     notes = []
     for one in measured:
         why = []
+        if one.settings.threads is None:  # llama-server's own threads (the default candidate): not judged
+            continue
         if one.cores is not None and one.settings.threads + LOAD_GENERATOR_CORES > one.cores:
             why.append(
                 f"-t {one.settings.threads} and the load generator's core need "
@@ -85,6 +87,8 @@ def _best_with_fewer_threads(one: _Measured, measured: Sequence[_Measured]) -> _
         other
         for other in measured
         if replace(other.settings, threads=0) == same
+        and other.settings.threads is not None
+        and one.settings.threads is not None
         and other.settings.threads < one.settings.threads
         and other.output_tps is not None
     ]

@@ -5,7 +5,8 @@ candidate's settings, as the candidate's `engine` JSON, its name and llama-serve
     LlamaCppSettings.from_engine(candidate.engine).flags()   -> ["-np", "4", "-b", "2048", ...]
 
 A micro-batch larger than its batch is served as the batch (llama.cpp caps -ub at -b), so such a pair is the
-candidate with -ub equal to -b, never a second one.
+candidate with -ub equal to -b, never a second one. A list may hold `null`: that setting left to llama-server (no
+flag); DEFAULT leaves them all, the engine's own configuration (`llamacpp-default`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from pydantic import Field
 from recommender.spec.base import Strict
 
 GgufType = Literal["f32", "q8_0"]  # modelrepo/gguf.py GGUF_TYPES
-Positive = Annotated[int, Field(ge=1, le=65536)]
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,11 @@ class LlamaCppSettings:
     """One llama-server configuration: the weights' GGUF type and the server's flags."""
 
     gguf_type: str = "f32"
-    parallel: int = 1  # -np: slots, sequences decoded together
-    batch: int = 2048  # -b: the logical batch (tokens per decode call)
-    ubatch: int = 512  # -ub: the physical batch (tokens per compute graph)
-    threads: int = 1  # -t and -tb: CPU threads generating and processing prompts
+    # None, for any of these four: the flag is not given, llama-server's own value stands (DEFAULT)
+    parallel: int | None = 1  # -np: slots, sequences decoded together
+    batch: int | None = 2048  # -b: the logical batch (tokens per decode call)
+    ubatch: int | None = 512  # -ub: the physical batch (tokens per compute graph)
+    threads: int | None = 1  # -t and -tb: CPU threads generating and processing prompts
     continuous_batching: bool = True  # -cb / -nocb
     # --repack / --no-repack: llama.cpp's weight repacking into its CPU "extra buffer types"; on x86 for f32 and q8_0
     # that is the AMX kernels. Off unless asked: a CPU that advertises AMX where the host does not let programs use
@@ -41,25 +42,29 @@ class LlamaCppSettings:
     @property
     def name(self) -> str:
         """`llamacpp-f32-np4-b2048-ub512-t1` (`-nocb` appended with continuous batching off, `-repack` with weight
-        repacking on)."""
+        repacking on; a setting left to llama-server is left out of the name); `llamacpp-default` for DEFAULT."""
+        if self == DEFAULT:
+            return "llamacpp-default"
+        given = (("np", self.parallel), ("b", self.batch), ("ub", self.ubatch), ("t", self.threads))
+        numbers = "".join(f"-{short}{value}" for short, value in given if value is not None)
         batching = "" if self.continuous_batching else "-nocb"
         repack = "-repack" if self.repack else ""
-        return (
-            f"llamacpp-{self.gguf_type}-np{self.parallel}-b{self.batch}-ub{self.ubatch}-t{self.threads}{batching}"
-            f"{repack}"
-        )
+        return f"llamacpp-{self.gguf_type}{numbers}{batching}{repack}"
 
     def flags(self) -> list[str]:
-        """llama-server's flags for these settings (the GGUF file, host, port and context are the target's)."""
-        return [
-            "--parallel", str(self.parallel),
-            "--batch-size", str(self.batch),
-            "--ubatch-size", str(self.ubatch),
-            "--threads", str(self.threads),
-            "--threads-batch", str(self.threads),
+        """llama-server's flags for these settings (the GGUF file, host, port and context are the target's); a
+        setting left to llama-server gives none."""
+        numbers = (
+            ("--parallel", self.parallel),
+            ("--batch-size", self.batch),
+            ("--ubatch-size", self.ubatch),
+            ("--threads", self.threads),
+            ("--threads-batch", self.threads),
+        )
+        return [word for flag, value in numbers if value is not None for word in (flag, str(value))] + [
             "--cont-batching" if self.continuous_batching else "--no-cont-batching",
             "--repack" if self.repack else "--no-repack",
-        ]  # fmt: skip
+        ]
 
     def engine(self, protocol: str) -> str:
         """The candidate's `engine`: its wire and these settings as canonical JSON (its key). Repacking is written
@@ -74,8 +79,19 @@ class LlamaCppSettings:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
+# the engine's default, always a candidate beside listed settings as vLLM's `vllm-default` is: llama-server's own
+# slots, batch sizes and threads (no flag given; its context then its own too), the weights as they are (f32),
+# continuous batching on (its default); repacking off as every candidate's unless asked (see `repack`)
+DEFAULT = LlamaCppSettings(parallel=None, batch=None, ubatch=None, threads=None)
+
+Positive = Annotated[int, Field(ge=1, le=65536)]
+OrDefault = Positive | None  # None (null in a file): the flag not given, llama-server's own value
+
+
 class LlamaCppVariants(Strict):
-    """llama.cpp's settings to compare: one candidate per combination (target.llamacpp)."""
+    """llama.cpp's settings to compare: one candidate per combination (target.llamacpp), and the engine's default
+    (`llamacpp-default`) beside them when there is more than one. In the four number lists, `null` leaves that flag
+    to llama-server."""
 
     gguf_types: list[GgufType] = Field(
         default_factory=lambda: list[GgufType](["f32"]),
@@ -83,19 +99,21 @@ class LlamaCppVariants(Strict):
         description="The weights' GGUF types: f32 (the Llama folder as it is) and q8_0 (8-bit blocks), converted "
         "by the converter llama.cpp's source ships and cached beside the folder.",
     )
-    parallel: list[Positive] = Field(
-        default_factory=lambda: [1], min_length=1, description="Parallel slots (-np): sequences decoded together."
+    parallel: list[OrDefault] = Field(
+        default_factory=lambda: list[int | None]([1]),
+        min_length=1,
+        description="Parallel slots (-np): sequences decoded together.",
     )
-    batch: list[Positive] = Field(
-        default_factory=lambda: [2048], min_length=1, description="Logical batch size in tokens (-b)."
+    batch: list[OrDefault] = Field(
+        default_factory=lambda: list[int | None]([2048]), min_length=1, description="Logical batch size in tokens (-b)."
     )
-    ubatch: list[Positive] = Field(
-        default_factory=lambda: [512],
+    ubatch: list[OrDefault] = Field(
+        default_factory=lambda: list[int | None]([512]),
         min_length=1,
         description="Physical batch size in tokens (-ub); one larger than the batch is served as the batch.",
     )
-    threads: list[Positive] = Field(
-        default_factory=lambda: [1],
+    threads: list[OrDefault] = Field(
+        default_factory=lambda: list[int | None]([1]),
         min_length=1,
         description="CPU threads (-t and -tb). A trap on a shared host: threads that, with the load generator's "
         "core, exceed the host's cores spin-wait for each other and throughput collapses; the report says so.",
@@ -125,5 +143,7 @@ class LlamaCppVariants(Strict):
             self.continuous_batching,
             self.repack,
         ):
-            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, min(ubatch, batch), threads, batching, repack))
+            if ubatch is not None and batch is not None:
+                ubatch = min(ubatch, batch)
+            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, ubatch, threads, batching, repack))
         return list(seen)

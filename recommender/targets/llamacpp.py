@@ -148,15 +148,17 @@ def command(
     host: str = LOOPBACK,
 ) -> list[str]:
     """The server's command line: the GGUF file under the served name, on `host` (loopback here; the deliverable's
-    on every interface), the Llama's context per slot, the chat template the file holds (--jinja: the Llama
-    folder's), then the candidate's settings."""
+    on every interface), the Llama's context per slot (none given where the slots are llama-server's own: its
+    context is then its own too), the chat template the file holds (--jinja: the Llama folder's), then the
+    candidate's settings."""
+    slots = [] if settings.parallel is None else ["--ctx-size", str(context * settings.parallel)]
     return [
         str(binary),
         "--model", str(model),
         "--alias", served_name,
         "--host", host,
         "--port", str(port),
-        "--ctx-size", str(context * settings.parallel),
+        *slots,
         "--jinja",
         "--no-webui",
         *settings.flags(),

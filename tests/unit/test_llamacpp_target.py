@@ -71,7 +71,12 @@ def test_one_candidate_per_combination_each_with_its_own_key_and_name(tmp_path) 
         " continuous_batching: [true, false]}}\n"
     )
     candidates = expand_candidates(spec_of(tmp_path, LLAMA + grid))
-    assert len(candidates) == 2 * 2 * 2 * 2
+    assert len(candidates) == 1 + 2 * 2 * 2 * 2  # the engine's default first, always measured
+    default = candidates[0]
+    assert default.name == "llamacpp-default" and default.max_batch_size == 0
+    assert LlamaCppSettings.from_engine(default.engine) == LlamaCppSettings(
+        parallel=None, batch=None, ubatch=None, threads=None
+    )
     assert len({c.key for c in candidates}) == len({c.name for c in candidates}) == len(candidates)
     assert all(c.optimization == LLAMACPP for c in candidates)
     quantised = next(c for c in candidates if "q8_0-np4" in c.name and c.name.endswith("-t2-nocb"))
@@ -86,6 +91,7 @@ def test_a_micro_batch_over_its_batch_is_the_candidate_with_the_batch_as_micro_b
     names = sorted(c.name for c in expand_candidates(spec_of(tmp_path, LLAMA + grid)))
     # (256, 512) is served as (256, 256): one candidate, not two
     assert names == [
+        "llamacpp-default",
         "llamacpp-f32-np1-b2048-ub256-t1",
         "llamacpp-f32-np1-b2048-ub512-t1",
         "llamacpp-f32-np1-b256-ub256-t1",
@@ -295,3 +301,16 @@ def test_weight_repacking_is_off_unless_asked_and_a_candidate_without_it_keeps_i
     repacked = LlamaCppSettings(repack=True)
     assert repacked.flags()[-1] == "--repack" and repacked.name.endswith("-repack")
     assert LlamaCppSettings.from_engine(repacked.engine("openai-chat")) == repacked
+
+
+def test_the_engines_default_gives_llama_server_no_slots_batches_threads_or_context_and_a_null_leaves_one(
+    tmp_path,
+) -> None:
+    default = LlamaCppSettings(parallel=None, batch=None, ubatch=None, threads=None)
+    line = command(Path("llama-server"), Path("m.gguf"), "llm", 8080, default, 2048)
+    for flag in ("--parallel", "--batch-size", "--ubatch-size", "--threads", "--threads-batch", "--ctx-size"):
+        assert flag not in line
+    assert line[-2:] == ["--cont-batching", "--no-repack"]
+    one = expand_candidates(spec_of(tmp_path, LLAMA + "target: {kind: llamacpp, llamacpp: {threads: [null]}}\n"))
+    assert [c.name for c in one] == ["llamacpp-f32-np1-b2048-ub512"]  # one candidate: no default added beside it
+    assert "--threads" not in LlamaCppSettings.from_engine(one[0].engine).flags()

@@ -231,5 +231,5 @@ def test_a_generative_engines_candidates_are_planned_as_batching_continuously_no
     said = CliRunner(env={"COLUMNS": "250"}).invoke(build_app(), ["plan", str(path)])
     assert said.exit_code == 0, said.output
     rows = [line for line in said.output.splitlines() if "@vllm" in line or "@llamacpp" in line]
-    assert len(rows) == 21, said.output
+    assert len(rows) == 22, said.output  # 13 vLLM and 9 llama.cpp, each engine's default among them
     assert all("continuous (the engine's)" in row and "delay" not in row for row in rows), rows

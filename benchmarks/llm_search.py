@@ -186,10 +186,27 @@ class Search:
         return f"{self.strategy}: {self.wall_s:,.0f} s, {len(statuses)} candidates ({counts}); pick {shown}"
 
 
-def run_search(folder: Path, spec: Mapping[str, Any], strategy: str, number: int) -> Search:
+def run_search(folder: Path, spec: Mapping[str, Any], strategy: str, number: int, reuse: bool = False) -> Search:
+    """One strategy's run; with `reuse`, a finished run of it already in `folder` (its database and log) is read
+    instead of run again (`recorded_wall`)."""
+    path, log = folder / f"llm-{strategy}.yaml", folder / f"llm-{strategy}-{number}.log"
+    if reuse and path.exists() and log.exists():
+        wall = recorded_wall(path, log)
+        print(f"{strategy}: the finished run in {folder} is read, not run again ({wall:,.0f} s)", flush=True)
+        return Search(strategy, wall, decided(f"sqlite:///{folder / f'{path.stem}-{number}.db'}", path))
     path = write(folder, spec, f"llm-{strategy}", strategy=strategy)
     wall, url = run_once(folder, path, number)
     return Search(strategy, wall, decided(url, path))
+
+
+def recorded_wall(spec: Path, log: Path) -> float:
+    """A finished run's wall seconds: the `.wall` file run_once writes beside its log, else (a run from before that
+    file) from the log's time less its experiment file's (written just before the run starts, the log just after it
+    ends)."""
+    kept = log.with_suffix(".wall")
+    if kept.exists():
+        return float(kept.read_text())
+    return log.stat().st_mtime - spec.stat().st_mtime
 
 
 def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any], rounds: int, tag: str):
@@ -367,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-aiperf", action="store_true", help="skip AIPerf's search")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report (markdown) here")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="read a strategy's finished run already in --work-dir instead of running it again (then the paired "
+        "run and AIPerf's search go on from there: a benchmark stopped after its searches)",
+    )
     args = parser.parse_args(argv)
     children.stop_on_sigterm()
     rounds = args.paired_rounds if args.paired_rounds is not None else (2 if args.quick else 5)
@@ -377,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# LLM search: grid against adaptive on {EXPERIMENT.name}", "", f"command: `{command.strip()}`", ""]
     for number in range(1, args.runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
-        searches = {strategy: run_search(folder, spec, strategy, number) for strategy in order}
+        searches = {strategy: run_search(folder, spec, strategy, number, args.reuse) for strategy in order}
         grid, adaptive = searches["grid"], searches["adaptive"]
         rows, verdict, against = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}")
         lines += [f"## Run {number}", "", f"- {grid.line()}", f"- {adaptive.line()}"]

@@ -133,8 +133,8 @@ class RunFailed(RuntimeError):
 
 
 def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
-    """One `recommender run --fresh`, its output kept as FOLDER/STEM-NUMBER.log; returns (wall seconds, database URL);
-    raises RunFailed."""
+    """One `recommender run --fresh`, its output kept as FOLDER/STEM-NUMBER.log and its wall seconds as .wall; returns
+    (wall seconds, database URL); raises RunFailed."""
     url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
@@ -159,6 +159,7 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     wall = time.monotonic() - started
     # what the user would have seen, kept beside its database (the README's worked examples quote such runs)
     (folder / f"{spec.stem}-{number}.log").write_text(f"{done.stdout}\n--- stderr ---\n{done.stderr}")
+    (folder / f"{spec.stem}-{number}.wall").write_text(f"{wall:.3f}\n")
     if done.returncode != 0:
         raise RunFailed(
             f"recommender run {spec.name} failed (exit {done.returncode}):\n"

@@ -4,6 +4,7 @@ most requests), a candidate's engine settings come back from its stored configur
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -95,3 +96,14 @@ def test_the_gate_is_reported_for_every_candidate_with_its_status():
     refused = result("bf16", 600.0, 8.0, status="incorrect")
     rows = llm_search.gate_rows({"a": result("f32", 600.0, 8.0), "b": refused})
     assert len(rows) == 4 and "| bf16 | incorrect |" in rows[2] and "| f32 | ok |" in rows[3]
+
+
+def test_a_finished_runs_wall_time_is_the_one_it_kept_else_its_log_less_its_file(tmp_path):
+    spec, log = tmp_path / "llm-grid.yaml", tmp_path / "llm-grid-1.log"
+    spec.write_text("name: x\n")
+    log.write_text("done\n")
+    os.utime(spec, (1000.0, 1000.0))
+    os.utime(log, (1000.0, 1250.5))
+    assert llm_search.recorded_wall(spec, log) == 250.5  # a run from before .wall files
+    (tmp_path / "llm-grid-1.wall").write_text("251.25\n")
+    assert llm_search.recorded_wall(spec, log) == 251.25

@@ -1,5 +1,6 @@
 """`recommender run` of a llamacpp target end to end, with real llama-servers: two candidates (the tiny Llama as f32
-and as q8_0 GGUF) converted, started, gated against the transformers fp32 reference (the f32 one must match it
+and as q8_0 GGUF) and the engine's default beside them (`llamacpp-default`: llama-server's own slots, batch sizes,
+threads and context) converted, started, gated against the transformers fp32 reference (the f32 one must match it
 exactly, token ids read from the server, teacher forced one position at a time), loaded, stored and ranked; the
 report shows their output tokens/s, and the winner's deliverable is its llama-server command line and schema-valid
 manifests."""
@@ -20,8 +21,9 @@ from tests.llamacpp.conftest import TINY
 from tests.processes import run_recommender
 
 pytestmark = pytest.mark.llamacpp
-RUN_SECONDS = 240  # two conversions (about 15 s each here), two server starts (seconds), two gates, two short loads
+RUN_SECONDS = 300  # two conversions (about 15 s each here), three server starts (seconds), gates, short loads
 F32, Q8 = "llamacpp-f32-np2-b512-ub256-t1", "llamacpp-q8_0-np2-b512-ub256-t1"
+DEFAULT = "llamacpp-default"
 EXPERIMENT = f"""name: llamacpp-run
 model:
   source: llama
@@ -53,7 +55,9 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     store = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}")
     results = {result.name: result for result in store.results("llamacpp-run")}
-    assert sorted(results) == [F32, Q8]
+    assert sorted(results) == [DEFAULT, F32, Q8]
+    engine = results[DEFAULT]  # llama-server's own settings: served, and gated exact as f32 is
+    assert engine.status == RunStatus.OK and engine.correctness is not None and engine.correctness["passed"], engine
 
     exact = results[F32]  # f32 GGUF against transformers fp32 on the same weights: every greedy token the same
     assert exact.status == RunStatus.OK, exact.reason
@@ -77,7 +81,11 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     assert shown.returncode == 0, shown.stdout + shown.stderr
     ranked = shown.stdout[shown.stdout.index("## Ranked configurations") :]
     assert "output tokens per second per instance" in ranked and F32 in ranked, shown.stdout
-    assert len(list(tmp_path.rglob("server.log"))) == 2  # one server per candidate
+    logs = list(tmp_path.rglob("server.log"))
+    assert len(logs) == 3  # one server per candidate
+    slots = sorted(line.split("n_slots = ")[1].split(",")[0] for log in logs for line in log.read_text().splitlines()
+                   if "n_slots = " in line)  # fmt: skip
+    assert slots == ["2", "2", "4"], slots  # -np 2 twice; the default's are llama-server's own (4 on this build)
 
     delivered = recommender(tmp_path, "export", "llamacpp-run", "--out", "deliver", timeout=120)
     assert delivered.returncode == 0, delivered.stdout + delivered.stderr

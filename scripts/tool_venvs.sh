@@ -3,6 +3,7 @@
 # recommender's environment. Idempotent: a venv whose tool already runs is left as it is.
 #   bash scripts/tool_venvs.sh            # every tool below
 #   bash scripts/tool_venvs.sh mlflow     # one
+#   bash scripts/tool_venvs.sh --without llamacpp   # every tool but the ones named
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A TOOLS=(
@@ -29,7 +30,17 @@ declare -A CHECKS=(  # the command that answers when the tool is installed
   [mlflow]="python -m mlflow.server.auth --help"  # the basic-auth app imports (mlflow[auth]'s Flask-WTF is there)
   [aiperf]="aiperf --version"
 )
-for name in "${@:-${!TOOLS[@]}}"; do
+names=("$@")
+if [ "${1:-}" = "--without" ]; then
+  names=()
+  for name in "${!TOOLS[@]}"; do
+    [[ " ${*:2} " == *" $name "* ]] || names+=("$name")
+  done
+elif [ $# -eq 0 ]; then
+  names=("${!TOOLS[@]}")
+fi
+for name in "${names[@]}"; do
+  [ -n "${TOOLS[$name]:-}" ] || { echo "tool_venvs: no tool named '$name' (known: ${!TOOLS[*]})" >&2; exit 2; }
   venv=".venvs/$name"
   if [[ "${TOOLS[$name]}" == recommender.* ]]; then
     # recommender's own installer: made only when its completion marker is missing (an install cut short, or one

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from recommender.decide.recommendation import recommend
 from recommender.decide.tiebreak import Extra
 from recommender.review import decided_from_store
 from recommender.spec import load_spec
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # One user against a 20 ms queue delay that no batch fills: every request waits the delay, so both candidates
 # (they differ only in max batch size) serve alike and their intervals overlap. A precision of +-0.1 % is never
 # reached, so the tie is never "known" and the pair is measured more until the budget is spent (or they separate).
+# The budget fits two rounds of about 19 s each on a quiet 2-core host, and one on a host three times slower.
 SPEC = (
     """name: tiebreak-it
 """
@@ -43,7 +45,7 @@ traffic:
   until_known: {relative_half_width: 0.001, min_windows: 2}
   stability: {windows: 2}
 latency_threshold: {percentile: p95, ms: 3000}
-decision: {max_extra_seconds: 40}
+decision: {max_extra_seconds: 60}
 """
 )
 
@@ -59,18 +61,30 @@ def run(workdir: Path, db: str) -> subprocess.CompletedProcess:
     )
 
 
+ATTEMPTS = 3  # experiments measured until the host left the two tied (a fresh database each)
+
+
 def test_tied_leaders_are_measured_more_paired_and_a_resume_measures_nothing(tmp_path: Path):
     (tmp_path / "tie.yaml").write_text(SPEC)
-    db = f"sqlite:///{tmp_path / 'results.db'}"
     spec = load_spec(tmp_path / "tie.yaml")
-    store = ResultStore.open(db)
-
-    first = run(tmp_path, db)
-
-    assert first.returncode == 0, first.stdout + first.stderr
-    results = decided_from_store(store, spec.name, spec)
-    extras = {r.name: Extra.of(r.server_stats) for r in results}
-    assert set(extras) == {"pt-db-ig1-mbs4", "pt-db-ig1-mbs8"}
+    for attempt in range(1, ATTEMPTS + 1):
+        # The tie is the host's to give: the two serve alike, but a drift between their measurements (a CI host's
+        # neighbour) can set their intervals apart. Then nothing is to be measured more, and the job must have
+        # said so: the pair is not a tie by the ranking's own rule. Measured again, from nothing.
+        db = f"sqlite:///{tmp_path / f'results-{attempt}.db'}"
+        store = ResultStore.open(db)
+        first = run(tmp_path, db)
+        assert first.returncode == 0, first.stdout + first.stderr
+        results = decided_from_store(store, spec.name, spec)
+        extras = {r.name: Extra.of(r.server_stats) for r in results}
+        assert set(extras) == {"pt-db-ig1-mbs4", "pt-db-ig1-mbs8"}
+        if any(extra.repeats for extra in extras.values()):
+            break
+        ranking = recommend(results, spec).ranking
+        assert ranking.winner is not None and not ranking.tied, (extras, first.stdout)  # tied, not measured: a bug
+        assert "measured more to decide" not in first.stdout
+    else:
+        pytest.fail(f"the host separated the two alike candidates in each of {ATTEMPTS} experiments")
     rounds = {extra.repeats for extra in extras.values()}
     assert len(rounds) == 1 and min(rounds) >= 1, extras  # paired: each round measured both
     for result in results:  # each further repeat stored in the run: its windows, at the level decided on

@@ -7,7 +7,8 @@ Per request (AIPerf's names where the meaning is the same; README "Definitions")
 - TTFT: the first content chunk, from the send (`ttft_us`);
 - ITL, AIPerf's `inter_token_latency`: (end-to-end - TTFT) / (output tokens - 1), requests with 2 tokens or more;
 - end-to-end: the request's latency (`latency_us`);
-- output tokens/s per user: output tokens / (end-to-end - TTFT), requests with a decode time above 0.
+- output tokens/s per user: the tokens after the first over (end-to-end - TTFT), both summed over the requests
+  with a decode time above 0 (and at a level over its windows: `_per_user`).
 Per window: TTFT and ITL percentiles over its successful requests, their output and input tokens, and the per-request
 TTFT / ITL / end-to-end of at most KEPT_REQUESTS of them (evenly spaced), so that a decision under any SLO can count
 the requests that met it (goodput) without a new run.
@@ -67,6 +68,10 @@ class WindowGeneration:
     # token-weighted ITL; a mean of per-request rates would be ruled by answers that came in one burst (decode ~ 0)
     per_user_tps: float | None
     kept: KeptRequests = field(default_factory=KeptRequests)
+    # per_user_tps's two sums, so a level pools them over its windows as a window does over its requests (None: a
+    # window stored before they were kept)
+    decode_tokens: int | None = None
+    decode_seconds: float | None = None
 
     @property
     def output_tps(self) -> float:
@@ -100,6 +105,8 @@ class WindowGeneration:
             "itl_ms": dict(self.itl_ms),
             "per_user_tps": self.per_user_tps,
             "kept": {name: list(getattr(self.kept, name)) for name in ("ttft_ms", "itl_ms", "e2e_ms")},
+            "decode_tokens": self.decode_tokens,
+            "decode_seconds": self.decode_seconds,
         }
 
     @classmethod
@@ -116,6 +123,8 @@ class WindowGeneration:
             {name: (data.get("itl_ms") or {}).get(name) for name in PERCENTILE_NAMES},
             data.get("per_user_tps"),
             KeptRequests(*(tuple(kept.get(name) or ()) for name in ("ttft_ms", "itl_ms", "e2e_ms"))),
+            data.get("decode_tokens"),
+            data.get("decode_seconds"),
         )
 
 
@@ -135,6 +144,7 @@ def window_generation(log: RequestLog, start: float, end: float) -> WindowGenera
     itl = np.where(tokens >= 2, decode / np.maximum(tokens - 1, 1), np.nan)
     streamed = (tokens >= 2) & (decode > 0)  # per-user speed: the tokens after the first over the time they took
     decode_s = float(decode[streamed].sum()) / 1e6
+    decode_tokens = int((tokens[streamed] - 1).sum())
     known_input = given[given >= 0]
     return WindowGeneration(
         seconds=max(end - start, 1e-9),
@@ -143,8 +153,10 @@ def window_generation(log: RequestLog, start: float, end: float) -> WindowGenera
         input_tokens=int(known_input.sum()) if len(known_input) else None,
         ttft_ms={name: percentile_ms(ttft, name) for name in PERCENTILES},
         itl_ms={name: percentile_ms(itl[~np.isnan(itl)], name) for name in PERCENTILES},
-        per_user_tps=float((tokens[streamed] - 1).sum()) / decode_s if decode_s > 0 else None,
+        per_user_tps=decode_tokens / decode_s if decode_s > 0 else None,
         kept=_kept(ttft, itl, e2e),
+        decode_tokens=decode_tokens,
+        decode_seconds=decode_s,
     )
 
 
@@ -244,7 +256,30 @@ def level_generation(
         )
         for name, value in level_figures(terms).items()
     }
+    figures["output_tps_per_user"] = _per_user(level, measured) or figures["output_tps_per_user"]
     return GenerationFigures({name: figure for name, figure in figures.items() if figure is not None})
+
+
+def _per_user(level: Level, measured: Measured) -> GenerationFigure | None:
+    """Output tokens/s per user at the level: its windows' decode tokens over their decode seconds, summed (a mean
+    of window rates would be ruled by a window whose few answers came in one burst, as a mean of request rates would
+    within a window). Its interval is the interval rule on each window's linearised share of the ratio, R + (tokens -
+    R x seconds) / the mean seconds (the delta method for a ratio of sums: their mean is R). None when a window
+    with a per-user figure was stored without its sums (the mean of window rates is kept for those)."""
+    streamed = [g for w in level.windows if (g := w.generation) is not None and g.per_user_tps is not None]
+    if not streamed or any(g.decode_tokens is None or not g.decode_seconds for g in streamed):
+        return None
+    tokens = sum(g.decode_tokens or 0 for g in streamed)
+    seconds = sum(g.decode_seconds or 0.0 for g in streamed)
+    ratio, mean_seconds = tokens / seconds, seconds / len(streamed)
+
+    def share(w: WindowRecord) -> float | None:
+        g = w.generation
+        if g is None or g.per_user_tps is None or g.decode_tokens is None or not g.decode_seconds:
+            return None
+        return ratio + (g.decode_tokens - ratio * g.decode_seconds) / mean_seconds
+
+    return GenerationFigure(ratio, level.interval(share, 0.0, measured))
 
 
 def _resolution(name: str, ms_resolution: float, per_window: float) -> float:

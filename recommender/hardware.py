@@ -245,6 +245,10 @@ def _major(version: str) -> int:
 
 
 DETECTED_KINDS = ("local", "docker")  # targets serving on this host: their hardware is detected here
+# engines that start their own server on this host: its CPU (and GPUs) are recorded with each run, so that a report
+# can judge threads against cores (decide/thread_cliff.py) and a key tells two hosts apart; their accelerator stays
+# the instance type's (the engine picks its own device: vLLM's build, llama.cpp's backend)
+HOST_SERVED_KINDS = ("infinity", "vllm", "llamacpp")
 GPU_FAMILIES = ("ml.g", "ml.p")  # SageMaker instance families with NVIDIA GPUs
 
 
@@ -252,7 +256,8 @@ def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHa
     """The accelerator a target's runs use and the hardware they run on (`target` is the spec's target section).
 
     local/docker: this host, detected, with only the GPUs the target may use (usable_hardware). sagemaker/remote:
-    declared by instance_type (ml.g*/ml.p* are GPU types)."""
+    declared by instance_type (ml.g*/ml.p* are GPU types); infinity/vllm/llamacpp: declared so, with this host's
+    hardware recorded beside (HOST_SERVED_KINDS)."""
     if target.kind in DETECTED_KINDS:
         hardware = usable_hardware(target, hardware or detect_hardware())
         return ServingHardware(resolve_accelerator(target.accelerator, hardware), hardware)
@@ -263,7 +268,8 @@ def serving_hardware(target: Any, hardware: Hardware | None = None) -> ServingHa
             hint="Choose a GPU instance type (ml.g5.xlarge, ml.g4dn.xlarge) or set target.accelerator: auto.",
         )
     accelerator = "cpu" if target.accelerator == "cpu" or not has_gpu else "gpu"
-    return ServingHardware(accelerator, None, declared=target.instance_type)
+    host = (hardware or detect_hardware()) if target.kind in HOST_SERVED_KINDS else None
+    return ServingHardware(accelerator, host, declared=target.instance_type)
 
 
 def usable_hardware(target: Any, hardware: Hardware, environ: Mapping[str, str] | None = None) -> Hardware:

@@ -129,6 +129,20 @@ def test_cloud_targets_declare_their_hardware_by_instance_type() -> None:
         serving_hardware(m5)
 
 
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp", "infinity"])
+def test_engines_that_serve_on_this_host_record_its_cpu_and_keep_their_declared_accelerator(kind) -> None:
+    """vLLM, llama.cpp and Infinity start their server on this host: a run records its CPU model and cores (llama.cpp's
+    threads cliff reads them; the key tells hosts apart), while the accelerator stays the instance type's (the engine
+    picks its own device)."""
+    host = Hardware("Test CPU", 6)
+    served = serving_hardware(TargetSpec(kind=kind), host)
+    assert served.hardware == host and served.accelerator == "cpu" and served.declared == "local-cpu"
+    stored = served.to_dict()
+    assert stored["cpu_cores"] == 6 and "detected" not in stored
+    remote = serving_hardware(TargetSpec(kind="remote", endpoint="http://10.0.0.1:8000"), host)
+    assert remote.hardware is None  # a remote endpoint's host is not this one
+
+
 @pytest.mark.parametrize(
     "count, gpus, expected",
     [

@@ -18,7 +18,7 @@ from recommender.candidates import LLAMACPP, CandidateResult, expand_candidates
 from recommender.metrics.generation import GenerationFigure, GenerationFigures
 from recommender.metrics.headline import Headline
 from recommender.spec import load_spec
-from recommender.spec.llamacpp import LlamaCppSettings
+from recommender.spec.llamacpp import DEFAULT, LlamaCppSettings
 
 
 def result(name: str, requests: float | None, goodput: float, status: str = "ok", **engine) -> CandidateResult:
@@ -107,3 +107,20 @@ def test_a_finished_runs_wall_time_is_the_one_it_kept_else_its_log_less_its_file
     assert llm_search.recorded_wall(spec, log) == 250.5  # a run from before .wall files
     (tmp_path / "llm-grid-1.wall").write_text("251.25\n")
     assert llm_search.recorded_wall(spec, log) == 251.25
+
+
+def test_an_engine_default_the_grid_did_not_measure_is_written_as_llama_servers_own_settings(tmp_path):
+    """A grid run from before llama.cpp's default was a candidate: the paired run measures it anyway, on the grid
+    best's target and wire, every flag left to llama-server; the grid's own run of it is taken when it has one."""
+    shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
+    settings = LlamaCppSettings("q8_0", parallel=8, threads=2)
+    config = {"optimization": LLAMACPP, "target": "llamacpp", "engine": settings.engine("openai-chat")}
+    best = CandidateResult("llamacpp-q8_0", "k", config, "ok", None, None, None, 1, 1.0, None)
+    stand_in = llm_search.engine_default({"k": best}, best)
+    assert isinstance(stand_in, llm_search.NotInTheGrid) and llm_search.is_default(stand_in)
+    path = llm_search.write(tmp_path, shipped, "default", strategy="grid", candidate=stand_in, repeats=1)
+    (candidate,) = expand_candidates(load_spec(path))
+    assert candidate.name == "llamacpp-default"
+    assert LlamaCppSettings.from_engine(candidate.config()["engine"]) == DEFAULT
+    measured = CandidateResult("llamacpp-default", "d", stand_in.config, "ok", None, None, None, 1, 1.0, None)
+    assert llm_search.engine_default({"k": best, "d": measured}, best) is measured

@@ -204,7 +204,8 @@ def test_until_known_ends_each_level_and_the_repeats_once_known(
     # windows are too noisy even for +-100 %)
     known = [(path.parent.name, r) for path, r in zip(level_runs, results, strict=True) if r.stop_reason]
     assert known and all(r.stop_reason.startswith("precision reached: ") for _, r in known)
-    assert all(r.duration_s < planned_s - 1 for _, r in known)  # ended before its planned end
+    # ended at least a window before its planned end (the check comes at each window's close; full runs end at ~15.03 s)
+    assert all(r.duration_s < planned_s - 0.5 / 2 for _, r in known)
     assert m.headline.stop_reason is None
     assert any("precision not reached" in flag for flag in m.headline.flags) == (len(known) < len(results))
     assert set(m.headline.known_levels) == {int(name.removeprefix("level-")) - 1 for name, _ in known}

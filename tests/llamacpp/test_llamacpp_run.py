@@ -16,6 +16,7 @@ import yaml
 
 from recommender.candidates import RunStatus
 from recommender.correctness.tokens import TOKEN_TOLERANCES
+from recommender.hardware import available_cores
 from recommender.store.results import ResultStore
 from tests.llamacpp.conftest import TINY
 from tests.processes import run_recommender
@@ -69,6 +70,9 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     atol = TOKEN_TOLERANCES["fp32"].logprob_atol
     assert max(f["max_logprob_error"] for f in exact.correctness["figures"]) <= atol
     assert exact.headline is not None and exact.headline.requests > 0 and exact.headline.failures == 0
+    # served on this host: its cores recorded (the threads cliff judges -t against them), the accelerator declared
+    assert exact.hardware is not None and exact.hardware["cpu_cores"] == available_cores(), exact.hardware
+    assert exact.hardware["declared"] == "local-cpu" and exact.hardware["accelerator"] == "cpu", exact.hardware
 
     quantised = results[Q8]  # q8_0: judged by token agreement at q8's stated tolerance, its ids the server's
     gate = quantised.correctness

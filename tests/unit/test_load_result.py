@@ -77,7 +77,8 @@ def test_main_process_never_imports_locust_or_gevent() -> None:
         "leaked = sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent'));"
         "assert not leaked, leaked"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+    # from the checkout's root, so this checkout's package is the one imported (not an install made elsewhere)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 @pytest.mark.parametrize(

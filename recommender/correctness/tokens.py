@@ -65,14 +65,30 @@ _GGUF_FLOATS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}  # llama.cpp's unq
 
 
 def engine_precision(engine: Mapping[str, Any]) -> str:
-    """The precision a generative candidate serves at, from its engine configuration: a llama.cpp candidate's GGUF
-    type (`gguf_type`: f32, f16 and bf16 as they are, any other a quantised one), quantised weights (a `quantization`
-    or GGUF `quant` setting: q8 for 8-bit names, else q4, the loosest row), else its `dtype` (absent: `auto`, the
-    engine's own choice; vLLM downcasts a float32 model to a 16-bit type)."""
+    """The precision a generative candidate serves at, from its engine configuration: a llama.cpp candidate's, the
+    loosest of its weights' (`gguf_type`), its KV cache's (`kv_cache`; llama-server's own: f16) and its attention's
+    (`flash_attn`; llama-server's own, auto, is on on a CPU, and its CPU kernel is fp16: measured here, an f32 file
+    moved the reference logprobs by 0.00103 with it, beyond fp32's 1e-3, and by 7e-6 without it and with an f32
+    cache), else quantised weights (a `quantization` or GGUF `quant` setting: q8 for 8-bit names, else q4, the
+    loosest row), else its `dtype` (absent: `auto`, the engine's own choice; vLLM downcasts a float32 model to a
+    16-bit type)."""
     gguf_type = str(engine.get("gguf_type") or "").lower()
-    if gguf_type in _GGUF_FLOATS:
-        return _GGUF_FLOATS[gguf_type]
-    quant = engine.get("quantization") or engine.get("quant") or gguf_type
+    if gguf_type:
+        attention = "fp32" if engine.get("flash_attn") is False else "fp16"
+        cache = _gguf_precision(str(engine.get("kv_cache") or "f16").lower())
+        rows = (_gguf_precision(gguf_type), cache, attention)
+        return max(rows, key=lambda row: TOKEN_TOLERANCES[row].logprob_atol)
+    return _weights_precision(engine)
+
+
+def _gguf_precision(gguf_type: str) -> str:
+    """A llama.cpp tensor type's row: f32, f16 and bf16 as they are, any other a quantised one."""
+    return _GGUF_FLOATS.get(gguf_type) or _weights_precision({"quant": gguf_type})
+
+
+def _weights_precision(engine: Mapping[str, Any]) -> str:
+    """A quantisation setting's row (q8 for 8-bit names, else q4), else the dtype's (absent: `auto`)."""
+    quant = engine.get("quantization") or engine.get("quant")
     if quant:
         return "q8" if any(mark in str(quant).lower() for mark in _EIGHT_BIT) else "q4"
     dtype = str(engine.get("dtype") or "auto").lower()

@@ -21,6 +21,7 @@ from pydantic import Field
 from recommender.spec.base import Strict
 
 GgufType = Literal["f32", "q8_0"]  # modelrepo/gguf.py GGUF_TYPES
+KvCacheType = Literal["f32", "f16", "bf16"]  # --cache-type-k/-v; quantised caches need flash attention: not offered
 
 
 @dataclass(frozen=True)
@@ -38,18 +39,28 @@ class LlamaCppSettings:
     # that is the AMX kernels. Off unless asked: a CPU that advertises AMX where the host does not let programs use
     # it (a VM: this project's own build host) kills llama-server with SIGILL loading q8_0 (`tilezero`, #UD)
     repack: bool = False
+    # --cache-type-k and --cache-type-v: the KV cache's type; None: llama-server's own, f16
+    kv_cache: str | None = None
+    # --flash-attn on / off; None: llama-server's own, auto (on, on a CPU). Measured on this project's Llama: its CPU
+    # kernel moves the reference tokens' logprobs by up to 0.00103 whatever the cache's type, off with an f32 cache
+    # by 7e-6, off with the f16 cache by 2e-4. So an f32 file is fp32 (judged exactly) only with both `kv_cache: f32`
+    # and flash attention off, and fp16 otherwise (correctness/tokens.engine_precision)
+    flash_attn: bool | None = None
 
     @property
     def name(self) -> str:
         """`llamacpp-f32-np4-b2048-ub512-t1` (`-nocb` appended with continuous batching off, `-repack` with weight
-        repacking on; a setting left to llama-server is left out of the name); `llamacpp-default` for DEFAULT."""
+        repacking on, `-kvf32` with a KV cache type given, `-fa` / `-nofa` with flash attention on / off; a setting
+        left to llama-server is left out of the name); `llamacpp-default` for DEFAULT."""
         if self == DEFAULT:
             return "llamacpp-default"
         given = (("np", self.parallel), ("b", self.batch), ("ub", self.ubatch), ("t", self.threads))
         numbers = "".join(f"-{short}{value}" for short, value in given if value is not None)
         batching = "" if self.continuous_batching else "-nocb"
         repack = "-repack" if self.repack else ""
-        return f"llamacpp-{self.gguf_type}{numbers}{batching}{repack}"
+        kv_cache = f"-kv{self.kv_cache}" if self.kv_cache else ""
+        flash = {None: "", True: "-fa", False: "-nofa"}[self.flash_attn]
+        return f"llamacpp-{self.gguf_type}{numbers}{batching}{repack}{kv_cache}{flash}"
 
     def flags(self) -> list[str]:
         """llama-server's flags for these settings (the GGUF file, host, port and context are the target's); a
@@ -61,15 +72,21 @@ class LlamaCppSettings:
             ("--threads", self.threads),
             ("--threads-batch", self.threads),
         )
+        kv_cache = ["--cache-type-k", self.kv_cache, "--cache-type-v", self.kv_cache] if self.kv_cache else []
+        flash = [] if self.flash_attn is None else ["--flash-attn", "on" if self.flash_attn else "off"]
         return [word for flag, value in numbers if value is not None for word in (flag, str(value))] + [
             "--cont-batching" if self.continuous_batching else "--no-cont-batching",
             "--repack" if self.repack else "--no-repack",
+            *kv_cache,
+            *flash,
         ]
 
     def engine(self, protocol: str) -> str:
         """The candidate's `engine`: its wire and these settings as canonical JSON (its key). Repacking is written
-        only when on: a candidate's key stays what it was before the setting existed."""
-        settings = {name: value for name, value in asdict(self).items() if name != "repack" or value}
+        only when on, the KV cache's type and flash attention only when given: a candidate's key stays what it was
+        before the setting existed."""
+        later = {"repack": False, "kv_cache": None, "flash_attn": None}  # added after keys were stored: each written
+        settings = {name: value for name, value in asdict(self).items() if name not in later or value != later[name]}
         return json.dumps({"protocol": protocol, **settings}, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -131,10 +148,24 @@ class LlamaCppVariants(Strict):
         "works (a candidate that dies is recorded failed with its reason).",
     )
 
+    kv_cache: list[KvCacheType | None] = Field(
+        default_factory=lambda: list[KvCacheType | None]([None]),
+        min_length=1,
+        description="The KV cache's type (--cache-type-k and -v): f32, f16 or bf16; null leaves llama-server's own, "
+        "f16. The gate judges a candidate at the loosest of its weights', its KV cache's and its attention's "
+        "precision: an f32 file is judged exactly only with an f32 cache and flash attention off, else as fp16.",
+    )
+    flash_attn: list[bool | None] = Field(
+        default_factory=lambda: list[bool | None]([None]),
+        min_length=1,
+        description="Flash attention on (true) or off (false); null leaves llama-server's own, auto (on, on a CPU). "
+        "Its CPU kernel computes attention partly at 16 bits: a candidate with it on is judged as fp16.",
+    )
+
     def settings(self) -> list[LlamaCppSettings]:
         """Every combination, in the lists' order, each once (-ub capped at -b first)."""
         seen: dict[LlamaCppSettings, None] = {}
-        for gguf_type, parallel, batch, ubatch, threads, batching, repack in itertools.product(
+        for gguf_type, parallel, batch, ubatch, threads, batching, repack, kv_cache, flash in itertools.product(
             self.gguf_types,
             self.parallel,
             self.batch,
@@ -142,8 +173,11 @@ class LlamaCppVariants(Strict):
             self.threads,
             self.continuous_batching,
             self.repack,
+            self.kv_cache,
+            self.flash_attn,
         ):
             if ubatch is not None and batch is not None:
                 ubatch = min(ubatch, batch)
-            seen.setdefault(LlamaCppSettings(gguf_type, parallel, batch, ubatch, threads, batching, repack))
+            settings = LlamaCppSettings(gguf_type, parallel, batch, ubatch, threads, batching, repack, kv_cache, flash)
+            seen.setdefault(settings)
         return list(seen)

@@ -1,9 +1,10 @@
 """`recommender run` of a llamacpp target end to end, with real llama-servers: two candidates (the tiny Llama as f32
-and as q8_0 GGUF) and the engine's default beside them (`llamacpp-default`: llama-server's own slots, batch sizes,
-threads and context) converted, started, gated against the transformers fp32 reference (the f32 one must match it
-exactly, token ids read from the server, teacher forced one position at a time), loaded, stored and ranked; the
-report shows their output tokens/s, and the winner's deliverable is its llama-server command line and schema-valid
-manifests."""
+and as q8_0 GGUF, each with an f32 KV cache and flash attention off) and the engine's default beside them
+(`llamacpp-default`: llama-server's own slots, batch sizes, threads, context, f16 KV cache and flash attention)
+converted, started, gated against the transformers fp32 reference (the f32 one must match it exactly, the default is
+judged at fp16, token ids read from the server, teacher forced one position at a time), loaded, stored and ranked;
+the report shows their output tokens/s, and the winner's deliverable is its llama-server command line and
+schema-valid manifests."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.processes import run_recommender
 
 pytestmark = pytest.mark.llamacpp
 RUN_SECONDS = 300  # two conversions (about 15 s each here), three server starts (seconds), gates, short loads
-F32, Q8 = "llamacpp-f32-np2-b512-ub256-t1", "llamacpp-q8_0-np2-b512-ub256-t1"
+F32, Q8 = "llamacpp-f32-np2-b512-ub256-t1-kvf32-nofa", "llamacpp-q8_0-np2-b512-ub256-t1-kvf32-nofa"
 DEFAULT = "llamacpp-default"
 EXPERIMENT = f"""name: llamacpp-run
 model:
@@ -34,7 +35,9 @@ payload:
 target:
   kind: llamacpp
   ready_timeout_seconds: 240
-  llamacpp: {{gguf_types: [f32, q8_0], parallel: [2], batch: [512], ubatch: [256], threads: [1]}}
+  llamacpp:
+    {{gguf_types: [f32, q8_0], parallel: [2], batch: [512], ubatch: [256], threads: [1], kv_cache: [f32],
+      flash_attn: [false]}}
 traffic:
   warmup_seconds: 1
   window_seconds: 2
@@ -57,8 +60,9 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     store = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}")
     results = {result.name: result for result in store.results("llamacpp-run")}
     assert sorted(results) == [DEFAULT, F32, Q8]
-    engine = results[DEFAULT]  # llama-server's own settings: served, and gated exact as f32 is
+    engine = results[DEFAULT]  # llama-server's own settings: served, and gated at fp16 (its f16 cache and attention)
     assert engine.status == RunStatus.OK and engine.correctness is not None and engine.correctness["passed"], engine
+    assert engine.correctness["precision"] == "fp16", engine.correctness
 
     exact = results[F32]  # f32 GGUF against transformers fp32 on the same weights: every greedy token the same
     assert exact.status == RunStatus.OK, exact.reason

@@ -113,8 +113,16 @@ def test_without_logprobs_lower_precision_is_judged_free_running_up_to_a_near_ti
         ({}, "auto"),  # vLLM's default: a float32 model downcast to its platform's 16-bit type
         ({"dtype": "float32", "quantization": "fp8"}, "q8"),
         ({"quant": "Q4_K_M"}, "q4"),
-        ({"gguf_type": "f32", "parallel": 4}, "fp32"),  # llama.cpp's candidates: their GGUF type
+        # llama.cpp's candidates: the loosest of their GGUF type, their KV cache's (llama-server's own: f16) and their
+        # attention's (flash attention, llama-server's own on a CPU, is fp16)
+        ({"gguf_type": "f32", "parallel": 4}, "fp16"),
+        ({"gguf_type": "f32", "kv_cache": "f32"}, "fp16"),
+        ({"gguf_type": "f32", "flash_attn": False}, "fp16"),
+        ({"gguf_type": "f32", "kv_cache": "f32", "flash_attn": False}, "fp32"),
+        ({"gguf_type": "f32", "kv_cache": "f32", "flash_attn": True}, "fp16"),
+        ({"gguf_type": "f32", "kv_cache": "bf16", "flash_attn": False}, "bf16"),
         ({"gguf_type": "q8_0"}, "q8"),
+        ({"gguf_type": "q8_0", "kv_cache": "f32", "flash_attn": False}, "q8"),
         ({"gguf_type": "q4_K_M"}, "q4"),
     ],
 )

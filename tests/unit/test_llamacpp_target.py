@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from recommender.candidates import LLAMACPP, CandidateResult, RunStatus, expand_candidates
+from recommender.correctness.gate import precision_of
 from recommender.decide.thread_cliff import cliff_notes
 from recommender.errors import BuildError, SpecError, TargetError
 from recommender.metrics.generation import GenerationFigure, GenerationFigures
@@ -301,6 +302,25 @@ def test_weight_repacking_is_off_unless_asked_and_a_candidate_without_it_keeps_i
     repacked = LlamaCppSettings(repack=True)
     assert repacked.flags()[-1] == "--repack" and repacked.name.endswith("-repack")
     assert LlamaCppSettings.from_engine(repacked.engine("openai-chat")) == repacked
+
+
+def test_the_kv_caches_type_and_flash_attention_are_llama_servers_own_unless_given_and_keys_stay(tmp_path) -> None:
+    plain = LlamaCppSettings()
+    assert not {"--cache-type-k", "--flash-attn"} & set(plain.flags())
+    assert "kv_cache" not in plain.engine("openai-chat") and "flash_attn" not in plain.engine("openai-chat")
+    exact = LlamaCppSettings(kv_cache="f32", flash_attn=False)
+    assert exact.flags()[-6:] == ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]
+    assert exact.name == "llamacpp-f32-np1-b2048-ub512-t1-kvf32-nofa"
+    assert LlamaCppSettings.from_engine(exact.engine("openai-chat")) == exact
+    assert LlamaCppSettings(flash_attn=True).flags()[-2:] == ["--flash-attn", "on"]
+    # an f32 file is judged exactly only with an f32 cache and flash attention off (its CPU kernel is fp16)
+    lists = "{kv_cache: [null, f32], flash_attn: [false]}"
+    both = expand_candidates(spec_of(tmp_path, LLAMA + f"target: {{kind: llamacpp, llamacpp: {lists}}}\n"))
+    assert [(c.name, precision_of(c.config())) for c in both] == [
+        ("llamacpp-default", "fp16"),
+        ("llamacpp-f32-np1-b2048-ub512-t1-nofa", "fp16"),
+        ("llamacpp-f32-np1-b2048-ub512-t1-kvf32-nofa", "fp32"),
+    ]
 
 
 def test_the_engines_default_gives_llama_server_no_slots_batches_threads_or_context_and_a_null_leaves_one(

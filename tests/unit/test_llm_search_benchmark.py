@@ -83,6 +83,8 @@ def test_a_llamacpp_pick_is_written_as_its_target_alone_with_its_settings():
         "threads": [2],
         "continuous_batching": [True],
         "repack": [False],
+        "kv_cache": [None],
+        "flash_attn": [None],
     }
 
 

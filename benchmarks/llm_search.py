@@ -48,7 +48,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -350,6 +350,37 @@ def _llamacpp_url(result, model: Path, out: Path) -> Iterator[str]:
         yield deployment.host  # without /v1, as vllm_server gives it
 
 
+def aiperf_targets(grid: Search, adaptive: Search, named: Sequence[str] = ()) -> list[tuple[str, Any]]:
+    """What AIPerf's search runs on, each configuration once: the grid's best, adaptive's pick, the engine's default
+    (AIPerf tuning the load of the server as it comes: what tuning the server adds beside it) and each candidate of
+    the grid's run `named` (None for a name the grid did not run: its row says so)."""
+    best = pick(grid.results)
+    if best is None:
+        return []
+    by_name = {result.name.split("@")[0]: result for result in grid.results.values()}
+    targets = [
+        ("grid best", best),
+        ("adaptive pick", pick(adaptive.results)),
+        (DEFAULT, engine_default(grid.results, best)),
+    ]
+    seen: set[str] = set()
+    kept: list[tuple[str, Any]] = []
+    for label, result in targets + [(name, by_name.get(name)) for name in named]:
+        if result is None and label in named:
+            kept.append((label, None))
+        elif result is not None and result.key not in seen:
+            seen.add(result.key)
+            kept.append((label, result))
+    return kept
+
+
+def aiperf_row(spec: Mapping[str, Any], label: str, result, work: Path) -> str:
+    """AIPerf's search on one target, as its table row (a name the grid did not run: said, nothing run)."""
+    if result is None:
+        return AiperfSearch(label, None, 0, 0.0, error="not a candidate of the grid's run").row()
+    return aiperf_search(spec, result, label, work).row()
+
+
 def aiperf_search(spec: Mapping[str, Any], result, label: str, work: Path) -> AiperfSearch:
     """AIPerf's max-concurrency-under-sla (monotonic) on a server with `result`'s engine settings."""
     started = time.monotonic()
@@ -414,6 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="runs of each strategy (alternating)")
     parser.add_argument("--paired-rounds", type=int, default=None, help="rounds of the paired run (default 5; 2 quick)")
     parser.add_argument("--no-aiperf", action="store_true", help="skip AIPerf's search")
+    parser.add_argument(
+        "--aiperf-on",
+        action="append",
+        default=[],
+        metavar="CANDIDATE",
+        help="also run AIPerf's search on this candidate of the grid's run (its name; repeatable), beside the grid's "
+        "best, adaptive's pick and the engine's default",
+    )
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report (markdown) here")
     parser.add_argument(
@@ -442,14 +481,12 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["|---|---|---|---|", *rows, "", *(f"- {line}" for line in against), ""]
         lines += ["The generation gate on every candidate (the grid's run):", "", *gate_rows(grid.results), ""]
         if not args.no_aiperf:
-            best, chosen = pick(grid.results), pick(adaptive.results)
-            targets = {"grid best": best} | ({"adaptive pick": chosen} if chosen and chosen.key != best.key else {})
-            peer = [aiperf_search(spec, r, label, folder) for label, r in targets.items() if r is not None]
+            peer = [aiperf_row(spec, label, r, folder) for label, r in aiperf_targets(grid, adaptive, args.aiperf_on)]
             lines += [
                 "| AIPerf max-concurrency-under-sla (monotonic) | found | iterations | wall |",
                 "|---|---|---|---|",
             ]
-            lines += [p.row() for p in peer] + [""]
+            lines += [*peer, ""]
         print("\n".join(lines[-60:]), flush=True)
     report = "\n".join(lines)
     print(report)

@@ -126,3 +126,24 @@ def test_an_engine_default_the_grid_did_not_measure_is_written_as_llama_servers_
     assert LlamaCppSettings.from_engine(candidate.config()["engine"]) == DEFAULT
     measured = CandidateResult("llamacpp-default", "d", stand_in.config, "ok", None, None, None, 1, 1.0, None)
     assert llm_search.engine_default({"k": best, "d": measured}, best) is measured
+
+
+def test_aiperf_searches_the_picks_the_engines_default_and_the_named_candidates_each_once():
+    """AIPerf tunes the load of a server as it comes: its search on the engine's default is the baseline for what
+    tuning the server adds; a named candidate of the grid's run is searched too, an unknown name said in its row."""
+    settings = LlamaCppSettings("q8_0", parallel=8, threads=2)
+    config = {"optimization": LLAMACPP, "target": "llamacpp", "engine": settings.engine("openai-chat")}
+    best = CandidateResult("k", "llamacpp-q8_0@llamacpp", config, "ok", None, result("b", 600.0, 9.0).headline, None,
+                           1, 1.0, None)  # fmt: skip
+    twin = CandidateResult("t", "llamacpp-q8_0-t1@llamacpp", config, "ok", None, result("t", 600.0, 5.0).headline,
+                           None, 1, 1.0, None)  # fmt: skip
+    grid = llm_search.Search("grid", 10.0, {"k": best, "t": twin})
+    adaptive = llm_search.Search("adaptive", 2.0, {"k": best})  # the same pick: searched once
+    targets = llm_search.aiperf_targets(grid, adaptive, ["llamacpp-q8_0-t1", "missing"])
+    assert [(label, r.name if r else None) for label, r in targets] == [
+        ("grid best", "llamacpp-q8_0@llamacpp"),
+        ("engine default", "llamacpp-default (not in the grid's run)"),
+        ("llamacpp-q8_0-t1", "llamacpp-q8_0-t1@llamacpp"),
+        ("missing", None),
+    ]
+    assert "failed: not a candidate of the grid's run" in llm_search.aiperf_row({}, "missing", None, Path("."))

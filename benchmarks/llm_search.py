@@ -45,6 +45,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -389,6 +390,7 @@ def aiperf_search(spec: Mapping[str, Any], result, label: str, work: Path) -> Ai
     try:
         model = llama_folder(load_spec(write(work, spec, f"aiperf-{label.replace(' ', '-')}")).model.architecture)
         out = work / f"aiperf-{label.replace(' ', '-')}"
+        shutil.rmtree(out / "artifacts", ignore_errors=True)  # an earlier search's history is not this one's
         with served(result, model, out) as url:
             command = [str(AIPERF), "profile", "--model", SERVED, "--url", url, "--endpoint-type", "chat"]
             command += ["--streaming", "--tokenizer", str(model), "--extra-inputs", "ignore_eos:true"]

@@ -132,7 +132,7 @@ spec = {
     "traffic": {
         "warmup_seconds": 1 if dry else 3,
         "window_seconds": 1 if dry else 3,
-        "concurrency": {"users": [4] if dry else [2, 8, 32], "duration_seconds": 5 if dry else 18},  # dry: one level
+        "concurrency": {"users": [1, 4] if dry else [2, 8, 32], "duration_seconds": 5 if dry else 18},
         "until_known": {"from_top": True},
     },
     "time_budget_seconds": 300,  # no candidate starts after 5 minutes: the run ends inside the 8

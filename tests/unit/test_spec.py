@@ -108,6 +108,11 @@ def test_shipped_experiments_validate(name):
     assert isinstance(load_spec(EXPERIMENTS / name), ExperimentSpec)
 
 
+@pytest.mark.parametrize("path", sorted((EXPERIMENTS.parent / "benchmarks").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_benchmarks_experiment_files_validate(path):
+    assert isinstance(load_spec(path), ExperimentSpec)
+
+
 SAGEMAKER_TARGET = (
     "target: {kind: sagemaker, instance_type: ml.g5.xlarge, role_arn: 'arn:aws:iam::123456789012:role/R', "
     "bucket: b, image_uri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/recommender-triton:24.10', budget_usd: 20}\n"

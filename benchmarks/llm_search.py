@@ -358,21 +358,14 @@ def aiperf_targets(grid: Search, adaptive: Search, named: Sequence[str] = ()) ->
     best = pick(grid.results)
     if best is None:
         return []
-    by_name = {result.name.split("@")[0]: result for result in grid.results.values()}
-    targets = [
-        ("grid best", best),
-        ("adaptive pick", pick(adaptive.results)),
-        (DEFAULT, engine_default(grid.results, best)),
-    ]
-    seen: set[str] = set()
-    kept: list[tuple[str, Any]] = []
-    for label, result in targets + [(name, by_name.get(name)) for name in named]:
-        if result is None and label in named:
-            kept.append((label, None))
-        elif result is not None and result.key not in seen:
-            seen.add(result.key)
-            kept.append((label, result))
-    return kept
+    by_name = {r.name.split("@")[0]: r for r in grid.results.values()}  # its name without the target's label
+    default = engine_default(grid.results, best)
+    chosen = [("grid best", best), ("adaptive pick", pick(adaptive.results)), (DEFAULT, default)]
+    kept: dict[str, tuple[str, Any]] = {}  # configuration key -> (label, result): each configuration searched once
+    for label, result in chosen + [(name, by_name[name]) for name in named if name in by_name]:
+        if result is not None:
+            kept.setdefault(result.key, (label, result))
+    return [*kept.values(), *((name, None) for name in named if name not in by_name)]
 
 
 def aiperf_row(spec: Mapping[str, Any], label: str, result, work: Path) -> str:

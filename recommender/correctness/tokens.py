@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from recommender.spec.llamacpp import LlamaCppSettings
+
 
 @dataclass(frozen=True)
 class TokenTolerance:
@@ -66,18 +68,13 @@ _GGUF_FLOATS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}  # llama.cpp's unq
 
 def engine_precision(engine: Mapping[str, Any]) -> str:
     """The precision a generative candidate serves at, from its engine configuration: a llama.cpp candidate's, the
-    loosest of its weights' (`gguf_type`), its KV cache's (`kv_cache`; llama-server's own: f16) and its attention's
-    (`flash_attn`; llama-server's own, auto, is on on a CPU, and its CPU kernel is fp16: measured here, an f32 file
-    moved the reference logprobs by 0.00103 with it, beyond fp32's 1e-3, and by 7e-6 without it and with an f32
-    cache), else quantised weights (a `quantization` or GGUF `quant` setting: q8 for 8-bit names, else q4, the
-    loosest row), else its `dtype` (absent: `auto`, the engine's own choice; vLLM downcasts a float32 model to a
-    16-bit type)."""
-    gguf_type = str(engine.get("gguf_type") or "").lower()
-    if gguf_type:
-        attention = "fp32" if engine.get("flash_attn") is False else "fp16"
-        cache = _gguf_precision(str(engine.get("kv_cache") or "f16").lower())
-        rows = (_gguf_precision(gguf_type), cache, attention)
-        return max(rows, key=lambda row: TOKEN_TOLERANCES[row].logprob_atol)
+    loosest of the tensor types it computes in (`LlamaCppSettings.computed_types`: its weights', KV cache's and
+    attention's; llama-server's own cache and CPU flash attention are 16-bit), else quantised weights (a
+    `quantization` or GGUF `quant` setting: q8 for 8-bit names, else q4, the loosest row), else its `dtype` (absent:
+    `auto`, the engine's own choice; vLLM downcasts a float32 model to a 16-bit type)."""
+    if engine.get("gguf_type"):
+        types = LlamaCppSettings.from_engine(engine).computed_types()
+        return max((_gguf_precision(str(t).lower()) for t in types), key=lambda row: TOKEN_TOLERANCES[row].logprob_atol)
     return _weights_precision(engine)
 
 

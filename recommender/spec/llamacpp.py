@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -41,10 +42,7 @@ class LlamaCppSettings:
     repack: bool = False
     # --cache-type-k and --cache-type-v: the KV cache's type; None: llama-server's own, f16
     kv_cache: str | None = None
-    # --flash-attn on / off; None: llama-server's own, auto (on, on a CPU). Measured on this project's Llama: its CPU
-    # kernel moves the reference tokens' logprobs by up to 0.00103 whatever the cache's type, off with an f32 cache
-    # by 7e-6, off with the f16 cache by 2e-4. So an f32 file is fp32 (judged exactly) only with both `kv_cache: f32`
-    # and flash attention off, and fp16 otherwise (correctness/tokens.engine_precision)
+    # --flash-attn on / off; None: llama-server's own, auto (on, on a CPU)
     flash_attn: bool | None = None
 
     @property
@@ -89,10 +87,19 @@ class LlamaCppSettings:
         settings = {name: value for name, value in asdict(self).items() if name not in later or value != later[name]}
         return json.dumps({"protocol": protocol, **settings}, sort_keys=True, separators=(",", ":"))
 
+    def computed_types(self) -> tuple[str, str, str]:
+        """The tensor types llama-server computes an answer in: the weights' (the GGUF type), the KV cache's
+        (llama-server's own: f16) and attention's (flash attention, llama-server's own on a CPU, is a 16-bit kernel
+        there; off, f32). Measured on this project's Llama: flash attention moved the reference tokens' logprobs by
+        up to 0.00103 whatever the cache's type; off, by 2e-4 with the f16 cache and 7e-6 with an f32 one. The gate
+        judges the loosest (correctness/tokens.engine_precision): an f32 file is fp32 only with both set."""
+        return (self.gguf_type, self.kv_cache or "f16", "f32" if self.flash_attn is False else "f16")
+
     @classmethod
-    def from_engine(cls, engine: str) -> LlamaCppSettings:
-        """The settings back from a candidate's `engine` (the inverse of `engine`; the wire is left out)."""
-        data = json.loads(engine)
+    def from_engine(cls, engine: str | Mapping[str, Any]) -> LlamaCppSettings:
+        """The settings back from a candidate's `engine`, its JSON or that parsed (the inverse of `engine`; the wire
+        and any other key are left out)."""
+        data = json.loads(engine) if isinstance(engine, str) else engine
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 

@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 import children  # noqa: E402  (benchmarks/, next to this script)
 import paired  # noqa: E402
-from search import RunFailed, _one_line, decided, run_once  # noqa: E402
+from search import RunFailed, _one_line, decided, finished_run, run_once  # noqa: E402
 from vllm_endpoint import VLLM_PYTHON, vllm_server  # noqa: E402
 
 from recommender.candidates import LLAMACPP  # noqa: E402
@@ -237,9 +237,12 @@ def recorded_wall(spec: Path, log: Path) -> float:
     return log.stat().st_mtime - spec.stat().st_mtime
 
 
-def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any], rounds: int, tag: str):
+def paired_picks(
+    folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any], rounds: int, tag: str, reuse: bool = False
+):
     """Each configuration of `picks` (label -> its result) measured once per round, 1 repeat, in the alternating order:
-    label -> goodput/min within the SLOs per round (None: outside them, or that run failed: printed)."""
+    label -> goodput/min within the SLOs per round (None: outside them, or that run failed: printed). With `reuse`, a
+    round that finished earlier in `folder` is read, not run again."""
     paths = {}
     for label, result in picks.items():
         name = f"{tag}-{label.replace(' ', '-')}"
@@ -248,7 +251,10 @@ def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any]
     for number, labels in enumerate(paired.order(list(picks), rounds), start=1):
         for label in labels:
             try:
-                _, url = run_once(folder, paths[label], number)
+                kept = finished_run(folder, paths[label], number) if reuse else None
+                if kept is not None:
+                    print(f"paired run, round {number}, {label}: the finished round is read, not run again")
+                _, url = kept or run_once(folder, paths[label], number)
                 result = next(iter(decided(url, paths[label]).values()), None)
             except RunFailed as failure:
                 print(f"paired run, round {number}, {label}: failed: {_one_line(str(failure))}")
@@ -257,7 +263,9 @@ def paired_picks(folder: Path, spec: Mapping[str, Any], picks: Mapping[str, Any]
     return figures
 
 
-def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: Search, rounds: int, tag: str):
+def judge_picks(
+    folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: Search, rounds: int, tag: str, reuse: bool = False
+):
     """The grid's best, adaptive's pick and the engine's default, each measured once (a pick that is another's shares
     its figures) in one paired run; each judged against the grid's best. Returns (rows, adaptive's verdict, the
     lines on each pick against the default)."""
@@ -271,7 +279,7 @@ def judge_picks(folder: Path, spec: Mapping[str, Any], grid: Search, adaptive: S
         if result is not None:
             first.setdefault(result.key, label)
     measured = {label: chosen[label] for label in first.values()}
-    figures = paired_picks(folder, spec, measured, rounds, tag) if rounds and len(measured) > 1 else {}
+    figures = paired_picks(folder, spec, measured, rounds, tag, reuse) if rounds and len(measured) > 1 else {}
     rows, verdict = [], "n/a (adaptive picked none)"
     for label, result in chosen.items():
         if result is None:
@@ -453,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="read a strategy's finished run already in --work-dir instead of running it again (then the paired "
-        "run and AIPerf's search go on from there: a benchmark stopped after its searches)",
+        help="read a strategy's finished run, and a paired run's finished rounds, already in --work-dir instead of "
+        "running them again (a benchmark stopped part way goes on from there; a further --runs adds its runs)",
     )
     args = parser.parse_args(argv)
     children.stop_on_sigterm()
@@ -468,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         searches = {strategy: run_search(folder, spec, strategy, number, args.reuse) for strategy in order}
         grid, adaptive = searches["grid"], searches["adaptive"]
-        rows, verdict, against = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}")
+        rows, verdict, against = judge_picks(folder, spec, grid, adaptive, rounds, f"run{number}", args.reuse)
         lines += [f"## Run {number}", "", f"- {grid.line()}", f"- {adaptive.line()}"]
         lines += [f"- wall time adaptive / grid: {adaptive.wall_s / grid.wall_s:.2f} (target <= 0.30)"]
         lines += [f"- adaptive's pick against the grid's best (paired, {rounds} rounds): {verdict}", ""]

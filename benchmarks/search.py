@@ -133,8 +133,8 @@ class RunFailed(RuntimeError):
 
 
 def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
-    """One `recommender run --fresh`, its output kept as FOLDER/STEM-NUMBER.log and its wall seconds as .wall; returns
-    (wall seconds, database URL); raises RunFailed."""
+    """One `recommender run --fresh`, its output kept as FOLDER/STEM-NUMBER.log and, when it finished, its wall seconds
+    as .wall; returns (wall seconds, database URL); raises RunFailed."""
     url = f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
@@ -159,13 +159,22 @@ def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
     wall = time.monotonic() - started
     # what the user would have seen, kept beside its database (the README's worked examples quote such runs)
     (folder / f"{spec.stem}-{number}.log").write_text(f"{done.stdout}\n--- stderr ---\n{done.stderr}")
-    (folder / f"{spec.stem}-{number}.wall").write_text(f"{wall:.3f}\n")
     if done.returncode != 0:
         raise RunFailed(
             f"recommender run {spec.name} failed (exit {done.returncode}):\n"
             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
+    (folder / f"{spec.stem}-{number}.wall").write_text(f"{wall:.3f}\n")  # only for a run that finished
     return wall, url
+
+
+def finished_run(folder: Path, spec: Path, number: int) -> tuple[float, str] | None:
+    """The (wall seconds, database URL) of a run that run_once finished earlier in `folder` (its .wall file), else
+    None."""
+    wall = folder / f"{spec.stem}-{number}.wall"
+    if not wall.exists():
+        return None
+    return float(wall.read_text()), f"sqlite:///{folder / f'{spec.stem}-{number}.db'}"
 
 
 def decided(url: str, spec_path: Path) -> dict:

@@ -147,3 +147,28 @@ def test_aiperf_searches_the_picks_the_engines_default_and_the_named_candidates_
         ("missing", None),
     ]
     assert "failed: not a candidate of the grid's run" in llm_search.aiperf_row({}, "missing", None, Path("."))
+
+
+def test_reuse_reads_a_paired_runs_finished_rounds_and_runs_only_the_rest(tmp_path, monkeypatch):
+    """A benchmark stopped part way, or given a further --runs, goes on: a round whose run finished (its .wall file,
+    written only then) is read from its database; a round that failed or never ran is run."""
+    settings = LlamaCppSettings("q8_0", parallel=8, threads=2)
+    config = {"optimization": LLAMACPP, "target": "llamacpp", "engine": settings.engine("openai-chat")}
+    best = CandidateResult("llamacpp-q8_0", "k", config, "ok", None, None, None, 1, 1.0, None)
+    shipped = yaml.safe_load(llm_search.EXPERIMENT.read_text())
+    ran: list[str] = []
+
+    def run_once(folder: Path, spec: Path, number: int) -> tuple[float, str]:
+        ran.append(f"{spec.stem}-{number}")
+        return 1.0, f"sqlite:///ran/{spec.stem}-{number}.db"
+
+    monkeypatch.setattr(llm_search, "run_once", run_once)
+    monkeypatch.setattr(llm_search, "decided", lambda url, path: {"k": result("x", 60.0, 1.0 if "ran" in url else 2.0)})
+    (tmp_path / "run1-grid-best-1.wall").write_text("85.0\n")  # round 1 finished; round 2 only left its log
+    (tmp_path / "run1-grid-best-2.log").write_text("failed\n")
+    figures = llm_search.paired_picks(tmp_path, shipped, {"grid best": best}, 2, "run1", reuse=True)
+    assert ran == ["run1-grid-best-2"]
+    assert figures == {"grid best": [120.0, 60.0]}  # goodput/s as good requests/min: read, then run
+    ran.clear()
+    llm_search.paired_picks(tmp_path, shipped, {"grid best": best}, 2, "run1")
+    assert ran == ["run1-grid-best-1", "run1-grid-best-2"]  # without reuse every round runs

@@ -42,7 +42,7 @@ def test_a_body_is_its_json_header_then_its_inputs_raw_little_endian():
     ],
 )
 def test_what_cannot_be_binary_tensors_is_refused_with_the_reason(body, says):
-    with pytest.raises(ValueError, match="") as refused:
+    with pytest.raises(ValueError) as refused:
         binary_request(body)
     assert says in str(refused.value)
 

@@ -143,7 +143,7 @@ def main() -> None:
     card(rec)
     st.subheader("All candidates")
     st.caption(
-        f"Ranked within {rec.percentile} <= {rec.threshold_ms:g} ms and error rate <= "
+        f"Ranked within {rec.ranking.limits.within()} and error rate <= "
         f"{rec.max_error_rate:.2%}; weights {escape(decision.report(rec).weights)}. Click a header to sort."
     )
     frame = decision.rows_frame(decision.report(rec))

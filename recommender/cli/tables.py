@@ -427,10 +427,7 @@ def _wrapped(fields: list[str], width: int) -> list[str]:
 
 
 def _title(rec: Recommendation) -> str:
-    return (
-        f"{rec.experiment}: ranked within {rec.percentile} <= {rec.threshold_ms:g} ms, "
-        f"error rate <= {rec.max_error_rate:.2%}"
-    )
+    return f"{rec.experiment}: ranked within {rec.ranking.limits.within()}, error rate <= {rec.max_error_rate:.2%}"
 
 
 def print_decision(console: Console, rec: Recommendation, results: list[CandidateResult]) -> None:

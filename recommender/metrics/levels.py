@@ -263,7 +263,7 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
     if chosen is None:
         lowest_run = "the lowest measured" if measured.from_top_stop is not None else "the lowest"
         notes.append(
-            f"no load level meets {limits.percentile} <= {limits.threshold_ms:g} ms{_slo_text(limits)} and error "
+            f"no load level meets {limits.within()} and error "
             f"rate <= {limits.max_error_rate:.1%}: {at} ({lowest_run}) {level.why_not}"
         )
         if measured.from_top_stop is not None:
@@ -274,11 +274,6 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
         notes.append(f"unstable {at}: {level.stability.reason}")
     note = stop_note(measured, limits)
     return notes + ([note] if note else [])
-
-
-def _slo_text(limits: Limits) -> str:
-    """', TTFT p95 <= 500 ms, ITL p95 <= 50 ms': the SLO terms beside the latency threshold ('' without)."""
-    return "".join(f", {term.label} <= {term.threshold_ms:g} ms" for term in limits.slo)
 
 
 def from_top_note(load: float) -> str:

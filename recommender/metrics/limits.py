@@ -60,6 +60,14 @@ class Limits:
         """Every latency term a level and a request are judged by: the latency threshold (end-to-end), then the SLO."""
         return (SloTerm("e2e", self.percentile, self.threshold_ms), *self.slo)
 
+    def slo_text(self) -> str:
+        """'TTFT p95 <= 500 ms, ITL p95 <= 50 ms': the SLO terms ('' without)."""
+        return ", ".join(f"{term.label} <= {term.threshold_ms:g} ms" for term in self.slo)
+
+    def within(self) -> str:
+        """'p95 <= 500 ms, TTFT p95 <= 1000 ms, ITL p95 <= 100 ms': every latency term, the threshold's first."""
+        return ", ".join(filter(None, (f"{self.percentile} <= {self.threshold_ms:g} ms", self.slo_text())))
+
     def override(
         self, threshold_ms: float | None = None, percentile: str | None = None, max_error_rate: float | None = None
     ) -> Limits:

@@ -351,7 +351,7 @@ def facts(rec: Recommendation) -> tuple[tuple[str, str], ...]:
 
 def _generation_facts(rec: Recommendation, c: RankInput) -> list[tuple[str, str]]:
     """A generative winner's figures at its level, each with its interval where there is one, and the SLO terms."""
-    slo = ", ".join(f"{t.label} <= {t.threshold_ms:g} ms" for t in rec.ranking.limits.slo)
+    slo = rec.ranking.limits.slo_text()
     shown = (*GENERATION_THROUGHPUTS, *latencies_at(rec.percentile))
     items = [(m.header, _with_interval(m, c.generation)) for m in shown]
     costs = [(m.header, m.with_unit(v)) for m in GENERATION_COSTS if (v := _generation_cost(m, c)) is not None]

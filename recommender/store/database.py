@@ -50,6 +50,7 @@ def open_engine(url: str | None = None, migrate: bool = True) -> Engine:
     try:
         engine = create_engine(url, future=True)
         if engine.dialect.name == "sqlite":
+            _folder_exists(engine, url)
             event.listen(engine, "connect", _sqlite_pragmas)
         if migrate:
             upgrade(engine)
@@ -60,6 +61,28 @@ def open_engine(url: str | None = None, migrate: bool = True) -> Engine:
             "and that the driver is installed.",
         ) from exc
     return engine
+
+
+def _folder_exists(engine: Engine, url: str) -> None:
+    """A SQLite file's folder must exist (SQLite makes the file, never its folder): said so, rather than as the
+    migration lock's or SQLite's own "unable to open database file"."""
+    database = _sqlite_file(engine)
+    folder = Path(database).parent if database else None
+    if folder is not None and not folder.is_dir():
+        raise StoreError(
+            f"cannot open results database {_redact(url)}: the folder {folder} does not exist",
+            hint=f"Create it (mkdir -p {folder}) or give --db a file in an existing folder.",
+        )
+
+
+def _sqlite_file(engine: Engine) -> str | None:
+    """The path of a SQLite database file (None: in memory, or not SQLite)."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        return None
+    if engine.url.query.get("uri") == "true":  # sqlite:///file:/path/results.db?mode=ro&uri=true
+        return database.removeprefix("file:")
+    return database
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -90,12 +113,10 @@ def upgrade(engine: Engine) -> None:
 @contextmanager
 def _migration_lock(engine: Engine) -> Iterator[None]:
     """An exclusive file lock next to a SQLite database file; nothing for other databases."""
-    database = engine.url.database if engine.dialect.name == "sqlite" else None
-    if not database or database == ":memory:":
+    database = _sqlite_file(engine)
+    if database is None:
         yield
         return
-    if engine.url.query.get("uri") == "true":  # sqlite:///file:/path/results.db?mode=ro&uri=true
-        database = database.removeprefix("file:")
     with open(f"{database}.migrate.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -81,6 +81,8 @@ def test_rank_ranks_on_goodput_under_the_slo_and_shows_the_generative_figures(ur
     assert first["cost_per_million_output_tokens"] == pytest.approx(3.6 / (440 * 3600) * 1e6)
     assert first["cost_per_million_total_tokens"] == pytest.approx(3.6 / ((440 + 400) * 3600) * 1e6)
     table = invoke("rank", "llm", "--db", url)
+    # the title names every term a level was judged by: the latency threshold (end-to-end) and the file's SLO
+    assert "llm: ranked within p95 <= 5000 ms, TTFT p95 <= 100 ms, ITL p95 <= 20 ms, error rate <= 1.00%" in table
     for label in ("goodput/s", "out tok/s", "TTFT p95", "ITL p95", "per M out tok"):
         assert label in table
     assert "MaxInvocations/min" not in table

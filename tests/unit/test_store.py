@@ -120,6 +120,17 @@ def test_unreachable_database_is_a_store_error_with_hint():
     assert "--db" in info.value.hint
 
 
+def test_a_sqlite_file_in_a_missing_folder_is_said_so_and_nothing_is_made(tmp_path):
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(StoreError) as info:
+        ResultStore.open(f"sqlite:///{missing / 'results.db'}")
+    assert f"the folder {missing} does not exist" in str(info.value)
+    assert f"mkdir -p {missing}" in info.value.hint
+    assert not (tmp_path / "no").exists()
+    with pytest.raises(StoreError, match="does not exist"):  # SQLite's URI form too
+        ResultStore.open(f"sqlite:///file:{missing / 'results.db'}?mode=ro&uri=true")
+
+
 def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     """A run and a dashboard (or a test polling the store) may create the schema at the same moment."""
     outcomes = store_contention.open_at_once(f"sqlite:///{tmp_path / 'fresh.db'}")

@@ -65,7 +65,7 @@ def export_command(
     request bodies sized for the target load and a README saying how to use them; and/or every candidate to MLflow."""
     if out is None and mlflow is None:
         raise UsageError("nothing to export to", hint="give --out FOLDER (the deliverable), --mlflow URI, or both")
-    store = ResultStore.open(db)
+    store = ResultStore.open(db, existing=True)
     rec, spec, results = recommend_from_store(store, experiment, endpoint_name=endpoint_name)
     console = Console()
     deliverable = None

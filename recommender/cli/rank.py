@@ -27,7 +27,7 @@ def rank_command(
 
     The limits default to the experiment file's; other ones re-decide the stored windows (nothing is measured)."""
     rec, _, results = recommend_from_store(
-        ResultStore.open(db),
+        ResultStore.open(db, existing=True),
         experiment,
         threshold_ms=threshold_ms,
         percentile=percentile.value if percentile else None,

@@ -38,7 +38,7 @@ def report_command(
     if out is not None:
         claim_file(out, force)  # before the report is built: a refusal costs nothing
     rec, _, _ = recommend_from_store(
-        ResultStore.open(db),
+        ResultStore.open(db, existing=True),
         experiment,
         threshold_ms=threshold_ms,
         percentile=percentile.value if percentile else None,

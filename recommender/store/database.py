@@ -44,13 +44,16 @@ def _url_from_file(path: str | None) -> str | None:
     return url
 
 
-def open_engine(url: str | None = None, migrate: bool = True) -> Engine:
-    """An engine on the database, migrated to the newest schema."""
+def open_engine(url: str | None = None, migrate: bool = True, existing: bool = False) -> Engine:
+    """An engine on the database, migrated to the newest schema. With `existing` (a command that only reads results),
+    a SQLite file that is not there is an InputError: it is not made empty."""
     url = resolve_url(url)
     try:
         engine = create_engine(url, future=True)
         if engine.dialect.name == "sqlite":
             _folder_exists(engine, url)
+            if existing:
+                _file_exists(engine)
             event.listen(engine, "connect", _sqlite_pragmas)
         if migrate:
             upgrade(engine)
@@ -72,6 +75,16 @@ def _folder_exists(engine: Engine, url: str) -> None:
         raise StoreError(
             f"cannot open results database {_redact(url)}: the folder {folder} does not exist",
             hint=f"Create it (mkdir -p {folder}) or give --db a file in an existing folder.",
+        )
+
+
+def _file_exists(engine: Engine) -> None:
+    database = _sqlite_file(engine)
+    if database is not None and not Path(database).exists():
+        raise InputError(
+            f"no results database at {database}",
+            hint="`recommender run FILE` writes one (by default .recommender/results.db, from the folder it runs in); "
+            "pass --db the database a run wrote (e.g. --db sqlite:///path/results.db), or set RECOMMENDER_DB_URL.",
         )
 
 

@@ -58,8 +58,10 @@ class ResultStore:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str | None = None) -> ResultStore:
-        return cls(open_engine(url))
+    def open(cls, url: str | None = None, existing: bool = False) -> ResultStore:
+        """The store at `url` (resolve_url's default without); `existing`: for a command that only reads results, a
+        SQLite file that is not there is an InputError (exit 2), not made empty."""
+        return cls(open_engine(url, existing=existing))
 
     def lease(self, experiment: str, wait: bool = False) -> Lease:
         """The experiment's lease for this process (a context manager): one job measures an experiment at a time."""

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from recommender.cli import build_app
-from recommender.errors import ExportError, StoreError, UsageError
+from recommender.errors import ExportError, InputError, StoreError, UsageError
 from tests.unit.seeded_study import SPEC, seed_study
 from tests.unit.tiny_model import save_pooling_model
 
@@ -106,6 +106,19 @@ def test_unknown_experiment_is_a_store_error_with_a_hint(runner: CliRunner, db: 
     result = invoke(runner, *command, "--db", db)
     assert isinstance(result.exception, StoreError)
     assert "no experiment named 'nope'" in result.exception.message and "seed-study" in result.exception.hint
+
+
+@pytest.mark.parametrize("command", [["rank", "x"], ["report", "x"], ["export", "x", "--out", "x"]])
+def test_a_database_that_is_not_there_is_said_so_and_not_made(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    """A mistyped --db, or a folder where nothing ran: exit 2 naming the file, nothing left behind."""
+    missing = tmp_path / "typo.db"
+    result = invoke(runner, *command, "--db", f"sqlite:///{missing}")
+    assert isinstance(result.exception, InputError) and result.exception.exit_code == 2
+    assert result.exception.message == f"no results database at {missing}"
+    assert "recommender run FILE" in result.exception.hint
+    assert not list(tmp_path.glob("typo.db*"))
 
 
 def test_export_with_nothing_eligible_is_an_export_error(runner: CliRunner, tmp_path: Path) -> None:

@@ -304,6 +304,21 @@ def judge_picks(
     return rows, verdict, against
 
 
+def across_runs(runs: Sequence[tuple[float, str]]) -> list[str]:
+    """The search targets over every run: each run's (adaptive / grid wall time, adaptive's verdict against the grid's
+    best). A pick found is one that is the grid's best, tied with it or measured above it in the paired run."""
+    found = [verdict for _, verdict in runs if verdict == "same" or verdict.startswith(("tied", "NOT tied (above)"))]
+    ratios = ", ".join(f"{ratio:.2f}" for ratio, _ in runs)
+    return [
+        "## Across the runs",
+        "",
+        f"- adaptive's pick was the grid's best, or tied with it, or above it, in {len(found)} of {len(runs)} runs "
+        "(target: every run)",
+        f"- wall time adaptive / grid per run: {ratios}; the largest {max(r for r, _ in runs):.2f} (target <= 0.30)",
+        "",
+    ]
+
+
 def over_default(label: str, name: str, values: list[float | None], default: list[float | None]) -> str:
     """A pick's goodput against the engine default's in the same paired rounds: the ratio of their means over the
     rounds where both were measured within the SLOs (target >= 1.5)."""
@@ -472,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/llm_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
     lines = [f"# LLM search: grid against adaptive on {EXPERIMENT.name}", "", f"command: `{command.strip()}`", ""]
+    runs: list[tuple[float, str]] = []
     for number in range(1, args.runs + 1):
         order = ("grid", "adaptive") if number % 2 else ("adaptive", "grid")
         searches = {strategy: run_search(folder, spec, strategy, number, args.reuse) for strategy in order}
@@ -480,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"## Run {number}", "", f"- {grid.line()}", f"- {adaptive.line()}"]
         lines += [f"- wall time adaptive / grid: {adaptive.wall_s / grid.wall_s:.2f} (target <= 0.30)"]
         lines += [f"- adaptive's pick against the grid's best (paired, {rounds} rounds): {verdict}", ""]
+        runs.append((adaptive.wall_s / grid.wall_s, verdict))
         lines += ["| configuration | candidate | good requests/min per round | against the grid's best |"]
         lines += ["|---|---|---|---|", *rows, "", *(f"- {line}" for line in against), ""]
         lines += ["The generation gate on every candidate (the grid's run):", "", *gate_rows(grid.results), ""]
@@ -491,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             lines += [*peer, ""]
         print("\n".join(lines[-60:]), flush=True)
-    report = "\n".join(lines)
+    report = "\n".join(lines + across_runs(runs))
     print(report)
     if args.out is not None:
         args.out.write_text(report + "\n")

@@ -172,3 +172,15 @@ def test_reuse_reads_a_paired_runs_finished_rounds_and_runs_only_the_rest(tmp_pa
     ran.clear()
     llm_search.paired_picks(tmp_path, shipped, {"grid best": best}, 2, "run1")
     assert ran == ["run1-grid-best-1", "run1-grid-best-2"]  # without reuse every round runs
+
+
+def test_across_the_runs_a_pick_counts_as_found_when_same_tied_or_above_and_the_largest_ratio_is_judged():
+    runs = [
+        (0.20, "same"),
+        (0.31, "tied: paired difference -20 good requests/min [-90, +50] (95 %, 5 rounds)"),
+        (0.25, "NOT tied (below): paired difference -645 good requests/min [-825, -465] (95 %, 5 rounds)"),
+        (0.22, "NOT tied (above): paired difference +90 good requests/min [+10, +170] (95 %, 5 rounds)"),
+    ]
+    lines = llm_search.across_runs(runs)
+    assert "in 3 of 4 runs (target: every run)" in lines[2]
+    assert lines[3] == "- wall time adaptive / grid per run: 0.20, 0.31, 0.25, 0.22; the largest 0.31 (target <= 0.30)"

@@ -307,6 +307,8 @@ def judge_picks(
 def across_runs(runs: Sequence[tuple[float, str]]) -> list[str]:
     """The search targets over every run: each run's (adaptive / grid wall time, adaptive's verdict against the grid's
     best). A pick found is one that is the grid's best, tied with it or measured above it in the paired run."""
+    if not runs:
+        return []
     found = [verdict for _, verdict in runs if verdict == "same" or verdict.startswith(("tied", "NOT tied (above)"))]
     ratios = ", ".join(f"{ratio:.2f}" for ratio, _ in runs)
     return [

@@ -263,8 +263,8 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
     if chosen is None:
         lowest_run = "the lowest measured" if measured.from_top_stop is not None else "the lowest"
         notes.append(
-            f"no load level meets {limits.within()} and error "
-            f"rate <= {limits.max_error_rate:.1%}: {at} ({lowest_run}) {level.why_not}"
+            f"no load level meets {limits.within()} and error rate <= {limits.max_error_rate:.1%}: {at} "
+            f"({lowest_run}) {level.why_not}"
         )
         if measured.from_top_stop is not None:
             notes.append(from_top_note(measured.from_top_stop))

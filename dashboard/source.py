@@ -27,7 +27,7 @@ def database_url() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str) -> ResultStore:
-    return ResultStore.open(url)
+    return ResultStore.open(url, existing=True)  # a missing SQLite file is said on the page, not made empty
 
 
 def store() -> ResultStore:

@@ -19,8 +19,10 @@ bash scripts/tool_venvs.sh --without llamacpp  # tools with their own pins, each
 python3 -m ruff check recommender dashboard tests benchmarks containers scripts
 python3 -m ruff format --check recommender dashboard tests benchmarks containers scripts
 python3 -m mypy
+echo "test.sh: installs and static gates done at ${SECONDS} s"
 wait "$llamacpp_build"                    # llama.cpp's virtualenv made (a failed build fails here, with its log)
 trap - EXIT
+echo "test.sh: llama.cpp's build waited for, tests start at ${SECONDS} s"
 # Every tier under tests/ (pyproject's testpaths), the hostile-input tier included (tests/fuzz, marker `hostile`:
 # hypothesis, derandomized, under a minute); `bash scripts/test.sh -m hostile` runs that tier alone.
 python3 -m pytest "$@"

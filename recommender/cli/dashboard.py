@@ -14,6 +14,7 @@ from rich.console import Console
 from recommender.cli import options
 from recommender.errors import RecommenderError
 from recommender.store.database import resolve_url
+from recommender.store.results import ResultStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = REPO_ROOT / "dashboard" / "app.py"  # a source checkout (pip install -e .)
@@ -68,8 +69,10 @@ def dashboard(
         "127.0.0.1", "--host", help="Address to bind (loopback by default: the app has no login)."
     ),
 ) -> None:
-    """Open the ranking, comparison, curves and cost dashboard (Streamlit) on http://HOST:PORT."""
+    """Open the ranking, comparison, curves and cost dashboard (Streamlit) on http://HOST:PORT. It reads the
+    database a run wrote: start it once `recommender run` has begun (a missing SQLite file is an error, not made)."""
     app = find_app()
+    ResultStore.open(db, existing=True)  # a wrong --db is said here, exit 2, before a browser page would say it
     console = Console(stderr=True)
     console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
     process = subprocess.Popen(streamlit_command(app, host, port), env=dashboard_env(db, app))

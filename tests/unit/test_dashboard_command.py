@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from recommender.cli import build_app
 from recommender.cli.dashboard import APP, REPO_ROOT, dashboard_env, find_app, streamlit_command
+from recommender.errors import InputError
 
 
 def test_the_app_script_is_in_the_checkout():
@@ -54,3 +55,13 @@ def test_help_lists_the_options():
     assert result.exit_code == 0
     for option in ("--db", "--port", "--host"):
         assert option in result.output
+
+
+def test_a_missing_database_file_exits_2_before_streamlit_starts(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr("recommender.cli.dashboard.subprocess.Popen", lambda *a, **k: started.append(a))
+    missing = tmp_path / "results.db"
+    result = CliRunner().invoke(build_app(), ["dashboard", "--db", f"sqlite:///{missing}"])
+    assert isinstance(result.exception, InputError) and result.exception.exit_code == 2
+    assert result.exception.message == f"no results database at {missing}"
+    assert started == [] and not missing.exists()

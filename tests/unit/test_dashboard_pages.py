@@ -35,7 +35,9 @@ def seeded_url(tmp_path) -> str:
 
 @pytest.fixture
 def empty_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'empty.db'}"
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    ResultStore.open(url)  # made and migrated, as a run that has not stored a result yet leaves it
+    return url
 
 
 def open_page(url: str, page: str, monkeypatch, experiment: str | None = None) -> AppTest:
@@ -164,6 +166,16 @@ def test_an_unreachable_database_gets_the_store_error_and_its_hint(tmp_path, mon
     assert not at.exception
     assert "cannot open results database" in at.error[0].value
     assert at.info  # the hint
+
+
+def test_a_missing_database_file_is_said_and_not_made(tmp_path, monkeypatch):
+    missing = tmp_path / "results.db"
+    monkeypatch.setenv("RECOMMENDER_DB_URL", f"sqlite:///{missing}")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    assert f"no results database at {missing}" in at.error[0].value.replace("\\", "")  # markdown-escaped
+    assert "recommender run FILE" in at.info[0].value
+    assert not missing.exists()
 
 
 def test_the_ranking_page_shows_the_instance_type_column_and_facet(tmp_path, monkeypatch) -> None:

@@ -60,13 +60,26 @@ def export_command(
     ),
     cache_dir: Path = typer.Option(paths.ARTIFACTS, "--cache-dir", help="Model export cache (shared with `run`)."),
     force: bool = options.FORCE,
+    threshold_ms: float = options.THRESHOLD_MS,
+    percentile: options.PercentileChoice = options.PERCENTILE,
+    max_error_rate: float = options.MAX_ERROR_RATE,
 ) -> None:
     """Export a ranked configuration as a deployable Triton model repository, with the SageMaker and autoscaling
-    request bodies sized for the target load and a README saying how to use them; and/or every candidate to MLflow."""
+    request bodies sized for the target load and a README saying how to use them; and/or every candidate to MLflow.
+
+    The candidates are ranked as `recommender rank` ranks them: under the experiment file's limits, or the ones given
+    here (re-decided from the stored windows, nothing measured)."""
     if out is None and mlflow is None:
         raise UsageError("nothing to export to", hint="give --out FOLDER (the deliverable), --mlflow URI, or both")
     store = ResultStore.open(db, existing=True)
-    rec, spec, results = recommend_from_store(store, experiment, endpoint_name=endpoint_name)
+    rec, spec, results = recommend_from_store(
+        store,
+        experiment,
+        endpoint_name=endpoint_name,
+        threshold_ms=threshold_ms,
+        percentile=percentile.value if percentile else None,
+        max_error_rate=max_error_rate,
+    )
     console = Console()
     deliverable = None
     if out is not None and format_ is ExportFormat.AIPERF:

@@ -78,7 +78,9 @@ def test_a_real_streamed_chat_run_is_imported_and_exported_with_its_tokens(
             assert np.percentile(ours, p) == pytest.approx(aggregate[name][f"p{p}"], abs=2e-3), (name, p)
 
     exported = tmp_path / "exported"
-    assert cli("export", "chat", "--format", "aiperf", "--out", str(exported), "--db", db) == 0
+    # the records go out whatever this host's speed: decided under a limit no 24-token answer here comes near
+    limit = ["--latency-threshold-ms", "60000"]
+    assert cli("export", "chat", "--format", "aiperf", "--out", str(exported), "--db", db, *limit) == 0
     (level,) = exported.iterdir()
     python = aiperf_binary.parent / "python"
     check = (

@@ -130,3 +130,20 @@ def test_rank_takes_the_limits_on_the_command_line(url, tmp_path, monkeypatch):
         "pt-nodb-ig2-mbs8": 951,
     }  # the load-1 and load-2 levels: mean x 1.00125 wobble
     assert invoke("--percentile", "p42").exit_code != 0
+
+
+def test_export_takes_the_limits_on_the_command_line(url, tmp_path, monkeypatch):
+    """export ranks as rank does: under 500 ms ig2 leads (load 4), under p95 <= 25 ms only ig1's load 1 meets."""
+    exported = []
+
+    def write_deliverable(rec, spec, options, results):
+        exported.append(rec.ranking.ranked[0].candidate.name)
+        raise SystemExit(0)  # the deliverable itself is export's own tests' business
+
+    monkeypatch.setattr("recommender.cli.export.write_deliverable", write_deliverable)
+    monkeypatch.chdir(tmp_path)
+    for extra in ([], ["--latency-threshold-ms", "25"]):
+        out = str(tmp_path / f"out{len(exported)}")
+        done = CliRunner().invoke(build_app(), ["export", "levels", "--db", url, "--out", out, *extra])
+        assert done.exit_code == 0, done.output
+    assert exported == ["pt-nodb-ig2-mbs8", "pt-nodb-ig1-mbs8"]

@@ -7,22 +7,17 @@ the job's: `recommender run` of a vllm candidate at dtype float32 stores the gat
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from recommender.correctness.figures import describe
 from recommender.correctness.generation_gate import check_generation
 from recommender.correctness.tokens import TOKEN_TOLERANCES
 from recommender.spec import ExperimentSpec
-from recommender.store.results import ResultStore
 from recommender.targets.vllm import VllmDeployment, VllmTarget
-from tests.vllm.conftest import READY_S, ROOT, TINY
+from tests.vllm.conftest import READY_S, TINY
 
 pytestmark = pytest.mark.vllm
 NOISE = 0.02  # the weights' own initial standard deviation: a different model, as a broken conversion makes one
@@ -92,35 +87,3 @@ def test_the_default_candidate_at_the_engines_own_16_bit_type_passes_within_its_
     assert found.checked and found.passed, found.reason
     assert all(f["teacher_forced"] for f in found.figures)
     assert 0 < max(f["max_logprob_error"] for f in found.figures) <= TOKEN_TOLERANCES["auto"].logprob_atol
-
-
-def test_a_jobs_vllm_candidate_is_gated_before_its_load_and_the_verdict_is_stored(
-    vllm_venv_in_use: Path, tmp_path: Path
-) -> None:
-    arch = TINY.model_dump(exclude_none=True)
-    (tmp_path / "llm.yaml").write_text(
-        "name: llm-gate\n"
-        f"model: {{source: llama, architecture: {arch}}}\n"
-        "target: {kind: vllm, engine_args: {max_num_seqs: 4, dtype: float32}}\n"
-        "traffic: {warmup_seconds: 0, phases: [{initial_users: 2, duration_seconds: 3}]}\n"
-    )
-    env = {
-        **os.environ,  # the fixture's RECOMMENDER_VLLM_VENV among them
-        "HOME": str(tmp_path / "home"),  # the model folder is built under ~/.cache: this test's own
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "recommender", "run", "llm.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (result,) = ResultStore.open(f"sqlite:///{tmp_path / '.recommender/results.db'}").results("llm-gate")
-    assert result.status == "ok", result.reason
-    stored = result.correctness
-    assert stored is not None and stored["checked"] and stored["passed"], stored
-    assert (stored["precision"], stored["tolerance"]["generated_tokens"]) == ("fp32", 16)
-    assert describe(stored).startswith("greedy tokens match the reference (transformers fp32 greedy on CPU")

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from recommender.candidates import RunStatus
+from recommender.correctness.figures import describe
 from recommender.store.results import ResultStore
 from tests.processes import run_recommender
 from tests.vllm.conftest import TINY
@@ -80,6 +81,7 @@ def test_a_bf16_candidate_beyond_its_stated_tolerance_is_incorrect_ranked_out_an
     assert gate is not None and gate["passed"] and gate["precision"] == "fp32", gate
     assert gate["tolerance"] == {"generated_tokens": GENERATED, "min_agreement": 1.0, "logprob_atol": 0.001}
     assert all(f["first_divergence"] is None and f["agreement"] == 1.0 for f in gate["figures"]), gate["figures"]
+    assert describe(gate).startswith("greedy tokens match the reference (transformers fp32 greedy on CPU"), gate
     assert exact.headline is not None and exact.headline.requests > 0
 
     for name in PLANTED:

@@ -16,7 +16,7 @@ from recommender.load.runner import HTTP_CLIENTS, LoadRequest, run_load
 from recommender.spec import Phase
 from recommender.targets.wire import KSERVE, openai, openai_body
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_host]
 TEXTS = ["a", "b"]  # every request asks for two rows
 KSERVE_BODY = {"inputs": [{"name": "input_ids", "shape": [2, 3], "datatype": "INT64", "data": [1, 2, 3, 4, 5, 6]}]}
 ONE_ROW = {"outputs": [{"name": "embedding", "shape": [1, 2], "datatype": "FP32", "data": [0.6, 0.8]}]}

@@ -17,7 +17,7 @@ from recommender.store.results import ResultStore
 from recommender.targets.leftovers import ServerRecord
 from tests.fixtures_text import TINY_BERT_YAML
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 MICRO = (
     """

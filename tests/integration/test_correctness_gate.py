@@ -12,7 +12,7 @@ from recommender.spec import load_spec
 from recommender.store.results import ResultStore
 from tests.integration.test_cli_run import recommender
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 SPEC = """
 name: gate

@@ -32,6 +32,7 @@ UI_TIMEOUT_MS = 60_000
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.shares_host,
     pytest.mark.skipif(
         not CHROMIUM.is_file(), reason="no /usr/bin/chromium here; scripts/install_system_packages.sh installs it"
     ),

@@ -13,7 +13,7 @@ from recommender.store.results import ResultStore
 from tests.integration.test_cli_run import recommender
 from tests.unit.tiny_model import save_pooling_model
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 SPEC = """
 name: later

@@ -28,7 +28,7 @@ from recommender.targets.local import LocalDeployment, prepare_run_directory
 from recommender.targets.server_process import LOOPBACK, free_loopback_ports
 from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under, start_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 
 @pytest.fixture

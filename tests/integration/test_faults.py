@@ -14,7 +14,7 @@ import pytest
 from recommender.store.results import ResultStore
 from tests.integration.test_cli_run import MICRO, cli_env, generators_under, servers_under, start_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 
 @pytest.fixture

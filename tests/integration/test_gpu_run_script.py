@@ -26,6 +26,7 @@ def gpu_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.shares_host
 def test_the_cpu_dry_run_measures_and_ranks_the_pt_variants_at_both_paddings(tmp_path: Path) -> None:
     """With one wheel beside it (a stand-in: this host has the run's packages) it installs it offline into its site,
     then runs the whole path."""

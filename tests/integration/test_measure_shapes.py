@@ -207,7 +207,11 @@ def test_until_known_ends_each_level_and_the_repeats_once_known(
     # ended at least a window before its planned end (the check comes at each window's close; full runs end at ~15.03 s)
     assert all(r.duration_s < planned_s - 0.5 / 2 for _, r in known)
     assert m.headline.stop_reason is None
-    assert any("precision not reached" in flag for flag in m.headline.flags) == (len(known) < len(results))
+    # a level that ran its whole duration is flagged unless its figures were known with its last window (the last
+    # window ends the level anyway, so no stop is recorded: seen once in 2026-12-07's full run); a flag never comes
+    # without such a level
+    flagged = [flag for flag in m.headline.flags if flag.startswith("precision not reached (")]
+    assert not flagged or len(known) < len(results), flagged
     assert set(m.headline.known_levels) == {int(name.removeprefix("level-")) - 1 for name, _ in known}
     per_repeat_levels = {(number, w.phase_index) for number, w in m.windows}
     assert per_repeat_levels == {(r, p) for r in range(ran) for p in range(2)}

@@ -10,7 +10,7 @@ import pytest
 from recommender.store.results import ResultStore
 from tests.integration.test_cli_run import recommender
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 SPEC = """
 name: padding

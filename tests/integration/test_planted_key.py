@@ -26,7 +26,7 @@ from recommender.store.results import ResultStore
 from tests.keyed_endpoint import keyed_endpoint
 from tests.processes import stop_group
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.shares_host]
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLE, KEY = "RECOMMENDER_PLANTED_ENDPOINT_AUTH", "pk-planted-9f3a7c1e5b"

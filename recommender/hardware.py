@@ -1,4 +1,5 @@
-"""The hardware a run serves on, measured, never assumed: CPU model and cores, and GPUs through NVML.
+"""The hardware a run serves on, measured, never assumed: CPU model, cores and number-format features, and GPUs
+through NVML.
 
     detect_hardware()                          -> Hardware   # this host (local and docker targets serve here)
     resolve_accelerator("auto"|"cpu"|"gpu", hw) -> "cpu" | "gpu"   # HardwareMissing (exit 2) for gpu without one
@@ -87,10 +88,14 @@ class Hardware:
     driver_version: str | None = None
     cuda_version: str | None = None
     gpu_status: str = "no GPU"  # "2 GPU(s)" or the plain reason there is none
+    # the CPU's flags that say which number formats it computes natively (NUMBER_FEATURES; empty: not recorded, as in
+    # runs stored before it was, or a host without /proc/cpuinfo)
+    cpu_features: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["gpus"] = [asdict(gpu) for gpu in self.gpus]
+        data["cpu_features"] = list(self.cpu_features)  # as JSON stores it
         return data
 
     @classmethod
@@ -101,7 +106,8 @@ class Hardware:
             key: data.get(key) for key in ("cpu_model", "cpu_cores", "driver_version", "cuda_version")
         }
         gpus = tuple(Gpu(**gpu) for gpu in data.get("gpus") or ())
-        return cls(**fields, gpus=gpus, gpu_status=data.get("gpu_status") or "no GPU")
+        features = tuple(data.get("cpu_features") or ())
+        return cls(**fields, gpus=gpus, gpu_status=data.get("gpu_status") or "no GPU", cpu_features=features)
 
     def describe(self) -> str:
         """One line, e.g. `Intel Xeon, 2 cores; no GPU (pynvml not installed)` or `...; 1 x NVIDIA A10G (23028 MiB)`."""
@@ -169,7 +175,10 @@ def describe_gpu(server_stats: dict[str, Any] | None) -> str | None:
 
 def detect_hardware(nvml: Any = None) -> Hardware:
     """This host's hardware; `nvml` is the pynvml module (imported here when not given: a fake in tests)."""
-    cpu_model, cores = cpu_model_name(), available_cores()
+    return replace(_with_gpus(nvml, cpu_model_name(), available_cores()), cpu_features=cpu_features())
+
+
+def _with_gpus(nvml: Any, cpu_model: str, cores: int) -> Hardware:
     if nvml is None:
         try:
             import pynvml
@@ -385,6 +394,30 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+# the CPU flags recorded with a run (/proc/cpuinfo's `flags` on x86, `Features` on Arm): the vector and matrix
+# extensions that decide which number formats the CPU computes natively (decide/cpu_precision.py reads them)
+NUMBER_FEATURES = (
+    "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16",
+    "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    "asimd", "asimdhp", "fphp", "asimddp", "bf16", "i8mm", "sve", "sve2",
+)  # fmt: skip
+
+
+def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
+    """This CPU's NUMBER_FEATURES, in that order, from the first `flags` (x86) or `Features` (Arm) line of
+    /proc/cpuinfo; () where there is none (another OS: nothing is recorded, nothing is judged)."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    present = set(value.split())
+                    return tuple(feature for feature in NUMBER_FEATURES if feature in present)
+    except OSError:
+        pass
+    return ()
 
 
 def available_cores() -> int:

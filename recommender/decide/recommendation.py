@@ -28,6 +28,7 @@ from recommender.decide.cost import (
     initial_instance_count,
     plan_capacity,
 )
+from recommender.decide.cpu_precision import emulated_precision_notes
 from recommender.decide.prices import Catalog, InstancePrice, find_price
 from recommender.decide.ranking import Importance, RankedCandidate, Ranking, RankInput, rank
 from recommender.decide.separation import to_separate
@@ -487,6 +488,7 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
             f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'
         )
     notes += cliff_notes(results)  # llama.cpp candidates with more threads than the host can give
+    notes += emulated_precision_notes(results)  # vLLM at a 16-bit type its CPU does not compute natively
     return tuple(notes)
 
 

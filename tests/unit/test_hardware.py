@@ -14,6 +14,7 @@ from recommender.hardware import (
     GpuStatus,
     Hardware,
     HardwareMissing,
+    cpu_features,
     cuda_mismatch,
     describe_served,
     detect_hardware,
@@ -141,6 +142,29 @@ def test_engines_that_serve_on_this_host_record_its_cpu_and_keep_their_declared_
     assert stored["cpu_cores"] == 6 and "detected" not in stored
     remote = serving_hardware(TargetSpec(kind="remote", endpoint="http://10.0.0.1:8000"), host)
     assert remote.hardware is None  # a remote endpoint's host is not this one
+
+
+def test_the_cpus_number_format_features_are_read_from_cpuinfo_and_stored_with_the_run(tmp_path: Path) -> None:
+    """The flags that say which number formats a CPU computes natively are recorded (decide/cpu_precision.py reads
+    them): x86's `flags` line, Arm's `Features` line, in NUMBER_FEATURES' order; nothing where there is no cpuinfo; a
+    run stored before they were reads back as ()."""
+    epyc = tmp_path / "epyc"
+    epyc.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma f16c bmi2\n\nflags : avx512f\n"
+    )
+    assert cpu_features(str(epyc)) == ("avx2", "fma", "f16c")  # the first processor's line only
+    xeon = tmp_path / "xeon"
+    xeon.write_text("flags\t: avx512_bf16 amx_tile avx2 amx_bf16 amx_int8 avx512f\n")
+    assert cpu_features(str(xeon)) == ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd asimdhp fphp bf16 i8mm sve\n")
+    assert cpu_features(str(arm)) == ("asimd", "asimdhp", "fphp", "bf16", "i8mm", "sve")
+    assert cpu_features(str(tmp_path / "absent")) == ()
+    host = Hardware("AMD EPYC", 2, cpu_features=("avx2", "fma"))
+    stored = serving_hardware(TargetSpec(kind="vllm"), host).to_dict()
+    assert stored["cpu_features"] == ["avx2", "fma"] and Hardware.from_dict(stored) == host
+    assert Hardware.from_dict({"cpu_model": "Intel Xeon", "cpu_cores": 2}) == Hardware("Intel Xeon", 2)  # before
+    assert detect_hardware(FakeNvml([])).cpu_features == cpu_features()  # this host's, whatever it has
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from recommender.spec.base import Strict
 
-GgufType = Literal["f32", "q8_0"]  # modelrepo/gguf.py GGUF_TYPES
+GgufType = Literal["f32", "f16", "bf16", "q8_0"]  # targets/gguf.py GGUF_TYPES
 KvCacheType = Literal["f32", "f16", "bf16"]  # --cache-type-k/-v; quantised caches need flash attention: not offered
 
 
@@ -120,8 +120,9 @@ class LlamaCppVariants(Strict):
     gguf_types: list[GgufType] = Field(
         default_factory=lambda: list[GgufType](["f32"]),
         min_length=1,
-        description="The weights' GGUF types: f32 (the Llama folder as it is) and q8_0 (8-bit blocks), converted "
-        "by the converter llama.cpp's source ships and cached beside the folder.",
+        description="The weights' GGUF types: f32 (the Llama folder as it is), f16 and bf16 (16-bit floats, judged "
+        "as fp16 and bf16) and q8_0 (8-bit blocks), converted by the converter llama.cpp's source ships and cached "
+        "beside the folder.",
     )
     parallel: list[OrDefault] = Field(
         default_factory=lambda: list[int | None]([1]),

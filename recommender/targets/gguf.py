@@ -29,8 +29,9 @@ from pathlib import Path
 from recommender.errors import BuildError
 from recommender.targets.infinity_venv import locked
 
-# the GGUF types offered: fp32 as the folder holds it (exact), and one quantised type (8-bit blocks)
-GGUF_TYPES = ("f32", "q8_0")
+# the GGUF types offered (the converter's --outtype): fp32 as the folder holds it (exact), the two 16-bit floats, and
+# one quantised type (8-bit blocks)
+GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
 CONVERT_TIMEOUT_S = 1800
 VOCABULARY = "bert"  # the vocabulary written (in the content key: a file written otherwise is converted again)
 # the converter, its Llama class given its BERT class's WordPiece vocabulary: `python -c CONVERT <script> <args...>`

@@ -195,8 +195,21 @@ def test_a_gguf_file_is_converted_once_and_a_failed_conversion_leaves_nothing(tm
     failed = gguf_path(folder, "q8_0", "v1")
     assert not failed.exists() and not list(tmp_path.glob("*.tmp*"))  # no half-made file, its staging removed
     assert "cannot read this folder" in failed.with_name(failed.name + ".log").read_text()  # the output, kept
-    with pytest.raises(BuildError, match="not one of f32, q8_0"):
+    with pytest.raises(BuildError, match="not one of f32, f16, bf16, q8_0"):
         gguf_file(folder, "q4_0", converter, python, "v1")
+    # the 16-bit floats are the converter's own --outtype, each file of its own
+    assert gguf_file(folder, "bf16", converter, python, "v1").read_bytes() == b"GGUFbf16:bert"
+    assert gguf_file(folder, "f16", converter, python, "v1").read_bytes() == b"GGUFf16:bert"
+
+
+def test_16_bit_weights_are_candidates_judged_at_their_own_precision(tmp_path) -> None:
+    spec = spec_of(tmp_path, LLAMA + "target: {kind: llamacpp, llamacpp: {gguf_types: [f16, bf16], parallel: [8]}}\n")
+    assert [(c.name, precision_of(c.config())) for c in expand_candidates(spec)] == [
+        ("llamacpp-default", "fp16"),  # the f32 file at llama-server's own f16 cache and flash attention
+        ("llamacpp-f16-np8-b2048-ub512-t1", "fp16"),
+        ("llamacpp-bf16-np8-b2048-ub512-t1", "bf16"),  # looser than the f16 cache: the loosest judges
+    ]
+    assert "gguf_types" in problems(tmp_path, LLAMA + "target: {kind: llamacpp, llamacpp: {gguf_types: [q4_0]}}\n")
 
 
 def test_the_converter_and_what_it_imports_are_unpacked_from_the_sdist(tmp_path) -> None:

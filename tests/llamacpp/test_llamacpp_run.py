@@ -17,7 +17,7 @@ import yaml
 
 from recommender.candidates import RunStatus
 from recommender.correctness.tokens import TOKEN_TOLERANCES
-from recommender.hardware import available_cores
+from recommender.hardware import available_cores, cpu_features
 from recommender.store.results import ResultStore
 from tests.llamacpp.conftest import TINY
 from tests.processes import run_recommender
@@ -77,6 +77,7 @@ def test_a_llamacpp_experiment_runs_end_to_end(llamacpp_venv_in_use: Path, tmp_p
     # served on this host: its cores recorded (the threads cliff judges -t against them), the accelerator declared
     assert exact.hardware is not None and exact.hardware["cpu_cores"] == available_cores(), exact.hardware
     assert exact.hardware["declared"] == "local-cpu" and exact.hardware["accelerator"] == "cpu", exact.hardware
+    assert tuple(exact.hardware["cpu_features"]) == cpu_features(), exact.hardware  # decide/cpu_precision reads them
 
     quantised = results[Q8]  # q8_0: judged by token agreement at q8's stated tolerance, its ids the server's
     gate = quantised.correctness

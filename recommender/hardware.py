@@ -386,14 +386,20 @@ def _count(value: str, option: str, gpus: tuple[Gpu, ...]) -> int:
 
 def cpu_model_name() -> str:
     """The CPU model from /proc/cpuinfo (Linux), else platform.processor()."""
+    return _cpuinfo_value(("model name",)) or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _cpuinfo_value(names: tuple[str, ...], cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The value of the first /proc/cpuinfo line named one of `names` (the first processor's); None without one."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        with open(cpuinfo, encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
+                name, _, value = line.partition(":")
+                if name.strip() in names:
+                    return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return None
 
 
 # the CPU flags recorded with a run (/proc/cpuinfo's `flags` on x86, `Features` on Arm): the vector and matrix
@@ -408,16 +414,8 @@ NUMBER_FEATURES = (
 def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
     """This CPU's NUMBER_FEATURES, in that order, from the first `flags` (x86) or `Features` (Arm) line of
     /proc/cpuinfo; () where there is none (another OS: nothing is recorded, nothing is judged)."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as handle:
-            for line in handle:
-                name, _, value = line.partition(":")
-                if name.strip() in ("flags", "Features"):
-                    present = set(value.split())
-                    return tuple(feature for feature in NUMBER_FEATURES if feature in present)
-    except OSError:
-        pass
-    return ()
+    present = set((_cpuinfo_value(("flags", "Features"), cpuinfo) or "").split())
+    return tuple(feature for feature in NUMBER_FEATURES if feature in present)
 
 
 def available_cores() -> int:

@@ -338,6 +338,21 @@ def _unstable_text(result: CandidateResult) -> str:
     return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
 
 
+def _dipped(result: CandidateResult) -> bool:
+    """The level decided on meets the limits and a lower level measured does not (metrics/levels.breached_below)."""
+    h = result.headline
+    return h is not None and h.within_threshold and bool(h.breached_below)
+
+
+def _dip_text(result: CandidateResult) -> str:
+    h = result.headline
+    if h is None:
+        return result.name
+    loads = ", ".join(f"{load:g}" for load in h.breached_below)
+    at = f"{h.level_load:g}" if h.level_load is not None else "the level decided on"
+    return f"{result.name} (meets them at load {at}, breaches them at load {loads})"
+
+
 def importance_of(spec: ExperimentSpec) -> Importance:
     objectives = spec.objectives
     return Importance(cost=objectives.cost, latency=objectives.latency, throughput=objectives.throughput)
@@ -486,6 +501,13 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
     if unstable:
         notes.append(
             f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'
+        )
+    dipped = sorted(_dip_text(r) for r in results if _dipped(r) and r.status != RunStatus.PRUNED)
+    if dipped:
+        notes.append(
+            "met the limits at the load level decided on but not at every lower level measured (the load axis is not "
+            'monotone for it: traffic below that load can breach the limits; README "Definitions", MaxInvocations): '
+            + "; ".join(dipped)
         )
     notes += cliff_notes(results)  # llama.cpp candidates with more threads than the host can give
     notes += emulated_precision_notes(results)  # vLLM at a 16-bit type its CPU does not compute natively

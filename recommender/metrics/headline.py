@@ -119,6 +119,7 @@ class Figures:
     repeats_breached: int = 0  # repeats whose own windows at that level breach the limits (or never reached it)
     stability: Stability | None = None  # the stability rule's numbers at that level
     generation: GenerationFigures | None = None  # a generative run's figures at that level (metrics/generation.py)
+    breached_below: tuple[float, ...] = ()  # loads of the levels below the chosen one that breach the limits
 
     @classmethod
     def under(cls, limits: Limits, **decided: Any) -> Figures:
@@ -179,7 +180,7 @@ class Headline(Figures, Measured):
         """Plain JSON-ready data (what the store keeps)."""
         data = asdict(self)
         data["latency_ms"] = dict(self.latency_ms)
-        for name in ("stop_reasons", "notes", "flags", "known_levels"):
+        for name in ("stop_reasons", "notes", "flags", "known_levels", "breached_below"):
             data[name] = list(data[name])
         data["windows"]["chosen"] = list(data["windows"]["chosen"])
         data["generation"] = self.generation.to_dict() if self.generation else None
@@ -232,6 +233,7 @@ class Headline(Figures, Measured):
             repeat_looks=int(data.get("repeat_looks") or 1),
             known_levels=tuple(data.get("known_levels") or ()),
             generation=GenerationFigures.from_dict(data.get("generation")),
+            breached_below=tuple(float(load) for load in data.get("breached_below") or ()),
         )
 
 

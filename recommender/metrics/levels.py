@@ -170,8 +170,9 @@ def decide(
     if shown is None:
         figures = Figures.under(limits, notes=("no steady-state window measured",))
         return Decision(levels, None, measured, figures, {})
-    notes = tuple(_notes(chosen, shown, measured, limits))
-    figures = _figures(shown, limits, chosen is not None, notes, measured)
+    below = breached_below(levels, chosen)
+    notes = tuple(_notes(chosen, shown, measured, limits) + ([dip_note(chosen, below)] if chosen and below else []))
+    figures = _figures(shown, limits, chosen is not None, notes, measured, tuple(v.load for v in below))
     return Decision(levels, chosen, measured, figures, shown.server())
 
 
@@ -234,7 +235,32 @@ def lowest(levels: tuple[Level, ...]) -> Level | None:
     return min(levels, key=lambda v: (v.load, v.phase_index), default=None)
 
 
-def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...], measured: Measured) -> Figures:
+def breached_below(levels: tuple[Level, ...], chosen: Level | None) -> list[Level]:
+    """The levels below the chosen one (lower load) that breach the limits: the load axis is not monotone there, so
+    the chosen level's figure holds at its load and not below it (a stepping or bisecting search never sees them; a
+    grid's full ladder does)."""
+    if chosen is None:
+        return []
+    return sorted((v for v in levels if v.load < chosen.load and not v.meets), key=lambda v: v.load)
+
+
+def dip_note(chosen: Level, below: list[Level]) -> str:
+    """The chosen level meets the limits and some lower ones do not, in words (the first lower one's reason)."""
+    loads = ", ".join(f"{v.load:g}" for v in below)
+    return (
+        f"meets the limits at load {chosen.load:g} but not at load {loads} below it (at load {below[0].load:g}: "
+        f"{below[0].why_not}): its figure holds at load {chosen.load:g}, not at every lower load"
+    )
+
+
+def _figures(
+    level: Level,
+    limits: Limits,
+    within: bool,
+    notes: tuple[str, ...],
+    measured: Measured,
+    below: tuple[float, ...],
+) -> Figures:
     p = limits.percentile
     return Figures.under(
         limits,
@@ -254,6 +280,7 @@ def _figures(level: Level, limits: Limits, within: bool, notes: tuple[str, ...],
         repeats_breached=level.breached,
         notes=notes,
         generation=level_generation(level, limits.terms, measured, LATENCY_RESOLUTION_MS),
+        breached_below=below,
     )
 
 

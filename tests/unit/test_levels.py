@@ -105,6 +105,29 @@ def test_a_failing_repeat_counts_in_the_mean_and_is_reported():
     assert h.repeats_breached == 1 and "1 of 3 repeats breached at load 2 on their own" in h.notes
 
 
+def test_a_meeting_level_above_breaching_ones_is_chosen_and_the_levels_below_are_named():
+    # loads 1 and 2 meet, 4 and 8 breach (p95 600 and 1,050 ms), 16 meets again: the highest meeting level, 16, with
+    # the breaching loads below it kept (a grid's full ladder on a server that is not monotone in the load)
+    p95s = {0: 40, 1: 60, 2: 600, 3: 1050, 4: 390}
+    records = [
+        w
+        for r in range(3)
+        for phase, p95 in p95s.items()
+        for w in level(r, phase, 500 * (phase + 1), p95, load=2.0**phase)
+    ]
+    h = headline(records, 3)
+    assert h.within_threshold and h.level_load == 16 and h.breached_below == (4.0, 8.0)
+    assert (
+        "meets the limits at load 16 but not at load 4, 8 below it (at load 4: p95 600.0 ms above the 500 ms "
+        "threshold): its figure holds at load 16, not at every lower load"
+    ) in h.notes
+    assert Headline.from_dict(h.to_dict()).breached_below == (4.0, 8.0)
+    monotone = headline([w for r in range(3) for w in level(r, 0, 600, 40) + level(r, 1, 900, 700)], 3)
+    assert monotone.breached_below == () and not any("below it" in note for note in monotone.notes)
+    none_met = headline([w for r in range(3) for w in level(r, 0, 600, 700) + level(r, 1, 900, 900)], 3)
+    assert none_met.breached_below == () and not none_met.within_threshold
+
+
 def test_a_level_only_some_repeats_reached_does_not_meet():
     # repeats 1 and 2 stopped during level 1; repeat 0 went on to a fast level 2 that only it measured
     records = [w for r in range(3) for w in level(r, 0, 600, 20) + level(r, 1, 1000, 300)] + level(0, 2, 1500, 100)

@@ -198,6 +198,19 @@ def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
     assert any(note.startswith("unstable at the load level decided on") and note.endswith(": A") for note in rec.notes)
 
 
+def test_a_candidate_that_breaches_below_the_level_decided_on_is_named_in_the_notes() -> None:
+    """A grid's full ladder can meet the limits at a load after breaching them at lower ones (seen on vLLM's default
+    at 16 users after 4 and 8 breached): ranked on the level decided on, named in the notes; a pruned probe is not."""
+    dip = result("D", 540, 38, level_load=16.0, breached_below=(4.0, 8.0))
+    probe = dataclasses.replace(result("P", 300, 40, breached_below=(1.0,)), status="pruned", reason="pruned by racing")
+    rec = recommend([dip, result("B", 400, 30), probe], spec(), [fixed_catalog()])
+    assert rec.winner.candidate.name == "D"
+    notes = [note for note in rec.notes if note.startswith("met the limits at the load level decided on")]
+    assert len(notes) == 1 and notes[0].endswith(": D (meets them at load 16, breaches them at load 4, 8)")
+    plain = recommend([result("A", 540, 38), result("B", 400, 30)], spec(), [fixed_catalog()])
+    assert not any(note.startswith("met the limits at the load level") for note in plain.notes)
+
+
 def test_a_pruned_candidates_probe_is_not_reported_unstable_in_the_notes() -> None:
     """Adaptive search: a probe is one window or two, always too few for the stability rule; the pruned candidate is
     not ranked, so the note about the decision's stability does not name it."""

@@ -171,7 +171,7 @@ def decide(
         figures = Figures.under(limits, notes=("no steady-state window measured",))
         return Decision(levels, None, measured, figures, {})
     below = breached_below(levels, chosen)
-    notes = tuple(_notes(chosen, shown, measured, limits) + ([dip_note(chosen, below)] if chosen and below else []))
+    notes = tuple(_notes(chosen, shown, measured, limits, below))
     figures = _figures(shown, limits, chosen is not None, notes, measured, tuple(v.load for v in below))
     return Decision(levels, chosen, measured, figures, shown.server())
 
@@ -284,7 +284,7 @@ def _figures(
     )
 
 
-def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limits) -> list[str]:
+def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limits, below: list[Level]) -> list[str]:
     notes = []
     at = f"at load {level.load:g}"
     if chosen is None:
@@ -299,6 +299,8 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
         notes.append(f"{level.breached} of {level.repeats} repeats breached {at} on their own")
     if not level.stability.stable:
         notes.append(f"unstable {at}: {level.stability.reason}")
+    if chosen is not None and below:
+        notes.append(dip_note(chosen, below))
     note = stop_note(measured, limits)
     return notes + ([note] if note else [])
 

@@ -200,7 +200,7 @@ def test_intervals_and_stability_are_read_when_present_and_optional() -> None:
 
 def test_a_candidate_that_breaches_below_the_level_decided_on_is_named_in_the_notes() -> None:
     """A grid's full ladder can meet the limits at a load after breaching them at lower ones (seen on vLLM's default
-    at 16 users after 4 and 8 breached): ranked on the level decided on, named in the notes; a pruned probe is not."""
+    at 16 users after 8 breached): ranked on the level decided on, named in the notes; a pruned probe is not."""
     dip = result("D", 540, 38, level_load=16.0, breached_below=(4.0, 8.0))
     probe = dataclasses.replace(result("P", 300, 40, breached_below=(1.0,)), status="pruned", reason="pruned by racing")
     rec = recommend([dip, result("B", 400, 30), probe], spec(), [fixed_catalog()])

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from recommender.errors import Interrupted, RecommenderError, SpecError
 
-INTERRUPTED = "[yellow]interrupted[/] ({name}): servers were torn down; run the same command again to resume."
+INTERRUPTED = "[yellow]interrupted[/] ({name}): servers were torn down; run the same command again{without} to resume."
 
 INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -113,7 +113,9 @@ def _interrupt_once(received: list[int]):
     return interrupt
 
 
-def _interrupted(received: list[int]) -> int:
+def _interrupted(received: list[int], argv: list[str] | None = None) -> int:
+    """Say how to resume (`--fresh` would measure every candidate again) and return the signal's exit status."""
     name = signal.Signals(received[0]).name if received else "SIGINT"
-    Console(stderr=True).print(INTERRUPTED.format(name=name), highlight=False)
+    without = " without --fresh" if "--fresh" in (sys.argv if argv is None else argv) else ""
+    Console(stderr=True).print(INTERRUPTED.format(name=name, without=without), highlight=False)
     return 128 + (received[0] if received else signal.SIGINT)

@@ -49,7 +49,7 @@ from recommender.load.run_slot import keep_run, run_of
 from recommender.load.token_stream import NO_ANSWER, Generation, TokenStream, answered
 from recommender.metrics.steady import Window, window_spans
 from recommender.metrics.stop_reason import StopReason
-from recommender.metrics.stopping import planned_window_counts, stop_reason
+from recommender.metrics.stopping import ended_early, planned_window_counts, stop_reason
 from recommender.metrics.summary import window_stats
 from recommender.targets import kserve, wire
 from recommender.targets.kserve_binary import binary_request
@@ -266,7 +266,8 @@ class LoadRun:
             self.master.collect_final()
         duration = self.elapsed_s() if self.t0_ns is not None else 0.0
         self._write_progress(duration, self.environment.runner.user_count if self.environment.runner else 0)
-        result = self.recorder.result(self.started_at, duration, self.stop_reason.text if self.stop_reason else None)
+        stopped = ended_early(self.stop_reason, duration, self.total_s)
+        result = self.recorder.result(self.started_at, duration, stopped.text if stopped else None)
         if self.master is not None:
             result = dataclasses.replace(
                 result, generators=self.master.generators(), lost_workers=tuple(self.master.lost)

@@ -105,6 +105,18 @@ def _precision_reached(windows: list[Window], planned_windows: dict[int, int], r
     return StopReason(StopKind.PRECISION, f"{found.text(rules.limits.percentile)} within +-{target:.0%}")
 
 
+def ended_early(reason: StopReason | None, duration_s: float, planned_s: float) -> StopReason | None:
+    """The stop to record for a load run that lasted `duration_s` of a plan of `planned_s`: `reason`, unless it is a
+    precision stop that took effect only at the plan's end. The load child ends the traffic at its shape's next tick
+    (once a second), so figures known in the plan's last second end nothing early: like figures known with the last
+    window (`_precision_reached`), the run ran to its end and no stop is recorded (LoadResult.stop_reason: why it
+    stopped *before* the end; the headline's known_levels: levels that ended early because known). A limit's stop is
+    kept whenever it came: it ends the plan's higher levels (measurement/repeats.ends_plan)."""
+    if reason is None or reason.kind is not StopKind.PRECISION or duration_s < planned_s:
+        return reason
+    return None
+
+
 def precision_flags(windows: list[Window], rules: Rules, planned: int, stop_reason: str | None) -> list[str]:
     """["precision not reached (...)"] for a level of a precision-mode run that ran its whole planned duration without
     its figures known to `traffic.until_known`; [] otherwise (a level that a limit stopped has its own reason)."""

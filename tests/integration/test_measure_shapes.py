@@ -204,12 +204,14 @@ def test_until_known_ends_each_level_and_the_repeats_once_known(
     # windows are too noisy even for +-100 %)
     known = [(path.parent.name, r) for path, r in zip(level_runs, results, strict=True) if r.stop_reason]
     assert known and all(r.stop_reason.startswith("precision reached: ") for _, r in known)
-    # ended at least a window before its planned end (the check comes at each window's close; full runs end at ~15.03 s)
+    # ended at least a window before its planned end (the check comes at each window's close, the traffic ends at the
+    # shape's next tick, once a second; full runs end at ~15.03 s). A level known in its last second ran to its end and
+    # records no stop (stopping.ended_early): 2026-12-07's CI stored one at 15.04 s as ended early, before that rule
     assert all(r.duration_s < planned_s - 0.5 / 2 for _, r in known)
     assert m.headline.stop_reason is None
-    # a level that ran its whole duration is flagged unless its figures were known with its last window (the last
-    # window ends the level anyway, so no stop is recorded: seen once in 2026-12-07's full run); a flag never comes
-    # without such a level
+    # a level that ran its whole duration is flagged unless its figures were known in its last second (the plan's
+    # end ends the level anyway, so no stop is recorded: seen in 2026-12-07's full runs); a flag never comes without
+    # such a level
     flagged = [flag for flag in m.headline.flags if flag.startswith("precision not reached (")]
     assert not flagged or len(known) < len(results), flagged
     assert set(m.headline.known_levels) == {int(name.removeprefix("level-")) - 1 for name, _ in known}

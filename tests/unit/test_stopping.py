@@ -5,7 +5,7 @@ import pytest
 from recommender.metrics.limits import Limits
 from recommender.metrics.rules import Rules, StopRules, WindowRules
 from recommender.metrics.stop_reason import StopKind, StopReason
-from recommender.metrics.stopping import planned_window_counts, stop_reason
+from recommender.metrics.stopping import ended_early, planned_window_counts, stop_reason
 from tests.unit.test_steady import win
 
 
@@ -99,3 +99,16 @@ def test_the_reason_is_typed_and_its_stored_text_parses_back() -> None:
     assert StopReason.parse("max invocations: x").kind is StopKind.MAX_INVOCATIONS
     other = StopReason.parse("latency threshold")
     assert other.kind is StopKind.OTHER and other.label == "latency threshold" and other.text == "latency threshold"
+
+
+def test_a_precision_stop_that_took_effect_at_the_plans_end_ended_nothing_early() -> None:
+    # 2026-12-07's CI: a level of 15 s known at its 29th half-second window (14.55 s) ended at the next tick, 15.04 s,
+    # and was stored as ended early because known; it ran to its end
+    known = StopReason(StopKind.PRECISION, "MaxInvocations +-60.2%, p90 +-33.3% over n=26 within +-100%")
+    assert ended_early(known, 14.03, 15.0) is known
+    assert ended_early(known, 15.04, 15.0) is None
+    assert ended_early(known, 15.0, 15.0) is None
+    # a limit's stop is kept whenever it came (it ends the plan's higher levels)
+    breached = StopReason(StopKind.LATENCY, "p95 above 100 ms in 3 windows")
+    assert ended_early(breached, 15.04, 15.0) is breached
+    assert ended_early(None, 15.04, 15.0) is None

@@ -3,6 +3,8 @@
 # Unit tests take seconds; the integration tier starts real tritonserver and Locust processes on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the system tools the tiers start live in sbin (dockerd, debootstrap, runuser); a minimal PATH (env -i, cron) lacks it
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 mkdir -p .venvs
 # Every long step runs in a process group of its own, recorded in `groups`. On any exit (a failed step, SIGTERM,
 # Ctrl-C) each group is sent SIGTERM, which pytest turns into its own teardown (tests/conftest.py: the servers its

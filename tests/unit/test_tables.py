@@ -54,7 +54,8 @@ def result(
 
 
 def rendered(results: list[CandidateResult], width: int, terminal: bool) -> str:
-    console = Console(record=True, width=width, force_terminal=terminal, color_system=None)
+    # a height too: rich takes a width alone as 80 columns under TERM=dumb (a CI log, an editor's shell)
+    console = Console(record=True, width=width, height=50, force_terminal=terminal, color_system=None)
     console.print(ranking_view(recommend(results, SPEC), results, console))
     return console.export_text()
 
@@ -156,7 +157,7 @@ def test_a_multi_target_ranking_shows_the_instance_type_and_prices_each_candidat
     rec = recommend([small, big], spec)
     assert rec.pricing_of(small.key).price_per_hour < rec.pricing_of(big.key).price_per_hour
     assert rec.winner.candidate.name == "pt-small"  # nearly the same throughput at a fraction of the price
-    console = Console(record=True, width=250, force_terminal=True, color_system=None)
+    console = Console(record=True, width=250, height=50, force_terminal=True, color_system=None)
     console.print(ranking_view(rec, [small, big], console))
     text = console.export_text()
     assert "instance type" in text and "ml.g4dn.12xlarge" in line_of(text, "pt-big")
@@ -184,7 +185,7 @@ def test_the_max_invocations_column_is_max_invocations_and_vs_best_is_the_rankin
 def test_the_highest_priority_numbers_are_dropped_first(width: int) -> None:
     """Every column dropped has a priority number at least as high as every column kept (1s are never dropped)."""
     results = STUDY
-    console = Console(record=True, width=width, force_terminal=True, color_system=None)
+    console = Console(record=True, width=width, height=50, force_terminal=True, color_system=None)
     table = ranking_view(recommend(results, SPEC), results, console)
     kept = {str(column.header) for column in table.columns}
     priority = {c.label.format(p="p95"): c.priority for c in COLUMNS if "embedding" in c.kinds}

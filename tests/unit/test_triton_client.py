@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -126,21 +127,32 @@ def test_calls_from_short_lived_threads_leave_no_descriptors_behind(null_endpoin
     assert len(os.listdir("/proc/self/fd")) - before < 10
 
 
-def test_ctrl_c_always_reaches_the_caller(null_endpoint: str) -> None:
+def test_ctrl_c_always_reaches_the_caller(null_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """gevent runs only in worker threads: in the main thread its hub could swallow Ctrl-C (teardown would be
-    skipped)."""
+    skipped). Python itself drops a KeyboardInterrupt raised inside a finalizer or a weakref callback (it reports
+    it to sys.unraisablehook): an attempt whose Ctrl-C landed there is Python's rule, not the hub's, and is excused
+    (seen once in 25 attempts, in WeakKeyDictionary's callback, on 2026-12-08)."""
     client = TritonClient(null_endpoint, "bert")
     main = threading.main_thread().ident
+    dropped: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: dropped.append(unraisable.exc_value))
+    reached = 0
     for attempt in range(25):
         ctrl_c = threading.Timer(0.02 + 0.004 * attempt, signal.pthread_kill, (main, signal.SIGINT))
-        with pytest.raises(KeyboardInterrupt):
+        before = len(dropped)
+        try:
             ctrl_c.start()
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
                 client.server_ready()
                 with pytest.raises(TargetError):
                     client.statistics()
+        except KeyboardInterrupt:
+            reached += 1
+        else:
+            assert any(isinstance(e, KeyboardInterrupt) for e in dropped[before:]), f"attempt {attempt}: swallowed"
         ctrl_c.join()
+    assert reached >= 20, reached
 
 
 def test_a_remote_endpoint_that_stops_answering_is_an_error_not_a_refusal() -> None:

@@ -39,6 +39,7 @@ from recommender.hardware import describe_gpu, describe_served
 from recommender.metrics.generation import GenerationFigures
 from recommender.metrics.headline import Headline
 from recommender.metrics.intervals import Interval
+from recommender.metrics.levels import loads_text
 from recommender.metrics.limits import Limits
 from recommender.metrics.payload_lengths import PayloadLengths, cost_per_million_tokens
 from recommender.metrics.stage_times import time_spent
@@ -338,19 +339,14 @@ def _unstable_text(result: CandidateResult) -> str:
     return f"{result.name} ({stability.reason})" if stability and stability.reason else result.name
 
 
-def _dipped(result: CandidateResult) -> bool:
-    """The level decided on meets the limits and a lower level measured does not (metrics/levels.breached_below)."""
+def _dip_text(result: CandidateResult) -> str | None:
+    """A ranked candidate as the note names it, "name (meets them at load X, breaches them at load Y)", when the level
+    decided on meets the limits and a lower level measured does not (metrics/levels.breached_below); else None."""
     h = result.headline
-    return h is not None and h.within_threshold and bool(h.breached_below)
-
-
-def _dip_text(result: CandidateResult) -> str:
-    h = result.headline
-    if h is None:
-        return result.name
-    loads = ", ".join(f"{load:g}" for load in h.breached_below)
+    if h is None or not h.within_threshold or not h.breached_below or result.status == RunStatus.PRUNED:
+        return None
     at = f"{h.level_load:g}" if h.level_load is not None else "the level decided on"
-    return f"{result.name} (meets them at load {at}, breaches them at load {loads})"
+    return f"{result.name} (meets them at load {at}, breaches them at load {loads_text(h.breached_below)})"
 
 
 def importance_of(spec: ExperimentSpec) -> Importance:
@@ -502,7 +498,7 @@ def _notes(ranking: Ranking, pricing: Pricing, results: list[CandidateResult]) -
         notes.append(
             f'unstable at the load level decided on (the stability rule, README "Definitions"): {"; ".join(unstable)}'
         )
-    dipped = sorted(_dip_text(r) for r in results if _dipped(r) and r.status != RunStatus.PRUNED)
+    dipped = sorted(text for r in results if (text := _dip_text(r)) is not None)
     if dipped:
         notes.append(
             "met the limits at the load level decided on but not at every lower level measured (the load axis is not "

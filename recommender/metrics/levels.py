@@ -18,7 +18,7 @@ are pooled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,9 +244,14 @@ def breached_below(levels: tuple[Level, ...], chosen: Level | None) -> list[Leve
     return sorted((v for v in levels if v.load < chosen.load and not v.meets), key=lambda v: v.load)
 
 
-def dip_note(chosen: Level, below: list[Level]) -> str:
+def loads_text(loads: Iterable[float]) -> str:
+    """Loads in words, as the notes name them: "4, 8"."""
+    return ", ".join(f"{load:g}" for load in loads)
+
+
+def _dip_note(chosen: Level, below: list[Level]) -> str:
     """The chosen level meets the limits and some lower ones do not, in words (the first lower one's reason)."""
-    loads = ", ".join(f"{v.load:g}" for v in below)
+    loads = loads_text(v.load for v in below)
     return (
         f"meets the limits at load {chosen.load:g} but not at load {loads} below it (at load {below[0].load:g}: "
         f"{below[0].why_not}): its figure holds at load {chosen.load:g}, not at every lower load"
@@ -300,7 +305,7 @@ def _notes(chosen: Level | None, level: Level, measured: Measured, limits: Limit
     if not level.stability.stable:
         notes.append(f"unstable {at}: {level.stability.reason}")
     if chosen is not None and below:
-        notes.append(dip_note(chosen, below))
+        notes.append(_dip_note(chosen, below))
     note = stop_note(measured, limits)
     return notes + ([note] if note else [])
 
